@@ -1,0 +1,176 @@
+//! Kubernetes-style API errors: every failure the simulator answers is a `Status` object
+//! with the reason and code a real kube-apiserver would use.
+
+use serde_json::{json, Value};
+
+/// One API failure, carried to the HTTP layer and rendered as a `meta/v1 Status`.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{reason} ({code}): {message}")]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+    pub details: Option<Value>,
+}
+
+/// Identifies the object an error is about, for `Status.details`.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    pub group: &'a str,
+    pub kind: &'a str,
+    pub plural: &'a str,
+    pub name: &'a str,
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    fn with_target(mut self, t: Target<'_>) -> Self {
+        self.details = Some(json!({"name": t.name, "group": t.group, "kind": t.plural}));
+        self
+    }
+
+    fn resource_label(t: &Target<'_>) -> String {
+        if t.group.is_empty() {
+            t.plural.to_string()
+        } else {
+            format!("{}.{}", t.plural, t.group)
+        }
+    }
+
+    pub fn not_found(t: Target<'_>) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{}\" not found", Self::resource_label(&t), t.name),
+        )
+        .with_target(t)
+    }
+
+    pub fn already_exists(t: Target<'_>) -> Self {
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{}\" already exists", Self::resource_label(&t), t.name),
+        )
+        .with_target(t)
+    }
+
+    pub fn conflict(t: Target<'_>) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{}\": the object has been modified; please apply your changes to the latest version and try again",
+                Self::resource_label(&t),
+                t.name
+            ),
+        )
+        .with_target(t)
+    }
+
+    /// 422 with one cause per invalid field, as `kubectl` prints them.
+    pub fn invalid(t: Target<'_>, field: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        let mut e = Self::new(
+            422,
+            "Invalid",
+            format!(
+                "{} \"{}\" is invalid: {}: {}",
+                t.kind, t.name, field, message
+            ),
+        );
+        e.details = Some(json!({
+            "name": t.name, "group": t.group, "kind": t.kind,
+            "causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}]
+        }));
+        e
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", message)
+    }
+
+    pub fn path_not_found(path: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("the server could not find the requested resource ({path})"),
+        )
+    }
+
+    pub fn method_not_allowed(verb: &str) -> Self {
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            format!("the server does not allow this method on the requested resource ({verb})"),
+        )
+    }
+
+    pub fn not_acceptable(message: impl Into<String>) -> Self {
+        Self::new(406, "NotAcceptable", message)
+    }
+
+    /// The continue token or watch resourceVersion is older than the retained history.
+    pub fn gone(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("the request body is larger than the limit of {limit} bytes"),
+        )
+    }
+
+    pub fn unsupported_media_type(ct: &str) -> Self {
+        Self::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/json, application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {ct:?})"))
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(503, "ServiceUnavailable", message)
+    }
+
+    pub fn timeout(message: impl Into<String>) -> Self {
+        Self::new(504, "Timeout", message)
+    }
+
+    /// The `meta/v1 Status` object for this error.
+    pub fn to_status(&self) -> Value {
+        let mut s = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(d) = &self.details {
+            s["details"] = d.clone();
+        }
+        s
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,50 @@
+//! A Kubernetes-API simulator of a Karmada fleet, in the spirit of kwok.
+//!
+//! It serves a host API (the global services cluster) and one Karmada API per instance,
+//! each on its own loopback port with its own certificate, token, store and
+//! resourceVersion sequence. It simulates member clusters, plays karmada-operator for
+//! `Karmada` objects, and injects faults per instance. It is a test and demo double:
+//! Kairship must work unchanged against a real Kubernetes and Karmada.
+//!
+//! Layout: [`store`] keeps objects and history; [`server`] speaks HTTP; [`resources`]
+//! says what is served; [`fleet`] puts servers together with [`clusters`],
+//! [`operator`] and the plain-HTTP [`admin`] API for faults.
+
+pub mod admin;
+pub mod clusters;
+pub mod error;
+pub mod faults;
+pub mod fleet;
+pub mod kubeconfig;
+pub mod operator;
+pub mod patch;
+pub mod resources;
+pub mod selectors;
+pub mod server;
+pub mod store;
+pub mod tls;
+
+pub use fleet::{Fleet, FleetConfig};
+
+/// Failures starting or running the simulator (as opposed to API errors it answers).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Api(#[from] error::ApiError),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Error {
+    pub fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
+        let context = context.into();
+        move |source| Self::Io { context, source }
+    }
+}

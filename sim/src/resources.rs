@@ -1,0 +1,587 @@
+//! What an API server serves: resource definitions (group, versions, kind, plural, scope,
+//! subresources, printer columns). Built-in kinds are described here by their facts;
+//! custom kinds come from `CustomResourceDefinition` objects, through one code path for
+//! the CRDs a server starts with and the ones clients create.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use crate::error::{ApiError, ApiResult, Target};
+
+/// A column of `kubectl get` output, evaluated server-side into a `meta/v1 Table`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrinterColumn {
+    pub name: String,
+    pub kind: String,
+    pub json_path: String,
+    pub priority: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ResourceDef {
+    pub group: String,
+    /// Served versions; the first is the preferred (storage) version.
+    pub versions: Vec<String>,
+    pub kind: String,
+    pub plural: String,
+    pub singular: String,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    pub namespaced: bool,
+    pub status_subresource: bool,
+    pub printer_columns: Vec<PrinterColumn>,
+    /// Built-in kinds accept strategic merge patch; custom resources do not.
+    pub builtin: bool,
+    /// Name of the CRD that defines this resource, if any.
+    pub crd: Option<String>,
+}
+
+impl ResourceDef {
+    /// Store key, independent of version: objects are shared across served versions.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.group, self.plural)
+    }
+
+    pub fn api_version(&self, version: &str) -> String {
+        if self.group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{}/{}", self.group, version)
+        }
+    }
+
+    pub fn target<'a>(&'a self, name: &'a str) -> Target<'a> {
+        Target {
+            group: &self.group,
+            kind: &self.kind,
+            plural: &self.plural,
+            name,
+        }
+    }
+}
+
+struct Builtin {
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    short: &'static [&'static str],
+    namespaced: bool,
+    status: bool,
+}
+
+const fn b(
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    short: &'static [&'static str],
+    namespaced: bool,
+    status: bool,
+) -> Builtin {
+    Builtin {
+        group,
+        version,
+        kind,
+        plural,
+        short,
+        namespaced,
+        status,
+    }
+}
+
+/// Served by every simulated API server, host and Karmada alike.
+const COMMON: &[Builtin] = &[
+    b("", "v1", "Namespace", "namespaces", &["ns"], false, true),
+    b("", "v1", "ConfigMap", "configmaps", &["cm"], true, false),
+    b("", "v1", "Secret", "secrets", &[], true, false),
+    b("", "v1", "Service", "services", &["svc"], true, true),
+    b(
+        "",
+        "v1",
+        "ServiceAccount",
+        "serviceaccounts",
+        &["sa"],
+        true,
+        false,
+    ),
+    b("", "v1", "Event", "events", &["ev"], true, false),
+    b(
+        "apps",
+        "v1",
+        "Deployment",
+        "deployments",
+        &["deploy"],
+        true,
+        true,
+    ),
+    b(
+        "apps",
+        "v1",
+        "StatefulSet",
+        "statefulsets",
+        &["sts"],
+        true,
+        true,
+    ),
+    b("apps", "v1", "DaemonSet", "daemonsets", &["ds"], true, true),
+    b("batch", "v1", "Job", "jobs", &[], true, true),
+    b(
+        "coordination.k8s.io",
+        "v1",
+        "Lease",
+        "leases",
+        &[],
+        true,
+        false,
+    ),
+    b(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        &["crd", "crds"],
+        false,
+        true,
+    ),
+];
+
+/// Served by karmada-aggregated-apiserver, not a CRD (see shared/karmada/README.md).
+const KARMADA_AGGREGATED: &[Builtin] = &[b(
+    "cluster.karmada.io",
+    "v1alpha1",
+    "Cluster",
+    "clusters",
+    &[],
+    false,
+    true,
+)];
+
+fn builtin_def(x: &Builtin) -> ResourceDef {
+    let mut printer_columns = Vec::new();
+    if x.kind == "Cluster" {
+        printer_columns = vec![
+            col("VERSION", "string", ".status.kubernetesVersion", 0),
+            col("MODE", "string", ".spec.syncMode", 0),
+            col(
+                "READY",
+                "string",
+                ".status.conditions[?(@.type==\"Ready\")].status",
+                0,
+            ),
+        ];
+    }
+    ResourceDef {
+        group: x.group.to_string(),
+        versions: vec![x.version.to_string()],
+        kind: x.kind.to_string(),
+        plural: x.plural.to_string(),
+        singular: x.kind.to_lowercase(),
+        short_names: x.short.iter().map(|s| s.to_string()).collect(),
+        categories: if x.group.is_empty() || x.group == "apps" || x.group == "batch" {
+            vec!["all".to_string()]
+        } else {
+            vec![]
+        },
+        namespaced: x.namespaced,
+        status_subresource: x.status,
+        printer_columns,
+        builtin: true,
+        crd: None,
+    }
+}
+
+fn col(name: &str, kind: &str, path: &str, priority: i64) -> PrinterColumn {
+    PrinterColumn {
+        name: name.into(),
+        kind: kind.into(),
+        json_path: path.into(),
+        priority,
+    }
+}
+
+/// Which set of kinds an API server plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    /// The global services cluster.
+    Host,
+    /// A karmada-apiserver (with karmada-aggregated-apiserver).
+    Karmada,
+}
+
+/// Facts of a CRD a server starts with, turned into a CRD object at start-up.
+struct CrdFacts {
+    group: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    short: &'static [&'static str],
+    namespaced: bool,
+    /// (version, storage, status subresource)
+    versions: &'static [(&'static str, bool, bool)],
+    columns: &'static [(&'static str, &'static str)],
+}
+
+const READY_COL: (&str, &str) = ("READY", ".status.conditions[?(@.type==\"Ready\")].status");
+const PRIO_COLS: &[(&str, &str)] = &[
+    ("CONFLICT-RESOLUTION", ".spec.conflictResolution"),
+    ("PRIORITY", ".spec.priority"),
+];
+const BINDING_COLS: &[(&str, &str)] = &[
+    (
+        "SCHEDULED",
+        ".status.conditions[?(@.type==\"Scheduled\")].status",
+    ),
+    (
+        "FULLYAPPLIED",
+        ".status.conditions[?(@.type==\"FullyApplied\")].status",
+    ),
+];
+const BINDING_VERSIONS: &[(&str, bool, bool)] =
+    &[("v1alpha2", true, true), ("v1alpha1", false, true)];
+
+const HOST_CRDS: &[CrdFacts] = &[CrdFacts {
+    group: "operator.karmada.io",
+    kind: "Karmada",
+    plural: "karmadas",
+    short: &[],
+    namespaced: true,
+    versions: &[("v1alpha1", true, true)],
+    columns: &[READY_COL],
+}];
+
+const KARMADA_CRDS: &[CrdFacts] = &[
+    CrdFacts {
+        group: "policy.karmada.io",
+        kind: "PropagationPolicy",
+        plural: "propagationpolicies",
+        short: &["pp"],
+        namespaced: true,
+        versions: &[("v1alpha1", true, false)],
+        columns: PRIO_COLS,
+    },
+    CrdFacts {
+        group: "policy.karmada.io",
+        kind: "ClusterPropagationPolicy",
+        plural: "clusterpropagationpolicies",
+        short: &["cpp"],
+        namespaced: false,
+        versions: &[("v1alpha1", true, false)],
+        columns: PRIO_COLS,
+    },
+    CrdFacts {
+        group: "policy.karmada.io",
+        kind: "OverridePolicy",
+        plural: "overridepolicies",
+        short: &["op"],
+        namespaced: true,
+        versions: &[("v1alpha1", true, false)],
+        columns: &[],
+    },
+    CrdFacts {
+        group: "policy.karmada.io",
+        kind: "ClusterOverridePolicy",
+        plural: "clusteroverridepolicies",
+        short: &["cop"],
+        namespaced: false,
+        versions: &[("v1alpha1", true, false)],
+        columns: &[],
+    },
+    CrdFacts {
+        group: "work.karmada.io",
+        kind: "ResourceBinding",
+        plural: "resourcebindings",
+        short: &["rb"],
+        namespaced: true,
+        versions: BINDING_VERSIONS,
+        columns: BINDING_COLS,
+    },
+    CrdFacts {
+        group: "work.karmada.io",
+        kind: "ClusterResourceBinding",
+        plural: "clusterresourcebindings",
+        short: &["crb"],
+        namespaced: false,
+        versions: BINDING_VERSIONS,
+        columns: BINDING_COLS,
+    },
+    CrdFacts {
+        group: "work.karmada.io",
+        kind: "Work",
+        plural: "works",
+        short: &["wk"],
+        namespaced: true,
+        versions: &[("v1alpha1", true, true)],
+        columns: &[(
+            "APPLIED",
+            ".status.conditions[?(@.type==\"Applied\")].status",
+        )],
+    },
+];
+
+impl CrdFacts {
+    fn to_object(&self) -> Value {
+        let versions: Vec<Value> = self
+            .versions
+            .iter()
+            .map(|(v, storage, status)| {
+                let mut cols: Vec<Value> = self
+                    .columns
+                    .iter()
+                    .map(|(n, p)| json!({"name": n, "type": "string", "jsonPath": p}))
+                    .collect();
+                cols.push(json!({"name": "AGE", "type": "date", "jsonPath": ".metadata.creationTimestamp"}));
+                let mut ver = json!({
+                    "name": v, "served": true, "storage": storage,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                    "additionalPrinterColumns": cols,
+                });
+                if *status {
+                    ver["subresources"] = json!({"status": {}});
+                }
+                ver
+            })
+            .collect();
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{}.{}", self.plural, self.group)},
+            "spec": {
+                "group": self.group,
+                "names": {
+                    "kind": self.kind, "listKind": format!("{}List", self.kind),
+                    "plural": self.plural, "singular": self.kind.to_lowercase(),
+                    "shortNames": self.short, "categories": ["karmada-io"],
+                },
+                "scope": if self.namespaced { "Namespaced" } else { "Cluster" },
+                "versions": versions,
+            }
+        })
+    }
+}
+
+/// Built-in resources of a flavor, and the CRD objects it starts with.
+pub fn initial(flavor: Flavor) -> (Vec<ResourceDef>, Vec<Value>) {
+    let mut defs: Vec<ResourceDef> = COMMON.iter().map(builtin_def).collect();
+    let crds = match flavor {
+        Flavor::Host => HOST_CRDS,
+        Flavor::Karmada => {
+            defs.extend(KARMADA_AGGREGATED.iter().map(builtin_def));
+            KARMADA_CRDS
+        }
+    };
+    (defs, crds.iter().map(CrdFacts::to_object).collect())
+}
+
+fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
+    path.iter()
+        .try_fold(v, |v, k| v.get(k))
+        .and_then(Value::as_str)
+}
+
+/// Validates a CRD object and derives the resource it defines.
+pub fn def_from_crd(crd: &Value) -> ApiResult<ResourceDef> {
+    let name = str_at(crd, &["metadata", "name"]).unwrap_or("");
+    let target = Target {
+        group: "apiextensions.k8s.io",
+        kind: "CustomResourceDefinition",
+        plural: "customresourcedefinitions",
+        name,
+    };
+    let invalid = |field: &str, msg: &str| ApiError::invalid(target, field, msg.to_string());
+    let group = str_at(crd, &["spec", "group"])
+        .filter(|g| !g.is_empty())
+        .ok_or_else(|| invalid("spec.group", "Required value"))?;
+    let plural = str_at(crd, &["spec", "names", "plural"])
+        .filter(|g| !g.is_empty())
+        .ok_or_else(|| invalid("spec.names.plural", "Required value"))?;
+    let kind = str_at(crd, &["spec", "names", "kind"])
+        .filter(|g| !g.is_empty())
+        .ok_or_else(|| invalid("spec.names.kind", "Required value"))?;
+    if name != format!("{plural}.{group}") {
+        return Err(invalid(
+            "metadata.name",
+            &format!("must be spec.names.plural+\".\"+spec.group ({plural}.{group})"),
+        ));
+    }
+    let namespaced = match str_at(crd, &["spec", "scope"]) {
+        Some("Namespaced") => true,
+        Some("Cluster") => false,
+        _ => {
+            return Err(invalid(
+                "spec.scope",
+                "Unsupported value: supported values: \"Cluster\", \"Namespaced\"",
+            ))
+        }
+    };
+    let vers = crd["spec"]["versions"]
+        .as_array()
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| {
+            invalid(
+                "spec.versions",
+                "Required value: must have exactly one version marked as storage version",
+            )
+        })?;
+    let mut served: Vec<(bool, &Value)> = vers
+        .iter()
+        .filter(|v| v["served"].as_bool().unwrap_or(false))
+        .map(|v| (v["storage"].as_bool().unwrap_or(false), v))
+        .collect();
+    if vers
+        .iter()
+        .filter(|v| v["storage"].as_bool().unwrap_or(false))
+        .count()
+        != 1
+    {
+        return Err(invalid(
+            "spec.versions",
+            "Invalid value: must have exactly one version marked as storage version",
+        ));
+    }
+    // Storage version first, so it is the preferred one.
+    served.sort_by_key(|(storage, _)| !*storage);
+    let first = served
+        .first()
+        .map(|(_, v)| *v)
+        .ok_or_else(|| invalid("spec.versions", "must have at least one served version"))?;
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let printer_columns = first["additionalPrinterColumns"]
+        .as_array()
+        .map(|cols| {
+            cols.iter()
+                .filter(|c| c["jsonPath"].as_str() != Some(".metadata.creationTimestamp"))
+                .filter_map(|c| {
+                    Some(col(
+                        c["name"].as_str()?,
+                        c["type"].as_str().unwrap_or("string"),
+                        c["jsonPath"].as_str()?,
+                        c["priority"].as_i64().unwrap_or(0),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(ResourceDef {
+        group: group.to_string(),
+        versions: served
+            .iter()
+            .filter_map(|(_, v)| v["name"].as_str().map(String::from))
+            .collect(),
+        kind: kind.to_string(),
+        plural: plural.to_string(),
+        singular: str_at(crd, &["spec", "names", "singular"])
+            .map(String::from)
+            .unwrap_or_else(|| kind.to_lowercase()),
+        short_names: strings(&crd["spec"]["names"]["shortNames"]),
+        categories: strings(&crd["spec"]["names"]["categories"]),
+        namespaced,
+        status_subresource: first
+            .get("subresources")
+            .and_then(|s| s.get("status"))
+            .is_some(),
+        printer_columns,
+        builtin: false,
+        crd: Some(name.to_string()),
+    })
+}
+
+/// Index of served resources, looked up by the pieces of a request path.
+#[derive(Debug, Default, Clone)]
+pub struct Registry {
+    by_group_plural: BTreeMap<(String, String), Arc<ResourceDef>>,
+}
+
+impl Registry {
+    pub fn new(defs: Vec<ResourceDef>) -> Self {
+        let mut r = Self::default();
+        for d in defs {
+            r.insert(d);
+        }
+        r
+    }
+
+    pub fn insert(&mut self, def: ResourceDef) {
+        self.by_group_plural
+            .insert((def.group.clone(), def.plural.clone()), Arc::new(def));
+    }
+
+    pub fn remove_crd(&mut self, crd_name: &str) -> Option<Arc<ResourceDef>> {
+        let key = self
+            .by_group_plural
+            .iter()
+            .find(|(_, d)| d.crd.as_deref() == Some(crd_name))
+            .map(|(k, _)| k.clone())?;
+        self.by_group_plural.remove(&key)
+    }
+
+    /// The resource served at `group/version/plural`, if that version is served.
+    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceDef>> {
+        self.by_group_plural
+            .get(&(group.to_string(), plural.to_string()))
+            .filter(|d| d.versions.iter().any(|v| v == version))
+            .cloned()
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &Arc<ResourceDef>> {
+        self.by_group_plural.values()
+    }
+
+    /// Groups with their served versions (preferred first), core group excluded.
+    pub fn groups(&self) -> BTreeMap<String, Vec<String>> {
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for d in self.all().filter(|d| !d.group.is_empty()) {
+            let vs = out.entry(d.group.clone()).or_default();
+            for v in &d.versions {
+                if !vs.contains(v) {
+                    vs.push(v.clone());
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeded_crds_round_trip_into_definitions() {
+        let (_, crds) = initial(Flavor::Karmada);
+        let defs: Vec<ResourceDef> = crds
+            .iter()
+            .map(|c| def_from_crd(c).expect("valid seeded CRD"))
+            .collect();
+        let rb = defs
+            .iter()
+            .find(|d| d.plural == "resourcebindings")
+            .expect("rb");
+        assert_eq!(rb.versions, vec!["v1alpha2", "v1alpha1"]);
+        assert!(rb.status_subresource && rb.namespaced);
+        let cpp = defs
+            .iter()
+            .find(|d| d.plural == "clusterpropagationpolicies")
+            .expect("cpp");
+        assert!(!cpp.namespaced && !cpp.status_subresource);
+        assert_eq!(cpp.printer_columns.len(), 2);
+    }
+
+    #[test]
+    fn crd_without_storage_version_is_invalid() {
+        let crd = json!({"metadata": {"name": "foos.x.io"}, "spec": {"group": "x.io", "scope": "Cluster",
+            "names": {"plural": "foos", "kind": "Foo"}, "versions": [{"name": "v1", "served": true, "storage": false}]}});
+        let err = def_from_crd(&crd).expect_err("must be invalid");
+        assert_eq!(err.code, 422);
+        assert!(err.message.contains("storage version"), "{}", err.message);
+    }
+}

@@ -1,0 +1,89 @@
+//! Discovery documents: `/api`, `/apis`, `/apis/{group}`, `/apis/{group}/{version}`, `/version`.
+
+use serde_json::{json, Value};
+
+use crate::resources::Registry;
+
+const VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+pub fn core_versions(server_address: &str) -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}],
+    })
+}
+
+fn group_doc(name: &str, versions: &[String]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
+        .collect();
+    json!({"name": name, "versions": vs, "preferredVersion": vs.first().cloned().unwrap_or(Value::Null)})
+}
+
+pub fn group_list(reg: &Registry) -> Value {
+    let groups: Vec<Value> = reg
+        .groups()
+        .iter()
+        .map(|(g, vs)| group_doc(g, vs))
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+pub fn group(reg: &Registry, name: &str) -> Option<Value> {
+    reg.groups().get(name).map(|vs| {
+        let mut d = group_doc(name, vs);
+        d["kind"] = "APIGroup".into();
+        d["apiVersion"] = "v1".into();
+        d
+    })
+}
+
+/// The `APIResourceList` of one group/version, or `None` when nothing is served there.
+pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value> {
+    let mut resources = Vec::new();
+    for d in reg
+        .all()
+        .filter(|d| d.group == group && d.versions.iter().any(|v| v == version))
+    {
+        resources.push(json!({
+            "name": d.plural, "singularName": d.singular, "namespaced": d.namespaced, "kind": d.kind,
+            "verbs": VERBS, "shortNames": d.short_names, "categories": d.categories,
+        }));
+        if d.status_subresource {
+            resources.push(json!({
+                "name": format!("{}/status", d.plural), "singularName": "", "namespaced": d.namespaced,
+                "kind": d.kind, "verbs": ["get", "patch", "update"],
+            }));
+        }
+    }
+    if resources.is_empty() {
+        return None;
+    }
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    )
+}
+
+pub fn version() -> Value {
+    json!({
+        "major": "1", "minor": "31", "gitVersion": "v1.31.3", "gitCommit": "kairship-sim",
+        "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23.0",
+        "compiler": "gc", "platform": "linux/amd64",
+    })
+}

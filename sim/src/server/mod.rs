@@ -1,0 +1,590 @@
+//! One simulated API server: HTTPS with its own certificate, a required bearer token,
+//! its own store, and its own faults.
+
+mod discovery;
+pub mod routes;
+pub mod table;
+pub mod watch;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use bytes::{BufMut, Bytes, BytesMut};
+use http::{header, Method, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::sync::watch as tokio_watch;
+use tracing::{debug, warn, Instrument};
+
+use crate::error::{ApiError, ApiResult};
+use crate::faults::{FaultState, Injection};
+use crate::patch::PatchKind;
+use crate::resources::{Flavor, ResourceDef};
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::store::{Filter, Preconditions, Store, StoreConfig, WatchFrom};
+use crate::tls::ServingCert;
+use routes::{ResourcePath, Route};
+
+/// Knobs of a simulated API server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub store: StoreConfig,
+    pub max_body_bytes: usize,
+    pub bookmark_interval: Duration,
+    /// Watches without `timeoutSeconds` end after this long.
+    pub default_watch_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            store: StoreConfig::default(),
+            // kube-apiserver's default limit on a request body.
+            max_body_bytes: 3 * 1024 * 1024,
+            bookmark_interval: Duration::from_secs(10),
+            default_watch_timeout: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+pub struct ApiServer {
+    pub name: String,
+    pub store: Store,
+    pub faults: FaultState,
+    pub token: String,
+    pub tls: ServingCert,
+    config: ServerConfig,
+    addr: parking_lot::Mutex<Option<SocketAddr>>,
+    shutdown: tokio_watch::Sender<bool>,
+}
+
+fn random_token() -> String {
+    use rand::Rng;
+    let b: [u8; 24] = rand::rng().random();
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+impl ApiServer {
+    pub fn new(
+        name: &str,
+        flavor: Flavor,
+        config: ServerConfig,
+    ) -> Result<Arc<Self>, crate::Error> {
+        Ok(Arc::new(Self {
+            name: name.to_string(),
+            store: Store::new(flavor, config.store.clone())?,
+            faults: FaultState::default(),
+            token: random_token(),
+            tls: crate::tls::generate(name)?,
+            config,
+            addr: parking_lot::Mutex::new(None),
+            shutdown: tokio_watch::channel(false).0,
+        }))
+    }
+
+    pub fn addr(&self) -> Option<SocketAddr> {
+        *self.addr.lock()
+    }
+
+    pub fn url(&self) -> String {
+        self.addr()
+            .map(|a| format!("https://{a}"))
+            .unwrap_or_default()
+    }
+
+    /// Stops accepting connections and cuts the open ones.
+    pub fn shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    /// Binds `addr` and serves until [`ApiServer::shutdown`].
+    pub async fn start(self: &Arc<Self>, addr: SocketAddr) -> std::io::Result<SocketAddr> {
+        let listener = TcpListener::bind(addr).await?;
+        let local = listener.local_addr()?;
+        *self.addr.lock() = Some(local);
+        let this = self.clone();
+        let span = tracing::info_span!("apiserver", server = %self.name);
+        tokio::spawn(this.accept_loop(listener).instrument(span));
+        Ok(local)
+    }
+
+    async fn accept_loop(self: Arc<Self>, listener: TcpListener) {
+        let acceptor = tokio_rustls::TlsAcceptor::from(self.tls.server_config.clone());
+        let mut shutdown = self.shutdown.subscribe();
+        loop {
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                _ = shutdown.changed() => return,
+            };
+            let (tcp, peer) = match accepted {
+                Ok(x) => x,
+                Err(e) => {
+                    warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            if self.faults.is_down() {
+                // Reset rather than close, as a dead server's port would.
+                let _ = tcp.set_zero_linger();
+                drop(tcp);
+                continue;
+            }
+            let this = self.clone();
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let mut faults = this.faults.subscribe();
+                let mut shutdown = this.shutdown.subscribe();
+                let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp))
+                    .await
+                {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => return debug!(%peer, error = %e, "tls handshake failed"),
+                    Err(_) => return debug!(%peer, "tls handshake timed out"),
+                };
+                let svc_server = this.clone();
+                let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                    let s = svc_server.clone();
+                    async move { Ok::<_, std::convert::Infallible>(s.handle(req.map(Body::new)).await) }
+                });
+                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                let conn = builder.serve_connection(TokioIo::new(tls), svc);
+                tokio::pin!(conn);
+                loop {
+                    tokio::select! {
+                        _ = conn.as_mut() => return,
+                        _ = shutdown.changed() => return,
+                        changed = faults.changed() => {
+                            if changed.is_err() || this.faults.is_down() { return; }
+                        }
+                    }
+                }
+            });
+        }
+    }
+
+    /// Answers one request; every failure is a `Status` object.
+    pub async fn handle(&self, req: Request<Body>) -> Response<Body> {
+        match self.injected().await {
+            Ok(()) => {}
+            Err(e) => return status_response(&e),
+        }
+        let authorized = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|t| t.trim() == self.token);
+        if !authorized {
+            return status_response(&ApiError::unauthorized());
+        }
+        match self.route(req).await {
+            Ok(r) => r,
+            Err(e) => status_response(&e),
+        }
+    }
+
+    async fn injected(&self) -> ApiResult<()> {
+        match self.faults.for_request() {
+            Injection::None => Ok(()),
+            Injection::Delay(d) => {
+                tokio::time::sleep(d).await;
+                Ok(())
+            }
+            Injection::Fail(e) => Err(e),
+        }
+    }
+
+    async fn route(&self, req: Request<Body>) -> ApiResult<Response<Body>> {
+        let path = req.uri().path().to_string();
+        let route = routes::parse(&path);
+        if req.method() != Method::GET && !matches!(route, Route::Resource(_)) {
+            return Err(ApiError::method_not_allowed(req.method().as_str()));
+        }
+        let reg = || self.store.registry();
+        match route {
+            Route::Root => Ok(json_response(
+                StatusCode::OK,
+                &json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/version"]}),
+            )),
+            Route::Version => Ok(json_response(StatusCode::OK, &discovery::version())),
+            Route::Health => Ok(Response::new(Body::from("ok"))),
+            Route::CoreVersions => Ok(json_response(
+                StatusCode::OK,
+                &discovery::core_versions(&self.addr().map(|a| a.to_string()).unwrap_or_default()),
+            )),
+            Route::GroupList => Ok(json_response(
+                StatusCode::OK,
+                &discovery::group_list(&reg()),
+            )),
+            Route::Group(g) => discovery::group(&reg(), &g)
+                .map(|d| json_response(StatusCode::OK, &d))
+                .ok_or_else(|| ApiError::path_not_found(&path)),
+            Route::ResourceList { group, version } => {
+                discovery::resource_list(&reg(), &group, &version)
+                    .map(|d| json_response(StatusCode::OK, &d))
+                    .ok_or_else(|| ApiError::path_not_found(&path))
+            }
+            Route::OpenApi | Route::NotFound => Err(ApiError::path_not_found(&path)),
+            Route::Resource(rp) => self.resource(req, rp).await,
+        }
+    }
+
+    async fn resource(&self, req: Request<Body>, rp: ResourcePath) -> ApiResult<Response<Body>> {
+        let def = self
+            .store
+            .lookup(&rp.group, &rp.version, &rp.plural)
+            .ok_or_else(|| ApiError::path_not_found(req.uri().path()))?;
+        if rp.namespace.is_some() && !def.namespaced {
+            return Err(ApiError::path_not_found(req.uri().path()));
+        }
+        let status_sub = match rp.subresource.as_deref() {
+            None => false,
+            Some("status") if def.status_subresource => true,
+            Some(_) => return Err(ApiError::path_not_found(req.uri().path())),
+        };
+        let q = Query::parse(req.uri().query().unwrap_or(""))?;
+        let api_version = def.api_version(&rp.version);
+        let ns = rp.namespace.as_deref();
+        let accept = req
+            .headers()
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let as_table = table::wanted(&accept);
+        let method = req.method().clone();
+        let content_type = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let render = |o: &crate::store::StoredObject, code: StatusCode| -> Response<Body> {
+            if as_table && method == Method::GET {
+                let t = table::table(
+                    &def,
+                    &[o],
+                    true,
+                    json!({"resourceVersion": o.rv.to_string()}),
+                );
+                return json_response(code, &t);
+            }
+            bytes_response(code, o.render(&api_version))
+        };
+        match (req.method().clone(), rp.name.as_deref()) {
+            (Method::GET, Some(name)) => {
+                Ok(render(&*self.store.get(&def, ns, name)?, StatusCode::OK))
+            }
+            (Method::GET, None) => {
+                let filter = q.filter(ns)?;
+                if q.flag("watch") || rp.watch_prefix {
+                    return self.watch(def, filter, &q, api_version, as_table);
+                }
+                self.list(&def, &filter, &q, &api_version, as_table)
+            }
+            (Method::POST, None) => {
+                let body = self.read_json(req).await?;
+                let created = if q.dry_run() {
+                    dry_object(body)
+                } else {
+                    self.store.create(&def, ns, body)?
+                };
+                Ok(bytes_response(
+                    StatusCode::CREATED,
+                    created.render(&api_version),
+                ))
+            }
+            (Method::PUT, Some(name)) => {
+                let body = self.read_json(req).await?;
+                Ok(render(
+                    &*self.store.update(&def, ns, name, body, status_sub)?,
+                    StatusCode::OK,
+                ))
+            }
+            (Method::PATCH, Some(name)) => {
+                let kind = PatchKind::from_content_type(&content_type)?;
+                let body = self.read_body(req).await?;
+                Ok(render(
+                    &*self.store.patch(&def, ns, name, kind, &body, status_sub)?,
+                    StatusCode::OK,
+                ))
+            }
+            (Method::DELETE, Some(name)) => {
+                let body = self.read_body(req).await?;
+                let pre = preconditions(&body)?;
+                Ok(render(
+                    &*self.store.delete(&def, ns, name, pre)?,
+                    StatusCode::OK,
+                ))
+            }
+            (Method::DELETE, None) => {
+                let gone = self.store.delete_collection(&def, &q.filter(ns)?)?;
+                let rv = self.store.current_rv();
+                Ok(list_response(
+                    &def,
+                    &api_version,
+                    gone.iter().map(|o| &**o),
+                    rv,
+                    None,
+                    None,
+                ))
+            }
+            (m, _) => Err(ApiError::method_not_allowed(m.as_str())),
+        }
+    }
+
+    fn list(
+        &self,
+        def: &Arc<ResourceDef>,
+        filter: &Filter,
+        q: &Query,
+        api_version: &str,
+        as_table: bool,
+    ) -> ApiResult<Response<Body>> {
+        if let Some(rv) = q
+            .get("resourceVersion")
+            .filter(|r| !r.is_empty() && *r != "0")
+        {
+            let want: u64 = rv
+                .parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}")))?;
+            let current = self.store.current_rv();
+            if want > current {
+                return Err(ApiError::timeout(format!(
+                    "Too large resource version: {want}, current: {current}"
+                )));
+            }
+            if q.get("resourceVersionMatch") == Some("Exact") && want != current {
+                return Err(ApiError::gone(format!(
+                    "resource version {want} is not retained for exact reads"
+                )));
+            }
+        }
+        let limit = q
+            .get("limit")
+            .map(|l| {
+                l.parse::<usize>()
+                    .map_err(|_| ApiError::bad_request(format!("invalid limit {l:?}")))
+            })
+            .transpose()?;
+        let page = self.store.list(def, filter, limit, q.get("continue"))?;
+        if as_table {
+            let objs: Vec<&crate::store::StoredObject> = page.items.iter().map(|o| &**o).collect();
+            let mut meta = json!({"resourceVersion": page.rv.to_string()});
+            if let Some(c) = &page.continue_token {
+                meta["continue"] = c.clone().into();
+            }
+            return Ok(json_response(
+                StatusCode::OK,
+                &table::table(def, &objs, true, meta),
+            ));
+        }
+        Ok(list_response(
+            def,
+            api_version,
+            page.items.iter().map(|o| &**o),
+            page.rv,
+            page.continue_token,
+            page.remaining,
+        ))
+    }
+
+    fn watch(
+        &self,
+        def: Arc<ResourceDef>,
+        filter: Filter,
+        q: &Query,
+        api_version: String,
+        as_table: bool,
+    ) -> ApiResult<Response<Body>> {
+        let send_initial = q.flag("sendInitialEvents");
+        let from =
+            match q
+                .get("resourceVersion")
+                .filter(|r| !r.is_empty() && *r != "0")
+            {
+                _ if send_initial => WatchFrom::Current,
+                Some(rv) => WatchFrom::Version(rv.parse().map_err(|_| {
+                    ApiError::bad_request(format!("invalid resourceVersion {rv:?}"))
+                })?),
+                None => WatchFrom::Current,
+            };
+        let timeout = match q.get("timeoutSeconds") {
+            Some(t) => Duration::from_secs(
+                t.parse()
+                    .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds {t:?}")))?,
+            ),
+            None => self.config.default_watch_timeout,
+        };
+        let start = match self.store.watch(&def, &filter, from) {
+            Ok(s) => s,
+            // kube-apiserver answers a too-old version inside the stream, so clients relist.
+            Err(e) if e.code == 410 => {
+                return Ok(stream_response(Body::from(watch::error_line(&e))))
+            }
+            Err(e) => return Err(e),
+        };
+        let opts = watch::WatchOptions {
+            api_version,
+            bookmarks: q.flag("allowWatchBookmarks"),
+            bookmark_interval: self.config.bookmark_interval,
+            timeout,
+            as_table,
+            initial_events_end: send_initial,
+        };
+        Ok(stream_response(Body::from_stream(watch::stream(
+            def,
+            filter,
+            start,
+            opts,
+            &self.faults,
+        ))))
+    }
+
+    async fn read_body(&self, req: Request<Body>) -> ApiResult<Bytes> {
+        let limit = self.config.max_body_bytes;
+        let limited = http_body_util::Limited::new(req.into_body(), limit);
+        match limited.collect().await {
+            Ok(c) => Ok(c.to_bytes()),
+            Err(e)
+                if e.downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some() =>
+            {
+                Err(ApiError::too_large(limit))
+            }
+            Err(e) => Err(ApiError::bad_request(format!("reading request body: {e}"))),
+        }
+    }
+
+    async fn read_json(&self, req: Request<Body>) -> ApiResult<Value> {
+        let body = self.read_body(req).await?;
+        serde_json::from_slice(&body).map_err(|e| {
+            ApiError::bad_request(format!("the body of the request was not valid JSON: {e}"))
+        })
+    }
+}
+
+fn dry_object(v: Value) -> crate::store::Obj {
+    let json = Bytes::from(v.to_string());
+    Arc::new(crate::store::StoredObject {
+        value: v,
+        json,
+        rv: 0,
+    })
+}
+
+fn preconditions(body: &[u8]) -> ApiResult<Preconditions> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Preconditions::default());
+    }
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?;
+    let p = &v["preconditions"];
+    Ok(Preconditions {
+        uid: p["uid"].as_str().map(String::from),
+        resource_version: p["resourceVersion"].as_str().map(String::from),
+    })
+}
+
+/// Query parameters of a request.
+struct Query(HashMap<String, String>);
+
+impl Query {
+    fn parse(q: &str) -> ApiResult<Self> {
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(q)
+            .map_err(|e| ApiError::bad_request(format!("invalid query string: {e}")))?;
+        Ok(Self(pairs.into_iter().collect()))
+    }
+
+    fn get(&self, k: &str) -> Option<&str> {
+        self.0.get(k).map(String::as_str)
+    }
+
+    fn flag(&self, k: &str) -> bool {
+        matches!(self.get(k), Some("true" | "1"))
+    }
+
+    fn dry_run(&self) -> bool {
+        self.get("dryRun") == Some("All")
+    }
+
+    fn filter(&self, ns: Option<&str>) -> ApiResult<Filter> {
+        Ok(Filter {
+            namespace: ns.map(String::from),
+            labels: LabelSelector::parse(self.get("labelSelector").unwrap_or(""))?,
+            fields: FieldSelector::parse(self.get("fieldSelector").unwrap_or(""))?,
+        })
+    }
+}
+
+fn list_response<'a>(
+    def: &ResourceDef,
+    api_version: &str,
+    items: impl Iterator<Item = &'a crate::store::StoredObject>,
+    rv: u64,
+    cont: Option<String>,
+    remaining: Option<u64>,
+) -> Response<Body> {
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if let Some(c) = cont {
+        meta["continue"] = c.into();
+    }
+    if let Some(r) = remaining {
+        meta["remainingItemCount"] = r.into();
+    }
+    let head =
+        json!({"kind": format!("{}List", def.kind), "apiVersion": api_version, "metadata": meta})
+            .to_string();
+    let mut buf = BytesMut::with_capacity(4096);
+    // `{...head fields..., "items": [...]}`: the head without its closing brace, then the items.
+    buf.put_slice(&head.as_bytes()[..head.len() - 1]);
+    buf.put_slice(b",\"items\":[");
+    for (i, o) in items.enumerate() {
+        if i > 0 {
+            buf.put_u8(b',');
+        }
+        buf.put_slice(&o.render(api_version));
+    }
+    buf.put_slice(b"]}");
+    bytes_response(StatusCode::OK, buf.freeze())
+}
+
+fn bytes_response(code: StatusCode, body: Bytes) -> Response<Body> {
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = code;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+pub(crate) fn json_response(code: StatusCode, v: &Value) -> Response<Body> {
+    bytes_response(code, Bytes::from(v.to_string()))
+}
+
+fn stream_response(body: Body) -> Response<Body> {
+    let mut r = Response::new(body);
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-cache, private"),
+    );
+    r
+}
+
+pub fn status_response(e: &ApiError) -> Response<Body> {
+    json_response(
+        StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        &e.to_status(),
+    )
+}

@@ -1,0 +1,940 @@
+//! The object store of one simulated API server: its own resourceVersion sequence,
+//! objects, event history and watch fan-out. Nothing here is shared between servers.
+//!
+//! Every object is serialized once when written, so LIST and watch only copy bytes.
+
+pub mod meta;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+
+use base64::Engine;
+use bytes::Bytes;
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use tokio::sync::broadcast;
+
+use crate::error::{ApiError, ApiResult};
+use crate::patch::{self, PatchKind};
+use crate::resources::{self, Flavor, Registry, ResourceDef};
+use crate::selectors::{FieldSelector, LabelSelector};
+use meta::{finalizers, meta_mut, meta_str};
+
+/// An object as stored: the value and its JSON bytes.
+#[derive(Debug)]
+pub struct StoredObject {
+    pub value: Value,
+    pub json: Bytes,
+    pub rv: u64,
+}
+
+pub type Obj = Arc<StoredObject>;
+
+impl StoredObject {
+    fn new(value: Value, rv: u64) -> ApiResult<Obj> {
+        let json = serde_json::to_vec(&value)
+            .map_err(|e| ApiError::internal(format!("encoding object: {e}")))?;
+        Ok(Arc::new(Self {
+            value,
+            json: Bytes::from(json),
+            rv,
+        }))
+    }
+
+    pub fn namespace(&self) -> &str {
+        meta_str(&self.value, "namespace").unwrap_or("")
+    }
+
+    pub fn name(&self) -> &str {
+        meta_str(&self.value, "name").unwrap_or("")
+    }
+
+    /// The object as seen at `api_version` (served versions share one stored object).
+    pub fn render(&self, api_version: &str) -> Bytes {
+        if self.value.get("apiVersion").and_then(Value::as_str) == Some(api_version) {
+            return self.json.clone();
+        }
+        let mut v = self.value.clone();
+        v["apiVersion"] = Value::String(api_version.to_string());
+        Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "ADDED",
+            Self::Modified => "MODIFIED",
+            Self::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change, in resourceVersion order.
+#[derive(Debug)]
+pub struct Event {
+    pub rv: u64,
+    pub resource: Arc<str>,
+    pub kind: EventType,
+    pub object: Obj,
+    pub prev: Option<Obj>,
+}
+
+/// What a list returns: items plus the list's metadata.
+#[derive(Debug)]
+pub struct ListPage {
+    pub items: Vec<Obj>,
+    pub rv: u64,
+    pub continue_token: Option<String>,
+    pub remaining: Option<u64>,
+}
+
+/// Filters shared by list, watch and delete-collection.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub namespace: Option<String>,
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+}
+
+impl Filter {
+    pub fn matches(&self, obj: &StoredObject) -> bool {
+        self.namespace
+            .as_deref()
+            .is_none_or(|ns| obj.namespace() == ns)
+            && self.labels.matches(&obj.value)
+            && self.fields.matches(&obj.value)
+    }
+}
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy)]
+pub enum WatchFrom {
+    /// Synthetic ADDED events for every current object, then changes.
+    Current,
+    /// Changes after this resourceVersion, from the retained history.
+    Version(u64),
+}
+
+/// A watch's starting point: events to replay, then the live channel.
+pub struct WatchStart {
+    pub initial: Vec<Arc<Event>>,
+    pub start_rv: u64,
+    pub live: broadcast::Receiver<Arc<Event>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// How many events are kept for watches resuming from a resourceVersion.
+    pub history_limit: usize,
+    /// Capacity of the live fan-out; a watcher that falls further behind is cut.
+    pub watch_buffer: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            history_limit: 20_000,
+            watch_buffer: 4096,
+        }
+    }
+}
+
+type Collection = BTreeMap<(String, String), Obj>;
+
+struct Inner {
+    rv: u64,
+    registry: Registry,
+    collections: HashMap<String, Collection>,
+    history: VecDeque<Arc<Event>>,
+    /// Watches must start at or after this version; older ones get 410 Gone.
+    compacted_rv: u64,
+}
+
+pub struct Store {
+    inner: Mutex<Inner>,
+    live: broadcast::Sender<Arc<Event>>,
+    config: StoreConfig,
+}
+
+const CRD_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
+const NAMESPACE_KEY: &str = "/namespaces";
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ContinueToken {
+    rv: u64,
+    ns: String,
+    name: String,
+}
+
+impl Store {
+    /// A store serving the built-in kinds of `flavor`, its CRDs and standard namespaces.
+    pub fn new(flavor: Flavor, config: StoreConfig) -> ApiResult<Self> {
+        let (defs, crds) = resources::initial(flavor);
+        let (live, _) = broadcast::channel(config.watch_buffer.max(16));
+        let store = Self {
+            inner: Mutex::new(Inner {
+                rv: 0,
+                registry: Registry::new(defs),
+                collections: HashMap::new(),
+                history: VecDeque::new(),
+                compacted_rv: 0,
+            }),
+            live,
+            config,
+        };
+        let crd_def = store.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")?;
+        for crd in crds {
+            store.create(&crd_def, None, crd)?;
+        }
+        let ns_def = store.resource("", "v1", "namespaces")?;
+        let mut namespaces = vec!["default", "kube-system", "kube-public"];
+        if flavor == Flavor::Karmada {
+            namespaces.push("karmada-system");
+        }
+        for ns in namespaces {
+            store.create(
+                &ns_def,
+                None,
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            )?;
+        }
+        Ok(store)
+    }
+
+    pub fn current_rv(&self) -> u64 {
+        self.inner.lock().rv
+    }
+
+    pub fn registry(&self) -> Registry {
+        self.inner.lock().registry.clone()
+    }
+
+    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceDef>> {
+        self.inner.lock().registry.lookup(group, version, plural)
+    }
+
+    fn resource(&self, group: &str, version: &str, plural: &str) -> ApiResult<Arc<ResourceDef>> {
+        self.lookup(group, version, plural).ok_or_else(|| {
+            ApiError::internal(format!(
+                "built-in resource {group}/{version}/{plural} missing"
+            ))
+        })
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.live.subscribe()
+    }
+
+    pub fn get(&self, def: &ResourceDef, ns: Option<&str>, name: &str) -> ApiResult<Obj> {
+        let inner = self.inner.lock();
+        inner
+            .collections
+            .get(&def.key())
+            .and_then(|c| c.get(&(ns.unwrap_or("").to_string(), name.to_string())))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(def.target(name)))
+    }
+
+    pub fn list(
+        &self,
+        def: &ResourceDef,
+        filter: &Filter,
+        limit: Option<usize>,
+        cont: Option<&str>,
+    ) -> ApiResult<ListPage> {
+        let token = cont
+            .filter(|c| !c.is_empty())
+            .map(|c| {
+                base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .decode(c)
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<ContinueToken>(&b).ok())
+                    .ok_or_else(|| {
+                        ApiError::bad_request("continue key is not valid: malformed token")
+                    })
+            })
+            .transpose()?;
+        let inner = self.inner.lock();
+        if let Some(t) = &token {
+            if t.rv < inner.compacted_rv {
+                return Err(ApiError::gone("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter."));
+            }
+        }
+        let rv = token.as_ref().map_or(inner.rv, |t| t.rv);
+        let empty = Collection::new();
+        let coll = inner.collections.get(&def.key()).unwrap_or(&empty);
+        let start = token.map(|t| (t.ns, t.name));
+        let ns_prefix = filter.namespace.clone();
+        let iter: Box<dyn Iterator<Item = (&(String, String), &Obj)>> = match (&start, &ns_prefix) {
+            (Some(s), _) => Box::new(coll.range(s.clone()..)),
+            (None, Some(ns)) => Box::new(coll.range((ns.clone(), String::new())..)),
+            (None, None) => Box::new(coll.iter()),
+        };
+        let iter = iter.take_while(|((ns, _), _)| ns_prefix.as_ref().is_none_or(|p| p == ns));
+        let limit = limit.filter(|l| *l > 0);
+        let mut items = Vec::new();
+        let mut next = None;
+        let mut remaining = 0u64;
+        for (key, obj) in iter {
+            if !filter.matches(obj) {
+                continue;
+            }
+            if let Some(l) = limit {
+                if items.len() == l {
+                    if next.is_none() {
+                        next = Some(key.clone());
+                    }
+                    remaining += 1;
+                    continue;
+                }
+            }
+            items.push(obj.clone());
+        }
+        let continue_token = next.map(|(ns, name)| {
+            let t = ContinueToken { rv, ns, name };
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .encode(serde_json::to_vec(&t).unwrap_or_default())
+        });
+        Ok(ListPage {
+            items,
+            rv,
+            remaining: continue_token.as_ref().map(|_| remaining),
+            continue_token,
+        })
+    }
+
+    pub fn create(&self, def: &ResourceDef, ns: Option<&str>, mut obj: Value) -> ApiResult<Obj> {
+        check_kind(def, &obj)?;
+        let mut inner = self.inner.lock();
+        let m = meta_mut(&mut obj);
+        let name = match m
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        {
+            Some(n) => n.to_string(),
+            None => match m
+                .get("generateName")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+            {
+                Some(prefix) => format!("{prefix}{}", meta::name_suffix()),
+                None => {
+                    return Err(ApiError::invalid(
+                        def.target(""),
+                        "metadata.name",
+                        "Required value: name or generateName is required",
+                    ))
+                }
+            },
+        };
+        meta::validate_name(def.target(&name), &name, def.plural == "namespaces")?;
+        let ns = scope_namespace(def, ns, m.get("namespace").and_then(Value::as_str))?;
+        if let Some(ns) = &ns {
+            inner.check_namespace_open(ns)?;
+        }
+        let key = (ns.clone().unwrap_or_default(), name.clone());
+        if inner
+            .collections
+            .get(&def.key())
+            .is_some_and(|c| c.contains_key(&key))
+        {
+            return Err(ApiError::already_exists(def.target(&name)));
+        }
+        let rv = inner.rv + 1;
+        m.insert("name".into(), name.clone().into());
+        match &ns {
+            Some(ns) => m.insert("namespace".into(), ns.clone().into()),
+            None => m.remove("namespace"),
+        };
+        m.insert("uid".into(), meta::new_uid().into());
+        m.insert("creationTimestamp".into(), meta::now_rfc3339().into());
+        m.insert("resourceVersion".into(), rv.to_string().into());
+        m.insert("generation".into(), 1.into());
+        m.remove("deletionTimestamp");
+        m.remove("deletionGracePeriodSeconds");
+        m.remove("managedFields");
+        obj["apiVersion"] = def.api_version(&def.versions[0]).into();
+        obj["kind"] = def.kind.clone().into();
+        if def.status_subresource {
+            if let Some(o) = obj.as_object_mut() {
+                o.remove("status");
+            }
+        }
+        if def.plural == "namespaces" {
+            obj["status"] = json!({"phase": "Active"});
+        }
+        if def.key() == CRD_KEY {
+            let new_def = resources::def_from_crd(&obj)?;
+            inner.check_crd_names(&new_def, &name)?;
+            obj["status"] = crd_status(&obj);
+            inner.registry.insert(new_def);
+        }
+        let stored = StoredObject::new(obj, rv)?;
+        inner.commit(
+            self,
+            &def.key(),
+            EventType::Added,
+            key,
+            Some(stored.clone()),
+            None,
+        );
+        Ok(stored)
+    }
+
+    /// Replaces an object (`status == true`: only its status, the `/status` subresource).
+    pub fn update(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        name: &str,
+        obj: Value,
+        status: bool,
+    ) -> ApiResult<Obj> {
+        check_kind(def, &obj)?;
+        let mut inner = self.inner.lock();
+        let current = inner.get(def, ns, name)?;
+        inner.replace(self, def, &current, obj, status)
+    }
+
+    /// Patches an object atomically; server-side apply creates it when absent.
+    pub fn patch(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        name: &str,
+        kind: PatchKind,
+        body: &[u8],
+        status: bool,
+    ) -> ApiResult<Obj> {
+        if kind == PatchKind::Strategic && !def.builtin {
+            return Err(ApiError::unsupported_media_type(
+                "application/strategic-merge-patch+json is not supported for custom resources",
+            ));
+        }
+        let mut inner = self.inner.lock();
+        let current = match inner.get(def, ns, name) {
+            Ok(c) => c,
+            Err(e) if kind == PatchKind::Apply && e.code == 404 => {
+                drop(inner);
+                let mut obj: Value = serde_json::from_slice(body).map_err(|e| {
+                    ApiError::bad_request(format!("error decoding apply patch: {e}"))
+                })?;
+                meta_mut(&mut obj).insert("name".into(), name.into());
+                return self.create(def, ns, obj);
+            }
+            Err(e) => return Err(e),
+        };
+        let mut next = current.value.clone();
+        patch::apply(kind, &mut next, body)?;
+        check_kind(def, &next)?;
+        inner.replace(self, def, &current, next, status)
+    }
+
+    /// Deletes an object, or marks it for deletion while finalizers remain.
+    pub fn delete(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        name: &str,
+        precondition: Preconditions,
+    ) -> ApiResult<Obj> {
+        let mut inner = self.inner.lock();
+        let current = inner.get(def, ns, name)?;
+        precondition.check(def, &current)?;
+        inner.delete_obj(self, def, &current)
+    }
+
+    pub fn delete_collection(&self, def: &ResourceDef, filter: &Filter) -> ApiResult<Vec<Obj>> {
+        let mut inner = self.inner.lock();
+        let victims: Vec<Obj> = inner
+            .collections
+            .get(&def.key())
+            .map(|c| c.values().filter(|o| filter.matches(o)).cloned().collect())
+            .unwrap_or_default();
+        victims
+            .iter()
+            .map(|o| inner.delete_obj(self, def, o))
+            .collect()
+    }
+
+    /// Opens a watch atomically: what to replay and the live channel from that point.
+    pub fn watch(
+        &self,
+        def: &ResourceDef,
+        filter: &Filter,
+        from: WatchFrom,
+    ) -> ApiResult<WatchStart> {
+        let inner = self.inner.lock();
+        let key: Arc<str> = Arc::from(def.key());
+        let initial = match from {
+            WatchFrom::Current => inner
+                .collections
+                .get(&*key)
+                .map(|c| {
+                    c.values()
+                        .filter(|o| filter.matches(o))
+                        .map(|o| {
+                            Arc::new(Event {
+                                rv: o.rv,
+                                resource: key.clone(),
+                                kind: EventType::Added,
+                                object: o.clone(),
+                                prev: None,
+                            })
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            WatchFrom::Version(v) => {
+                if v < inner.compacted_rv {
+                    return Err(ApiError::gone(format!(
+                        "too old resource version: {v} ({})",
+                        inner.compacted_rv
+                    )));
+                }
+                if v > inner.rv {
+                    return Err(ApiError::timeout(format!(
+                        "Too large resource version: {v}, current: {}",
+                        inner.rv
+                    )));
+                }
+                let from = inner.history.partition_point(|e| e.rv <= v);
+                inner
+                    .history
+                    .iter()
+                    .skip(from)
+                    .filter(|e| e.resource == key)
+                    .cloned()
+                    .collect()
+            }
+        };
+        Ok(WatchStart {
+            initial,
+            start_rv: inner.rv,
+            live: self.live.subscribe(),
+        })
+    }
+
+    /// Drops the event history: watches resuming from before now get 410 Gone.
+    pub fn compact(&self) -> u64 {
+        let mut inner = self.inner.lock();
+        inner.history.clear();
+        inner.compacted_rv = inner.rv;
+        inner.rv
+    }
+
+    /// Counts of objects per resource key (for the admin API and benchmarks).
+    pub fn counts(&self) -> BTreeMap<String, usize> {
+        let inner = self.inner.lock();
+        inner
+            .collections
+            .iter()
+            .map(|(k, c)| (k.clone(), c.len()))
+            .collect()
+    }
+}
+
+/// `DeleteOptions.preconditions`.
+#[derive(Debug, Default, Clone)]
+pub struct Preconditions {
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+}
+
+impl Preconditions {
+    fn check(&self, def: &ResourceDef, obj: &StoredObject) -> ApiResult<()> {
+        let uid_ok = self
+            .uid
+            .as_deref()
+            .is_none_or(|u| meta_str(&obj.value, "uid") == Some(u));
+        let rv_ok = self
+            .resource_version
+            .as_deref()
+            .is_none_or(|r| r == obj.rv.to_string());
+        if uid_ok && rv_ok {
+            Ok(())
+        } else {
+            Err(ApiError::conflict(def.target(obj.name())))
+        }
+    }
+}
+
+fn check_kind(def: &ResourceDef, obj: &Value) -> ApiResult<()> {
+    if !obj.is_object() {
+        return Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        ));
+    }
+    if let Some(av) = obj.get("apiVersion").and_then(Value::as_str) {
+        if !def.versions.iter().any(|v| def.api_version(v) == av) {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({av}) does not match the expected API version ({})",
+                def.api_version(&def.versions[0])
+            )));
+        }
+    }
+    if let Some(kind) = obj.get("kind").and_then(Value::as_str) {
+        if kind != def.kind {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({kind}) does not match the expected kind ({})",
+                def.kind
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The namespace an object lives in, reconciling the request path with the body.
+fn scope_namespace(
+    def: &ResourceDef,
+    path_ns: Option<&str>,
+    body_ns: Option<&str>,
+) -> ApiResult<Option<String>> {
+    if !def.namespaced {
+        return Ok(None);
+    }
+    let Some(ns) = path_ns else {
+        return Err(ApiError::bad_request(format!(
+            "{} is namespaced: a namespace is required in the request path",
+            def.plural
+        )));
+    };
+    match body_ns {
+        Some(b) if !b.is_empty() && b != ns => Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        )),
+        _ => Ok(Some(ns.to_string())),
+    }
+}
+
+fn crd_status(crd: &Value) -> Value {
+    let now = meta::now_rfc3339();
+    let cond = |t: &str, reason: &str| json!({"type": t, "status": "True", "reason": reason, "message": "", "lastTransitionTime": now});
+    let stored: Vec<Value> = crd["spec"]["versions"]
+        .as_array()
+        .map(|vs| {
+            vs.iter()
+                .filter(|v| v["storage"].as_bool() == Some(true))
+                .map(|v| v["name"].clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    json!({
+        "conditions": [cond("NamesAccepted", "NoConflicts"), cond("Established", "InitialNamesAccepted")],
+        "acceptedNames": crd["spec"]["names"],
+        "storedVersions": stored,
+    })
+}
+
+impl Inner {
+    fn get(&self, def: &ResourceDef, ns: Option<&str>, name: &str) -> ApiResult<Obj> {
+        self.collections
+            .get(&def.key())
+            .and_then(|c| c.get(&(ns.unwrap_or("").to_string(), name.to_string())))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(def.target(name)))
+    }
+
+    fn check_namespace_open(&self, ns: &str) -> ApiResult<()> {
+        let Some(n) = self
+            .collections
+            .get(NAMESPACE_KEY)
+            .and_then(|c| c.get(&(String::new(), ns.to_string())))
+        else {
+            let t = crate::error::Target {
+                group: "",
+                kind: "Namespace",
+                plural: "namespaces",
+                name: ns,
+            };
+            return Err(ApiError::not_found(t));
+        };
+        if meta_str(&n.value, "deletionTimestamp").is_some() {
+            return Err(ApiError::forbidden(format!(
+                "unable to create new content in namespace {ns} because it is being terminated"
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_crd_names(&self, def: &ResourceDef, crd_name: &str) -> ApiResult<()> {
+        match self
+            .registry
+            .all()
+            .find(|d| d.group == def.group && d.plural == def.plural)
+        {
+            Some(existing) if existing.crd.as_deref() != Some(crd_name) => {
+                Err(ApiError::already_exists(crate::error::Target {
+                    group: "apiextensions.k8s.io",
+                    kind: "CustomResourceDefinition",
+                    plural: "customresourcedefinitions",
+                    name: crd_name,
+                }))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Records a change: bumps the sequence, updates the collection, history and watchers.
+    fn commit(
+        &mut self,
+        store: &Store,
+        resource: &str,
+        kind: EventType,
+        key: (String, String),
+        obj: Option<Obj>,
+        prev: Option<Obj>,
+    ) {
+        let coll = self.collections.entry(resource.to_string()).or_default();
+        let object = match (kind, obj) {
+            (EventType::Deleted, Some(o)) => {
+                coll.remove(&key);
+                o
+            }
+            (_, Some(o)) => {
+                coll.insert(key, o.clone());
+                o
+            }
+            (_, None) => return,
+        };
+        self.rv = object.rv;
+        let ev = Arc::new(Event {
+            rv: object.rv,
+            resource: Arc::from(resource),
+            kind,
+            object,
+            prev,
+        });
+        self.history.push_back(ev.clone());
+        while self.history.len() > store.config.history_limit {
+            if let Some(old) = self.history.pop_front() {
+                self.compacted_rv = old.rv;
+            }
+        }
+        // No receivers is normal; a lagging receiver finds out on its next recv.
+        let _ = store.live.send(ev);
+    }
+
+    fn replace(
+        &mut self,
+        store: &Store,
+        def: &ResourceDef,
+        current: &Obj,
+        mut obj: Value,
+        status_only: bool,
+    ) -> ApiResult<Obj> {
+        let name = current.name().to_string();
+        let old = &current.value;
+        if let Some(n) = meta_str(&obj, "name") {
+            if n != name {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )));
+            }
+        }
+        if let Some(rv) = meta_str(&obj, "resourceVersion").filter(|r| !r.is_empty()) {
+            if rv != current.rv.to_string() {
+                return Err(ApiError::conflict(def.target(&name)));
+            }
+        }
+        if def.namespaced {
+            if let Some(ns) = meta_str(&obj, "namespace").filter(|n| !n.is_empty()) {
+                if ns != current.namespace() {
+                    return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+                }
+            }
+        }
+        if status_only {
+            let status = obj.get("status").cloned();
+            obj = old.clone();
+            match status {
+                Some(s) => obj["status"] = s,
+                None => {
+                    if let Some(o) = obj.as_object_mut() {
+                        o.remove("status");
+                    }
+                }
+            }
+        } else if def.status_subresource {
+            match old.get("status") {
+                Some(s) => obj["status"] = s.clone(),
+                None => {
+                    if let Some(o) = obj.as_object_mut() {
+                        o.remove("status");
+                    }
+                }
+            }
+        }
+        let rv = self.rv + 1;
+        let old_meta = old.get("metadata").cloned().unwrap_or_default();
+        let generation = old_meta
+            .get("generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        let bump = meta::spec_changed(old, &obj);
+        let m = meta_mut(&mut obj);
+        for k in [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+        ] {
+            match old_meta.get(k) {
+                Some(v) => m.insert(k.into(), v.clone()),
+                None => m.remove(k),
+            };
+        }
+        m.insert("resourceVersion".into(), rv.to_string().into());
+        m.insert(
+            "generation".into(),
+            (if bump { generation + 1 } else { generation }).into(),
+        );
+        m.remove("managedFields");
+        obj["apiVersion"] = def.api_version(&def.versions[0]).into();
+        obj["kind"] = def.kind.clone().into();
+        if def.key() == CRD_KEY && !status_only {
+            let new_def = resources::def_from_crd(&obj)?;
+            self.registry.insert(new_def);
+            obj["status"] = crd_status(&obj);
+        }
+        let key = (current.namespace().to_string(), name);
+        let terminating = meta_str(&obj, "deletionTimestamp").is_some() && finalizers(&obj) == 0;
+        let stored = StoredObject::new(obj, rv)?;
+        if terminating {
+            return self.remove(store, def, key, stored, Some(current.clone()));
+        }
+        self.commit(
+            store,
+            &def.key(),
+            EventType::Modified,
+            key,
+            Some(stored.clone()),
+            Some(current.clone()),
+        );
+        Ok(stored)
+    }
+
+    fn delete_obj(&mut self, store: &Store, def: &ResourceDef, current: &Obj) -> ApiResult<Obj> {
+        let key = (current.namespace().to_string(), current.name().to_string());
+        if def.plural == "namespaces" && def.group.is_empty() {
+            self.empty_namespace(store, current.name())?;
+        }
+        if finalizers(&current.value) > 0 {
+            if meta_str(&current.value, "deletionTimestamp").is_some() {
+                return Ok(current.clone());
+            }
+            let mut v = current.value.clone();
+            let rv = self.rv + 1;
+            let m = meta_mut(&mut v);
+            m.insert("deletionTimestamp".into(), meta::now_rfc3339().into());
+            m.insert("deletionGracePeriodSeconds".into(), 0.into());
+            m.insert("resourceVersion".into(), rv.to_string().into());
+            if def.plural == "namespaces" {
+                v["status"] = json!({"phase": "Terminating"});
+            }
+            let stored = StoredObject::new(v, rv)?;
+            self.commit(
+                store,
+                &def.key(),
+                EventType::Modified,
+                key,
+                Some(stored.clone()),
+                Some(current.clone()),
+            );
+            return Ok(stored);
+        }
+        let mut v = current.value.clone();
+        let rv = self.rv + 1;
+        meta_mut(&mut v).insert("resourceVersion".into(), rv.to_string().into());
+        let stored = StoredObject::new(v, rv)?;
+        self.remove(store, def, key, stored, Some(current.clone()))
+    }
+
+    fn remove(
+        &mut self,
+        store: &Store,
+        def: &ResourceDef,
+        key: (String, String),
+        gone: Obj,
+        prev: Option<Obj>,
+    ) -> ApiResult<Obj> {
+        if def.key() == CRD_KEY {
+            if let Some(removed) = self.registry.remove_crd(&key.1) {
+                self.drop_collection(store, &removed.key());
+            }
+        }
+        self.commit(
+            store,
+            &def.key(),
+            EventType::Deleted,
+            key,
+            Some(gone.clone()),
+            prev,
+        );
+        Ok(gone)
+    }
+
+    /// Deletes every object of a resource (its CRD went away).
+    fn drop_collection(&mut self, store: &Store, resource: &str) {
+        let objs: Vec<Obj> = self
+            .collections
+            .remove(resource)
+            .map(|c| c.into_values().collect())
+            .unwrap_or_default();
+        self.collections
+            .insert(resource.to_string(), Collection::new());
+        for o in objs {
+            let key = (o.namespace().to_string(), o.name().to_string());
+            let rv = self.rv + 1;
+            let mut v = o.value.clone();
+            meta_mut(&mut v).insert("resourceVersion".into(), rv.to_string().into());
+            if let Ok(gone) = StoredObject::new(v, rv) {
+                self.commit(
+                    store,
+                    resource,
+                    EventType::Deleted,
+                    key,
+                    Some(gone),
+                    Some(o),
+                );
+            }
+        }
+    }
+
+    /// The namespace lifecycle controller's job, done inline: delete what the namespace holds.
+    fn empty_namespace(&mut self, store: &Store, ns: &str) -> ApiResult<()> {
+        let namespaced: Vec<Arc<ResourceDef>> = self
+            .registry
+            .all()
+            .filter(|d| d.namespaced)
+            .cloned()
+            .collect();
+        for def in namespaced {
+            let victims: Vec<Obj> = self
+                .collections
+                .get(&def.key())
+                .map(|c| {
+                    c.range((ns.to_string(), String::new())..)
+                        .take_while(|((n, _), _)| n == ns)
+                        .map(|(_, o)| o.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            for v in victims {
+                self.delete_obj(store, &def, &v)?;
+            }
+        }
+        Ok(())
+    }
+}

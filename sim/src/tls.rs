@@ -1,0 +1,92 @@
+//! Self-signed certificate authorities and serving certificates (rcgen, ring), and the
+//! rustls server configuration built from them.
+
+use std::sync::Arc;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose,
+};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("generating certificate: {0}")]
+    Generate(#[from] rcgen::Error),
+    #[error("building TLS configuration: {0}")]
+    Rustls(#[from] rustls::Error),
+}
+
+/// A CA plus one serving certificate signed by it, for loopback names.
+#[derive(Clone)]
+pub struct ServingCert {
+    pub ca_pem: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+    pub server_config: Arc<rustls::ServerConfig>,
+}
+
+impl std::fmt::Debug for ServingCert {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServingCert").finish_non_exhaustive()
+    }
+}
+
+/// The ring provider, explicitly, so no process-wide default has to be installed.
+pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Generates a fresh CA named `common_name` and a certificate for `localhost`/127.0.0.1.
+pub fn generate(common_name: &str) -> Result<ServingCert, TlsError> {
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, format!("{common_name}-ca"));
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
+
+    let mut leaf = CertificateParams::new(vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+    ])?;
+    leaf.distinguished_name
+        .push(DnType::CommonName, common_name.to_string());
+    leaf.use_authority_key_identifier_extension = true;
+    leaf.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let leaf_key = KeyPair::generate()?;
+    let cert = leaf.signed_by(&leaf_key, &ca)?;
+
+    let server_config = server_config(
+        vec![cert.der().clone(), ca.der().clone()],
+        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
+    )?;
+    Ok(ServingCert {
+        ca_pem: ca.pem(),
+        cert_pem: cert.pem(),
+        key_pem: leaf_key.serialize_pem(),
+        server_config,
+    })
+}
+
+/// A rustls server configuration offering HTTP/2 and HTTP/1.1.
+pub fn server_config(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    let mut config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}

@@ -1,0 +1,48 @@
+//! The `kairship` command line.
+
+pub mod sim;
+
+use clap::{Parser, Subcommand};
+
+use crate::telemetry::LogArgs;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "kairship",
+    version,
+    about = "Management plane for fleets of Karmada instances"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub log: LogArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the simulated Karmada fleet alone (host API, Karmada APIs, member clusters, faults).
+    Sim(sim::SimArgs),
+}
+
+/// Waits for Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

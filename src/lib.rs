@@ -1,0 +1,22 @@
+//! Kairship: one entry point (gRPC, REST and a kubectl-compatible proxy) for many
+//! Karmada instances, with one supervised actor per instance.
+//!
+//! Layout: [`cli`] holds the subcommands of the `kairship` binary; [`telemetry`] sets up
+//! logging. The Kubernetes-API simulator lives in the `kairship-sim` crate (`sim/`).
+
+pub mod cli;
+pub mod telemetry;
+
+/// Errors a `kairship` command ends with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Sim(#[from] kairship_sim::Error),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Usage(String),
+}
