@@ -26,9 +26,8 @@ fn error(code: StatusCode, message: impl Into<String>) -> Response {
     (code, Json(json!({"error": message.into()}))).into_response()
 }
 
-fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, Response> {
-    serde_json::from_slice(body)
-        .map_err(|e| error(StatusCode::BAD_REQUEST, format!("invalid body: {e}")))
+fn parse<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, String> {
+    serde_json::from_slice(body).map_err(|e| format!("invalid body: {e}"))
 }
 
 async fn set_fault(
@@ -44,7 +43,7 @@ async fn set_fault(
     }
     let fault: Fault = match parse(&body) {
         Ok(f) => f,
-        Err(r) => return r,
+        Err(msg) => return error(StatusCode::BAD_REQUEST, msg),
     };
     match fleet.set_fault(&instance, Some(fault.clone())) {
         Ok(()) => Json(json!({"instance": instance, "fault": fault})).into_response(),
@@ -72,7 +71,7 @@ async fn control_cluster(
     };
     let control: ClusterControl = match parse(&body) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err(msg) => return error(StatusCode::BAD_REQUEST, msg),
     };
     if !inst.clusters.control(&cluster, control.clone()) {
         return error(

@@ -276,17 +276,9 @@ impl Fleet {
 
     /// Stops every server and background task.
     pub fn shutdown(&self) {
-        for name in self
-            .inner
-            .instances
-            .lock()
-            .keys()
-            .cloned()
-            .collect::<Vec<_>>()
-        {
-            if let Some(i) = self.inner.instances.lock().remove(&name) {
-                i.stop();
-            }
+        let instances = std::mem::take(&mut *self.inner.instances.lock());
+        for i in instances.values() {
+            i.stop();
         }
         self.inner.host.shutdown();
         for t in self.inner.tasks.lock().drain(..) {

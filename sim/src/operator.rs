@@ -46,7 +46,7 @@ pub async fn run(fleet: Fleet) {
         let key = def.key();
         loop {
             match live.recv().await {
-                Ok(ev) if &*ev.resource == key && ev.kind != EventType::Deleted => {
+                Ok(ev) if *ev.resource == key && ev.kind != EventType::Deleted => {
                     reconcile(&fleet, &def, &ev.object.value, &in_flight)
                 }
                 Ok(_) => {}

@@ -224,7 +224,7 @@ fn merge_list(field: &str, existing: Option<Value>, patch_items: Vec<Value>) -> 
 }
 
 /// `$setElementOrder`: items named in the order list come first, in that order.
-fn reorder(field: &str, items: &mut Vec<Value>, order: &[Value]) {
+fn reorder(field: &str, items: &mut [Value], order: &[Value]) {
     let key = merge_key(field, items);
     let rank = |item: &Value| -> usize {
         order

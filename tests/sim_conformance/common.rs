@@ -1,0 +1,142 @@
+//! Starting a simulated fleet for a test, and the clients that talk to it.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use kairship_sim::server::ServerConfig;
+use kairship_sim::{Fleet, FleetConfig};
+
+pub struct Sim {
+    pub fleet: Fleet,
+    pub dir: tempfile::TempDir,
+}
+
+impl Sim {
+    /// A fleet of `instances` instances with two member clusters each, fast bookmarks.
+    pub async fn start(instances: usize) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = FleetConfig {
+            instances,
+            clusters: 2,
+            state_dir: Some(dir.path().to_path_buf()),
+            cluster_tick: Duration::from_millis(500),
+            provision_delay: Duration::from_millis(100),
+            server: ServerConfig {
+                bookmark_interval: Duration::from_millis(300),
+                ..ServerConfig::default()
+            },
+            ..FleetConfig::default()
+        };
+        let fleet = Fleet::start(config).await.expect("fleet starts");
+        Self { fleet, dir }
+    }
+
+    pub fn kubeconfig(&self, name: &str) -> PathBuf {
+        self.dir
+            .path()
+            .join("kubeconfigs")
+            .join(format!("{name}.kubeconfig"))
+    }
+
+    pub async fn client(&self, name: &str) -> kube::Client {
+        client_from(&self.kubeconfig(name)).await
+    }
+
+    /// Runs kubectl against server `name`; returns stdout, failing the test on error.
+    pub fn kubectl(&self, name: &str, args: &[&str]) -> String {
+        let out = self.kubectl_raw(name, args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn kubectl_raw(&self, name: &str, args: &[&str]) -> std::process::Output {
+        let cache = self.dir.path().join("kubectl-cache");
+        Command::new(kubectl_bin())
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig(name))
+            .arg("--cache-dir")
+            .arg(cache)
+            .args(args)
+            .output()
+            .expect("kubectl runs (install it with scripts/install-test-deps.sh)")
+    }
+
+    pub async fn set_fault(
+        &self,
+        instance: &str,
+        fault: serde_json::Value,
+    ) -> (u16, serde_json::Value) {
+        let url = format!("{}/faults/{instance}", self.fleet.admin_url());
+        kairship_sim::admin::call("POST", &url, Some(fault))
+            .await
+            .expect("admin API answers")
+    }
+
+    pub async fn clear_fault(&self, instance: &str) {
+        let url = format!("{}/faults/{instance}", self.fleet.admin_url());
+        let (code, _) = kairship_sim::admin::call("DELETE", &url, None)
+            .await
+            .expect("admin API answers");
+        assert_eq!(code, 200);
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        self.fleet.shutdown();
+    }
+}
+
+pub fn kubectl_bin() -> String {
+    std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".to_string())
+}
+
+pub async fn client_from(path: &Path) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(path).expect("kubeconfig reads");
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .expect("kubeconfig is valid");
+    kube::Client::try_from(config).expect("client builds")
+}
+
+pub fn repo_path(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+/// `../shared/karmada/...`, beside the checkout (as in CI).
+pub fn shared_karmada(rel: &str) -> PathBuf {
+    let p = repo_path("../shared/karmada").join(rel);
+    assert!(
+        p.exists(),
+        "{} is missing: shared/ must sit beside the checkout",
+        p.display()
+    );
+    p
+}
+
+/// Polls `check` until it returns `Some`, failing after `within`.
+pub async fn eventually<T, F, Fut>(within: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {within:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

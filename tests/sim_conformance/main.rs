@@ -1,0 +1,10 @@
+//! Client conformance of the simulator: kubectl, the Python `kubernetes` client and the
+//! `kube` crate, each driving a simulated fleet started by the test, plus faults and bad
+//! input. One binary, one module per concern.
+
+mod bad_input;
+mod common;
+mod faults;
+mod kube_client;
+mod kubectl;
+mod python;
