@@ -23,6 +23,8 @@ pub struct Cli {
 pub enum Command {
     /// Run the simulated Karmada fleet alone (host API, Karmada APIs, member clusters, faults).
     Sim(sim::SimArgs),
+    /// Print Kairship's CustomResourceDefinitions as YAML (the same bytes as deploy/crds/).
+    Crds,
 }
 
 /// Waits for Ctrl-C or SIGTERM.

@@ -1,0 +1,178 @@
+//! The `Instance` resource: one Karmada control plane Kairship manages.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// How Kairship gets at the instance's karmada-apiserver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+pub enum InstanceMode {
+    /// Attach an existing Karmada through a kubeconfig Secret.
+    #[default]
+    External,
+    /// Create a karmada-operator `Karmada` object and use the admin kubeconfig it reports.
+    Managed,
+}
+
+/// A key of a Secret in the host cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SecretKeyRef {
+    pub namespace: String,
+    pub name: String,
+    /// Key in the Secret's data holding a kubeconfig; default `kubeconfig`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExternalSpec {
+    pub kubeconfig_secret_ref: SecretKeyRef,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedSpec {
+    /// Namespace of the `Karmada` object; default `kairship-system`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Passed through as the `Karmada` object's spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserve_unknown")]
+    pub karmada_spec: Option<serde_json::Value>,
+}
+
+fn preserve_unknown(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+}
+
+/// A Karmada instance managed by Kairship.
+#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "kairship.io",
+    version = "v1alpha1",
+    kind = "Instance",
+    plural = "instances",
+    shortname = "kins",
+    category = "kairship",
+    status = "InstanceStatus",
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Version","type":"string","jsonPath":".status.karmadaVersion"}"#,
+    printcolumn = r#"{"name":"Clusters","type":"string","description":"ready/total member clusters","jsonPath":".status.clusters"}"#,
+    printcolumn = r#"{"name":"Nodes","type":"string","description":"ready/total nodes","jsonPath":".status.nodes"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceSpec {
+    #[serde(default)]
+    pub mode: InstanceMode,
+    /// Required with `mode: External`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external: Option<ExternalSpec>,
+    /// Used with `mode: Managed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub managed: Option<ManagedSpec>,
+    /// Stop watching the instance without deleting it.
+    #[serde(default)]
+    pub paused: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+pub enum Phase {
+    #[default]
+    Pending,
+    Provisioning,
+    Running,
+    Degraded,
+    Unreachable,
+    Terminating,
+}
+
+/// A Kubernetes-style condition (metav1.Condition).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    pub reason: String,
+    #[serde(default)]
+    pub message: String,
+    pub last_transition_time: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// Totals aggregated from the instance's member clusters and caches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceStats {
+    pub clusters_total: i64,
+    pub clusters_ready: i64,
+    pub nodes_total: i64,
+    pub nodes_ready: i64,
+    /// Kubernetes quantities ("64", "250m", "256Gi").
+    pub cpu_allocatable: String,
+    pub cpu_allocated: String,
+    pub memory_allocatable: String,
+    pub memory_allocated: String,
+    pub pods_allocatable: String,
+    pub pods_allocated: String,
+    pub propagation_policies: i64,
+    pub override_policies: i64,
+    pub cluster_propagation_policies: i64,
+    pub cluster_override_policies: i64,
+    pub resource_bindings: i64,
+    pub workloads: i64,
+    pub namespaces: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceStatus {
+    #[serde(default)]
+    pub phase: Phase,
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub karmada_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes_version: Option<String>,
+    /// The karmada-apiserver endpoint Kairship talks to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_endpoint: Option<String>,
+    /// `ready/total` member clusters, for `kubectl get`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clusters: Option<String>,
+    /// `ready/total` nodes, for `kubectl get`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<InstanceStats>,
+    /// RFC 3339 time of the last successful sync.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_sync_time: Option<String>,
+}
+
+impl InstanceSpec {
+    /// Checks what the schema cannot express, naming the offending field.
+    pub fn validate(&self) -> Result<(), String> {
+        match self.mode {
+            InstanceMode::External => match &self.external {
+                None => Err("spec.external is required when spec.mode is External".into()),
+                Some(e) if e.kubeconfig_secret_ref.name.is_empty() => {
+                    Err("spec.external.kubeconfigSecretRef.name must not be empty".into())
+                }
+                Some(e) if e.kubeconfig_secret_ref.namespace.is_empty() => {
+                    Err("spec.external.kubeconfigSecretRef.namespace must not be empty".into())
+                }
+                Some(_) => Ok(()),
+            },
+            InstanceMode::Managed => Ok(()),
+        }
+    }
+}

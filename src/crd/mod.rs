@@ -1,0 +1,57 @@
+//! Kairship's own resources in the host cluster (`kairship.io/v1alpha1`): `Instance`,
+//! one per Karmada instance, and `InstanceRegistration`, the record a global management
+//! module binds roles against.
+
+mod instance;
+mod registration;
+
+pub use instance::*;
+pub use registration::*;
+
+use kube::CustomResourceExt;
+
+/// Finalizer that guarantees cleanup of an instance's managed objects and registration.
+pub const FINALIZER: &str = "kairship.io/cleanup";
+
+/// Every CRD Kairship installs, as one multi-document YAML stream (what `kairship crds`
+/// prints and `deploy/crds/` holds).
+pub fn crds_yaml() -> Result<String, serde_saphyr::ser::Error> {
+    let mut out = String::new();
+    for crd in [Instance::crd(), InstanceRegistration::crd()] {
+        out.push_str("---\n");
+        out.push_str(&serde_saphyr::to_string(&crd)?);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deploy_crds_match_the_types() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crds/kairship.io.yaml");
+        let on_disk = std::fs::read_to_string(path).expect("deploy/crds/kairship.io.yaml exists");
+        let generated = crds_yaml().expect("renders");
+        assert!(on_disk == generated, "deploy/crds/kairship.io.yaml drifted from the Rust types: run `cargo run -- crds > deploy/crds/kairship.io.yaml`");
+    }
+
+    #[test]
+    fn external_instances_need_a_secret_reference() {
+        let spec = InstanceSpec {
+            mode: InstanceMode::External,
+            external: None,
+            managed: None,
+            paused: false,
+        };
+        assert!(spec
+            .validate()
+            .expect_err("invalid")
+            .contains("spec.external"));
+        let managed = InstanceSpec {
+            mode: InstanceMode::Managed,
+            ..spec
+        };
+        assert!(managed.validate().is_ok());
+    }
+}
