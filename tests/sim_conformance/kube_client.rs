@@ -13,6 +13,20 @@ use serde_json::json;
 
 use crate::common::{eventually, Sim};
 
+async fn configmaps(sim: &Sim) -> Api<ConfigMap> {
+    Api::namespaced(sim.client("karmada-1").await, "default")
+}
+
+/// The list resourceVersion: where a watch that saw everything so far resumes.
+async fn current_rv(api: &Api<ConfigMap>) -> String {
+    api.list(&ListParams::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("rv")
+}
+
 fn cm(name: &str, labels: serde_json::Value) -> ConfigMap {
     serde_json::from_value(
         json!({"metadata": {"name": name, "labels": labels}, "data": {"k": "v"}}),
@@ -23,7 +37,7 @@ fn cm(name: &str, labels: serde_json::Value) -> ConfigMap {
 #[tokio::test]
 async fn api_crud_with_conflicts() {
     let sim = Sim::start(1).await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client("karmada-1").await, "default");
+    let api = configmaps(&sim).await;
     let created = api
         .create(&PostParams::default(), &cm("a", json!({"app": "x"})))
         .await
@@ -81,7 +95,7 @@ async fn api_crud_with_conflicts() {
 #[tokio::test]
 async fn reflector_tracks_adds_and_deletes() {
     let sim = Sim::start(1).await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client("karmada-1").await, "default");
+    let api = configmaps(&sim).await;
     let (reader, writer) = reflector::store();
     let stream =
         reflector(writer, watcher(api.clone(), watcher::Config::default())).applied_objects();
@@ -120,17 +134,11 @@ async fn reflector_tracks_adds_and_deletes() {
 #[tokio::test]
 async fn watch_resumes_from_a_resource_version() {
     let sim = Sim::start(1).await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client("karmada-1").await, "default");
+    let api = configmaps(&sim).await;
     api.create(&PostParams::default(), &cm("before", json!({})))
         .await
         .expect("create");
-    let rv = api
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .metadata
-        .resource_version
-        .expect("rv");
+    let rv = current_rv(&api).await;
     api.create(&PostParams::default(), &cm("after1", json!({})))
         .await
         .expect("create");
@@ -161,14 +169,8 @@ async fn watch_resumes_from_a_resource_version() {
 #[tokio::test]
 async fn too_old_version_is_410_and_the_watcher_relists() {
     let sim = Sim::start(1).await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client("karmada-1").await, "default");
-    let old_rv = api
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .metadata
-        .resource_version
-        .expect("rv");
+    let api = configmaps(&sim).await;
+    let old_rv = current_rv(&api).await;
     api.create(&PostParams::default(), &cm("x", json!({})))
         .await
         .expect("create");
@@ -229,14 +231,8 @@ async fn too_old_version_is_410_and_the_watcher_relists() {
 #[tokio::test]
 async fn bookmarks_carry_the_current_version() {
     let sim = Sim::start(1).await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client("karmada-1").await, "default");
-    let rv = api
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .metadata
-        .resource_version
-        .expect("rv");
+    let api = configmaps(&sim).await;
+    let rv = current_rv(&api).await;
     // Another resource changes meanwhile: the bookmark moves past it.
     let other: Api<k8s_openapi::api::core::v1::Secret> =
         Api::namespaced(sim.client("karmada-1").await, "default");
@@ -280,7 +276,7 @@ async fn bookmarks_carry_the_current_version() {
 #[tokio::test]
 async fn pagination_with_limit_and_continue() {
     let sim = Sim::start(1).await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client("karmada-1").await, "default");
+    let api = configmaps(&sim).await;
     for i in 0..25 {
         api.create(
             &PostParams::default(),
@@ -316,7 +312,7 @@ async fn pagination_with_limit_and_continue() {
 #[tokio::test]
 async fn streaming_list_initial_events() {
     let sim = Sim::start(1).await;
-    let api: Api<ConfigMap> = Api::namespaced(sim.client("karmada-1").await, "default");
+    let api = configmaps(&sim).await;
     api.create(&PostParams::default(), &cm("s1", json!({})))
         .await
         .expect("create");
