@@ -4,9 +4,11 @@
 //! Layout: [`cli`] holds the subcommands of the `kairship` binary; [`telemetry`] sets up
 //! logging. The Kubernetes-API simulator lives in the `kairship-sim` crate (`sim/`).
 
+pub mod actors;
 pub mod cli;
 pub mod crd;
 pub mod proto;
+pub mod quantity;
 pub mod telemetry;
 
 /// Errors a `kairship` command ends with.

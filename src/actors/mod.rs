@@ -1,0 +1,4 @@
+//! The supervision tree: root (leader election), instance manager, and one instance actor
+//! per Karmada instance. Each actor's folder holds its messages beside it.
+
+pub mod instance;
