@@ -2,3 +2,5 @@
 //! per Karmada instance. Each actor's folder holds its messages beside it.
 
 pub mod instance;
+pub mod leader;
+pub mod supervision;

@@ -1,0 +1,297 @@
+//! Leader election on a `coordination.k8s.io/v1` Lease, as kube-controller-manager does:
+//! claim when free or expired, renew while held, and stop acting as leader once renewal
+//! has failed for `renew_deadline` (shorter than the lease), so no two leaders write.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Api, PostParams};
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+#[derive(Debug, Clone)]
+pub struct LeaderConfig {
+    pub namespace: String,
+    pub name: String,
+    /// Holder identity: the pod name in a cluster, host name plus pid otherwise.
+    pub identity: String,
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+impl LeaderConfig {
+    /// kube-controller-manager's defaults: 15 s lease, 10 s renew deadline, 2 s retry.
+    pub fn new(namespace: &str, name: &str, identity: &str) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+            identity: identity.into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    last_renew: Option<Instant>,
+    holder: Option<String>,
+    renew_time: Option<String>,
+}
+
+/// What the rest of the tree asks: am I the leader right now, and who is?
+#[derive(Clone)]
+pub struct Leadership {
+    identity: String,
+    renew_deadline: Duration,
+    shared: Arc<Mutex<Shared>>,
+    changes: watch::Receiver<bool>,
+    /// Keeps the channel open when no elector owns it (`always`).
+    _fixed: Option<Arc<watch::Sender<bool>>>,
+}
+
+impl Leadership {
+    /// True only while the last successful renewal is within the renew deadline, checked
+    /// at call time, so a stuck elector can never leave a stale "leader" behind.
+    pub fn is_leader(&self) -> bool {
+        *self.changes.borrow()
+            && self
+                .shared
+                .lock()
+                .last_renew
+                .is_some_and(|t| t.elapsed() < self.renew_deadline)
+    }
+
+    /// Resolves whenever leadership flips.
+    pub fn subscribe(&self) -> watch::Receiver<bool> {
+        self.changes.clone()
+    }
+
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// The holder last seen on the Lease and its renew time.
+    pub fn holder(&self) -> (Option<String>, Option<String>) {
+        let s = self.shared.lock();
+        (s.holder.clone(), s.renew_time.clone())
+    }
+
+    /// Always leader: for single-replica runs without election.
+    pub fn always(identity: &str) -> Self {
+        let (tx, rx) = watch::channel(true);
+        let shared = Shared {
+            last_renew: Some(Instant::now()),
+            holder: Some(identity.into()),
+            renew_time: None,
+        };
+        Self {
+            identity: identity.into(),
+            renew_deadline: Duration::MAX,
+            shared: Arc::new(Mutex::new(shared)),
+            changes: rx,
+            _fixed: Some(Arc::new(tx)),
+        }
+    }
+}
+
+/// The elector task's handle: stop it to release the lease.
+pub struct Elector {
+    pub leadership: Leadership,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Elector {
+    /// Releases the lease (so a successor need not wait a full lease) and stops.
+    pub async fn shutdown(self) {
+        self.stop.send_replace(true);
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.task).await;
+    }
+}
+
+fn now_micro() -> MicroTime {
+    MicroTime(jiff::Timestamp::now())
+}
+
+enum Outcome {
+    Leading,
+    Following,
+}
+
+pub fn spawn(client: kube::Client, config: LeaderConfig) -> Elector {
+    let (tx, rx) = watch::channel(false);
+    let (stop_tx, mut stop_rx) = watch::channel(false);
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let leadership = Leadership {
+        identity: config.identity.clone(),
+        renew_deadline: config.renew_deadline,
+        shared: shared.clone(),
+        changes: rx,
+        _fixed: None,
+    };
+    let api: Api<Lease> = Api::namespaced(client, &config.namespace);
+    let task = tokio::spawn(async move {
+        loop {
+            let attempt = tokio::time::timeout(
+                config.retry_period.max(Duration::from_secs(1)),
+                try_acquire_or_renew(&api, &config, &shared),
+            )
+            .await;
+            let leading_now = match attempt {
+                Ok(Ok(Outcome::Leading)) => {
+                    shared.lock().last_renew = Some(Instant::now());
+                    true
+                }
+                Ok(Ok(Outcome::Following)) => false,
+                Ok(Err(e)) => {
+                    warn!(lease = %config.name, error = %e, "lease renewal failed");
+                    shared
+                        .lock()
+                        .last_renew
+                        .is_some_and(|t| t.elapsed() < config.renew_deadline)
+                        && *tx.borrow()
+                }
+                Err(_) => {
+                    warn!(lease = %config.name, "lease renewal timed out");
+                    shared
+                        .lock()
+                        .last_renew
+                        .is_some_and(|t| t.elapsed() < config.renew_deadline)
+                        && *tx.borrow()
+                }
+            };
+            if leading_now != *tx.borrow() {
+                info!(lease = %config.name, identity = %config.identity, leader = leading_now, "leadership changed");
+                if !leading_now {
+                    shared.lock().last_renew = None;
+                }
+                tx.send_replace(leading_now);
+            }
+            let jitter = Duration::from_millis(rand_jitter_ms(config.retry_period));
+            tokio::select! {
+                _ = tokio::time::sleep(config.retry_period + jitter) => {}
+                _ = stop_rx.changed() => break,
+            }
+        }
+        if *tx.borrow() {
+            tx.send_replace(false);
+            shared.lock().last_renew = None;
+            release(&api, &config).await;
+        }
+    });
+    Elector {
+        leadership,
+        stop: stop_tx,
+        task,
+    }
+}
+
+/// Up to a fifth of the retry period, so replicas do not retry in lockstep.
+fn rand_jitter_ms(period: Duration) -> u64 {
+    let max = (period.as_millis() / 5).max(1) as u64;
+    u64::from(std::process::id()).wrapping_mul(2654435761) % max
+}
+
+async fn try_acquire_or_renew(
+    api: &Api<Lease>,
+    config: &LeaderConfig,
+    shared: &Mutex<Shared>,
+) -> Result<Outcome, kube::Error> {
+    let duration_secs = i32::try_from(config.lease_duration.as_secs()).unwrap_or(15);
+    let Some(mut lease) = api.get_opt(&config.name).await? else {
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(config.name.clone()),
+                namespace: Some(config.namespace.clone()),
+                ..Default::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(config.identity.clone()),
+                lease_duration_seconds: Some(duration_secs),
+                acquire_time: Some(now_micro()),
+                renew_time: Some(now_micro()),
+                lease_transitions: Some(0),
+                ..Default::default()
+            }),
+        };
+        return match api.create(&PostParams::default(), &lease).await {
+            Ok(_) => {
+                note_holder(shared, &lease);
+                Ok(Outcome::Leading)
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Outcome::Following),
+            Err(e) => Err(e),
+        };
+    };
+    note_holder(shared, &lease);
+    let spec = lease.spec.get_or_insert_with(Default::default);
+    let holder = spec.holder_identity.clone().unwrap_or_default();
+    let expired = match (&spec.renew_time, spec.lease_duration_seconds) {
+        (Some(MicroTime(t)), Some(d)) => {
+            jiff::Timestamp::now().as_second() > t.as_second() + i64::from(d)
+        }
+        _ => true,
+    };
+    if holder != config.identity && !holder.is_empty() && !expired {
+        return Ok(Outcome::Following);
+    }
+    if holder != config.identity {
+        spec.holder_identity = Some(config.identity.clone());
+        spec.acquire_time = Some(now_micro());
+        spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+    }
+    spec.renew_time = Some(now_micro());
+    spec.lease_duration_seconds = Some(duration_secs);
+    // The resourceVersion from our read guards the write: a racing claim gets 409.
+    match api
+        .replace(&config.name, &PostParams::default(), &lease)
+        .await
+    {
+        Ok(written) => {
+            note_holder(shared, &written);
+            Ok(Outcome::Leading)
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(Outcome::Following),
+        Err(e) => Err(e),
+    }
+}
+
+fn note_holder(shared: &Mutex<Shared>, lease: &Lease) {
+    let spec = lease.spec.as_ref();
+    let mut s = shared.lock();
+    s.holder = spec
+        .and_then(|s| s.holder_identity.clone())
+        .filter(|h| !h.is_empty());
+    s.renew_time = spec
+        .and_then(|s| s.renew_time.as_ref())
+        .map(|t| t.0.to_string());
+}
+
+async fn release(api: &Api<Lease>, config: &LeaderConfig) {
+    let Ok(Some(mut lease)) = api.get_opt(&config.name).await else {
+        return;
+    };
+    let Some(spec) = lease.spec.as_mut() else {
+        return;
+    };
+    if spec.holder_identity.as_deref() != Some(config.identity.as_str()) {
+        return;
+    }
+    spec.holder_identity = None;
+    spec.lease_duration_seconds = Some(1);
+    match api
+        .replace(&config.name, &PostParams::default(), &lease)
+        .await
+    {
+        Ok(_) => info!(lease = %config.name, "lease released"),
+        Err(e) => {
+            warn!(lease = %config.name, error = %e, "releasing the lease failed; a successor waits for it to expire")
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! Restart policy and actor snapshots, shared by every supervisor in the tree.
+//!
+//! Backoff uses `backon` (maintained, and what kube-runtime uses) rather than the
+//! `backoff` crate, which is flagged unmaintained (RUSTSEC-2025-0012).
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use backon::BackoffBuilder;
+use serde::Serialize;
+
+/// Exponential backoff between restarts, and a restart-intensity limit.
+#[derive(Debug, Clone)]
+pub struct RestartPolicy {
+    pub min_delay: Duration,
+    pub max_delay: Duration,
+    /// At most this many restarts within `window`...
+    pub max_restarts: usize,
+    pub window: Duration,
+    /// ...past which the child is Degraded and retried only this often.
+    pub degraded_retry: Duration,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        Self {
+            min_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(30),
+            max_restarts: 5,
+            window: Duration::from_secs(60),
+            degraded_retry: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What a supervisor does after a child failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Restart after this delay.
+    Restart(Duration),
+    /// Too many failures: mark Degraded, try again after this delay.
+    Degraded(Duration),
+}
+
+/// Failure history of one child.
+#[derive(Debug, Clone, Default)]
+pub struct RestartTracker {
+    failures: VecDeque<Instant>,
+    pub total_restarts: u32,
+}
+
+impl RestartTracker {
+    /// Records a failure at `now` and decides what follows.
+    pub fn on_failure(&mut self, policy: &RestartPolicy, now: Instant) -> Decision {
+        self.failures.push_back(now);
+        while self
+            .failures
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > policy.window)
+        {
+            self.failures.pop_front();
+        }
+        self.total_restarts = self.total_restarts.saturating_add(1);
+        if self.failures.len() > policy.max_restarts {
+            return Decision::Degraded(policy.degraded_retry);
+        }
+        // The n-th failure within the window waits the n-th step of the backoff.
+        let mut steps = backon::ExponentialBuilder::default()
+            .with_min_delay(policy.min_delay)
+            .with_max_delay(policy.max_delay)
+            .with_factor(2.0)
+            .with_jitter()
+            .without_max_times()
+            .build();
+        let delay = steps
+            .nth(self.failures.len().saturating_sub(1))
+            .unwrap_or(policy.max_delay);
+        Decision::Restart(delay.min(policy.max_delay * 2))
+    }
+
+    /// A manual restart forgives past failures.
+    pub fn reset(&mut self) {
+        self.failures.clear();
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ActorState {
+    Starting,
+    Running,
+    Backoff,
+    Degraded,
+    Stopped,
+}
+
+impl ActorState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Starting => "Starting",
+            Self::Running => "Running",
+            Self::Backoff => "Backoff",
+            Self::Degraded => "Degraded",
+            Self::Stopped => "Stopped",
+        }
+    }
+}
+
+/// One actor as the SupervisorService and the tests see it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ActorSnapshot {
+    pub name: String,
+    pub parent: String,
+    pub state: ActorState,
+    pub restart_count: u32,
+    pub last_error: Option<String>,
+    pub uptime: Duration,
+    pub instance: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restarts_back_off_then_degrade_past_the_limit() {
+        let policy = RestartPolicy {
+            min_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(10),
+            max_restarts: 3,
+            window: Duration::from_secs(60),
+            degraded_retry: Duration::from_secs(30),
+        };
+        let mut t = RestartTracker::default();
+        let start = Instant::now();
+        let mut delays = Vec::new();
+        for i in 0..3 {
+            match t.on_failure(&policy, start + Duration::from_secs(i)) {
+                Decision::Restart(d) => delays.push(d),
+                other => panic!("failure {i} should restart, got {other:?}"),
+            }
+        }
+        assert!(
+            delays[0] >= Duration::from_millis(100) && delays[2] > delays[0],
+            "{delays:?}"
+        );
+        assert_eq!(
+            t.on_failure(&policy, start + Duration::from_secs(4)),
+            Decision::Degraded(Duration::from_secs(30))
+        );
+        assert_eq!(t.total_restarts, 4);
+    }
+
+    #[test]
+    fn failures_outside_the_window_are_forgotten() {
+        let policy = RestartPolicy {
+            max_restarts: 1,
+            window: Duration::from_secs(10),
+            ..Default::default()
+        };
+        let mut t = RestartTracker::default();
+        let start = Instant::now();
+        assert!(matches!(t.on_failure(&policy, start), Decision::Restart(_)));
+        assert!(matches!(
+            t.on_failure(&policy, start + Duration::from_secs(30)),
+            Decision::Restart(_)
+        ));
+        assert!(matches!(
+            t.on_failure(&policy, start + Duration::from_secs(31)),
+            Decision::Degraded(_)
+        ));
+    }
+}
