@@ -108,6 +108,11 @@ pub struct Elector {
 }
 
 impl Elector {
+    /// Stops without releasing anything, as a crashed process would.
+    pub fn abort(self) {
+        self.task.abort();
+    }
+
     /// Releases the lease (so a successor need not wait a full lease) and stops.
     pub async fn shutdown(self) {
         self.stop.send_replace(true);

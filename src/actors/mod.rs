@@ -1,6 +1,10 @@
 //! The supervision tree: root (leader election), instance manager, and one instance actor
 //! per Karmada instance. Each actor's folder holds its messages beside it.
 
+pub mod context;
 pub mod instance;
 pub mod leader;
+pub mod manager;
+pub mod root;
 pub mod supervision;
+pub mod tree;

@@ -1,3 +1,342 @@
-//! The InstanceActor: owns everything of one Karmada instance and nothing of another.
+//! The InstanceActor: owns everything of one Karmada instance and nothing of another —
+//! its client, caches, stats, status sync and registration. Slow I/O runs in spawned
+//! tasks that report back as messages, so the actor never blocks on its instance.
 
+pub mod caches;
+pub mod connect;
+pub mod messages;
+pub mod registration;
 pub mod stats;
+pub mod status;
+
+use std::time::{Duration, Instant};
+
+use backon::BackoffBuilder;
+use kube::api::{Api, Patch, PatchParams};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use serde_json::json;
+use tracing::{debug, info, warn};
+
+use super::context::{Context, Counters};
+use crate::crd::{Instance, InstanceStatus};
+use caches::{Caches, Kind};
+pub use messages::{InstanceMsg, InstanceView};
+use status::Observed;
+
+pub struct InstanceActor;
+
+pub struct InstanceArgs {
+    pub instance: Instance,
+    pub ctx: Context,
+}
+
+pub struct InstanceState {
+    name: String,
+    instance: Instance,
+    ctx: Context,
+    client: Option<kube::Client>,
+    caches: Option<Caches>,
+    observed: Observed,
+    connect_attempts: usize,
+    probe_failures: u32,
+    probe_in_flight: bool,
+    write_in_flight: bool,
+    last_written: Option<InstanceStatus>,
+    last_write_at: Option<Instant>,
+    registered: bool,
+    last_error: Option<String>,
+    ticker: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl InstanceState {
+    fn view(&self) -> InstanceView {
+        InstanceView {
+            name: self.name.clone(),
+            status: status::build(self.last_written.as_ref(), &self.observed, &now()),
+            last_error: self.last_error.clone(),
+        }
+    }
+}
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// Delay before the n-th reconnect: exponential from 500 ms, capped at 10 s.
+fn reconnect_delay(attempt: usize) -> Duration {
+    backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(500))
+        .with_max_delay(Duration::from_secs(10))
+        .with_jitter()
+        .without_max_times()
+        .build()
+        .nth(attempt)
+        .unwrap_or(Duration::from_secs(10))
+}
+
+impl Actor for InstanceActor {
+    type Msg = InstanceMsg;
+    type State = InstanceState;
+    type Arguments = InstanceArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<InstanceMsg>,
+        args: InstanceArgs,
+    ) -> Result<InstanceState, ActorProcessingErr> {
+        let name = args.instance.metadata.name.clone().unwrap_or_default();
+        let tick = args.ctx.settings.tick;
+        let ticker = myself.send_interval(tick, || InstanceMsg::Tick);
+        myself.send_message(InstanceMsg::Connect)?;
+        let observed = Observed {
+            generation: args.instance.metadata.generation,
+            ..Default::default()
+        };
+        Ok(InstanceState {
+            name,
+            last_written: args.instance.status.clone(),
+            instance: args.instance,
+            ctx: args.ctx,
+            client: None,
+            caches: None,
+            observed,
+            connect_attempts: 0,
+            probe_failures: 0,
+            probe_in_flight: false,
+            write_in_flight: false,
+            last_write_at: None,
+            registered: false,
+            last_error: None,
+            ticker: Some(ticker),
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<InstanceMsg>,
+        state: &mut InstanceState,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(t) = state.ticker.take() {
+            t.abort();
+        }
+        // Dropping the caches aborts their watch tasks.
+        state.caches = None;
+        debug!(instance = %state.name, "instance actor stopped");
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<InstanceMsg>,
+        msg: InstanceMsg,
+        state: &mut InstanceState,
+    ) -> Result<(), ActorProcessingErr> {
+        let span = tracing::info_span!("instance", instance = %state.name);
+        let _g = span.enter();
+        match msg {
+            InstanceMsg::Connect => {
+                let (ctx, instance, me) =
+                    (state.ctx.clone(), state.instance.clone(), myself.clone());
+                tokio::spawn(async move {
+                    let msg = match connect::connect(&ctx, &instance).await {
+                        Ok(c) => InstanceMsg::Connected(Box::new(c)),
+                        Err(e) => InstanceMsg::ConnectFailed(e),
+                    };
+                    let _ = me.send_message(msg);
+                });
+            }
+            InstanceMsg::Connected(c) => {
+                info!(endpoint = %c.endpoint, "connected");
+                let caches = Caches::start(&c.client, &state.name);
+                let ready = caches.ready();
+                let me = myself.clone();
+                tokio::spawn(async move {
+                    ready.await;
+                    let _ = me.send_message(InstanceMsg::CachesSynced);
+                });
+                state.observed.connected = true;
+                state.observed.provisioning = false;
+                state.observed.endpoint = Some(c.endpoint);
+                state.observed.karmada_version = c.karmada_version;
+                state.observed.message = None;
+                state.client = Some(c.client);
+                state.caches = Some(caches);
+                state.connect_attempts = 0;
+                state.last_error = None;
+                myself.send_message(InstanceMsg::Tick)?;
+            }
+            InstanceMsg::ConnectFailed(e) => {
+                let delay = reconnect_delay(state.connect_attempts);
+                state.connect_attempts += 1;
+                state.observed.provisioning = matches!(e, connect::ConnectError::Provisioning(_));
+                state.observed.message = Some(e.to_string());
+                if !state.observed.provisioning {
+                    warn!(error = %e, retry_in = ?delay, "cannot connect to instance");
+                    state.last_error = Some(e.to_string());
+                }
+                myself.send_after(delay, || InstanceMsg::Connect);
+            }
+            InstanceMsg::CachesSynced => {
+                info!("caches synced");
+                state.observed.synced = true;
+                myself.send_message(InstanceMsg::Tick)?;
+            }
+            InstanceMsg::Tick => tick(&myself, state),
+            InstanceMsg::Probed(result) => {
+                state.probe_in_flight = false;
+                match result {
+                    Ok(version) => {
+                        if state.observed.reachable == Some(false) {
+                            info!("instance reachable again");
+                        }
+                        state.probe_failures = 0;
+                        state.observed.reachable = Some(true);
+                        state.observed.kubernetes_version = Some(version);
+                        state.observed.message = None;
+                    }
+                    Err(e) => {
+                        state.probe_failures += 1;
+                        if state.probe_failures >= state.ctx.settings.unreachable_after {
+                            if state.observed.reachable != Some(false) {
+                                warn!(error = %e, "instance unreachable");
+                            }
+                            state.observed.reachable = Some(false);
+                            state.observed.message = Some(e.clone());
+                        }
+                        state.last_error = Some(e);
+                    }
+                }
+            }
+            InstanceMsg::StatusWritten(result) => {
+                state.write_in_flight = false;
+                match result {
+                    Ok(written) => {
+                        state.last_written = Some(written);
+                        state.last_write_at = Some(Instant::now());
+                    }
+                    Err(e) => {
+                        warn!(error = %e, "writing Instance status failed");
+                        state.last_error = Some(e);
+                    }
+                }
+            }
+            InstanceMsg::Registered(result) => match result {
+                Ok(()) => state.registered = true,
+                Err(e) => {
+                    warn!(error = %e, "registration failed; retrying on the next tick");
+                    state.last_error = Some(e);
+                }
+            },
+            InstanceMsg::View(reply) => {
+                let _ = reply.send(state.view());
+            }
+            InstanceMsg::Panic => {
+                panic!("chaos: panic injected into instance actor {}", state.name)
+            }
+        }
+        Ok(())
+    }
+}
+
+fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
+    if let Some(caches) = &state.caches {
+        if state.observed.synced {
+            state.observed.stats = Some(compute_stats(caches));
+        }
+    }
+    if let (Some(client), false) = (&state.client, state.probe_in_flight) {
+        state.probe_in_flight = true;
+        let (client, me, timeout) = (
+            client.clone(),
+            myself.clone(),
+            state.ctx.settings.probe_timeout,
+        );
+        tokio::spawn(async move {
+            let result = match tokio::time::timeout(timeout, client.apiserver_version()).await {
+                Ok(Ok(v)) => Ok(v.git_version),
+                Ok(Err(e)) => Err(format!("probe failed: {e}")),
+                Err(_) => Err(format!("probe timed out after {timeout:?}")),
+            };
+            let _ = me.send_message(InstanceMsg::Probed(result));
+        });
+    }
+    if !state.ctx.leadership.is_leader() {
+        state.registered = false;
+        return;
+    }
+    if !state.registered && state.observed.connected {
+        let (ctx, instance, endpoint, me) = (
+            state.ctx.clone(),
+            state.instance.clone(),
+            state.observed.endpoint.clone(),
+            myself.clone(),
+        );
+        state.registered = true; // one attempt in flight; the reply may clear it
+        tokio::spawn(async move {
+            let r = registration::ensure(&ctx, &instance, endpoint).await;
+            if r.is_err() {
+                let _ = me.send_message(InstanceMsg::Registered(r));
+            }
+        });
+    }
+    sync_status(myself, state);
+}
+
+fn compute_stats(caches: &Caches) -> crate::crd::InstanceStats {
+    let clusters = caches
+        .store(Kind::Cluster)
+        .map(|s| s.state())
+        .unwrap_or_default();
+    let values: Vec<&serde_json::Value> = clusters.iter().map(|c| &c.data).collect();
+    let counts = stats::Counts {
+        propagation_policies: caches.count(Kind::PropagationPolicy),
+        override_policies: caches.count(Kind::OverridePolicy),
+        cluster_propagation_policies: caches.count(Kind::ClusterPropagationPolicy),
+        cluster_override_policies: caches.count(Kind::ClusterOverridePolicy),
+        resource_bindings: caches.count(Kind::ResourceBinding),
+        workloads: Kind::WORKLOADS.iter().map(|k| caches.count(*k)).sum(),
+        namespaces: caches.count(Kind::Namespace),
+    };
+    stats::aggregate(&values, counts)
+}
+
+/// Writes status when it changed, or to refresh lastSyncTime; one write at a time.
+fn sync_status(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
+    if state.write_in_flight {
+        return;
+    }
+    let next = status::build(state.last_written.as_ref(), &state.observed, &now());
+    let stale = state
+        .last_write_at
+        .is_none_or(|t| t.elapsed() >= state.ctx.settings.status_refresh);
+    if !status::changed(state.last_written.as_ref(), &next) && !stale {
+        return;
+    }
+    state.write_in_flight = true;
+    let (ctx, name, me) = (state.ctx.clone(), state.name.clone(), myself.clone());
+    tokio::spawn(async move {
+        let api: Api<Instance> = Api::all(ctx.host.clone());
+        // Checked again right before the write: leadership may have moved meanwhile.
+        let result = if !ctx.leadership.is_leader() {
+            Err("not the leader any more".to_string())
+        } else {
+            let patch = Patch::Merge(json!({"status": next}));
+            match tokio::time::timeout(
+                ctx.settings.request_timeout,
+                api.patch_status(&name, &PatchParams::default(), &patch),
+            )
+            .await
+            {
+                Ok(Ok(_)) => {
+                    Counters::bump(&ctx.counters.status_writes);
+                    Ok(next)
+                }
+                Ok(Err(e)) => Err(format!("patching status: {e}")),
+                Err(_) => Err("patching status timed out".to_string()),
+            }
+        };
+        let _ = me.send_message(InstanceMsg::StatusWritten(result));
+    });
+}

@@ -1,0 +1,63 @@
+//! What every actor of the tree is handed: the host client, leadership, and settings.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::leader::Leadership;
+use super::supervision::RestartPolicy;
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Namespace of `Karmada` objects for managed instances.
+    pub managed_namespace: String,
+    /// How often an instance actor recomputes stats, probes and syncs status.
+    pub tick: Duration,
+    /// Upper bound on one reachability probe.
+    pub probe_timeout: Duration,
+    /// Consecutive failed probes before an instance is Unreachable.
+    pub unreachable_after: u32,
+    /// Status is rewritten at least this often (refreshing lastSyncTime) and, on
+    /// change, at most once per `tick`.
+    pub status_refresh: Duration,
+    /// Timeouts for every call to an instance's karmada-apiserver.
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+    pub restart: RestartPolicy,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            managed_namespace: "kairship-system".into(),
+            tick: Duration::from_secs(2),
+            probe_timeout: Duration::from_secs(3),
+            unreachable_after: 2,
+            status_refresh: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(30),
+            restart: RestartPolicy::default(),
+        }
+    }
+}
+
+/// Counters the tests and metrics read.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub status_writes: AtomicU64,
+    pub registration_writes: AtomicU64,
+}
+
+impl Counters {
+    pub fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[derive(Clone)]
+pub struct Context {
+    pub host: kube::Client,
+    pub leadership: Leadership,
+    pub settings: Arc<Settings>,
+    pub counters: Arc<Counters>,
+}

@@ -1,0 +1,169 @@
+//! The "virtual cluster" read side of one instance: a reflector cache per kind, owned by
+//! the instance actor and dropped with it.
+
+use std::collections::BTreeMap;
+
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject};
+use kube::discovery::ApiResource;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use tokio::task::JoinHandle;
+
+/// A kind the instance actor caches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Cluster,
+    PropagationPolicy,
+    OverridePolicy,
+    ClusterPropagationPolicy,
+    ClusterOverridePolicy,
+    ResourceBinding,
+    Namespace,
+    Deployment,
+    StatefulSet,
+    DaemonSet,
+    Job,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 11] = [
+        Kind::Cluster,
+        Kind::PropagationPolicy,
+        Kind::OverridePolicy,
+        Kind::ClusterPropagationPolicy,
+        Kind::ClusterOverridePolicy,
+        Kind::ResourceBinding,
+        Kind::Namespace,
+        Kind::Deployment,
+        Kind::StatefulSet,
+        Kind::DaemonSet,
+        Kind::Job,
+    ];
+
+    pub const WORKLOADS: [Kind; 4] = [
+        Kind::Deployment,
+        Kind::StatefulSet,
+        Kind::DaemonSet,
+        Kind::Job,
+    ];
+
+    pub fn resource(self) -> ApiResource {
+        let (group, version, kind, plural) = match self {
+            Kind::Cluster => ("cluster.karmada.io", "v1alpha1", "Cluster", "clusters"),
+            Kind::PropagationPolicy => (
+                "policy.karmada.io",
+                "v1alpha1",
+                "PropagationPolicy",
+                "propagationpolicies",
+            ),
+            Kind::OverridePolicy => (
+                "policy.karmada.io",
+                "v1alpha1",
+                "OverridePolicy",
+                "overridepolicies",
+            ),
+            Kind::ClusterPropagationPolicy => (
+                "policy.karmada.io",
+                "v1alpha1",
+                "ClusterPropagationPolicy",
+                "clusterpropagationpolicies",
+            ),
+            Kind::ClusterOverridePolicy => (
+                "policy.karmada.io",
+                "v1alpha1",
+                "ClusterOverridePolicy",
+                "clusteroverridepolicies",
+            ),
+            Kind::ResourceBinding => (
+                "work.karmada.io",
+                "v1alpha2",
+                "ResourceBinding",
+                "resourcebindings",
+            ),
+            Kind::Namespace => ("", "v1", "Namespace", "namespaces"),
+            Kind::Deployment => ("apps", "v1", "Deployment", "deployments"),
+            Kind::StatefulSet => ("apps", "v1", "StatefulSet", "statefulsets"),
+            Kind::DaemonSet => ("apps", "v1", "DaemonSet", "daemonsets"),
+            Kind::Job => ("batch", "v1", "Job", "jobs"),
+        };
+        let api_version = if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        };
+        ApiResource {
+            group: group.into(),
+            version: version.into(),
+            api_version,
+            kind: kind.into(),
+            plural: plural.into(),
+        }
+    }
+}
+
+/// Reflector stores of one instance, and the tasks that feed them.
+pub struct Caches {
+    pub stores: BTreeMap<Kind, Store<DynamicObject>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Caches {
+    /// Starts one watcher per kind, each with kube-runtime's default backoff, so a
+    /// failing watch retries on its own without touching the others.
+    pub fn start(client: &kube::Client, instance: &str) -> Self {
+        let mut stores = BTreeMap::new();
+        let mut tasks = Vec::new();
+        for kind in Kind::ALL {
+            let ar = kind.resource();
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+            let writer = reflector::store::Writer::new(ar);
+            let reader = writer.as_reader();
+            let stream = reflector::reflector(
+                writer,
+                watcher(api, watcher::Config::default()).default_backoff(),
+            );
+            let span = tracing::debug_span!("cache", instance = %instance, kind = ?kind);
+            tasks.push(tokio::spawn(tracing::Instrument::instrument(
+                async move {
+                    stream
+                        .for_each(|ev| async move {
+                            if let Err(e) = ev {
+                                tracing::debug!(error = %e, "watch error; retrying with backoff");
+                            }
+                        })
+                        .await
+                },
+                span,
+            )));
+            stores.insert(kind, reader);
+        }
+        Self { stores, tasks }
+    }
+
+    pub fn store(&self, kind: Kind) -> Option<&Store<DynamicObject>> {
+        self.stores.get(&kind)
+    }
+
+    pub fn count(&self, kind: Kind) -> usize {
+        self.stores.get(&kind).map_or(0, |s| s.state().len())
+    }
+
+    /// Resolves once every store has completed its first list.
+    pub fn ready(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let stores: Vec<Store<DynamicObject>> = self.stores.values().cloned().collect();
+        async move {
+            for s in stores {
+                let _ = s.wait_until_ready().await;
+            }
+        }
+    }
+}
+
+impl Drop for Caches {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}

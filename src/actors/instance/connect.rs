@@ -1,0 +1,183 @@
+//! Building the client of one instance: from its kubeconfig Secret (External), or from
+//! the karmada-operator `Karmada` object Kairship creates and waits for (Managed).
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::discovery::ApiResource;
+use serde_json::{json, Value};
+
+use crate::actors::context::Context;
+use crate::crd::{Instance, InstanceMode};
+
+/// Why an instance cannot be connected yet.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ConnectError {
+    /// The managed control plane is still being installed.
+    #[error("waiting for Karmada {0} to become Ready")]
+    Provisioning(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+pub struct Connected {
+    pub client: kube::Client,
+    pub endpoint: String,
+    pub karmada_version: Option<String>,
+}
+
+pub fn karmada_resource() -> ApiResource {
+    ApiResource {
+        group: "operator.karmada.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "operator.karmada.io/v1alpha1".into(),
+        kind: "Karmada".into(),
+        plural: "karmadas".into(),
+    }
+}
+
+pub async fn connect(ctx: &Context, instance: &Instance) -> Result<Connected, ConnectError> {
+    let name = instance.metadata.name.clone().unwrap_or_default();
+    match instance.spec.mode {
+        InstanceMode::External => {
+            let ext = instance.spec.external.as_ref().ok_or_else(|| {
+                ConnectError::Failed("spec.external is required when spec.mode is External".into())
+            })?;
+            let r = &ext.kubeconfig_secret_ref;
+            let key = r.key.clone().unwrap_or_else(|| "kubeconfig".into());
+            let config = read_secret_key(ctx, &r.namespace, &r.name, &key).await?;
+            client_from(ctx, &config, None).await
+        }
+        InstanceMode::Managed => {
+            let ns = instance
+                .spec
+                .managed
+                .as_ref()
+                .and_then(|m| m.namespace.clone())
+                .unwrap_or_else(|| ctx.settings.managed_namespace.clone());
+            let karmada = ensure_karmada(ctx, instance, &ns, &name).await?;
+            let ready = karmada
+                .data
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                });
+            let secret = karmada.data.pointer("/status/secretRef").cloned();
+            let (true, Some(secret)) = (ready, secret) else {
+                return Err(ConnectError::Provisioning(format!("{ns}/{name}")));
+            };
+            let sns = secret["namespace"].as_str().unwrap_or(&ns).to_string();
+            let sname = secret["name"].as_str().ok_or_else(|| {
+                ConnectError::Failed(format!(
+                    "Karmada {ns}/{name} reports a secretRef without a name"
+                ))
+            })?;
+            let config = read_secret_key(ctx, &sns, sname, "karmada.config").await?;
+            let version = karmada
+                .data
+                .pointer("/status/karmadaVersion")
+                .and_then(Value::as_str)
+                .map(String::from);
+            client_from(ctx, &config, version).await
+        }
+    }
+}
+
+async fn read_secret_key(
+    ctx: &Context,
+    ns: &str,
+    name: &str,
+    key: &str,
+) -> Result<String, ConnectError> {
+    let secrets: Api<Secret> = Api::namespaced(ctx.host.clone(), ns);
+    let secret = bounded(ctx, secrets.get_opt(name))
+        .await?
+        .map_err(|e| ConnectError::Failed(format!("reading secret {ns}/{name}: {e}")))?;
+    let secret = secret
+        .ok_or_else(|| ConnectError::Failed(format!("kubeconfig secret {ns}/{name} not found")))?;
+    let bytes = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .ok_or_else(|| ConnectError::Failed(format!("secret {ns}/{name} has no key {key:?}")))?;
+    String::from_utf8(bytes.0.clone())
+        .map_err(|_| ConnectError::Failed(format!("secret {ns}/{name} key {key:?} is not UTF-8")))
+}
+
+async fn bounded<T>(
+    ctx: &Context,
+    fut: impl std::future::Future<Output = T>,
+) -> Result<T, ConnectError> {
+    tokio::time::timeout(ctx.settings.request_timeout, fut)
+        .await
+        .map_err(|_| ConnectError::Failed("the host API did not answer in time".into()))
+}
+
+/// Gets the instance's `Karmada` object, creating it when this replica leads.
+async fn ensure_karmada(
+    ctx: &Context,
+    instance: &Instance,
+    ns: &str,
+    name: &str,
+) -> Result<DynamicObject, ConnectError> {
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.host.clone(), ns, &karmada_resource());
+    let failed = |what: &str, e: kube::Error| {
+        ConnectError::Failed(format!("{what} Karmada {ns}/{name}: {e}"))
+    };
+    if let Some(k) = bounded(ctx, api.get_opt(name))
+        .await?
+        .map_err(|e| failed("reading", e))?
+    {
+        return Ok(k);
+    }
+    if !ctx.leadership.is_leader() {
+        return Err(ConnectError::Provisioning(format!(
+            "{ns}/{name} (created by the leader)"
+        )));
+    }
+    let spec = instance
+        .spec
+        .managed
+        .as_ref()
+        .and_then(|m| m.karmada_spec.clone())
+        .unwrap_or_else(|| json!({}));
+    let mut obj = DynamicObject::new(name, &karmada_resource())
+        .within(ns)
+        .data(json!({"spec": spec}));
+    obj.metadata.labels = Some([("kairship.io/instance".to_string(), name.to_string())].into());
+    match bounded(ctx, api.create(&PostParams::default(), &obj)).await? {
+        Ok(k) => Ok(k),
+        Err(kube::Error::Api(s)) if s.code == 404 => Err(ConnectError::Failed(format!(
+            "namespace {ns} for managed Karmada objects does not exist"
+        ))),
+        Err(e) => Err(failed("creating", e)),
+    }
+}
+
+async fn client_from(
+    ctx: &Context,
+    kubeconfig: &str,
+    karmada_version: Option<String>,
+) -> Result<Connected, ConnectError> {
+    let kc = Kubeconfig::from_yaml(kubeconfig)
+        .map_err(|e| ConnectError::Failed(format!("invalid kubeconfig: {e}")))?;
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| ConnectError::Failed(format!("invalid kubeconfig: {e}")))?;
+    config.connect_timeout = Some(ctx.settings.connect_timeout);
+    // Watches hold a response open for minutes; kube's watcher asks for 290 s.
+    config.read_timeout = Some(Duration::from_secs(295));
+    config.write_timeout = Some(ctx.settings.request_timeout);
+    let endpoint = config.cluster_url.to_string();
+    let client = kube::Client::try_from(config)
+        .map_err(|e| ConnectError::Failed(format!("building client for {endpoint}: {e}")))?;
+    Ok(Connected {
+        client,
+        endpoint,
+        karmada_version,
+    })
+}

@@ -1,0 +1,171 @@
+//! Leader-only writes the manager makes on behalf of instances: the finalizer, deletion
+//! cleanup (managed Karmada object, registration, then the finalizer), and the status of
+//! instances whose actor cannot run. Each runs in its own task with a timeout.
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use ractor::ActorRef;
+use serde_json::json;
+use tracing::{info, warn};
+
+use super::messages::ManagerMsg;
+use crate::actors::context::{Context, Counters};
+use crate::actors::instance::{connect::karmada_resource, registration};
+use crate::crd::{Condition, Instance, InstanceMode, Phase, FINALIZER};
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+async fn patch_instance(
+    ctx: &Context,
+    name: &str,
+    patch: serde_json::Value,
+    status: bool,
+) -> Result<(), String> {
+    if !ctx.leadership.is_leader() {
+        return Err("not the leader".into());
+    }
+    let api: Api<Instance> = Api::all(ctx.host.clone());
+    let p = Patch::Merge(patch);
+    let call = async {
+        if status {
+            api.patch_status(name, &PatchParams::default(), &p).await
+        } else {
+            api.patch(name, &PatchParams::default(), &p).await
+        }
+    };
+    match tokio::time::timeout(ctx.settings.request_timeout, call).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(kube::Error::Api(s))) if s.code == 404 => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("timed out".into()),
+    }
+}
+
+pub fn add_finalizer(ctx: &Context, name: &str) {
+    let (ctx, name) = (ctx.clone(), name.to_string());
+    tokio::spawn(async move {
+        // A JSON merge patch replaces the list; read it fresh to keep other finalizers.
+        let api: Api<Instance> = Api::all(ctx.host.clone());
+        let Ok(Ok(Some(current))) =
+            tokio::time::timeout(ctx.settings.request_timeout, api.get_opt(&name)).await
+        else {
+            return;
+        };
+        let mut finalizers = current.metadata.finalizers.unwrap_or_default();
+        if finalizers.iter().any(|f| f == FINALIZER) {
+            return;
+        }
+        finalizers.push(FINALIZER.to_string());
+        let rv = current.metadata.resource_version;
+        if let Err(e) = patch_instance(
+            &ctx,
+            &name,
+            json!({"metadata": {"finalizers": finalizers, "resourceVersion": rv}}),
+            false,
+        )
+        .await
+        {
+            warn!(instance = %name, error = %e, "adding finalizer failed; retried on the next event");
+        }
+    });
+}
+
+fn status_patch(phase: Phase, reason: &str, message: &str) -> serde_json::Value {
+    let cond = Condition {
+        type_: "Ready".into(),
+        status: "False".into(),
+        reason: reason.into(),
+        message: message.into(),
+        last_transition_time: now(),
+        observed_generation: None,
+    };
+    json!({"status": {"phase": phase, "conditions": [cond]}})
+}
+
+pub fn write_degraded(ctx: &Context, name: &str, why: &str) {
+    write_status(ctx, name, status_patch(Phase::Degraded, "Degraded", why));
+}
+
+pub fn write_invalid(ctx: &Context, name: &str, why: &str) {
+    write_status(ctx, name, status_patch(Phase::Degraded, "InvalidSpec", why));
+}
+
+fn write_status(ctx: &Context, name: &str, patch: serde_json::Value) {
+    let (ctx, name) = (ctx.clone(), name.to_string());
+    tokio::spawn(async move {
+        match patch_instance(&ctx, &name, patch, true).await {
+            Ok(()) => Counters::bump(&ctx.counters.status_writes),
+            Err(e) => warn!(instance = %name, error = %e, "writing status failed"),
+        }
+    });
+}
+
+/// Removes what the instance owns, then its finalizer; reports back to the manager.
+pub fn spawn_cleanup(ctx: Context, instance: Instance, manager: ActorRef<ManagerMsg>) {
+    let name = instance.metadata.name.clone().unwrap_or_default();
+    tokio::spawn(async move {
+        let result = cleanup(&ctx, &instance, &name).await;
+        let _ = manager.send_message(ManagerMsg::CleanedUp(name, result));
+    });
+}
+
+async fn cleanup(ctx: &Context, instance: &Instance, name: &str) -> Result<(), String> {
+    let _ = patch_instance(
+        ctx,
+        name,
+        status_patch(Phase::Terminating, "Terminating", "cleaning up"),
+        true,
+    )
+    .await;
+    if instance.spec.mode == InstanceMode::Managed {
+        let ns = instance
+            .spec
+            .managed
+            .as_ref()
+            .and_then(|m| m.namespace.clone())
+            .unwrap_or_else(|| ctx.settings.managed_namespace.clone());
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(ctx.host.clone(), &ns, &karmada_resource());
+        match tokio::time::timeout(
+            ctx.settings.request_timeout,
+            api.delete(name, &Default::default()),
+        )
+        .await
+        {
+            Ok(Ok(_)) => info!(instance = %name, "managed Karmada object deleted"),
+            Ok(Err(kube::Error::Api(s))) if s.code == 404 => {}
+            Ok(Err(e)) => return Err(format!("deleting Karmada {ns}/{name}: {e}")),
+            Err(_) => return Err(format!("deleting Karmada {ns}/{name} timed out")),
+        }
+    }
+    registration::remove(ctx, name).await?;
+    // Fresh read: the resourceVersion guards the finalizer list against concurrent edits.
+    let api: Api<Instance> = Api::all(ctx.host.clone());
+    let fresh = match tokio::time::timeout(ctx.settings.request_timeout, api.get_opt(name)).await {
+        Ok(Ok(Some(i))) => i,
+        Ok(Ok(None)) => return Ok(()),
+        Ok(Err(e)) => return Err(format!("reading instance: {e}")),
+        Err(_) => return Err("reading instance timed out".into()),
+    };
+    let rest: Vec<String> = fresh
+        .metadata
+        .finalizers
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|f| f != FINALIZER)
+        .collect();
+    let rv = fresh.metadata.resource_version.clone();
+    patch_instance(
+        ctx,
+        name,
+        json!({"metadata": {"finalizers": rest, "resourceVersion": rv}}),
+        false,
+    )
+    .await?;
+    info!(instance = %name, "instance cleaned up");
+    Ok(())
+}

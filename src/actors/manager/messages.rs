@@ -1,0 +1,29 @@
+//! Messages of the InstanceManager.
+
+use ractor::{ActorRef, RpcReplyPort};
+
+use crate::actors::instance::InstanceMsg;
+use crate::actors::supervision::ActorSnapshot;
+use crate::crd::Instance;
+
+pub enum ManagerMsg {
+    /// An Instance was added or changed (from the host watch).
+    Apply(Box<Instance>),
+    /// An Instance is gone from the host.
+    Deleted(String),
+    /// A relist finished: these are all the Instances that exist.
+    Resync(Vec<String>),
+    /// This replica gained or lost the lease.
+    LeadershipChanged(bool),
+    /// Delayed restart of a failed child.
+    Respawn(String),
+    /// Leader-only cleanup of a deleted Instance finished (or failed).
+    CleanedUp(String, Result<(), String>),
+    Snapshot(RpcReplyPort<Vec<ActorSnapshot>>),
+    /// Restart one instance actor on request (SRE action); forgives past failures.
+    Restart(String, RpcReplyPort<Result<(), String>>),
+    /// The live actor of an instance, for request routing.
+    Lookup(String, RpcReplyPort<Option<ActorRef<InstanceMsg>>>),
+    /// Chaos: make an instance actor panic.
+    InjectPanic(String, RpcReplyPort<bool>),
+}

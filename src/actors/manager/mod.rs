@@ -1,0 +1,417 @@
+//! The InstanceManager: a dynamic supervisor keeping exactly one InstanceActor per
+//! `Instance` object — spawned on add, restarted on spec change, stopped on delete or
+//! pause — and restarting failed children with backoff up to a restart-intensity limit,
+//! past which only that instance is marked Degraded.
+
+pub mod cleanup;
+pub mod messages;
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::{watcher, WatchStreamExt};
+use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+use tracing::{info, warn};
+
+use super::context::Context;
+use super::instance::{InstanceActor, InstanceArgs, InstanceMsg};
+use super::supervision::{ActorSnapshot, ActorState, Decision, RestartTracker};
+use crate::crd::{Instance, FINALIZER};
+pub use messages::ManagerMsg;
+
+pub struct InstanceManager;
+
+struct Child {
+    instance: Instance,
+    actor: Option<ActorRef<InstanceMsg>>,
+    state: ActorState,
+    tracker: RestartTracker,
+    last_error: Option<String>,
+    since: Instant,
+    /// A restart is scheduled; ignore duplicate triggers.
+    respawn_pending: bool,
+    cleaning: bool,
+}
+
+pub struct ManagerState {
+    ctx: Context,
+    children: HashMap<String, Child>,
+    by_actor: HashMap<ActorId, String>,
+    watch_task: tokio::task::JoinHandle<()>,
+    started: Instant,
+}
+
+/// The part of the spec that needs a fresh actor when it changes.
+fn spec_key(i: &Instance) -> String {
+    serde_json::to_string(&i.spec).unwrap_or_default()
+}
+
+fn deleting(i: &Instance) -> bool {
+    i.metadata.deletion_timestamp.is_some()
+}
+
+impl InstanceManager {
+    async fn spawn_child(
+        &self,
+        myself: &ActorRef<ManagerMsg>,
+        state: &mut ManagerState,
+        name: &str,
+    ) {
+        let Some(child) = state.children.get_mut(name) else {
+            return;
+        };
+        child.respawn_pending = false;
+        if child.actor.is_some() || child.instance.spec.paused || deleting(&child.instance) {
+            return;
+        }
+        if let Err(e) = child.instance.spec.validate() {
+            child.state = ActorState::Degraded;
+            child.last_error = Some(e.clone());
+            warn!(instance = %name, error = %e, "instance spec is invalid; not starting it");
+            cleanup::write_invalid(&state.ctx, name, &e);
+            return;
+        }
+        let args = InstanceArgs {
+            instance: child.instance.clone(),
+            ctx: state.ctx.clone(),
+        };
+        match Actor::spawn_linked(None, InstanceActor, args, myself.get_cell()).await {
+            Ok((actor, _)) => {
+                state.by_actor.insert(actor.get_id(), name.to_string());
+                child.actor = Some(actor);
+                child.state = ActorState::Running;
+                child.since = Instant::now();
+                info!(instance = %name, "instance actor started");
+            }
+            Err(e) => {
+                child.last_error = Some(format!("spawn failed: {e}"));
+                self.on_failure(myself, state, name, format!("spawn failed: {e}"));
+            }
+        }
+    }
+
+    fn stop_child(state: &mut ManagerState, name: &str, why: &str) {
+        if let Some(child) = state.children.get_mut(name) {
+            if let Some(actor) = child.actor.take() {
+                // Forget the id first, so its termination is not taken for a failure.
+                state.by_actor.remove(&actor.get_id());
+                actor.stop(Some(why.to_string()));
+                info!(instance = %name, reason = why, "instance actor stopped");
+            }
+            child.state = ActorState::Stopped;
+            child.since = Instant::now();
+        }
+    }
+
+    fn on_failure(
+        &self,
+        myself: &ActorRef<ManagerMsg>,
+        state: &mut ManagerState,
+        name: &str,
+        error: String,
+    ) {
+        let policy = state.ctx.settings.restart.clone();
+        let Some(child) = state.children.get_mut(name) else {
+            return;
+        };
+        child.actor = None;
+        child.last_error = Some(error.clone());
+        child.since = Instant::now();
+        let decision = child.tracker.on_failure(&policy, Instant::now());
+        let delay = match decision {
+            Decision::Restart(d) => {
+                child.state = ActorState::Backoff;
+                warn!(instance = %name, error = %error, restart_in = ?d, restarts = child.tracker.total_restarts, "instance actor failed; restarting");
+                d
+            }
+            Decision::Degraded(d) => {
+                child.state = ActorState::Degraded;
+                warn!(instance = %name, error = %error, retry_in = ?d, "instance actor keeps failing; marked Degraded");
+                cleanup::write_degraded(
+                    &state.ctx,
+                    name,
+                    &format!("instance actor restarted too often: {error}"),
+                );
+                d
+            }
+        };
+        if !child.respawn_pending {
+            child.respawn_pending = true;
+            let n = name.to_string();
+            myself.send_after(delay, move || ManagerMsg::Respawn(n));
+        }
+    }
+
+    async fn apply(
+        &self,
+        myself: &ActorRef<ManagerMsg>,
+        state: &mut ManagerState,
+        instance: Instance,
+    ) {
+        let Some(name) = instance.metadata.name.clone() else {
+            return;
+        };
+        let leader = state.ctx.leadership.is_leader();
+        let has_finalizer = instance
+            .metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| f.iter().any(|x| x == FINALIZER));
+        if deleting(&instance) {
+            Self::stop_child(state, &name, "instance is being deleted");
+            let child = state
+                .children
+                .entry(name.clone())
+                .or_insert_with(|| new_child(instance.clone()));
+            child.instance = instance;
+            if leader && has_finalizer && !child.cleaning {
+                child.cleaning = true;
+                cleanup::spawn_cleanup(state.ctx.clone(), child.instance.clone(), myself.clone());
+            }
+            return;
+        }
+        if leader && !has_finalizer {
+            cleanup::add_finalizer(&state.ctx, &name);
+        }
+        let changed = match state.children.get_mut(&name) {
+            Some(child) => {
+                let changed = spec_key(&child.instance) != spec_key(&instance);
+                child.instance = instance;
+                changed
+            }
+            None => {
+                state.children.insert(name.clone(), new_child(instance));
+                true
+            }
+        };
+        let Some(child) = state.children.get(&name) else {
+            return;
+        };
+        if child.instance.spec.paused {
+            Self::stop_child(state, &name, "instance is paused");
+            return;
+        }
+        if changed && child.actor.is_some() {
+            Self::stop_child(state, &name, "instance spec changed");
+        }
+        if state.children.get(&name).is_some_and(|c| {
+            c.actor.is_none() && !c.respawn_pending && c.state != ActorState::Degraded
+        }) {
+            self.spawn_child(myself, state, &name).await;
+        }
+    }
+}
+
+fn new_child(instance: Instance) -> Child {
+    Child {
+        instance,
+        actor: None,
+        state: ActorState::Starting,
+        tracker: RestartTracker::default(),
+        last_error: None,
+        since: Instant::now(),
+        respawn_pending: false,
+        cleaning: false,
+    }
+}
+
+/// Watches Instances on the host and feeds the manager; relists with backoff on errors.
+fn watch_instances(ctx: &Context, manager: ActorRef<ManagerMsg>) -> tokio::task::JoinHandle<()> {
+    let api: Api<Instance> = Api::all(ctx.host.clone());
+    tokio::spawn(async move {
+        let mut seen: Vec<String> = Vec::new();
+        let mut stream = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        while let Some(ev) = stream.next().await {
+            let sent = match ev {
+                Ok(watcher::Event::Apply(i)) => {
+                    manager.send_message(ManagerMsg::Apply(Box::new(i))).is_ok()
+                }
+                Ok(watcher::Event::InitApply(i)) => {
+                    seen.push(i.metadata.name.clone().unwrap_or_default());
+                    manager.send_message(ManagerMsg::Apply(Box::new(i))).is_ok()
+                }
+                Ok(watcher::Event::Delete(i)) => manager
+                    .send_message(ManagerMsg::Deleted(i.metadata.name.unwrap_or_default()))
+                    .is_ok(),
+                Ok(watcher::Event::Init) => {
+                    seen.clear();
+                    true
+                }
+                Ok(watcher::Event::InitDone) => manager
+                    .send_message(ManagerMsg::Resync(std::mem::take(&mut seen)))
+                    .is_ok(),
+                Err(e) => {
+                    warn!(error = %e, "watching Instances failed; retrying with backoff");
+                    true
+                }
+            };
+            if !sent {
+                return;
+            }
+        }
+    })
+}
+
+impl Actor for InstanceManager {
+    type Msg = ManagerMsg;
+    type State = ManagerState;
+    type Arguments = Context;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<ManagerMsg>,
+        ctx: Context,
+    ) -> Result<ManagerState, ActorProcessingErr> {
+        let watch_task = watch_instances(&ctx, myself.clone());
+        Ok(ManagerState {
+            ctx,
+            children: HashMap::new(),
+            by_actor: HashMap::new(),
+            watch_task,
+            started: Instant::now(),
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<ManagerMsg>,
+        state: &mut ManagerState,
+    ) -> Result<(), ActorProcessingErr> {
+        state.watch_task.abort();
+        let names: Vec<String> = state.children.keys().cloned().collect();
+        for n in names {
+            Self::stop_child(state, &n, "manager stopping");
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<ManagerMsg>,
+        msg: ManagerMsg,
+        state: &mut ManagerState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            ManagerMsg::Apply(i) => self.apply(&myself, state, *i).await,
+            ManagerMsg::Deleted(name) => {
+                Self::stop_child(state, &name, "instance deleted");
+                state.children.remove(&name);
+            }
+            ManagerMsg::Resync(names) => {
+                let gone: Vec<String> = state
+                    .children
+                    .keys()
+                    .filter(|n| !names.contains(n))
+                    .cloned()
+                    .collect();
+                for n in gone {
+                    Self::stop_child(state, &n, "instance no longer exists");
+                    state.children.remove(&n);
+                }
+            }
+            ManagerMsg::Respawn(name) => self.spawn_child(&myself, state, &name).await,
+            ManagerMsg::LeadershipChanged(leading) => {
+                info!(leader = leading, "leadership changed");
+                if leading {
+                    // Catch up on leader-only work (finalizers, cleanups) for what we know.
+                    let all: Vec<Instance> = state
+                        .children
+                        .values()
+                        .map(|c| c.instance.clone())
+                        .collect();
+                    for i in all {
+                        self.apply(&myself, state, i).await;
+                    }
+                }
+            }
+            ManagerMsg::CleanedUp(name, result) => {
+                if let Some(child) = state.children.get_mut(&name) {
+                    child.cleaning = false;
+                    if let Err(e) = result {
+                        warn!(instance = %name, error = %e, "cleanup failed; retrying");
+                        child.last_error = Some(e);
+                        let instance = child.instance.clone();
+                        myself.send_after(state.ctx.settings.tick, move || {
+                            ManagerMsg::Apply(Box::new(instance))
+                        });
+                    }
+                }
+            }
+            ManagerMsg::Snapshot(reply) => {
+                let mut out = vec![ActorSnapshot {
+                    name: "instance-manager".into(),
+                    parent: "root".into(),
+                    state: ActorState::Running,
+                    restart_count: 0,
+                    last_error: None,
+                    uptime: state.started.elapsed(),
+                    instance: None,
+                }];
+                let mut names: Vec<&String> = state.children.keys().collect();
+                names.sort();
+                for n in names {
+                    let c = &state.children[n];
+                    out.push(ActorSnapshot {
+                        name: format!("instance/{n}"),
+                        parent: "instance-manager".into(),
+                        state: c.state,
+                        restart_count: c.tracker.total_restarts,
+                        last_error: c.last_error.clone(),
+                        uptime: c.since.elapsed(),
+                        instance: Some(n.clone()),
+                    });
+                }
+                let _ = reply.send(out);
+            }
+            ManagerMsg::Restart(name, reply) => {
+                let result = if let Some(child) = state.children.get_mut(&name) {
+                    child.tracker.reset();
+                    child.respawn_pending = false;
+                    Self::stop_child(state, &name, "restart requested");
+                    self.spawn_child(&myself, state, &name).await;
+                    Ok(())
+                } else {
+                    Err(format!("no instance named {name:?}"))
+                };
+                let _ = reply.send(result);
+            }
+            ManagerMsg::Lookup(name, reply) => {
+                let _ = reply.send(state.children.get(&name).and_then(|c| c.actor.clone()));
+            }
+            ManagerMsg::InjectPanic(name, reply) => {
+                let actor = state.children.get(&name).and_then(|c| c.actor.clone());
+                let _ = reply.send(
+                    actor
+                        .map(|a| a.send_message(InstanceMsg::Panic).is_ok())
+                        .unwrap_or(false),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<ManagerMsg>,
+        evt: SupervisionEvent,
+        state: &mut ManagerState,
+    ) -> Result<(), ActorProcessingErr> {
+        let (cell, error): (ActorCell, String) = match evt {
+            SupervisionEvent::ActorFailed(cell, err) => (cell, err.to_string()),
+            SupervisionEvent::ActorTerminated(cell, _, reason) => (
+                cell,
+                reason.unwrap_or_else(|| "terminated unexpectedly".into()),
+            ),
+            _ => return Ok(()),
+        };
+        // Only children we did not stop ourselves are still in by_actor.
+        if let Some(name) = state.by_actor.remove(&cell.get_id()) {
+            self.on_failure(&myself, state, &name, error);
+        }
+        Ok(())
+    }
+}

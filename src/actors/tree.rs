@@ -1,0 +1,148 @@
+//! The running supervision tree as one handle: start it, inspect it, restart an
+//! instance actor, shut it down (releasing the lease) or kill it (as a crash would).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorRef};
+
+use super::context::{Context, Counters, Settings};
+use super::instance::InstanceMsg;
+use super::leader::{self, Elector, LeaderConfig, Leadership};
+use super::manager::ManagerMsg;
+use super::root::{RootMsg, RootSupervisor};
+use super::supervision::ActorSnapshot;
+
+/// How long a query into the tree may take before it is reported as failed.
+const QUERY_TIMEOUT_MS: u64 = 2_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TreeError {
+    #[error("starting the supervision tree: {0}")]
+    Spawn(String),
+    #[error("the supervision tree did not answer: {0}")]
+    Unavailable(String),
+    #[error("{0}")]
+    NotFound(String),
+}
+
+pub struct Tree {
+    root: ActorRef<RootMsg>,
+    root_task: tokio::task::JoinHandle<()>,
+    elector: Option<Elector>,
+    ctx: Context,
+}
+
+impl Tree {
+    /// Starts the tree against a host cluster. With `leader: None` this replica always
+    /// leads (single replica, no election).
+    pub async fn start(
+        host: kube::Client,
+        leader: Option<LeaderConfig>,
+        identity: &str,
+        settings: Settings,
+    ) -> Result<Self, TreeError> {
+        let (leadership, elector) = match leader {
+            Some(cfg) => {
+                let e = leader::spawn(host.clone(), cfg);
+                (e.leadership.clone(), Some(e))
+            }
+            None => (Leadership::always(identity), None),
+        };
+        let ctx = Context {
+            host,
+            leadership,
+            settings: Arc::new(settings),
+            counters: Arc::new(Counters::default()),
+        };
+        let (root, root_task) = Actor::spawn(None, RootSupervisor, ctx.clone())
+            .await
+            .map_err(|e| TreeError::Spawn(e.to_string()))?;
+        Ok(Self {
+            root,
+            root_task,
+            elector,
+            ctx,
+        })
+    }
+
+    pub fn leadership(&self) -> &Leadership {
+        &self.ctx.leadership
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.ctx.counters
+    }
+
+    async fn manager(&self) -> Result<ActorRef<ManagerMsg>, TreeError> {
+        ractor::call_t!(self.root, RootMsg::Manager, QUERY_TIMEOUT_MS)
+            .map_err(|e| TreeError::Unavailable(e.to_string()))?
+            .ok_or_else(|| TreeError::Unavailable("the instance manager is restarting".into()))
+    }
+
+    /// Every actor of the tree with its state, restarts, last error and uptime.
+    pub async fn actors(&self) -> Result<Vec<ActorSnapshot>, TreeError> {
+        let root = ractor::call_t!(self.root, RootMsg::Snapshot, QUERY_TIMEOUT_MS)
+            .map_err(|e| TreeError::Unavailable(e.to_string()))?;
+        let rest = ractor::call_t!(
+            self.manager().await?,
+            ManagerMsg::Snapshot,
+            QUERY_TIMEOUT_MS
+        )
+        .map_err(|e| TreeError::Unavailable(e.to_string()))?;
+        Ok(std::iter::once(root).chain(rest).collect())
+    }
+
+    pub async fn restart_instance(&self, name: &str) -> Result<(), TreeError> {
+        let n = name.to_string();
+        ractor::call_t!(
+            self.manager().await?,
+            |reply| ManagerMsg::Restart(n, reply),
+            QUERY_TIMEOUT_MS
+        )
+        .map_err(|e| TreeError::Unavailable(e.to_string()))?
+        .map_err(TreeError::NotFound)
+    }
+
+    /// The live actor of an instance, for request routing.
+    pub async fn instance(&self, name: &str) -> Result<Option<ActorRef<InstanceMsg>>, TreeError> {
+        let n = name.to_string();
+        ractor::call_t!(
+            self.manager().await?,
+            |reply| ManagerMsg::Lookup(n, reply),
+            QUERY_TIMEOUT_MS
+        )
+        .map_err(|e| TreeError::Unavailable(e.to_string()))
+    }
+
+    /// Chaos: panic one instance actor. False when it has no live actor.
+    pub async fn inject_panic(&self, name: &str) -> Result<bool, TreeError> {
+        let n = name.to_string();
+        ractor::call_t!(
+            self.manager().await?,
+            |reply| ManagerMsg::InjectPanic(n, reply),
+            QUERY_TIMEOUT_MS
+        )
+        .map_err(|e| TreeError::Unavailable(e.to_string()))
+    }
+
+    /// Stops every actor and releases the lease, so a successor takes over at once.
+    pub async fn shutdown(self) {
+        let _ = self
+            .root
+            .stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(15)))
+            .await;
+        if let Some(e) = self.elector {
+            e.shutdown().await;
+        }
+        let _ = self.root_task.await;
+    }
+
+    /// Ends the tree as a crash would: nothing is released, the lease must expire.
+    pub fn kill(self) {
+        self.root.kill();
+        if let Some(e) = self.elector {
+            e.abort();
+        }
+    }
+}
