@@ -22,7 +22,7 @@ pub enum InstanceMsg {
     /// Periodic: stats, probe, status sync.
     Tick,
     Probed(Result<String, String>),
-    StatusWritten(Result<crate::crd::InstanceStatus, String>),
+    StatusWritten(Result<Box<crate::crd::InstanceStatus>, String>),
     Registered(Result<(), String>),
     /// The latest view, for the API and the tests.
     View(RpcReplyPort<InstanceView>),

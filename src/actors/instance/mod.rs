@@ -213,7 +213,7 @@ impl Actor for InstanceActor {
                 state.write_in_flight = false;
                 match result {
                     Ok(written) => {
-                        state.last_written = Some(written);
+                        state.last_written = Some(*written);
                         state.last_write_at = Some(Instant::now());
                     }
                     Err(e) => {
@@ -331,7 +331,7 @@ fn sync_status(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
             {
                 Ok(Ok(_)) => {
                     Counters::bump(&ctx.counters.status_writes);
-                    Ok(next)
+                    Ok(Box::new(next))
                 }
                 Ok(Err(e)) => Err(format!("patching status: {e}")),
                 Err(_) => Err("patching status timed out".to_string()),

@@ -1,0 +1,13 @@
+//! The supervision tree and the controller-manager against the simulated fleet: instances
+//! reach Running with correct stats, managed instances go through the Karmada object,
+//! pause/delete clean up, panics are restarted with backoff and past the limit degrade
+//! only their instance, a down instance does not stop the others, and leader election
+//! lets exactly one replica write.
+
+#[path = "../sim_conformance/common.rs"]
+#[allow(dead_code)]
+mod common;
+mod harness;
+mod leader;
+mod lifecycle;
+mod supervision;
