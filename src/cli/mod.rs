@@ -1,5 +1,6 @@
 //! The `kairship` command line.
 
+pub mod run;
 pub mod sim;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +24,8 @@ pub struct Cli {
 pub enum Command {
     /// Run the simulated Karmada fleet alone (host API, Karmada APIs, member clusters, faults).
     Sim(sim::SimArgs),
+    /// Run Kairship against a host cluster (production).
+    Run(run::RunArgs),
     /// Print Kairship's CustomResourceDefinitions as YAML (the same bytes as deploy/crds/).
     Crds,
 }
