@@ -117,7 +117,7 @@ impl Fleet {
         };
         for i in 1..=config.instances {
             fleet
-                .add_instance(&format!("karmada-{i}"), config.clusters, None)
+                .start_instance(&format!("karmada-{i}"), config.clusters, None)
                 .await?;
         }
         let operator = tokio::spawn(crate::operator::run(fleet.clone()));
@@ -153,8 +153,19 @@ impl Fleet {
         self.inner.instances.lock().values().cloned().collect()
     }
 
-    /// Starts a new Karmada API with `clusters` member clusters.
+    /// Starts a new Karmada API with `clusters` member clusters, and rewrites the state files.
     pub async fn add_instance(
+        &self,
+        name: &str,
+        clusters: usize,
+        managed_by: Option<(String, String)>,
+    ) -> Result<Arc<Instance>, Error> {
+        let inst = self.start_instance(name, clusters, managed_by).await?;
+        self.write_state()?;
+        Ok(inst)
+    }
+
+    async fn start_instance(
         &self,
         name: &str,
         clusters: usize,
@@ -181,7 +192,6 @@ impl Fleet {
             .instances
             .lock()
             .insert(name.to_string(), inst.clone());
-        self.write_state()?;
         info!(instance = name, url = %inst.server.url(), "instance started");
         Ok(inst)
     }

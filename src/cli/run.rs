@@ -48,18 +48,24 @@ pub struct RunArgs {
 pub async fn host_client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, Error> {
     let config = match kubeconfig {
         Some(path) => {
-            let kc = Kubeconfig::read_from(path).map_err(|e| Error::Usage(format!("reading kubeconfig {}: {e}", path.display())))?;
+            let kc = Kubeconfig::read_from(path)
+                .map_err(|e| Error::Usage(format!("reading kubeconfig {}: {e}", path.display())))?;
             kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                 .await
                 .map_err(|e| Error::Usage(format!("kubeconfig {}: {e}", path.display())))?
         }
-        None => kube::Config::infer().await.map_err(|e| Error::Usage(format!("no host cluster: pass --kubeconfig ({e})")))?,
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| Error::Usage(format!("no host cluster: pass --kubeconfig ({e})")))?,
     };
-    kube::Client::try_from(config).map_err(|e| Error::Usage(format!("building the host client: {e}")))
+    kube::Client::try_from(config)
+        .map_err(|e| Error::Usage(format!("building the host client: {e}")))
 }
 
 fn default_identity() -> String {
-    let host = std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "kairship".into());
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "kairship".into());
     format!("{host}-{}", std::process::id())
 }
 
@@ -71,15 +77,24 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         lease_duration: Duration::from_secs(args.leader_elect_lease_duration_secs),
         renew_deadline: Duration::from_secs(args.leader_elect_renew_deadline_secs),
         retry_period: Duration::from_secs(args.leader_elect_retry_period_secs),
-        ..LeaderConfig::new(&args.leader_elect_namespace, &args.leader_elect_lease_name, &identity)
+        ..LeaderConfig::new(
+            &args.leader_elect_namespace,
+            &args.leader_elect_lease_name,
+            &identity,
+        )
     });
     if let Some(l) = &leader {
         if l.renew_deadline >= l.lease_duration {
             return Err(Error::Usage("--leader-elect-renew-deadline-secs must be shorter than --leader-elect-lease-duration-secs".into()));
         }
     }
-    let settings = Settings { managed_namespace: args.managed_namespace.clone(), ..Settings::default() };
-    let tree = Tree::start(host, leader, &identity, settings).await.map_err(|e| Error::Usage(e.to_string()))?;
+    let settings = Settings {
+        managed_namespace: args.managed_namespace.clone(),
+        ..Settings::default()
+    };
+    let tree = Tree::start(host, leader, &identity, settings)
+        .await
+        .map_err(|e| Error::Usage(e.to_string()))?;
     tracing::info!(identity = %identity, "kairship controller-manager running");
     super::shutdown_signal().await;
     tracing::info!("shutting down");

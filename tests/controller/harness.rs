@@ -2,17 +2,13 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, Secret};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::ByteString;
 use kairship::actors::context::Settings;
 use kairship::actors::leader::LeaderConfig;
 use kairship::actors::supervision::{ActorSnapshot, RestartPolicy};
 use kairship::actors::tree::Tree;
-use kairship::crd::{Instance, InstanceRegistration, InstanceStatus, Phase};
-use kube::api::{Api, PostParams};
-use kube::CustomResourceExt;
-use serde_json::json;
+use kairship::bootstrap;
+use kairship::crd::{Instance, InstanceStatus, Phase};
+use kube::api::Api;
 
 use crate::common::{eventually, Sim};
 
@@ -27,28 +23,10 @@ impl Env {
     pub async fn start(instances: usize) -> Self {
         let sim = Sim::start(instances).await;
         let host = sim.client("host").await;
-        let crds: Api<CustomResourceDefinition> = Api::all(host.clone());
-        for crd in [Instance::crd(), InstanceRegistration::crd()] {
-            crds.create(&PostParams::default(), &crd)
-                .await
-                .expect("install CRD");
-        }
-        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).expect("ns");
-        Api::<Namespace>::all(host.clone())
-            .create(&PostParams::default(), &ns)
+        bootstrap::install_crds(&host).await.expect("install CRDs");
+        bootstrap::ensure_namespace(&host, NS)
             .await
             .expect("namespace");
-        let secrets: Api<Secret> = Api::namespaced(host.clone(), NS);
-        for i in sim.fleet.instances() {
-            let config = std::fs::read(sim.kubeconfig(&i.name)).expect("kubeconfig");
-            let mut s = Secret::default();
-            s.metadata.name = Some(format!("{}-kubeconfig", i.name));
-            s.data = Some([("kubeconfig".to_string(), ByteString(config))].into());
-            secrets
-                .create(&PostParams::default(), &s)
-                .await
-                .expect("secret");
-        }
         Self { sim, host }
     }
 
@@ -57,15 +35,10 @@ impl Env {
     }
 
     pub async fn create_external(&self, name: &str) {
-        let i: Instance = serde_json::from_value(json!({
-            "apiVersion": "kairship.io/v1alpha1", "kind": "Instance", "metadata": {"name": name},
-            "spec": {"mode": "External", "external": {"kubeconfigSecretRef": {"namespace": NS, "name": format!("{name}-kubeconfig")}}}
-        }))
-        .expect("instance");
-        self.instances()
-            .create(&PostParams::default(), &i)
+        let config = std::fs::read(self.sim.kubeconfig(name)).expect("kubeconfig");
+        bootstrap::attach_external(&self.host, NS, name, config)
             .await
-            .expect("create instance");
+            .expect("attach instance");
     }
 
     pub async fn start_tree(&self, leader: Option<LeaderConfig>, identity: &str) -> Tree {

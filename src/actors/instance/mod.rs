@@ -226,6 +226,7 @@ impl Actor for InstanceActor {
                 Ok(()) => state.registered = true,
                 Err(e) => {
                     warn!(error = %e, "registration failed; retrying on the next tick");
+                    state.registered = false;
                     state.last_error = Some(e);
                 }
             },
