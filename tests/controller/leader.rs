@@ -76,3 +76,100 @@ async fn one_leader_writes_and_a_killed_leader_hands_over() {
     .await;
     follower.shutdown().await;
 }
+
+/// A `kairship run` child process, killed (SIGKILL) when dropped so no test leaves one.
+struct Replica(std::process::Child);
+
+impl Replica {
+    fn start(env: &Env, identity: &str) -> Self {
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_kairship"))
+            .args(["run", "--kubeconfig"])
+            .arg(env.sim.kubeconfig("host"))
+            .args([
+                "--identity",
+                identity,
+                "--leader-elect-lease-duration-secs",
+                "3",
+                "--leader-elect-renew-deadline-secs",
+                "2",
+                "--leader-elect-retry-period-secs",
+                "1",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("kairship run starts");
+        Self(child)
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn holder(env: &Env) -> Option<String> {
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(env.host.clone(), "kube-system");
+    leases
+        .get_opt("kairship-controller-manager")
+        .await
+        .ok()??
+        .spec?
+        .holder_identity
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_elect_one_leader_and_sigkill_hands_over() {
+    let env = Env::start(1).await;
+    env.create_external("karmada-1").await;
+    let mut a = Some(Replica::start(&env, "process-a"));
+    let mut b = Some(Replica::start(&env, "process-b"));
+    let first = eventually(Duration::from_secs(20), "a lease holder", || async {
+        holder(&env).await
+    })
+    .await;
+    assert!(first == "process-a" || first == "process-b", "{first}");
+    env.wait_phase("karmada-1", Phase::Running, Duration::from_secs(20))
+        .await;
+    // The holder stays put while both run.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        holder(&env).await.as_deref(),
+        Some(first.as_str()),
+        "leadership is stable"
+    );
+
+    let killed_at = Instant::now();
+    if first == "process-a" {
+        a.take()
+    } else {
+        b.take()
+    };
+    let next = eventually(
+        Duration::from_secs(15),
+        "the other process to take the lease",
+        || async { holder(&env).await.filter(|h| *h != first) },
+    )
+    .await;
+    let took = killed_at.elapsed();
+    assert!(
+        took <= Duration::from_secs(3 + 1 + 2),
+        "{next} took over after {took:?}; the lease is 3 s, retry 1 s"
+    );
+    // The new leader writes status.
+    let seen = env.status("karmada-1").await.and_then(|s| s.last_sync_time);
+    eventually(
+        Duration::from_secs(15),
+        "status written by the new leader",
+        || async {
+            env.status("karmada-1")
+                .await
+                .filter(|s| s.last_sync_time != seen)
+        },
+    )
+    .await;
+    drop((a, b));
+}

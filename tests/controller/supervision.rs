@@ -181,3 +181,51 @@ async fn a_down_instance_is_unreachable_while_others_keep_syncing() {
         .await;
     tree.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sre_restart_replaces_the_actor_and_resyncs() {
+    let env = Env::start(1).await;
+    let tree = env.start_tree(None, "solo").await;
+    env.create_external("karmada-1").await;
+    env.wait_phase("karmada-1", Phase::Running, Duration::from_secs(20))
+        .await;
+    let before = tree
+        .instance("karmada-1")
+        .await
+        .expect("lookup")
+        .expect("actor")
+        .get_id();
+    tree.restart_instance("karmada-1").await.expect("restart");
+    let after = tree
+        .instance("karmada-1")
+        .await
+        .expect("lookup")
+        .expect("actor");
+    assert_ne!(before, after.get_id());
+    let view = eventually(
+        Duration::from_secs(10),
+        "caches synced in the new actor",
+        || async {
+            let v =
+                ractor::call_t!(after, kairship::actors::instance::InstanceMsg::View, 2000).ok()?;
+            v.status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Synced" && c.status == "True")
+                .then_some(v)
+        },
+    )
+    .await;
+    assert_eq!(view.status.stats.expect("stats").clusters_total, 2);
+    assert!(matches!(
+        tree.restart_instance("nope").await,
+        Err(kairship::actors::tree::TreeError::NotFound(_))
+    ));
+    let snap = actor(&tree, "karmada-1").await.expect("snapshot");
+    assert_eq!(
+        (snap.state, snap.restart_count),
+        (ActorState::Running, 0),
+        "a requested restart is not a failure"
+    );
+    tree.shutdown().await;
+}
