@@ -5,6 +5,7 @@
 //! logging. The Kubernetes-API simulator lives in the `kairship-sim` crate (`sim/`).
 
 pub mod actors;
+pub mod api;
 pub mod bootstrap;
 pub mod cli;
 pub mod crd;

@@ -1,5 +1,6 @@
-//! The running supervision tree as one handle: start it, inspect it, restart an
-//! instance actor, shut it down (releasing the lease) or kill it (as a crash would).
+//! The running supervision tree: start it, inspect it, restart an instance actor, shut it
+//! down (releasing the lease) or kill it (as a crash would). Queries go through a cheap,
+//! cloneable [`TreeHandle`], which is what the API holds.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,11 +27,24 @@ pub enum TreeError {
     NotFound(String),
 }
 
+/// The running tree; derefs to its [`TreeHandle`] for queries.
 pub struct Tree {
-    root: ActorRef<RootMsg>,
+    handle: TreeHandle,
     root_task: tokio::task::JoinHandle<()>,
     elector: Option<Elector>,
+}
+
+#[derive(Clone)]
+pub struct TreeHandle {
+    root: ActorRef<RootMsg>,
     ctx: Context,
+}
+
+impl std::ops::Deref for Tree {
+    type Target = TreeHandle;
+    fn deref(&self) -> &TreeHandle {
+        &self.handle
+    }
 }
 
 impl Tree {
@@ -59,19 +73,49 @@ impl Tree {
             .await
             .map_err(|e| TreeError::Spawn(e.to_string()))?;
         Ok(Self {
-            root,
+            handle: TreeHandle { root, ctx },
             root_task,
             elector,
-            ctx,
         })
     }
 
+    pub fn handle(&self) -> TreeHandle {
+        self.handle.clone()
+    }
+
+    /// Stops every actor and releases the lease, so a successor takes over at once.
+    pub async fn shutdown(self) {
+        let _ = self
+            .handle
+            .root
+            .stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(15)))
+            .await;
+        if let Some(e) = self.elector {
+            e.shutdown().await;
+        }
+        let _ = self.root_task.await;
+    }
+
+    /// Ends the tree as a crash would: nothing is released, the lease must expire.
+    pub fn kill(self) {
+        self.handle.root.kill();
+        if let Some(e) = self.elector {
+            e.abort();
+        }
+    }
+}
+
+impl TreeHandle {
     pub fn leadership(&self) -> &Leadership {
         &self.ctx.leadership
     }
 
     pub fn counters(&self) -> &Counters {
         &self.ctx.counters
+    }
+
+    pub fn host(&self) -> &kube::Client {
+        &self.ctx.host
     }
 
     async fn manager(&self) -> Result<ActorRef<ManagerMsg>, TreeError> {
@@ -124,25 +168,5 @@ impl Tree {
             QUERY_TIMEOUT_MS
         )
         .map_err(|e| TreeError::Unavailable(e.to_string()))
-    }
-
-    /// Stops every actor and releases the lease, so a successor takes over at once.
-    pub async fn shutdown(self) {
-        let _ = self
-            .root
-            .stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(15)))
-            .await;
-        if let Some(e) = self.elector {
-            e.shutdown().await;
-        }
-        let _ = self.root_task.await;
-    }
-
-    /// Ends the tree as a crash would: nothing is released, the lease must expire.
-    pub fn kill(self) {
-        self.root.kill();
-        if let Some(e) = self.elector {
-            e.abort();
-        }
     }
 }

@@ -48,6 +48,28 @@ impl Kind {
         Kind::Job,
     ];
 
+    /// The kind named `name` (as in `kind:`), among `among`.
+    pub fn from_name(name: &str, among: &[Kind]) -> Option<Kind> {
+        among.iter().copied().find(|k| k.resource().kind == name)
+    }
+
+    pub const POLICIES: [Kind; 4] = [
+        Kind::PropagationPolicy,
+        Kind::ClusterPropagationPolicy,
+        Kind::OverridePolicy,
+        Kind::ClusterOverridePolicy,
+    ];
+
+    pub fn namespaced(self) -> bool {
+        !matches!(
+            self,
+            Kind::Cluster
+                | Kind::ClusterPropagationPolicy
+                | Kind::ClusterOverridePolicy
+                | Kind::Namespace
+        )
+    }
+
     pub fn resource(self) -> ApiResource {
         let (group, version, kind, plural) = match self {
             Kind::Cluster => ("cluster.karmada.io", "v1alpha1", "Cluster", "clusters"),

@@ -13,6 +13,21 @@ pub struct InstanceView {
     pub last_error: Option<String>,
 }
 
+/// What the API needs to serve one instance: cache handles (cheap clones), the client for
+/// writes, whether the instance can serve now, and its concurrency limit.
+#[derive(Clone)]
+pub struct InstanceReader {
+    pub name: String,
+    pub client: Option<kube::Client>,
+    pub stores: std::collections::BTreeMap<
+        super::caches::Kind,
+        kube::runtime::reflector::Store<kube::api::DynamicObject>,
+    >,
+    /// `Err(why)` when requests must fail fast with UNAVAILABLE.
+    pub health: Result<(), String>,
+    pub limiter: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
 pub enum InstanceMsg {
     /// Try to build the instance client (first at start, then with backoff).
     Connect,
@@ -26,6 +41,8 @@ pub enum InstanceMsg {
     Registered(Result<(), String>),
     /// The latest view, for the API and the tests.
     View(RpcReplyPort<InstanceView>),
+    /// Handles for serving reads from this instance's caches and passing writes through.
+    Reader(RpcReplyPort<InstanceReader>),
     /// Chaos: panic inside the handler, to exercise supervision.
     Panic,
 }

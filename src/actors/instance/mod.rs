@@ -20,10 +20,13 @@ use tracing::{debug, info, warn};
 use super::context::{Context, Counters};
 use crate::crd::{Instance, InstanceStatus};
 use caches::{Caches, Kind};
-pub use messages::{InstanceMsg, InstanceView};
+pub use messages::{InstanceMsg, InstanceReader, InstanceView};
 use status::Observed;
 
 pub struct InstanceActor;
+
+/// Concurrent API requests one instance may have in flight.
+pub const MAX_CONCURRENT_REQUESTS: usize = 64;
 
 pub struct InstanceArgs {
     pub instance: Instance,
@@ -46,9 +49,42 @@ pub struct InstanceState {
     registered: bool,
     last_error: Option<String>,
     ticker: Option<tokio::task::JoinHandle<()>>,
+    /// Bounds concurrent API requests to this instance, so a slow one cannot take all workers.
+    limiter: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl InstanceState {
+    fn reader(&self) -> InstanceReader {
+        let health = if self.observed.reachable == Some(false) {
+            Err(format!(
+                "instance {} is unreachable: {}",
+                self.name,
+                self.observed.message.as_deref().unwrap_or("probe failed")
+            ))
+        } else if self.client.is_none() {
+            Err(format!(
+                "instance {} is not connected yet: {}",
+                self.name,
+                self.observed.message.as_deref().unwrap_or("connecting")
+            ))
+        } else if !self.observed.synced {
+            Err(format!("instance {} caches are still syncing", self.name))
+        } else {
+            Ok(())
+        };
+        InstanceReader {
+            name: self.name.clone(),
+            client: self.client.clone(),
+            stores: self
+                .caches
+                .as_ref()
+                .map(|c| c.stores.clone())
+                .unwrap_or_default(),
+            health,
+            limiter: self.limiter.clone(),
+        }
+    }
+
     fn view(&self) -> InstanceView {
         InstanceView {
             name: self.name.clone(),
@@ -110,6 +146,7 @@ impl Actor for InstanceActor {
             registered: false,
             last_error: None,
             ticker: Some(ticker),
+            limiter: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS)),
         })
     }
 
@@ -232,6 +269,9 @@ impl Actor for InstanceActor {
             },
             InstanceMsg::View(reply) => {
                 let _ = reply.send(state.view());
+            }
+            InstanceMsg::Reader(reply) => {
+                let _ = reply.send(state.reader());
             }
             InstanceMsg::Panic => {
                 panic!("chaos: panic injected into instance actor {}", state.name)

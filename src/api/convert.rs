@@ -1,0 +1,226 @@
+//! Kubernetes objects to API messages: the fields people use as structured fields, the
+//! whole object as JSON where they need everything.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta as KMeta;
+use kube::api::DynamicObject;
+use serde_json::Value;
+
+use super::error::ApiError;
+use crate::crd;
+use crate::proto;
+
+pub fn meta(m: &KMeta) -> proto::ObjectMeta {
+    proto::ObjectMeta {
+        name: m.name.clone().unwrap_or_default(),
+        namespace: m.namespace.clone().unwrap_or_default(),
+        uid: m.uid.clone().unwrap_or_default(),
+        resource_version: m.resource_version.clone().unwrap_or_default(),
+        generation: m.generation.unwrap_or_default(),
+        labels: m.labels.clone().unwrap_or_default().into_iter().collect(),
+        annotations: m
+            .annotations
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect(),
+        creation_timestamp: m
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string())
+            .unwrap_or_default(),
+    }
+}
+
+fn condition(c: &crd::Condition) -> proto::Condition {
+    proto::Condition {
+        r#type: c.type_.clone(),
+        status: c.status.clone(),
+        reason: c.reason.clone(),
+        message: c.message.clone(),
+        last_transition_time: c.last_transition_time.clone(),
+        observed_generation: c.observed_generation.unwrap_or_default(),
+    }
+}
+
+fn clamp(n: i64) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+pub fn stats(s: &crd::InstanceStats, last_sync: Option<&str>) -> proto::InstanceStats {
+    proto::InstanceStats {
+        clusters_total: clamp(s.clusters_total),
+        clusters_ready: clamp(s.clusters_ready),
+        nodes_total: clamp(s.nodes_total),
+        nodes_ready: clamp(s.nodes_ready),
+        cpu_allocatable: s.cpu_allocatable.clone(),
+        cpu_allocated: s.cpu_allocated.clone(),
+        memory_allocatable: s.memory_allocatable.clone(),
+        memory_allocated: s.memory_allocated.clone(),
+        pods_allocatable: s.pods_allocatable.clone(),
+        pods_allocated: s.pods_allocated.clone(),
+        propagation_policies: clamp(s.propagation_policies),
+        override_policies: clamp(s.override_policies),
+        cluster_propagation_policies: clamp(s.cluster_propagation_policies),
+        cluster_override_policies: clamp(s.cluster_override_policies),
+        workloads: clamp(s.workloads),
+        namespaces: clamp(s.namespaces),
+        resource_bindings: clamp(s.resource_bindings),
+        last_sync_time: last_sync.unwrap_or_default().to_string(),
+    }
+}
+
+pub fn instance(i: &crd::Instance) -> proto::Instance {
+    let spec = &i.spec;
+    let status = i.status.as_ref().map(|s| proto::InstanceStatus {
+        phase: format!("{:?}", s.phase),
+        conditions: s.conditions.iter().map(condition).collect(),
+        observed_generation: s.observed_generation.unwrap_or_default(),
+        karmada_version: s.karmada_version.clone().unwrap_or_default(),
+        kubernetes_version: s.kubernetes_version.clone().unwrap_or_default(),
+        stats: s
+            .stats
+            .as_ref()
+            .map(|st| stats(st, s.last_sync_time.as_deref())),
+    });
+    proto::Instance {
+        metadata: Some(meta(&i.metadata)),
+        spec: Some(proto::InstanceSpec {
+            mode: match spec.mode {
+                crd::InstanceMode::External => proto::InstanceMode::External as i32,
+                crd::InstanceMode::Managed => proto::InstanceMode::Managed as i32,
+            },
+            kubeconfig_secret_ref: spec.external.as_ref().map(|e| proto::SecretKeyRef {
+                namespace: e.kubeconfig_secret_ref.namespace.clone(),
+                name: e.kubeconfig_secret_ref.name.clone(),
+                key: e.kubeconfig_secret_ref.key.clone().unwrap_or_default(),
+            }),
+            managed_namespace: spec
+                .managed
+                .as_ref()
+                .and_then(|m| m.namespace.clone())
+                .unwrap_or_default(),
+            paused: spec.paused,
+        }),
+        status,
+    }
+}
+
+/// The spec of a create/update request, validated with field names of the request.
+pub fn instance_spec(spec: Option<&proto::InstanceSpec>) -> Result<crd::InstanceSpec, ApiError> {
+    let spec = spec.ok_or_else(|| ApiError::invalid("instance.spec", "is required"))?;
+    let mode = match proto::InstanceMode::try_from(spec.mode) {
+        Ok(proto::InstanceMode::External) => crd::InstanceMode::External,
+        Ok(proto::InstanceMode::Managed) => crd::InstanceMode::Managed,
+        _ => {
+            return Err(ApiError::invalid(
+                "instance.spec.mode",
+                "must be INSTANCE_MODE_EXTERNAL or INSTANCE_MODE_MANAGED",
+            ))
+        }
+    };
+    let external = match (mode, &spec.kubeconfig_secret_ref) {
+        (crd::InstanceMode::External, None) => {
+            return Err(ApiError::invalid(
+                "instance.spec.kubeconfig_secret_ref",
+                "is required with INSTANCE_MODE_EXTERNAL",
+            ))
+        }
+        (crd::InstanceMode::External, Some(r)) => {
+            super::error::check_name("instance.spec.kubeconfig_secret_ref.name", &r.name)?;
+            super::error::check_name(
+                "instance.spec.kubeconfig_secret_ref.namespace",
+                &r.namespace,
+            )?;
+            Some(crd::ExternalSpec {
+                kubeconfig_secret_ref: crd::SecretKeyRef {
+                    namespace: r.namespace.clone(),
+                    name: r.name.clone(),
+                    key: Some(r.key.clone()).filter(|k| !k.is_empty()),
+                },
+            })
+        }
+        (crd::InstanceMode::Managed, _) => None,
+    };
+    let managed = (mode == crd::InstanceMode::Managed).then(|| crd::ManagedSpec {
+        namespace: Some(spec.managed_namespace.clone()).filter(|n| !n.is_empty()),
+        karmada_spec: None,
+    });
+    Ok(crd::InstanceSpec {
+        mode,
+        external,
+        managed,
+        paused: spec.paused,
+    })
+}
+
+fn str_at(v: &Value, path: &str) -> String {
+    v.pointer(path)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn resources(v: &Value) -> proto::ResourceList {
+    proto::ResourceList {
+        cpu: str_at(v, "/cpu"),
+        memory: str_at(v, "/memory"),
+        pods: str_at(v, "/pods"),
+    }
+}
+
+pub fn conditions(v: &Value) -> Vec<proto::Condition> {
+    v.as_array()
+        .map(|cs| {
+            cs.iter()
+                .map(|c| proto::Condition {
+                    r#type: str_at(c, "/type"),
+                    status: str_at(c, "/status"),
+                    reason: str_at(c, "/reason"),
+                    message: str_at(c, "/message"),
+                    last_transition_time: str_at(c, "/lastTransitionTime"),
+                    observed_generation: c
+                        .pointer("/observedGeneration")
+                        .and_then(Value::as_i64)
+                        .unwrap_or_default(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn object_json(o: &DynamicObject) -> String {
+    serde_json::to_string(o).unwrap_or_default()
+}
+
+pub fn cluster(c: &DynamicObject) -> proto::Cluster {
+    let d = &c.data;
+    let summary = d
+        .pointer("/status/resourceSummary")
+        .cloned()
+        .unwrap_or_default();
+    proto::Cluster {
+        metadata: Some(meta(&c.metadata)),
+        ready: crate::actors::instance::stats::cluster_ready(d),
+        kubernetes_version: str_at(d, "/status/kubernetesVersion"),
+        sync_mode: str_at(d, "/spec/syncMode"),
+        api_endpoint: str_at(d, "/spec/apiEndpoint"),
+        provider: str_at(d, "/spec/provider"),
+        region: str_at(d, "/spec/region"),
+        zone: str_at(d, "/spec/zone"),
+        nodes_total: clamp(
+            d.pointer("/status/nodeSummary/totalNum")
+                .and_then(Value::as_i64)
+                .unwrap_or_default(),
+        ),
+        nodes_ready: clamp(
+            d.pointer("/status/nodeSummary/readyNum")
+                .and_then(Value::as_i64)
+                .unwrap_or_default(),
+        ),
+        allocatable: Some(resources(&summary["allocatable"])),
+        allocated: Some(resources(&summary["allocated"])),
+        allocating: Some(resources(&summary["allocating"])),
+        conditions: conditions(&d["status"]["conditions"]),
+        object_json: object_json(c),
+    }
+}

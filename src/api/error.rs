@@ -1,0 +1,125 @@
+//! One error type for every API surface, mapped once to a gRPC code, an HTTP status
+//! (grpc-gateway's table) and a Kubernetes `Status` reason.
+
+use tonic::Code;
+use tonic_types::{ErrorDetails, StatusExt};
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ApiError {
+    #[error("{field}: {message}")]
+    InvalidArgument { field: String, message: String },
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// A stale resourceVersion or a concurrent change.
+    #[error("{0}")]
+    Aborted(String),
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("{0}")]
+    DeadlineExceeded(String),
+    #[error("{0}")]
+    ResourceExhausted(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
+        Self::InvalidArgument {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    pub fn code(&self) -> Code {
+        match self {
+            Self::InvalidArgument { .. } => Code::InvalidArgument,
+            Self::NotFound(_) => Code::NotFound,
+            Self::AlreadyExists(_) => Code::AlreadyExists,
+            Self::Aborted(_) => Code::Aborted,
+            Self::Unavailable(_) => Code::Unavailable,
+            Self::DeadlineExceeded(_) => Code::DeadlineExceeded,
+            Self::ResourceExhausted(_) => Code::ResourceExhausted,
+            Self::Internal(_) => Code::Internal,
+        }
+    }
+
+    pub fn http_status(&self) -> u16 {
+        match self {
+            Self::InvalidArgument { .. } => 400,
+            Self::NotFound(_) => 404,
+            Self::AlreadyExists(_) | Self::Aborted(_) => 409,
+            Self::ResourceExhausted(_) => 429,
+            Self::Internal(_) => 500,
+            Self::Unavailable(_) => 503,
+            Self::DeadlineExceeded(_) => 504,
+        }
+    }
+
+    /// The `reason` of a Kubernetes `Status` for the same failure.
+    pub fn k8s_reason(&self) -> &'static str {
+        match self {
+            Self::InvalidArgument { .. } => "BadRequest",
+            Self::NotFound(_) => "NotFound",
+            Self::AlreadyExists(_) => "AlreadyExists",
+            Self::Aborted(_) => "Conflict",
+            Self::ResourceExhausted(_) => "TooManyRequests",
+            Self::Internal(_) => "InternalError",
+            Self::Unavailable(_) => "ServiceUnavailable",
+            Self::DeadlineExceeded(_) => "Timeout",
+        }
+    }
+
+    /// Maps a failed call to a Kubernetes API (`what` names the object).
+    pub fn from_kube(e: kube::Error, what: &str) -> Self {
+        match e {
+            kube::Error::Api(s) => match s.code {
+                404 => Self::NotFound(format!("{what} not found")),
+                409 if s.reason == "AlreadyExists" => {
+                    Self::AlreadyExists(format!("{what} already exists"))
+                }
+                409 => Self::Aborted(format!("{what}: {}", s.message)),
+                400 | 422 => Self::invalid("object", format!("{what}: {}", s.message)),
+                429 => Self::ResourceExhausted(s.message),
+                503 => Self::Unavailable(format!("{what}: {}", s.message)),
+                504 => Self::DeadlineExceeded(format!("{what}: {}", s.message)),
+                _ => Self::Internal(format!("{what}: {} ({})", s.message, s.code)),
+            },
+            other => Self::Unavailable(format!("{what}: {other}")),
+        }
+    }
+}
+
+impl From<ApiError> for tonic::Status {
+    fn from(e: ApiError) -> Self {
+        match &e {
+            ApiError::InvalidArgument { field, message } => tonic::Status::with_error_details(
+                Code::InvalidArgument,
+                e.to_string(),
+                ErrorDetails::with_bad_request_violation(field.clone(), message.clone()),
+            ),
+            _ => tonic::Status::new(e.code(), e.to_string()),
+        }
+    }
+}
+
+/// Validates a Kubernetes object name (RFC 1123 subdomain), naming the field.
+pub fn check_name(field: &str, name: &str) -> Result<(), ApiError> {
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    if name.is_empty() {
+        return Err(ApiError::invalid(field, "must not be empty"));
+    }
+    if name.len() > 253 || !name.split('.').all(label_ok) {
+        return Err(ApiError::invalid(field, format!("{name:?} is not a valid name: lowercase alphanumerics, '-' and '.', starting and ending with an alphanumeric")));
+    }
+    Ok(())
+}

@@ -1,0 +1,92 @@
+//! The tonic server: every service, server reflection (v1 and v1alpha) and
+//! `grpc.health.v1`, on one address.
+
+mod cluster;
+mod instance;
+mod policy;
+mod supervisor;
+mod workload;
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::error::ApiError;
+use super::router::Router;
+use crate::proto;
+
+/// Every call this server makes to the host cluster is bounded by this.
+pub const HOST_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub async fn host_call<T>(
+    what: &str,
+    fut: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, ApiError> {
+    match tokio::time::timeout(HOST_TIMEOUT, fut).await {
+        Ok(r) => r.map_err(|e| ApiError::from_kube(e, what)),
+        Err(_) => Err(ApiError::DeadlineExceeded(format!(
+            "{what}: the host cluster did not answer within {HOST_TIMEOUT:?}"
+        ))),
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("building reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    #[error("serving gRPC: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Serves gRPC on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+    let (health_reporter, health) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<proto::instance_service_server::InstanceServiceServer<instance::Instances>>()
+        .await;
+    health_reporter
+        .set_serving::<proto::cluster_service_server::ClusterServiceServer<cluster::Clusters>>()
+        .await;
+    health_reporter
+        .set_serving::<proto::workload_service_server::WorkloadServiceServer<workload::Workloads>>()
+        .await;
+    health_reporter
+        .set_serving::<proto::policy_service_server::PolicyServiceServer<policy::Policies>>()
+        .await;
+    health_reporter.set_serving::<proto::supervisor_service_server::SupervisorServiceServer<supervisor::Supervisor>>().await;
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    tonic::transport::Server::builder()
+        .timeout(Duration::from_secs(60))
+        .add_service(health)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(proto::instance_service_server::InstanceServiceServer::new(
+            instance::Instances(router.clone()),
+        ))
+        .add_service(proto::cluster_service_server::ClusterServiceServer::new(
+            cluster::Clusters(router.clone()),
+        ))
+        .add_service(proto::workload_service_server::WorkloadServiceServer::new(
+            workload::Workloads(router.clone()),
+        ))
+        .add_service(proto::policy_service_server::PolicyServiceServer::new(
+            policy::Policies(router.clone()),
+        ))
+        .add_service(
+            proto::supervisor_service_server::SupervisorServiceServer::new(supervisor::Supervisor(
+                router,
+            )),
+        )
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,169 @@
+//! PolicyService: PropagationPolicies and OverridePolicies, namespaced and cluster-scoped.
+
+use kube::api::DynamicObject;
+use kube::runtime::reflector::ObjectRef;
+use serde_json::Value;
+use tonic::{Request, Response, Status};
+
+use crate::actors::instance::caches::Kind;
+use crate::api::convert;
+use crate::api::error::{check_name, ApiError};
+use crate::api::router::Router;
+use crate::api::{objects, paging};
+use crate::proto::{self, policy_service_server::PolicyService};
+
+pub struct Policies(pub Router);
+
+pub fn policy(kind: Kind, o: &DynamicObject) -> proto::Policy {
+    let d = &o.data;
+    let s = |v: &Value, k: &str| {
+        v.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    proto::Policy {
+        metadata: Some(convert::meta(&o.metadata)),
+        kind: kind.resource().kind,
+        resource_selectors: d
+            .pointer("/spec/resourceSelectors")
+            .and_then(Value::as_array)
+            .map(|sel| {
+                sel.iter()
+                    .map(|r| proto::ResourceSelector {
+                        api_version: s(r, "apiVersion"),
+                        kind: s(r, "kind"),
+                        namespace: s(r, "namespace"),
+                        name: s(r, "name"),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        cluster_names: d
+            .pointer("/spec/placement/clusterAffinity/clusterNames")
+            .and_then(Value::as_array)
+            .map(|n| {
+                n.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        priority: d
+            .pointer("/spec/priority")
+            .and_then(Value::as_i64)
+            .and_then(|p| i32::try_from(p).ok())
+            .unwrap_or_default(),
+        object_json: convert::object_json(o),
+    }
+}
+
+#[tonic::async_trait]
+impl PolicyService for Policies {
+    async fn list_policies(
+        &self,
+        req: Request<proto::ListPoliciesRequest>,
+    ) -> Result<Response<proto::ListPoliciesResponse>, Status> {
+        let req = req.into_inner();
+        let routed = self.0.route("instance", &req.instance).await?;
+        let kinds: Vec<Kind> = match req.kind.as_str() {
+            "" => Kind::POLICIES.to_vec(),
+            k => vec![objects::kind("kind", k, &Kind::POLICIES)?],
+        };
+        let sel = paging::selector(req.options.as_ref())?;
+        let mut items = Vec::new();
+        for kind in kinds {
+            let Some(store) = routed.stores.get(&kind) else {
+                continue;
+            };
+            for o in store.state() {
+                let ns = o.metadata.namespace.clone().unwrap_or_default();
+                if (!req.namespace.is_empty() && kind.namespaced() && ns != req.namespace)
+                    || !paging::labels_match(&sel, o.metadata.labels.as_ref())
+                {
+                    continue;
+                }
+                let key = format!(
+                    "{}/{ns}/{}",
+                    kind.resource().kind,
+                    o.metadata.name.clone().unwrap_or_default()
+                );
+                items.push((key, policy(kind, &o)));
+            }
+        }
+        let page = paging::paginate(items, req.options.as_ref())?;
+        Ok(Response::new(proto::ListPoliciesResponse {
+            policies: page.items,
+            next_page_token: page.next_page_token,
+        }))
+    }
+
+    async fn get_policy(
+        &self,
+        req: Request<proto::GetPolicyRequest>,
+    ) -> Result<Response<proto::Policy>, Status> {
+        let req = req.into_inner();
+        let kind = objects::kind("kind", &req.kind, &Kind::POLICIES)?;
+        check_name("name", &req.name)?;
+        let routed = self.0.route("instance", &req.instance).await?;
+        let store = routed
+            .stores
+            .get(&kind)
+            .ok_or_else(|| ApiError::Unavailable("policy cache missing".into()))?;
+        let mut key = ObjectRef::new_with(&req.name, kind.resource());
+        if kind.namespaced() {
+            check_name("namespace", &req.namespace)?;
+            key = key.within(&req.namespace);
+        }
+        let o = store.get(&key).ok_or_else(|| {
+            ApiError::NotFound(format!(
+                "{} {:?} not found in instance {:?}",
+                req.kind, req.name, req.instance
+            ))
+        })?;
+        Ok(Response::new(policy(kind, &o)))
+    }
+
+    async fn create_policy(
+        &self,
+        req: Request<proto::CreatePolicyRequest>,
+    ) -> Result<Response<proto::Policy>, Status> {
+        let req = req.into_inner();
+        let (kind, obj) = objects::parse(&req.object_json, &Kind::POLICIES)?;
+        let routed = self.0.route("instance", &req.instance).await?;
+        Ok(Response::new(policy(
+            kind,
+            &objects::create(&routed, kind, &obj).await?,
+        )))
+    }
+
+    async fn update_policy(
+        &self,
+        req: Request<proto::UpdatePolicyRequest>,
+    ) -> Result<Response<proto::Policy>, Status> {
+        let req = req.into_inner();
+        let (kind, obj) = objects::parse(&req.object_json, &Kind::POLICIES)?;
+        let routed = self.0.route("instance", &req.instance).await?;
+        Ok(Response::new(policy(
+            kind,
+            &objects::replace(&routed, kind, &obj).await?,
+        )))
+    }
+
+    async fn delete_policy(
+        &self,
+        req: Request<proto::DeletePolicyRequest>,
+    ) -> Result<Response<proto::DeletePolicyResponse>, Status> {
+        let req = req.into_inner();
+        let kind = objects::kind("kind", &req.kind, &Kind::POLICIES)?;
+        check_name("name", &req.name)?;
+        let routed = self.0.route("instance", &req.instance).await?;
+        objects::delete(
+            &routed,
+            kind,
+            Some(req.namespace.as_str()).filter(|n| !n.is_empty()),
+            &req.name,
+        )
+        .await?;
+        Ok(Response::new(proto::DeletePolicyResponse {}))
+    }
+}

@@ -1,0 +1,81 @@
+//! SupervisorService: the actor tree, restarting an instance actor, the current leader.
+
+use tonic::{Request, Response, Status};
+
+use crate::actors::supervision::ActorSnapshot;
+use crate::actors::tree::TreeError;
+use crate::api::error::{check_name, ApiError};
+use crate::api::router::Router;
+use crate::proto::{self, supervisor_service_server::SupervisorService};
+
+pub struct Supervisor(pub Router);
+
+fn snapshot(a: &ActorSnapshot) -> proto::ActorSnapshot {
+    proto::ActorSnapshot {
+        name: a.name.clone(),
+        parent: a.parent.clone(),
+        state: a.state.as_str().to_string(),
+        restart_count: i32::try_from(a.restart_count).unwrap_or(i32::MAX),
+        last_error: a.last_error.clone().unwrap_or_default(),
+        uptime_seconds: i64::try_from(a.uptime.as_secs()).unwrap_or(i64::MAX),
+        instance: a.instance.clone().unwrap_or_default(),
+    }
+}
+
+fn tree_error(e: TreeError) -> ApiError {
+    match e {
+        TreeError::NotFound(m) => ApiError::NotFound(m),
+        other => ApiError::Unavailable(other.to_string()),
+    }
+}
+
+#[tonic::async_trait]
+impl SupervisorService for Supervisor {
+    async fn list_actors(
+        &self,
+        _req: Request<proto::ListActorsRequest>,
+    ) -> Result<Response<proto::ListActorsResponse>, Status> {
+        let actors = self.0.tree.actors().await.map_err(tree_error)?;
+        Ok(Response::new(proto::ListActorsResponse {
+            actors: actors.iter().map(snapshot).collect(),
+        }))
+    }
+
+    async fn restart_instance(
+        &self,
+        req: Request<proto::RestartInstanceRequest>,
+    ) -> Result<Response<proto::RestartInstanceResponse>, Status> {
+        let name = req.into_inner().name;
+        check_name("name", &name)?;
+        self.0.instance(&name)?;
+        self.0
+            .tree
+            .restart_instance(&name)
+            .await
+            .map_err(tree_error)?;
+        let actor = self
+            .0
+            .tree
+            .actors()
+            .await
+            .map_err(tree_error)?
+            .into_iter()
+            .find(|a| a.instance.as_deref() == Some(name.as_str()));
+        Ok(Response::new(proto::RestartInstanceResponse {
+            actor: actor.as_ref().map(snapshot),
+        }))
+    }
+
+    async fn get_leader(
+        &self,
+        _req: Request<proto::GetLeaderRequest>,
+    ) -> Result<Response<proto::Leader>, Status> {
+        let leadership = self.0.tree.leadership();
+        let (holder, renew) = leadership.holder();
+        Ok(Response::new(proto::Leader {
+            is_self: leadership.is_leader(),
+            holder_identity: holder.unwrap_or_default(),
+            renew_time: renew.unwrap_or_default(),
+        }))
+    }
+}

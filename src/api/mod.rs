@@ -1,0 +1,10 @@
+//! The apiserver: gRPC services (tonic) with reflection and health. Requests are routed
+//! by instance name to that instance's actor; reads come from its caches, writes go to its
+//! karmada-apiserver.
+
+pub mod convert;
+pub mod error;
+pub mod grpc;
+pub mod objects;
+pub mod paging;
+pub mod router;

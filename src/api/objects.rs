@@ -1,0 +1,135 @@
+//! Kubernetes objects submitted through the API: parsed and checked against the kinds a
+//! service accepts, then written to the instance's karmada-apiserver with a timeout.
+
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+
+use super::error::{check_name, ApiError};
+use super::router::Routed;
+use crate::actors::instance::caches::Kind;
+
+/// Every write to an instance is bounded by this.
+pub const INSTANCE_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub fn kind(field: &str, name: &str, among: &[Kind]) -> Result<Kind, ApiError> {
+    Kind::from_name(name, among).ok_or_else(|| {
+        let names: Vec<String> = among.iter().map(|k| k.resource().kind).collect();
+        ApiError::invalid(
+            field,
+            format!("{name:?} is not one of {}", names.join(", ")),
+        )
+    })
+}
+
+/// Parses `object_json`, checking apiVersion, kind, name and (for namespaced kinds) namespace.
+pub fn parse(object_json: &str, among: &[Kind]) -> Result<(Kind, DynamicObject), ApiError> {
+    let obj: DynamicObject = serde_json::from_str(object_json)
+        .map_err(|e| ApiError::invalid("object_json", format!("not a Kubernetes object: {e}")))?;
+    let types = obj
+        .types
+        .as_ref()
+        .ok_or_else(|| ApiError::invalid("object_json", "apiVersion and kind are required"))?;
+    let kind = kind("object_json.kind", &types.kind, among)?;
+    if types.api_version != kind.resource().api_version {
+        return Err(ApiError::invalid(
+            "object_json.apiVersion",
+            format!(
+                "{} is served as {}, not {}",
+                types.kind,
+                kind.resource().api_version,
+                types.api_version
+            ),
+        ));
+    }
+    check_name(
+        "object_json.metadata.name",
+        obj.metadata.name.as_deref().unwrap_or(""),
+    )?;
+    if kind.namespaced() {
+        check_name(
+            "object_json.metadata.namespace",
+            obj.metadata.namespace.as_deref().unwrap_or(""),
+        )?;
+    }
+    Ok((kind, obj))
+}
+
+fn api(
+    routed: &Routed,
+    kind: Kind,
+    namespace: Option<&str>,
+) -> Result<Api<DynamicObject>, ApiError> {
+    let client = routed.client.clone().ok_or_else(|| {
+        ApiError::Unavailable(format!("instance {:?} is not connected", routed.name))
+    })?;
+    Ok(match (kind.namespaced(), namespace) {
+        (true, Some(ns)) => Api::namespaced_with(client, ns, &kind.resource()),
+        _ => Api::all_with(client, &kind.resource()),
+    })
+}
+
+async fn bounded<T>(
+    what: &str,
+    fut: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, ApiError> {
+    match tokio::time::timeout(INSTANCE_TIMEOUT, fut).await {
+        Ok(r) => r.map_err(|e| ApiError::from_kube(e, what)),
+        Err(_) => Err(ApiError::DeadlineExceeded(format!(
+            "{what}: the instance did not answer within {INSTANCE_TIMEOUT:?}"
+        ))),
+    }
+}
+
+fn describe(kind: Kind, obj: &DynamicObject) -> String {
+    format!(
+        "{} {:?}",
+        kind.resource().kind,
+        obj.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+/// Acknowledged only once the instance accepted it.
+pub async fn create(
+    routed: &Routed,
+    kind: Kind,
+    obj: &DynamicObject,
+) -> Result<DynamicObject, ApiError> {
+    bounded(
+        &describe(kind, obj),
+        api(routed, kind, obj.metadata.namespace.as_deref())?.create(&PostParams::default(), obj),
+    )
+    .await
+}
+
+pub async fn replace(
+    routed: &Routed,
+    kind: Kind,
+    obj: &DynamicObject,
+) -> Result<DynamicObject, ApiError> {
+    let name = obj.metadata.name.clone().unwrap_or_default();
+    bounded(
+        &describe(kind, obj),
+        api(routed, kind, obj.metadata.namespace.as_deref())?.replace(
+            &name,
+            &PostParams::default(),
+            obj,
+        ),
+    )
+    .await
+}
+
+pub async fn delete(
+    routed: &Routed,
+    kind: Kind,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<(), ApiError> {
+    let what = format!("{} {name:?}", kind.resource().kind);
+    bounded(
+        &what,
+        api(routed, kind, namespace)?.delete(name, &DeleteParams::default()),
+    )
+    .await
+    .map(|_| ())
+}

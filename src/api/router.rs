@@ -1,0 +1,114 @@
+//! Routes a request by instance name to that instance's actor, and holds the API's own
+//! cache of Instance objects. Nothing here waits on one instance on behalf of another.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::error::{check_name, ApiError};
+use crate::actors::instance::{InstanceMsg, InstanceReader};
+use crate::actors::tree::TreeHandle;
+use crate::crd::Instance;
+
+/// How long a request may wait for a free slot of a busy instance.
+const PERMIT_WAIT: Duration = Duration::from_secs(2);
+const ACTOR_TIMEOUT_MS: u64 = 2_000;
+
+#[derive(Clone)]
+pub struct Router {
+    pub tree: TreeHandle,
+    instances: Store<Instance>,
+    _watch: Arc<tokio::task::JoinHandle<()>>,
+}
+
+/// A reader plus the permit that counts this request against the instance's limit.
+pub struct Routed {
+    pub reader: InstanceReader,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl std::ops::Deref for Routed {
+    type Target = InstanceReader;
+    fn deref(&self) -> &InstanceReader {
+        &self.reader
+    }
+}
+
+impl Router {
+    pub fn new(tree: TreeHandle) -> Self {
+        let api: Api<Instance> = Api::all(tree.host().clone());
+        let (store, writer) = reflector::store();
+        let stream = reflector::reflector(
+            writer,
+            watcher(api, watcher::Config::default()).default_backoff(),
+        );
+        let task = tokio::spawn(async move { stream.for_each(|_| async {}).await });
+        Self {
+            tree,
+            instances: store,
+            _watch: Arc::new(task),
+        }
+    }
+
+    pub async fn ready(&self) {
+        let _ = self.instances.wait_until_ready().await;
+    }
+
+    /// All Instances, from the cache.
+    pub fn instances(&self) -> Vec<Arc<Instance>> {
+        self.instances.state()
+    }
+
+    pub fn instance(&self, name: &str) -> Result<Arc<Instance>, ApiError> {
+        self.instances
+            .get(&ObjectRef::new(name))
+            .ok_or_else(|| ApiError::NotFound(format!("instance {name:?} not found")))
+    }
+
+    /// The instance's reader, failing fast with UNAVAILABLE when it cannot serve.
+    pub async fn route(&self, field: &str, name: &str) -> Result<Routed, ApiError> {
+        check_name(field, name)?;
+        let instance = self.instance(name)?;
+        let actor = self
+            .tree
+            .instance(name)
+            .await
+            .map_err(|e| ApiError::Unavailable(e.to_string()))?;
+        let Some(actor) = actor else {
+            let why = match instance.spec.paused {
+                true => "it is paused".to_string(),
+                false => format!(
+                    "its actor is not running (phase {:?})",
+                    instance
+                        .status
+                        .as_ref()
+                        .map(|s| s.phase)
+                        .unwrap_or_default()
+                ),
+            };
+            return Err(ApiError::Unavailable(format!(
+                "instance {name:?} cannot serve requests: {why}"
+            )));
+        };
+        let reader = ractor::call_t!(actor, InstanceMsg::Reader, ACTOR_TIMEOUT_MS)
+            .map_err(|e| ApiError::Unavailable(format!("instance {name:?} did not answer: {e}")))?;
+        reader.health.clone().map_err(ApiError::Unavailable)?;
+        let permit = tokio::time::timeout(PERMIT_WAIT, reader.limiter.clone().acquire_owned())
+            .await
+            .map_err(|_| {
+                ApiError::ResourceExhausted(format!(
+                    "instance {name:?} has too many requests in flight"
+                ))
+            })?
+            .map_err(|_| ApiError::Unavailable(format!("instance {name:?} is shutting down")))?;
+        Ok(Routed {
+            reader,
+            _permit: permit,
+        })
+    }
+}

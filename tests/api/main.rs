@@ -1,0 +1,10 @@
+//! The gRPC API over a real socket with the generated tonic clients, against the
+//! supervision tree and the simulated fleet.
+
+#[path = "../sim_conformance/common.rs"]
+#[allow(dead_code)]
+mod common;
+mod grpc;
+#[path = "../controller/harness.rs"]
+#[allow(dead_code)]
+mod harness;
