@@ -5,6 +5,7 @@
 pub mod convert;
 pub mod error;
 pub mod grpc;
+pub mod http;
 pub mod objects;
 pub mod paging;
 pub mod router;

@@ -3,8 +3,6 @@
 
 use std::time::Duration;
 
-use kairship::actors::tree::Tree;
-use kairship::api::router::Router;
 use kairship::crd::Phase;
 use kairship::proto::cluster_service_client::ClusterServiceClient;
 use kairship::proto::instance_service_client::InstanceServiceClient;
@@ -13,70 +11,11 @@ use kairship::proto::supervisor_service_client::SupervisorServiceClient;
 use kairship::proto::workload_service_client::WorkloadServiceClient;
 use kairship::proto::*;
 use serde_json::json;
-use tonic::transport::Channel;
 use tonic::Code;
 
 use crate::common::eventually;
-use crate::harness::{Env, NS};
-
-struct Api {
-    env: Env,
-    tree: Tree,
-    channel: Channel,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-}
-
-impl Api {
-    async fn start(instances: usize) -> Self {
-        let env = Env::start(instances).await;
-        let tree = env.start_tree(None, "solo").await;
-        for i in 1..=instances {
-            env.create_external(&format!("karmada-{i}")).await;
-        }
-        for i in 1..=instances {
-            env.wait_phase(
-                &format!("karmada-{i}"),
-                Phase::Running,
-                Duration::from_secs(20),
-            )
-            .await;
-        }
-        let router = Router::new(tree.handle());
-        router.ready().await;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            kairship::api::grpc::serve(listener, router, async {
-                let _ = rx.await;
-            })
-            .await
-            .expect("grpc serves");
-        });
-        let channel = Channel::from_shared(format!("http://{addr}"))
-            .expect("uri")
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(15))
-            .connect()
-            .await
-            .expect("connect");
-        Self {
-            env,
-            tree,
-            channel,
-            stop: Some(tx),
-        }
-    }
-
-    async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        self.tree.shutdown().await;
-    }
-}
+use crate::harness::NS;
+use crate::server::Api;
 
 fn assert_code<T: std::fmt::Debug>(r: Result<T, tonic::Status>, code: Code, mentions: &str) {
     match r {

@@ -8,3 +8,5 @@ mod grpc;
 #[path = "../controller/harness.rs"]
 #[allow(dead_code)]
 mod harness;
+mod proxy;
+mod server;

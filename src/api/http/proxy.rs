@@ -1,0 +1,290 @@
+//! `/apis/kairship.io/v1alpha1/instances/{name}/proxy/{path}`: the instance's own
+//! Kubernetes API, so kubectl and any client work with a kubeconfig whose server is that
+//! prefix. JSON get and list of cached kinds are answered from the instance's caches;
+//! everything else (Tables, watches, writes, other kinds) is passed through.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Path, Request, State};
+use axum::response::Response;
+use base64::Engine;
+use bytes::Bytes;
+use http::{header, Method, StatusCode};
+use http_body_util::BodyExt;
+use kairship_sim::selectors::FieldSelector;
+use kairship_sim::server::routes::{self, Route};
+use kube::api::DynamicObject;
+use kube::runtime::reflector::ObjectRef;
+use serde_json::json;
+
+use crate::actors::instance::caches::Kind;
+use crate::api::error::ApiError;
+use crate::api::paging;
+use crate::api::router::{Routed, Router};
+
+/// Requests other than watches must be answered within this.
+const PASS_THROUGH_TIMEOUT: Duration = Duration::from_secs(30);
+/// kube-apiserver's own limit on a request body.
+const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// A `meta/v1 Status` for an API error, as kubectl expects.
+pub fn status_response(e: &ApiError) -> Response {
+    let status = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": e.to_string(), "reason": e.k8s_reason(), "code": e.http_status(),
+    });
+    json_response(
+        StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        status.to_string().into(),
+    )
+}
+
+fn json_response(code: StatusCode, body: Bytes) -> Response {
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = code;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// Says where an answer came from: `cache` or `instance` (for debugging and tests).
+pub const SOURCE_HEADER: &str = "x-kairship-source";
+
+fn tagged(mut r: Response, source: &'static str) -> Response {
+    r.headers_mut()
+        .insert(SOURCE_HEADER, http::HeaderValue::from_static(source));
+    r
+}
+
+pub async fn handle_root(
+    State(router): State<Router>,
+    Path(name): Path<String>,
+    req: Request,
+) -> Response {
+    serve(router, name, String::new(), req).await
+}
+
+pub async fn handle(
+    State(router): State<Router>,
+    Path((name, rest)): Path<(String, String)>,
+    req: Request,
+) -> Response {
+    serve(router, name, rest, req).await
+}
+
+async fn serve(router: Router, name: String, rest: String, req: Request) -> Response {
+    let span = tracing::debug_span!("proxy", instance = %name);
+    let _g = span.enter();
+    let routed = match router.route("instance", &name).await {
+        Ok(r) => r,
+        Err(e) => return status_response(&e),
+    };
+    let path = format!("/{rest}");
+    let query: HashMap<String, String> = req
+        .uri()
+        .query()
+        .map(|q| serde_urlencoded::from_str(q).unwrap_or_default())
+        .unwrap_or_default();
+    if let Some(resp) = from_cache(&routed, &req, &path, &query) {
+        return tagged(resp, "cache");
+    }
+    match pass_through(&routed, req, &path).await {
+        Ok(r) => tagged(r, "instance"),
+        Err(e) => status_response(&e),
+    }
+}
+
+fn wants_table(req: &Request) -> bool {
+    req.headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("as=Table"))
+}
+
+/// Answers JSON get/list of a cached kind from the cache; `None` passes the request on.
+fn from_cache(
+    routed: &Routed,
+    req: &Request,
+    path: &str,
+    q: &HashMap<String, String>,
+) -> Option<Response> {
+    if req.method() != Method::GET
+        || wants_table(req)
+        || q.get("watch").is_some_and(|w| w == "true" || w == "1")
+    {
+        return None;
+    }
+    let Route::Resource(rp) = routes::parse(path) else {
+        return None;
+    };
+    if rp.subresource.is_some() || rp.watch_prefix {
+        return None;
+    }
+    let kind = Kind::ALL.into_iter().find(|k| {
+        let r = k.resource();
+        r.group == rp.group && r.version == rp.version && r.plural == rp.plural
+    })?;
+    let store = routed.stores.get(&kind)?;
+    let ar = kind.resource();
+    if let Some(name) = &rp.name {
+        let mut key = ObjectRef::new_with(name, ar.clone());
+        if let Some(ns) = &rp.namespace {
+            key = key.within(ns);
+        }
+        return Some(match store.get(&key) {
+            Some(o) => json_response(
+                StatusCode::OK,
+                serde_json::to_vec(&*o).unwrap_or_default().into(),
+            ),
+            None => not_found(&ar.plural, &ar.group, name),
+        });
+    }
+    let labels = match paging::selector(Some(&crate::proto::ListOptions {
+        label_selector: q.get("labelSelector").cloned().unwrap_or_default(),
+        ..Default::default()
+    })) {
+        Ok(s) => s,
+        Err(e) => return Some(status_response(&e)),
+    };
+    let fields =
+        match FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or("")) {
+            Ok(f) => f,
+            Err(e) => {
+                return Some(status_response(&ApiError::invalid(
+                    "fieldSelector",
+                    e.message,
+                )))
+            }
+        };
+    let objects = store.state();
+    let newest = objects
+        .iter()
+        .filter_map(|o| o.metadata.resource_version.as_deref()?.parse::<u64>().ok())
+        .max()
+        .unwrap_or(0);
+    // A client asking for a version the cache has not seen yet is served by the instance.
+    if let Some(rv) = q.get("resourceVersion").and_then(|r| r.parse::<u64>().ok()) {
+        if rv > newest {
+            return None;
+        }
+    }
+    let mut items: Vec<(String, &DynamicObject)> = objects
+        .iter()
+        .filter(|o| rp.namespace.as_ref().is_none_or(|ns| o.metadata.namespace.as_ref() == Some(ns)))
+        .filter(|o| paging::labels_match(&labels, o.metadata.labels.as_ref()))
+        .filter(|o| fields.is_empty() || fields.matches(&json!({"metadata": {"name": o.metadata.name, "namespace": o.metadata.namespace}})))
+        .map(|o| (format!("{}/{}", o.metadata.namespace.as_deref().unwrap_or(""), o.metadata.name.as_deref().unwrap_or("")), &**o))
+        .collect();
+    items.sort_by(|a, b| a.0.cmp(&b.0));
+    let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    if let Some(after) = q.get("continue").filter(|c| !c.is_empty()) {
+        let Some(after) = engine
+            .decode(after)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+        else {
+            return Some(status_response(&ApiError::invalid(
+                "continue",
+                "not a continue token this server issued",
+            )));
+        };
+        items.retain(|(k, _)| *k > after);
+    }
+    let limit = q
+        .get("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .filter(|l| *l > 0);
+    let mut meta = json!({"resourceVersion": newest.to_string()});
+    if let Some(l) = limit {
+        if items.len() > l {
+            meta["remainingItemCount"] = json!(items.len() - l);
+            items.truncate(l);
+            meta["continue"] = json!(items.last().map(|(k, _)| engine.encode(k)));
+        }
+    }
+    let list = json!({"kind": format!("{}List", ar.kind), "apiVersion": ar.api_version, "metadata": meta, "items": items.iter().map(|(_, o)| o).collect::<Vec<_>>()});
+    Some(json_response(
+        StatusCode::OK,
+        serde_json::to_vec(&list).unwrap_or_default().into(),
+    ))
+}
+
+fn not_found(plural: &str, group: &str, name: &str) -> Response {
+    let what = if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    };
+    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": format!("{what} \"{name}\" not found"), "reason": "NotFound",
+        "details": {"name": name, "group": group, "kind": plural}, "code": 404});
+    json_response(StatusCode::NOT_FOUND, status.to_string().into())
+}
+
+/// Forwards the request with the instance's own credentials and streams the answer back.
+async fn pass_through(routed: &Routed, req: Request, path: &str) -> Result<Response, ApiError> {
+    let client = routed.client.clone().ok_or_else(|| {
+        ApiError::Unavailable(format!("instance {:?} is not connected", routed.name))
+    })?;
+    let watching = req
+        .uri()
+        .query()
+        .is_some_and(|q| q.contains("watch=true") || q.contains("watch=1"))
+        || path.contains("/watch/");
+    let uri = match req.uri().query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path.to_string(),
+    };
+    let mut builder = http::Request::builder()
+        .method(req.method().clone())
+        .uri(&uri);
+    for h in [header::ACCEPT, header::CONTENT_TYPE, header::USER_AGENT] {
+        if let Some(v) = req.headers().get(&h) {
+            builder = builder.header(h, v.clone());
+        }
+    }
+    let body = http_body_util::Limited::new(req.into_body(), MAX_BODY)
+        .collect()
+        .await
+        .map_err(
+            |e| match e.downcast_ref::<http_body_util::LengthLimitError>() {
+                Some(_) => ApiError::invalid(
+                    "body",
+                    format!("the request body is larger than {MAX_BODY} bytes"),
+                ),
+                None => ApiError::invalid("body", format!("reading the request body: {e}")),
+            },
+        )?
+        .to_bytes();
+    let outgoing = builder
+        .body(kube::client::Body::from(body.to_vec()))
+        .map_err(|e| ApiError::invalid("path", e.to_string()))?;
+    let send = client.send(outgoing);
+    let resp = if watching {
+        send.await
+    } else {
+        tokio::time::timeout(PASS_THROUGH_TIMEOUT, send)
+            .await
+            .map_err(|_| {
+                ApiError::DeadlineExceeded(format!(
+                    "instance {:?} did not answer within {PASS_THROUGH_TIMEOUT:?}",
+                    routed.name
+                ))
+            })?
+    };
+    let resp =
+        resp.map_err(|e| ApiError::Unavailable(format!("instance {:?}: {e}", routed.name)))?;
+    let (parts, body) = resp.into_parts();
+    let mut out = Response::new(Body::new(body));
+    *out.status_mut() = parts.status;
+    for h in [header::CONTENT_TYPE, header::CACHE_CONTROL] {
+        if let Some(v) = parts.headers.get(&h) {
+            out.headers_mut().insert(h, v.clone());
+        }
+    }
+    Ok(out)
+}

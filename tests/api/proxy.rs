@@ -1,0 +1,267 @@
+//! kubectl and the Python client through Kairship's proxy: reads from the cache, Tables,
+//! watches and writes passed through, and Kubernetes `Status` errors.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::common::{kubectl_bin, repo_path, shared_karmada};
+use crate::server::Api;
+
+fn kubectl(api: &Api, instance: &str, args: &[&str]) -> std::process::Output {
+    Command::new(kubectl_bin())
+        .arg("--kubeconfig")
+        .arg(api.proxy_kubeconfig(instance))
+        .arg("--cache-dir")
+        .arg(api.env.sim.dir.path().join("kubectl-cache"))
+        .args(args)
+        .output()
+        .expect("kubectl runs")
+}
+
+fn ok(out: std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "kubectl failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_works_through_the_proxy() {
+    let api = Api::start(1).await;
+    let clusters: Value = serde_json::from_str(&ok(kubectl(
+        &api,
+        "karmada-1",
+        &["get", "clusters", "-o", "json"],
+    )))
+    .expect("json");
+    assert_eq!(clusters["items"].as_array().map(Vec::len), Some(2));
+    let table = ok(kubectl(&api, "karmada-1", &["get", "clusters"]));
+    assert!(
+        table.contains("READY") && table.contains("member1"),
+        "{table}"
+    );
+    let selected: Value = serde_json::from_str(&ok(kubectl(
+        &api,
+        "karmada-1",
+        &["get", "clusters", "-l", "region=eu-west-1", "-o", "json"],
+    )))
+    .expect("json");
+    assert_eq!(selected["items"].as_array().map(Vec::len), Some(1));
+    assert!(ok(kubectl(&api, "karmada-1", &["api-resources"])).contains("propagationpolicies"));
+
+    let sample = shared_karmada("samples/nginx-deployment.yaml");
+    assert!(ok(kubectl(
+        &api,
+        "karmada-1",
+        &[
+            "apply",
+            "--validate=false",
+            "-f",
+            sample.to_str().expect("path")
+        ]
+    ))
+    .contains("created"));
+    // The write went to the instance; the cache serves it once the watch delivered it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let deploy = loop {
+        let out = kubectl(
+            &api,
+            "karmada-1",
+            &["get", "deployment", "nginx", "-o", "json"],
+        );
+        if out.status.success() {
+            break serde_json::from_slice::<Value>(&out.stdout).expect("json");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nginx never showed up: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(deploy["spec"]["replicas"], 2);
+
+    // A watch is streamed through.
+    let mut watch = Command::new(kubectl_bin())
+        .arg("--kubeconfig")
+        .arg(api.proxy_kubeconfig("karmada-1"))
+        .args([
+            "get",
+            "configmaps",
+            "-w",
+            "-o",
+            "name",
+            "--request-timeout=0",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("watch");
+    std::thread::sleep(Duration::from_millis(500));
+    ok(kubectl(
+        &api,
+        "karmada-1",
+        &["create", "configmap", "through-proxy"],
+    ));
+    std::thread::sleep(Duration::from_millis(1000));
+    let _ = watch.kill();
+    let out = watch.wait_with_output().expect("output");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("configmap/through-proxy"),
+        "watch output: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    ok(kubectl(
+        &api,
+        "karmada-1",
+        &["delete", "deployment", "nginx"],
+    ));
+    let gone = kubectl(&api, "karmada-1", &["get", "deployment", "nginx"]);
+    assert!(!gone.status.success());
+    api.stop().await;
+}
+
+async fn source(client: &kube::Client, path: &str, accept: &str) -> String {
+    let req = http::Request::get(path)
+        .header("accept", accept)
+        .body(kube::client::Body::empty())
+        .expect("request");
+    let resp = client.send(req).await.expect("answer");
+    assert!(resp.status().is_success(), "{path}: {}", resp.status());
+    resp.headers()
+        .get(kairship::api::http::proxy::SOURCE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_reads_come_from_the_cache_and_the_rest_passes_through() {
+    let api = Api::start(1).await;
+    let client = crate::common::client_from(&api.proxy_kubeconfig("karmada-1")).await;
+    let clusters = "/apis/cluster.karmada.io/v1alpha1/clusters";
+    assert_eq!(source(&client, clusters, "application/json").await, "cache");
+    assert_eq!(
+        source(&client, &format!("{clusters}/member1"), "application/json").await,
+        "cache"
+    );
+    assert_eq!(
+        source(
+            &client,
+            "/api/v1/namespaces/default/configmaps",
+            "application/json"
+        )
+        .await,
+        "instance",
+        "uncached kinds pass through"
+    );
+    assert_eq!(
+        source(
+            &client,
+            clusters,
+            "application/json;as=Table;v=v1;g=meta.k8s.io"
+        )
+        .await,
+        "instance",
+        "Tables pass through"
+    );
+    // Paging from the cache follows continue tokens.
+    let req = http::Request::get(format!("{clusters}?limit=1"))
+        .body(Vec::new())
+        .expect("request");
+    let first: Value = client.request(req).await.expect("page");
+    assert_eq!(first["items"].as_array().map(Vec::len), Some(1));
+    let token = first["metadata"]["continue"]
+        .as_str()
+        .expect("continue token")
+        .to_string();
+    let req = http::Request::get(format!("{clusters}?limit=1&continue={token}"))
+        .body(Vec::new())
+        .expect("request");
+    let second: Value = client.request(req).await.expect("page 2");
+    assert_ne!(
+        first["items"][0]["metadata"]["name"],
+        second["items"][0]["metadata"]["name"]
+    );
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_client_works_through_the_proxy() {
+    let api = Api::start(1).await;
+    let kubeconfig = api.proxy_kubeconfig("karmada-1");
+    let python = std::env::var("KAIRSHIP_PYTHON")
+        .unwrap_or_else(|_| repo_path(".venv/bin/python").display().to_string());
+    let script = repo_path("tests/python/sim_client.py");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python).arg(script).arg(kubeconfig).output()
+    })
+    .await
+    .expect("join")
+    .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "python through the proxy failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("all checks passed"));
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_errors_are_kubernetes_statuses() {
+    let api = Api::start(2).await;
+    let client = crate::common::client_from(&api.proxy_kubeconfig("nope")).await;
+    let req = http::Request::get("/api/v1/namespaces")
+        .body(Vec::new())
+        .expect("request");
+    match client.request::<Value>(req).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!((s.code, s.reason.as_str()), (404, "NotFound"));
+            assert!(s.message.contains("\"nope\""), "{}", s.message);
+        }
+        other => panic!("an unknown instance must be a 404 Status, got {other:?}"),
+    }
+    let missing = kubectl(&api, "karmada-1", &["get", "clusters", "member9"]);
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("\"member9\" not found"));
+
+    assert_eq!(
+        api.env
+            .sim
+            .set_fault("karmada-1", json!({"mode": "down"}))
+            .await
+            .0,
+        200
+    );
+    api.env
+        .wait_phase(
+            "karmada-1",
+            kairship::crd::Phase::Unreachable,
+            Duration::from_secs(15),
+        )
+        .await;
+    let t = Instant::now();
+    let down = kubectl(&api, "karmada-1", &["get", "clusters", "-o", "json"]);
+    assert!(!down.status.success());
+    let err = String::from_utf8_lossy(&down.stderr);
+    assert!(
+        err.contains("unreachable") || err.contains("ServiceUnavailable") || err.contains("503"),
+        "{err}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "fails fast: {:?}",
+        t.elapsed()
+    );
+    ok(kubectl(
+        &api,
+        "karmada-2",
+        &["get", "clusters", "-o", "name"],
+    ));
+    api.stop().await;
+}

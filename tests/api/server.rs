@@ -1,0 +1,116 @@
+//! Kairship's API (gRPC and HTTPS) over real sockets, on a tree over the simulated fleet.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kairship::actors::tree::Tree;
+use kairship::api::router::Router;
+use kairship::crd::Phase;
+use tonic::transport::Channel;
+
+use crate::harness::Env;
+
+pub struct Api {
+    pub env: Env,
+    pub tree: Tree,
+    pub channel: Channel,
+    /// `https://127.0.0.1:P`
+    pub https: String,
+    pub ca_pem: String,
+    stop: Option<tokio::sync::watch::Sender<bool>>,
+}
+
+impl Api {
+    pub async fn start(instances: usize) -> Self {
+        let env = Env::start(instances).await;
+        let tree = env.start_tree(None, "solo").await;
+        for i in 1..=instances {
+            env.create_external(&format!("karmada-{i}")).await;
+        }
+        for i in 1..=instances {
+            env.wait_phase(
+                &format!("karmada-{i}"),
+                Phase::Running,
+                Duration::from_secs(20),
+            )
+            .await;
+        }
+        let router = Router::new(tree.handle());
+        router.ready().await;
+        let (tx, rx) = tokio::sync::watch::channel(false);
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (grpc_router, mut grpc_stop) = (router.clone(), rx.clone());
+        tokio::spawn(async move {
+            let stop = async move {
+                let _ = grpc_stop.changed().await;
+            };
+            kairship::api::grpc::serve(listener, grpc_router, stop)
+                .await
+                .expect("grpc serves");
+        });
+
+        let cert = kairship_sim::tls::generate("kairship").expect("cert");
+        let https_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let https = format!("https://{}", https_listener.local_addr().expect("addr"));
+        let (config, mut https_stop) = (cert.server_config.clone(), rx);
+        tokio::spawn(async move {
+            let stop = async move {
+                let _ = https_stop.changed().await;
+            };
+            kairship::api::http::serve_tls(
+                https_listener,
+                config,
+                kairship::api::http::app(router),
+                stop,
+            )
+            .await;
+        });
+
+        let channel = Channel::from_shared(format!("http://{addr}"))
+            .expect("uri")
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(15))
+            .connect()
+            .await
+            .expect("connect");
+        Self {
+            env,
+            tree,
+            channel,
+            https,
+            ca_pem: cert.ca_pem,
+            stop: Some(tx),
+        }
+    }
+
+    /// A kubeconfig whose server is Kairship's proxy prefix for `instance`.
+    pub fn proxy_kubeconfig(&self, instance: &str) -> PathBuf {
+        let server = format!(
+            "{}/apis/kairship.io/v1alpha1/instances/{instance}/proxy",
+            self.https
+        );
+        let kc =
+            kairship_sim::kubeconfig::build(instance, &server, &self.ca_pem, "proxy-test-token");
+        let path = self
+            .env
+            .sim
+            .dir
+            .path()
+            .join(format!("proxy-{instance}.kubeconfig"));
+        kairship_sim::kubeconfig::write(&path, &kc).expect("write kubeconfig");
+        path
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(true);
+        }
+        self.tree.shutdown().await;
+    }
+}
