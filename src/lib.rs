@@ -11,6 +11,7 @@ pub mod cli;
 pub mod crd;
 pub mod proto;
 pub mod quantity;
+pub mod server;
 pub mod telemetry;
 
 /// Errors a `kairship` command ends with.

@@ -23,6 +23,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Sim(args) => kairship::cli::sim::run(args).await,
             Command::Run(args) => kairship::cli::run::run(args).await,
+            Command::Demo(args) => kairship::cli::demo::run(args).await,
             Command::Crds => kairship::crd::crds_yaml()
                 .map(|y| print!("{y}"))
                 .map_err(|e| kairship::Error::Usage(format!("rendering CRDs: {e}"))),

@@ -1,5 +1,6 @@
 //! The `kairship` command line.
 
+pub mod demo;
 pub mod run;
 pub mod sim;
 
@@ -24,6 +25,8 @@ pub struct Cli {
 pub enum Command {
     /// Run the simulated Karmada fleet alone (host API, Karmada APIs, member clusters, faults).
     Sim(sim::SimArgs),
+    /// The main job: a simulated Karmada fleet and Kairship with all roles against it.
+    Demo(demo::DemoArgs),
     /// Run Kairship against a host cluster (production).
     Run(run::RunArgs),
     /// Print Kairship's CustomResourceDefinitions as YAML (the same bytes as deploy/crds/).

@@ -60,15 +60,16 @@ pub fn add_finalizer(ctx: &Context, name: &str) {
         }
         finalizers.push(FINALIZER.to_string());
         let rv = current.metadata.resource_version;
-        if let Err(e) = patch_instance(
-            &ctx,
-            &name,
-            json!({"metadata": {"finalizers": finalizers, "resourceVersion": rv}}),
-            false,
-        )
-        .await
-        {
-            warn!(instance = %name, error = %e, "adding finalizer failed; retried on the next event");
+        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": rv}});
+        match patch_instance(&ctx, &name, patch, false).await {
+            Ok(()) => {}
+            // Another event's attempt got there first; the next event checks again.
+            Err(e) if e.contains("Conflict") => {
+                tracing::debug!(instance = %name, "finalizer update raced")
+            }
+            Err(e) => {
+                warn!(instance = %name, error = %e, "adding finalizer failed; retried on the next event")
+            }
         }
     });
 }

@@ -1,0 +1,281 @@
+//! `kairship demo`: the main job on an embedded default. A simulated fleet (host API and
+//! N Karmada instances with member clusters, a sample workload with its policies in each)
+//! and Kairship with all roles against it, serving until Ctrl-C or SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use kairship_sim::{kubeconfig, Fleet, FleetConfig};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{json, Value};
+
+use crate::actors::context::Settings;
+use crate::crd::{Instance, Phase};
+use crate::{bootstrap, server, Error};
+
+const NAMESPACE: &str = "kairship-system";
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Where endpoints.json, the CA and the kubeconfigs are written.
+    #[arg(long, default_value = ".kairship-demo")]
+    pub state_dir: PathBuf,
+    #[arg(long, default_value_t = 3)]
+    pub instances: usize,
+    #[arg(long, default_value_t = 3)]
+    pub clusters: usize,
+    #[arg(long, default_value = "127.0.0.1:50051")]
+    pub grpc_addr: SocketAddr,
+    #[arg(long, default_value = "127.0.0.1:8443")]
+    pub http_addr: SocketAddr,
+}
+
+fn step(n: usize, total: usize, what: &str) {
+    println!("[{n}/{total}] {what}");
+}
+
+fn io(context: String) -> impl FnOnce(std::io::Error) -> Error {
+    move |source| Error::Io { context, source }
+}
+
+fn random_token() -> String {
+    let mut bytes = [0u8; 24];
+    // /dev/urandom is always there on the machines the demo runs on.
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        use std::io::Read;
+        let _ = f.read_exact(&mut bytes);
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn sample_objects() -> Vec<(ApiResource, Value)> {
+    let ar = |group: &str, version: &str, kind: &str, plural: &str| ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: if group.is_empty() {
+            version.into()
+        } else {
+            format!("{group}/{version}")
+        },
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    vec![
+        (
+            ar("apps", "v1", "Deployment", "deployments"),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "nginx", "namespace": "default", "labels": {"app": "nginx"}},
+                "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "nginx"}}, "template": {"metadata": {"labels": {"app": "nginx"}},
+                "spec": {"containers": [{"name": "nginx", "image": "nginx"}]}}}}),
+        ),
+        (
+            ar(
+                "policy.karmada.io",
+                "v1alpha1",
+                "PropagationPolicy",
+                "propagationpolicies",
+            ),
+            json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy", "metadata": {"name": "nginx-propagation", "namespace": "default"},
+                "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx"}],
+                "placement": {"clusterAffinity": {"clusterNames": ["member1", "member2"]}}}}),
+        ),
+        (
+            ar(
+                "policy.karmada.io",
+                "v1alpha1",
+                "OverridePolicy",
+                "overridepolicies",
+            ),
+            json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "OverridePolicy", "metadata": {"name": "nginx-op", "namespace": "default"},
+                "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx"}],
+                "overrideRules": [{"targetCluster": {"clusterNames": ["member2"]}, "overriders": {"labelsOverrider": [{"operator": "add", "value": {"env": "demo"}}]}}]}}),
+        ),
+    ]
+}
+
+async fn client_from(path: &Path) -> Result<kube::Client, Error> {
+    super::run::host_client(Some(&path.to_path_buf())).await
+}
+
+async fn seed(instance_kubeconfig: &Path) -> Result<(), Error> {
+    let client = client_from(instance_kubeconfig).await?;
+    for (ar, obj) in sample_objects() {
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+        let o: DynamicObject =
+            serde_json::from_value(obj).map_err(|e| Error::Usage(e.to_string()))?;
+        match api.create(&PostParams::default(), &o).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => {
+                return Err(Error::Usage(format!(
+                    "seeding {} in {}: {e}",
+                    ar.kind,
+                    instance_kubeconfig.display()
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+pub async fn run(args: DemoArgs) -> Result<(), Error> {
+    let total = 5;
+    let dir = &args.state_dir;
+    std::fs::create_dir_all(dir.join("kubeconfigs"))
+        .map_err(io(format!("creating {}", dir.display())))?;
+    let _ = std::fs::remove_file(dir.join("endpoints.json"));
+
+    step(1, total, &format!("starting the simulated fleet: host API + {} Karmada instance(s) x {} member cluster(s)", args.instances, args.clusters));
+    let sim_dir = dir.join("sim");
+    let fleet = Fleet::start(FleetConfig {
+        instances: args.instances,
+        clusters: args.clusters,
+        state_dir: Some(sim_dir.clone()),
+        ..Default::default()
+    })
+    .await?;
+    let result = serve(&args, &fleet, &sim_dir, total).await;
+    fleet.shutdown();
+    result
+}
+
+async fn serve(args: &DemoArgs, fleet: &Fleet, sim_dir: &Path, total: usize) -> Result<(), Error> {
+    let dir = &args.state_dir;
+    let host_kubeconfig = sim_dir.join("kubeconfigs/host.kubeconfig");
+    let host = client_from(&host_kubeconfig).await?;
+
+    step(
+        2,
+        total,
+        "installing Kairship's CRDs and attaching the instances",
+    );
+    let kube_err = |what: &str| {
+        let what = what.to_string();
+        move |e: kube::Error| Error::Usage(format!("{what}: {e}"))
+    };
+    bootstrap::install_crds(&host)
+        .await
+        .map_err(kube_err("installing CRDs"))?;
+    bootstrap::ensure_namespace(&host, NAMESPACE)
+        .await
+        .map_err(kube_err("creating the namespace"))?;
+    for inst in fleet.instances() {
+        let path = sim_dir.join(format!("kubeconfigs/{}.kubeconfig", inst.name));
+        seed(&path).await?;
+        let config = std::fs::read(&path).map_err(io(format!("reading {}", path.display())))?;
+        bootstrap::attach_external(&host, NAMESPACE, &inst.name, config)
+            .await
+            .map_err(kube_err("attaching an instance"))?;
+    }
+
+    step(
+        3,
+        total,
+        "starting Kairship (controller-manager, gRPC API, HTTPS API and proxy)",
+    );
+    let cert = kairship_sim::tls::generate("kairship").map_err(|e| Error::Usage(e.to_string()))?;
+    let ca_path = dir.join("ca.crt");
+    std::fs::write(&ca_path, &cert.ca_pem).map_err(io(format!("writing {}", ca_path.display())))?;
+    let running = server::start(server::ServerConfig {
+        host: host.clone(),
+        identity: "kairship-demo".into(),
+        leader: None,
+        settings: Settings::default(),
+        grpc_addr: args.grpc_addr,
+        http_addr: args.http_addr,
+        tls: cert.server_config.clone(),
+    })
+    .await
+    .map_err(|e| Error::Usage(e.to_string()))?;
+
+    step(4, total, "waiting for every instance to be Running");
+    let instances: Api<Instance> = Api::all(host.clone());
+    let started = Instant::now();
+    let mut last = usize::MAX;
+    loop {
+        let list = instances
+            .list(&ListParams::default())
+            .await
+            .map_err(kube_err("listing instances"))?;
+        let ready = list
+            .items
+            .iter()
+            .filter(|i| i.status.as_ref().is_some_and(|s| s.phase == Phase::Running))
+            .count();
+        if ready != last {
+            println!("      instances running: {ready}/{}", list.items.len());
+            last = ready;
+        }
+        if ready == list.items.len() {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            println!("      still waiting after 2 minutes; serving anyway (check `kubectl get instances`)");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    step(5, total, "writing endpoints.json and kubeconfigs");
+    let https = format!("https://{}", running.http_addr);
+    let admin = random_token();
+    let viewer = random_token();
+    let names: Vec<String> = fleet.instances().iter().map(|i| i.name.clone()).collect();
+    let mut entries = Vec::new();
+    for name in &names {
+        let server = format!("{https}/apis/kairship.io/v1alpha1/instances/{name}/proxy");
+        let path = dir.join(format!("kubeconfigs/{name}.kubeconfig"));
+        kubeconfig::write(
+            &path,
+            &kubeconfig::build(name, &server, &cert.ca_pem, &admin),
+        )
+        .map_err(io(format!("writing {}", path.display())))?;
+        entries.push(json!({"name": name, "kubeconfig": path.display().to_string()}));
+    }
+    let endpoints = json!({
+        "grpc": running.grpc_addr.to_string(),
+        "http": https,
+        "ca": ca_path.display().to_string(),
+        "sim_admin": fleet.admin_url(),
+        "host_kubeconfig": host_kubeconfig.display().to_string(),
+        "instances": entries,
+        "tokens": {"admin": admin, "viewer": viewer, "viewer_instance": names.first()},
+    });
+    let text = serde_json::to_vec_pretty(&endpoints).map_err(|e| Error::Usage(e.to_string()))?;
+    kubeconfig::write_atomic(&dir.join("endpoints.json"), &text)
+        .map_err(io("writing endpoints.json".into()))?;
+
+    let d = dir.display();
+    let first = names.first().cloned().unwrap_or_default();
+    println!();
+    println!("Kairship demo is running ({} instances).", names.len());
+    println!(
+        "  gRPC:        {} (plaintext on loopback; reflection enabled)",
+        running.grpc_addr
+    );
+    println!("  HTTPS:       {https} (CA: {d}/ca.crt)");
+    println!("  endpoints:   {d}/endpoints.json");
+    println!("  kubectl through Kairship's proxy:");
+    println!("    kubectl --kubeconfig {d}/kubeconfigs/{first}.kubeconfig get clusters");
+    println!("    kubectl --kubeconfig {d}/kubeconfigs/{first}.kubeconfig get deployments,propagationpolicies,overridepolicies");
+    println!(
+        "  the host cluster:  kubectl --kubeconfig {} get instances",
+        host_kubeconfig.display()
+    );
+    println!(
+        "  a fault:     kairship sim fault --state-dir {} {first} --mode down",
+        sim_dir.display()
+    );
+    println!(
+        "  note: tokens are written to endpoints.json, but this build does not check them yet"
+    );
+    println!("Press Ctrl-C to stop.");
+    super::shutdown_signal().await;
+    println!("stopping...");
+    let _ = std::fs::remove_file(dir.join("endpoints.json"));
+    running.shutdown().await;
+    println!("stopped");
+    Ok(())
+}

@@ -1,0 +1,110 @@
+//! One Kairship process: the supervision tree (controller-manager role) and the API
+//! (gRPC, and HTTPS with the proxy), started together and stopped together.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::actors::context::Settings;
+use crate::actors::leader::LeaderConfig;
+use crate::actors::tree::Tree;
+use crate::api;
+use crate::api::router::Router;
+
+pub struct ServerConfig {
+    pub host: kube::Client,
+    pub identity: String,
+    pub leader: Option<LeaderConfig>,
+    pub settings: Settings,
+    pub grpc_addr: SocketAddr,
+    pub http_addr: SocketAddr,
+    pub tls: Arc<rustls::ServerConfig>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("binding {what} on {addr}: {source}")]
+    Bind {
+        what: &'static str,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Tree(#[from] crate::actors::tree::TreeError),
+}
+
+pub struct Running {
+    pub tree: Tree,
+    pub router: Router,
+    pub grpc_addr: SocketAddr,
+    pub http_addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+async fn bind(
+    what: &'static str,
+    addr: SocketAddr,
+) -> Result<(TcpListener, SocketAddr), ServerError> {
+    let l = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind { what, addr, source })?;
+    let local = l
+        .local_addr()
+        .map_err(|source| ServerError::Bind { what, addr, source })?;
+    Ok((l, local))
+}
+
+pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
+    // Bind first: a taken port is reported before anything else starts.
+    let (grpc_listener, grpc_addr) = bind("the gRPC address", config.grpc_addr).await?;
+    let (http_listener, http_addr) = bind("the HTTPS address", config.http_addr).await?;
+    let tree = Tree::start(
+        config.host,
+        config.leader,
+        &config.identity,
+        config.settings,
+    )
+    .await?;
+    let router = Router::new(tree.handle());
+    let (stop, rx) = watch::channel(false);
+    let stopped = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.changed().await;
+    };
+    let grpc_router = router.clone();
+    let grpc_stop = stopped(rx.clone());
+    let grpc = tokio::spawn(async move {
+        if let Err(e) = api::grpc::serve(grpc_listener, grpc_router, grpc_stop).await {
+            tracing::error!(error = %e, "gRPC server stopped");
+        }
+    });
+    let app = api::http::app(router.clone());
+    let https = tokio::spawn(api::http::serve_tls(
+        http_listener,
+        config.tls,
+        app,
+        stopped(rx),
+    ));
+    tracing::info!(grpc = %grpc_addr, https = %http_addr, "kairship API serving");
+    Ok(Running {
+        tree,
+        router,
+        grpc_addr,
+        http_addr,
+        stop,
+        tasks: vec![grpc, https],
+    })
+}
+
+impl Running {
+    /// Stops accepting requests, then stops the tree (releasing the lease).
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(10), t).await;
+        }
+        self.tree.shutdown().await;
+    }
+}

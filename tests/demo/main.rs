@@ -1,0 +1,158 @@
+//! `kairship demo` as a newcomer runs it: the real binary, endpoints.json as DESIGN.md
+//! pins it, kubectl through the proxy, the gRPC API, and a clean shutdown on SIGTERM that
+//! leaves no port open.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn wait_for_file(path: &Path, within: Duration) -> Value {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if let Ok(v) = serde_json::from_str(&text) {
+                return v;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut demo = Command::new(env!("CARGO_BIN_EXE_kairship"))
+        .args([
+            "demo",
+            "--instances",
+            "2",
+            "--clusters",
+            "2",
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--state-dir",
+        ])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kairship demo starts");
+    let endpoints = wait_for_file(&dir.path().join("endpoints.json"), Duration::from_secs(60));
+    for key in [
+        "grpc",
+        "http",
+        "ca",
+        "sim_admin",
+        "host_kubeconfig",
+        "instances",
+        "tokens",
+    ] {
+        assert!(
+            !endpoints[key].is_null(),
+            "endpoints.json lacks {key}: {endpoints}"
+        );
+    }
+    assert_eq!(endpoints["instances"].as_array().map(Vec::len), Some(2));
+    assert!(endpoints["http"]
+        .as_str()
+        .is_some_and(|h| h.starts_with("https://")));
+    assert!(endpoints["tokens"]["viewer_instance"].is_string());
+
+    let kubeconfig = endpoints["instances"][0]["kubeconfig"]
+        .as_str()
+        .expect("kubeconfig")
+        .to_string();
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let out = Command::new(&kubectl)
+        .args([
+            "--kubeconfig",
+            &kubeconfig,
+            "get",
+            "deployments,propagationpolicies,overridepolicies",
+            "-o",
+            "name",
+        ])
+        .output()
+        .expect("kubectl");
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for obj in [
+        "deployment.apps/nginx",
+        "propagationpolicy.policy.karmada.io/nginx-propagation",
+        "overridepolicy.policy.karmada.io/nginx-op",
+    ] {
+        assert!(
+            listed.contains(obj),
+            "{obj} missing from the demo instance: {listed}"
+        );
+    }
+
+    let grpc = endpoints["grpc"].as_str().expect("grpc").to_string();
+    let mut client = kairship::proto::instance_service_client::InstanceServiceClient::connect(
+        format!("http://{grpc}"),
+    )
+    .await
+    .expect("grpc connects");
+    let list = client
+        .list_instances(kairship::proto::ListInstancesRequest::default())
+        .await
+        .expect("list")
+        .into_inner();
+    assert_eq!(list.instances.len(), 2);
+    assert!(list
+        .instances
+        .iter()
+        .all(|i| i.status.as_ref().is_some_and(|s| s.phase == "Running")));
+
+    // SIGTERM: a clean exit, and every port it served is closed afterwards.
+    let https = endpoints["http"]
+        .as_str()
+        .expect("http")
+        .trim_start_matches("https://")
+        .to_string();
+    let admin = endpoints["sim_admin"]
+        .as_str()
+        .expect("admin")
+        .trim_start_matches("http://")
+        .to_string();
+    let status = Command::new("kill")
+        .args(["-TERM", &demo.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let exit = loop {
+        if let Some(s) = demo.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kairship demo did not stop within 30s of SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(exit.success(), "demo exited with {exit}");
+    for addr in [grpc, https, admin] {
+        assert!(
+            std::net::TcpStream::connect(&addr).is_err(),
+            "{addr} still accepts connections after shutdown"
+        );
+    }
+    assert!(
+        !dir.path().join("endpoints.json").exists(),
+        "endpoints.json removed on shutdown"
+    );
+}
