@@ -8,15 +8,14 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::actors::context::Settings;
-use crate::actors::leader::LeaderConfig;
-use crate::actors::tree::Tree;
+use crate::actors::tree::{Election, Tree};
 use crate::api;
 use crate::api::router::Router;
 
 pub struct ServerConfig {
     pub host: kube::Client,
     pub identity: String,
-    pub leader: Option<LeaderConfig>,
+    pub election: Election,
     pub settings: Settings,
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
@@ -61,9 +60,9 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
     // Bind first: a taken port is reported before anything else starts.
     let (grpc_listener, grpc_addr) = bind("the gRPC address", config.grpc_addr).await?;
     let (http_listener, http_addr) = bind("the HTTPS address", config.http_addr).await?;
-    let tree = Tree::start(
+    let tree = Tree::start_with(
         config.host,
-        config.leader,
+        config.election,
         &config.identity,
         config.settings,
     )

@@ -82,6 +82,18 @@ impl Leadership {
         (s.holder.clone(), s.renew_time.clone())
     }
 
+    /// Never leader: an apiserver-only replica keeps caches for reads and writes nothing.
+    pub fn never(identity: &str) -> Self {
+        let (tx, rx) = watch::channel(false);
+        Self {
+            identity: identity.into(),
+            renew_deadline: Duration::ZERO,
+            shared: Arc::new(Mutex::new(Shared::default())),
+            changes: rx,
+            _fixed: Some(Arc::new(tx)),
+        }
+    }
+
     /// Always leader: for single-replica runs without election.
     pub fn always(identity: &str) -> Self {
         let (tx, rx) = watch::channel(true);

@@ -28,6 +28,16 @@ pub enum TreeError {
 }
 
 /// The running tree; derefs to its [`TreeHandle`] for queries.
+/// Who leads in this process.
+pub enum Election {
+    /// Take part in Lease election.
+    Lease(LeaderConfig),
+    /// Single replica: always the leader.
+    Always,
+    /// Read-only replica (apiserver role): never writes.
+    Never,
+}
+
 pub struct Tree {
     handle: TreeHandle,
     root_task: tokio::task::JoinHandle<()>,
@@ -56,12 +66,23 @@ impl Tree {
         identity: &str,
         settings: Settings,
     ) -> Result<Self, TreeError> {
-        let (leadership, elector) = match leader {
-            Some(cfg) => {
+        let election = leader.map_or(Election::Always, Election::Lease);
+        Self::start_with(host, election, identity, settings).await
+    }
+
+    pub async fn start_with(
+        host: kube::Client,
+        election: Election,
+        identity: &str,
+        settings: Settings,
+    ) -> Result<Self, TreeError> {
+        let (leadership, elector) = match election {
+            Election::Lease(cfg) => {
                 let e = leader::spawn(host.clone(), cfg);
                 (e.leadership.clone(), Some(e))
             }
-            None => (Leadership::always(identity), None),
+            Election::Always => (Leadership::always(identity), None),
+            Election::Never => (Leadership::never(identity), None),
         };
         let ctx = Context {
             host,

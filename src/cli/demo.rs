@@ -181,7 +181,7 @@ async fn serve(args: &DemoArgs, fleet: &Fleet, sim_dir: &Path, total: usize) -> 
     let running = server::start(server::ServerConfig {
         host: host.clone(),
         identity: "kairship-demo".into(),
-        leader: None,
+        election: crate::actors::tree::Election::Always,
         settings: Settings::default(),
         grpc_addr: args.grpc_addr,
         http_addr: args.http_addr,

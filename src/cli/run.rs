@@ -8,11 +8,16 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::actors::context::Settings;
 use crate::actors::leader::LeaderConfig;
-use crate::actors::tree::Tree;
+use crate::actors::tree::{Election, Tree};
+use crate::server;
 use crate::Error;
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum Role {
+    /// Both roles in one process.
+    All,
+    /// The API (gRPC, REST, proxy): caches for reads, never writes status; every replica.
+    Apiserver,
     /// Leader-elected controllers: instance caches, stats, status sync, registration.
     ControllerManager,
 }
@@ -22,8 +27,19 @@ pub struct RunArgs {
     /// Kubeconfig of the host cluster; in-cluster or $KUBECONFIG when absent.
     #[arg(long, env = "KAIRSHIP_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
-    #[arg(long, value_enum, default_value = "controller-manager")]
+    #[arg(long, value_enum, default_value = "all")]
     pub role: Role,
+    #[arg(long, default_value = "0.0.0.0:50051")]
+    pub grpc_addr: std::net::SocketAddr,
+    /// HTTPS address of REST, the proxy and the probes.
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    pub http_addr: std::net::SocketAddr,
+    /// PEM certificate chain for HTTPS (roles all and apiserver).
+    #[arg(long)]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key for HTTPS.
+    #[arg(long)]
+    pub tls_key_file: Option<PathBuf>,
     /// Elect a leader through a Lease (turn off only for a single replica).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
@@ -69,11 +85,30 @@ fn default_identity() -> String {
     format!("{host}-{}", std::process::id())
 }
 
+fn load_tls(args: &RunArgs) -> Result<std::sync::Arc<rustls::ServerConfig>, Error> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let (Some(cert), Some(key)) = (&args.tls_cert_file, &args.tls_key_file) else {
+        return Err(Error::Usage("the apiserver serves HTTPS: pass --tls-cert-file and --tls-key-file (or use --role controller-manager)".into()));
+    };
+    let chain = CertificateDer::pem_file_iter(cert)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| Error::Usage(format!("--tls-cert-file {}: {e}", cert.display())))?;
+    if chain.is_empty() {
+        return Err(Error::Usage(format!(
+            "--tls-cert-file {}: no certificate in the file",
+            cert.display()
+        )));
+    }
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| Error::Usage(format!("--tls-key-file {}: {e}", key.display())))?;
+    kairship_sim::tls::server_config(chain, key)
+        .map_err(|e| Error::Usage(format!("TLS configuration: {e}")))
+}
+
 pub async fn run(args: RunArgs) -> Result<(), Error> {
-    let Role::ControllerManager = args.role;
-    let host = host_client(args.kubeconfig.as_ref()).await?;
     let identity = args.identity.clone().unwrap_or_else(default_identity);
-    let leader = args.leader_elect.then(|| LeaderConfig {
+    let leader = LeaderConfig {
         lease_duration: Duration::from_secs(args.leader_elect_lease_duration_secs),
         renew_deadline: Duration::from_secs(args.leader_elect_renew_deadline_secs),
         retry_period: Duration::from_secs(args.leader_elect_retry_period_secs),
@@ -82,22 +117,52 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             &args.leader_elect_lease_name,
             &identity,
         )
-    });
-    if let Some(l) = &leader {
-        if l.renew_deadline >= l.lease_duration {
-            return Err(Error::Usage("--leader-elect-renew-deadline-secs must be shorter than --leader-elect-lease-duration-secs".into()));
-        }
+    };
+    if args.leader_elect && leader.renew_deadline >= leader.lease_duration {
+        return Err(Error::Usage("--leader-elect-renew-deadline-secs must be shorter than --leader-elect-lease-duration-secs".into()));
     }
+    let election = match (args.role, args.leader_elect) {
+        (Role::Apiserver, _) => Election::Never,
+        (_, true) => Election::Lease(leader),
+        (_, false) => Election::Always,
+    };
+    let tls = match args.role {
+        Role::ControllerManager => None,
+        _ => Some(load_tls(&args)?),
+    };
+    let host = host_client(args.kubeconfig.as_ref()).await?;
     let settings = Settings {
         managed_namespace: args.managed_namespace.clone(),
         ..Settings::default()
     };
-    let tree = Tree::start(host, leader, &identity, settings)
-        .await
-        .map_err(|e| Error::Usage(e.to_string()))?;
-    tracing::info!(identity = %identity, "kairship controller-manager running");
-    super::shutdown_signal().await;
-    tracing::info!("shutting down");
-    tree.shutdown().await;
+    match tls {
+        None => {
+            let tree = Tree::start_with(host, election, &identity, settings)
+                .await
+                .map_err(|e| Error::Usage(e.to_string()))?;
+            tracing::info!(identity = %identity, role = ?args.role, "kairship running");
+            super::shutdown_signal().await;
+            tracing::info!("shutting down");
+            tree.shutdown().await;
+        }
+        Some(tls) => {
+            let config = server::ServerConfig {
+                host,
+                identity: identity.clone(),
+                election,
+                settings,
+                grpc_addr: args.grpc_addr,
+                http_addr: args.http_addr,
+                tls,
+            };
+            let running = server::start(config)
+                .await
+                .map_err(|e| Error::Usage(e.to_string()))?;
+            tracing::info!(identity = %identity, role = ?args.role, grpc = %running.grpc_addr, https = %running.http_addr, "kairship running");
+            super::shutdown_signal().await;
+            tracing::info!("shutting down");
+            running.shutdown().await;
+        }
+    }
     Ok(())
 }

@@ -83,7 +83,7 @@ struct Replica(std::process::Child);
 impl Replica {
     fn start(env: &Env, identity: &str) -> Self {
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_kairship"))
-            .args(["run", "--kubeconfig"])
+            .args(["run", "--role", "controller-manager", "--kubeconfig"])
             .arg(env.sim.kubeconfig("host"))
             .args([
                 "--identity",
