@@ -1,6 +1,6 @@
 //! Compiles the API in `proto/` with protox (pure Rust), so a fresh machine needs no
-//! system `protoc`. The encoded descriptor set is kept for server reflection and for
-//! the REST mapping read from `google.api.http` annotations.
+//! system `protoc`. The encoded descriptor set keeps the `google.api.http` options (protox
+//! encodes it itself; prost-types would drop extensions) for reflection and REST.
 
 use std::path::PathBuf;
 
@@ -16,14 +16,16 @@ const PROTOS: &[&str] = &[
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto");
     let out = PathBuf::from(std::env::var("OUT_DIR")?);
-    let fds = protox::compile(PROTOS, ["proto"])?;
+    let mut compiler = protox::Compiler::new(["proto"])?;
+    compiler.include_imports(true);
+    compiler.open_files(PROTOS)?;
     std::fs::write(
         out.join("kairship_descriptor.bin"),
-        prost::Message::encode_to_vec(&fds),
+        compiler.encode_file_descriptor_set(),
     )?;
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)
-        .compile_fds(fds)?;
+        .compile_fds(compiler.file_descriptor_set())?;
     Ok(())
 }

@@ -32,6 +32,8 @@ pub enum ServerError {
     },
     #[error(transparent)]
     Tree(#[from] crate::actors::tree::TreeError),
+    #[error("setting up REST: {0}")]
+    Rest(String),
 }
 
 pub struct Running {
@@ -79,7 +81,17 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
             tracing::error!(error = %e, "gRPC server stopped");
         }
     });
-    let app = api::http::app(router.clone());
+    // REST calls this process's own gRPC server, so both share one implementation.
+    let mut local = grpc_addr;
+    if local.ip().is_unspecified() {
+        local.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    let channel = tonic::transport::Channel::from_shared(format!("http://{local}"))
+        .map_err(|e| ServerError::Rest(e.to_string()))?
+        .connect_timeout(std::time::Duration::from_secs(5))
+        .connect_lazy();
+    let rest = api::rest::Rest::new(channel).map_err(|e| ServerError::Rest(e.to_string()))?;
+    let app = api::http::app(router.clone(), rest);
     let https = tokio::spawn(api::http::serve_tls(
         http_listener,
         config.tls,

@@ -8,4 +8,5 @@ pub mod grpc;
 pub mod http;
 pub mod objects;
 pub mod paging;
+pub mod rest;
 pub mod router;

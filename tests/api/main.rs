@@ -9,4 +9,5 @@ mod grpc;
 #[allow(dead_code)]
 mod harness;
 mod proxy;
+mod rest;
 mod server;

@@ -59,6 +59,10 @@ impl Api {
             .expect("bind");
         let https = format!("https://{}", https_listener.local_addr().expect("addr"));
         let (config, mut https_stop) = (cert.server_config.clone(), rx);
+        let rest_channel = Channel::from_shared(format!("http://{addr}"))
+            .expect("uri")
+            .connect_lazy();
+        let rest = kairship::api::rest::Rest::new(rest_channel).expect("rest");
         tokio::spawn(async move {
             let stop = async move {
                 let _ = https_stop.changed().await;
@@ -66,7 +70,7 @@ impl Api {
             kairship::api::http::serve_tls(
                 https_listener,
                 config,
-                kairship::api::http::app(router),
+                kairship::api::http::app(router, rest),
                 stop,
             )
             .await;

@@ -1,19 +1,22 @@
-//! The HTTPS surface: health probes and the kubectl-compatible proxy to each instance
-//! (REST transcoding joins it here). kubectl sends bearer tokens only over TLS, so this
-//! is served with rustls.
+//! The HTTPS surface: probes, the kubectl-compatible proxy to each instance, and REST
+//! (everything else under the API prefix, transcoded to the gRPC methods). kubectl sends
+//! bearer tokens only over TLS, so this is served with rustls.
 
 pub mod proxy;
 mod tls;
 
+use std::sync::Arc;
+
 use axum::routing::{any, get};
 use axum::Router as HttpRouter;
 
+use super::rest::Rest;
 use super::router::Router;
 pub use tls::serve_tls;
 
 pub const API_PREFIX: &str = "/apis/kairship.io/v1alpha1";
 
-pub fn app(router: Router) -> HttpRouter {
+pub fn app(router: Router, rest: Arc<Rest>) -> HttpRouter {
     HttpRouter::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }))
@@ -26,4 +29,5 @@ pub fn app(router: Router) -> HttpRouter {
             any(proxy::handle),
         )
         .with_state(router)
+        .fallback_service(any(super::rest::handle).with_state(rest))
 }

@@ -1,0 +1,213 @@
+//! REST: the same methods as gRPC over HTTP/JSON, routed by the `google.api.http`
+//! annotations of the proto. A request becomes the method's request message (path
+//! variables, query parameters, body), is sent to the gRPC server, and the answer comes
+//! back as proto3 JSON; errors as `google.rpc.Status` JSON with the matching HTTP status.
+
+mod codec;
+pub mod rules;
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use bytes::Bytes;
+use http::{header, StatusCode};
+use http_body_util::BodyExt;
+use prost::Message;
+use prost_reflect::{
+    DynamicMessage, Kind, MessageDescriptor, ReflectMessage, SerializeOptions, Value,
+};
+use serde_json::json;
+use tonic::transport::Channel;
+use tonic::{Code, Status};
+
+use rules::Rule;
+
+/// Request bodies beyond this are refused.
+const MAX_BODY: usize = 3 * 1024 * 1024;
+
+pub struct Rest {
+    rules: Vec<Rule>,
+    grpc: Channel,
+}
+
+impl Rest {
+    /// `grpc` reaches this process's own gRPC server.
+    pub fn new(grpc: Channel) -> Result<Arc<Self>, rules::RuleError> {
+        Ok(Arc::new(Self {
+            rules: rules::rules(crate::proto::FILE_DESCRIPTOR_SET)?,
+            grpc,
+        }))
+    }
+
+    async fn dispatch(&self, req: Request) -> Result<Response, Status> {
+        let (parts, body) = req.into_parts();
+        let (rule, vars) = self
+            .rules
+            .iter()
+            .find_map(|r| r.matches(&parts.method, parts.uri.path()).map(|v| (r, v)))
+            .ok_or_else(|| {
+                Status::not_found(format!("no API at {} {}", parts.method, parts.uri.path()))
+            })?;
+        let body = http_body_util::Limited::new(body, MAX_BODY)
+            .collect()
+            .await
+            .map_err(|_| {
+                Status::invalid_argument(format!(
+                    "the request body is larger than {MAX_BODY} bytes"
+                ))
+            })?
+            .to_bytes();
+        let mut msg = DynamicMessage::new(rule.input.clone());
+        match rule.body.as_str() {
+            "" => {}
+            "*" => msg = from_json(&rule.input, &body, "body")?,
+            field => {
+                let fd = rule
+                    .input
+                    .get_field_by_name(field)
+                    .ok_or_else(|| Status::internal(format!("body field {field} missing")))?;
+                let Kind::Message(md) = fd.kind() else {
+                    return Err(Status::internal(format!(
+                        "body field {field} is not a message"
+                    )));
+                };
+                msg.set_field(&fd, Value::Message(from_json(&md, &body, field)?));
+            }
+        }
+        for (path, value) in vars {
+            set_path(&mut msg, &path, &value)?;
+        }
+        if let Some(q) = parts.uri.query() {
+            let pairs: Vec<(String, String)> = serde_urlencoded::from_str(q)
+                .map_err(|e| Status::invalid_argument(format!("query string: {e}")))?;
+            for (k, v) in pairs {
+                set_path(&mut msg, &k, &v)?;
+            }
+        }
+        let answer = codec::unary(
+            self.grpc.clone(),
+            &rule.grpc_path,
+            Bytes::from(msg.encode_to_vec()),
+        )
+        .await?;
+        let out = DynamicMessage::decode(rule.output.clone(), answer)
+            .map_err(|e| Status::internal(format!("decoding the answer: {e}")))?;
+        let mut ser = serde_json::Serializer::new(Vec::new());
+        out.serialize_with_options(&mut ser, &SerializeOptions::new())
+            .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(json_response(StatusCode::OK, Bytes::from(ser.into_inner())))
+    }
+}
+
+fn from_json(md: &MessageDescriptor, body: &[u8], field: &str) -> Result<DynamicMessage, Status> {
+    if body.is_empty() {
+        return Ok(DynamicMessage::new(md.clone()));
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    DynamicMessage::deserialize(md.clone(), &mut de)
+        .map_err(|e| Status::invalid_argument(format!("{field}: {e}")))
+}
+
+/// Sets a (nested, dotted) field from its text: path variables and query parameters.
+fn set_path(msg: &mut DynamicMessage, path: &str, text: &str) -> Result<(), Status> {
+    let (head, rest) = match path.split_once('.') {
+        Some((h, r)) => (h, Some(r)),
+        None => (path, None),
+    };
+    let desc = msg.descriptor();
+    let fd = desc
+        .get_field_by_name(head)
+        .or_else(|| desc.get_field_by_json_name(head))
+        .ok_or_else(|| Status::invalid_argument(format!("unknown parameter {path:?}")))?;
+    if let Some(rest) = rest {
+        let Value::Message(inner) = msg.get_field_mut(&fd) else {
+            return Err(Status::invalid_argument(format!("{head} has no fields")));
+        };
+        return set_path(inner, rest, text);
+    }
+    let bad = |what: &str| Status::invalid_argument(format!("{path}: {text:?} is not {what}"));
+    let value = match fd.kind() {
+        Kind::String => Value::String(text.to_string()),
+        Kind::Bool => Value::Bool(text.parse().map_err(|_| bad("a boolean"))?),
+        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => {
+            Value::I32(text.parse().map_err(|_| bad("an integer"))?)
+        }
+        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => {
+            Value::I64(text.parse().map_err(|_| bad("an integer"))?)
+        }
+        Kind::Uint32 | Kind::Fixed32 => {
+            Value::U32(text.parse().map_err(|_| bad("an unsigned integer"))?)
+        }
+        Kind::Uint64 | Kind::Fixed64 => {
+            Value::U64(text.parse().map_err(|_| bad("an unsigned integer"))?)
+        }
+        Kind::Enum(e) => Value::EnumNumber(
+            e.get_value_by_name(text)
+                .map(|v| v.number())
+                .or_else(|| text.parse().ok())
+                .ok_or_else(|| bad("a known enum value"))?,
+        ),
+        _ => {
+            return Err(Status::invalid_argument(format!(
+                "{path} cannot be set from a parameter"
+            )))
+        }
+    };
+    msg.set_field(&fd, value);
+    Ok(())
+}
+
+fn json_response(code: StatusCode, body: Bytes) -> Response {
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = code;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// grpc-gateway's mapping of gRPC codes to HTTP statuses.
+pub fn http_status(code: Code) -> StatusCode {
+    match code {
+        Code::Ok => StatusCode::OK,
+        Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => {
+            StatusCode::BAD_REQUEST
+        }
+        Code::Unauthenticated => StatusCode::UNAUTHORIZED,
+        Code::PermissionDenied => StatusCode::FORBIDDEN,
+        Code::NotFound => StatusCode::NOT_FOUND,
+        Code::AlreadyExists | Code::Aborted => StatusCode::CONFLICT,
+        Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+        Code::Cancelled => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
+        Code::Unimplemented => StatusCode::NOT_IMPLEMENTED,
+        Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+        Code::Internal | Code::Unknown | Code::DataLoss => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// `google.rpc.Status` as JSON, with BadRequest field violations when there are any.
+pub fn status_response(s: &Status) -> Response {
+    use tonic_types::StatusExt;
+    let mut details = Vec::new();
+    if let Some(br) = s.get_details_bad_request() {
+        let violations: Vec<_> = br
+            .field_violations
+            .iter()
+            .map(|v| json!({"field": v.field, "description": v.description}))
+            .collect();
+        details.push(json!({"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": violations}));
+    }
+    let body = json!({"code": s.code() as i32, "message": s.message(), "details": details});
+    json_response(http_status(s.code()), Bytes::from(body.to_string()))
+}
+
+pub async fn handle(State(rest): State<Arc<Rest>>, req: Request) -> Response {
+    match rest.dispatch(req).await {
+        Ok(r) => r,
+        Err(s) => status_response(&s),
+    }
+}

@@ -1,0 +1,148 @@
+//! REST over HTTPS: the paths pinned in DESIGN.md, proto3 JSON, and `google.rpc.Status`
+//! errors with the matching HTTP status.
+
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
+
+use crate::server::Api;
+
+/// An HTTPS client trusting Kairship's CA (kube's client is a plain HTTPS client too).
+async fn client(api: &Api) -> kube::Client {
+    let kc = kairship_sim::kubeconfig::build("rest", &api.https, &api.ca_pem, "rest-test-token");
+    let path = api.env.sim.dir.path().join("rest.kubeconfig");
+    kairship_sim::kubeconfig::write(&path, &kc).expect("write");
+    crate::common::client_from(&path).await
+}
+
+async fn call(c: &kube::Client, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(kube::client::Body::from(
+            body.map(|b| b.to_string().into_bytes()).unwrap_or_default(),
+        ))
+        .expect("request");
+    let resp = c.send(req).await.expect("answer");
+    let code = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    (
+        code,
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned())),
+    )
+}
+
+const P: &str = "/apis/kairship.io/v1alpha1";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_paths_json_mapping_and_errors() {
+    let api = Api::start(2).await;
+    let c = client(&api).await;
+
+    let (code, list) = call(&c, "GET", &format!("{P}/instances"), None).await;
+    assert_eq!(code, 200, "{list}");
+    let items = list["instances"].as_array().expect("instances");
+    assert_eq!(items.len(), 2);
+    // proto3 JSON: lowerCamelCase names, enums by name, int64 as strings.
+    assert_eq!(items[0]["spec"]["mode"], "INSTANCE_MODE_EXTERNAL");
+    assert!(items[0]["spec"]["kubeconfigSecretRef"]["name"].is_string());
+    assert!(
+        items[0]["metadata"]["generation"].is_string(),
+        "int64 travels as a string: {}",
+        items[0]["metadata"]
+    );
+
+    let (code, one) = call(&c, "GET", &format!("{P}/instances/karmada-1"), None).await;
+    assert_eq!(
+        (code, one["status"]["phase"].as_str()),
+        (200, Some("Running"))
+    );
+    let (code, stats) = call(&c, "GET", &format!("{P}/instances/karmada-1/stats"), None).await;
+    assert_eq!((code, stats["clustersTotal"].as_i64()), (200, Some(2)));
+    let (code, page) = call(
+        &c,
+        "GET",
+        &format!("{P}/instances?options.page_size=1"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (code, page["instances"].as_array().map(Vec::len)),
+        (200, Some(1))
+    );
+    assert!(page["nextPageToken"].is_string());
+    let (code, actors) = call(&c, "GET", &format!("{P}/actors"), None).await;
+    assert_eq!(code, 200);
+    assert!(actors["actors"]
+        .as_array()
+        .expect("actors")
+        .iter()
+        .any(|a| a["name"] == "instance/karmada-2"));
+    let (code, restarted) = call(
+        &c,
+        "POST",
+        &format!("{P}/instances/karmada-2:restart"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(
+        (code, restarted["actor"]["state"].as_str()),
+        (200, Some("Running")),
+        "{restarted}"
+    );
+
+    // Errors: google.rpc.Status with the HTTP status grpc-gateway uses.
+    let (code, err) = call(&c, "GET", &format!("{P}/instances/nope"), None).await;
+    assert_eq!((code, err["code"].as_i64()), (404, Some(5)), "{err}");
+    assert!(err["message"].as_str().is_some_and(|m| m.contains("nope")));
+    let (code, err) = call(
+        &c,
+        "POST",
+        &format!("{P}/instances"),
+        Some(json!({"metadata": {"name": "Bad_Name"}, "spec": {"mode": "INSTANCE_MODE_MANAGED"}})),
+    )
+    .await;
+    assert_eq!(code, 400, "{err}");
+    assert_eq!(
+        err["details"][0]["fieldViolations"][0]["field"], "instance.metadata.name",
+        "{err}"
+    );
+    let (code, _) = call(
+        &c,
+        "GET",
+        &format!("{P}/instances?options.page_size=many"),
+        None,
+    )
+    .await;
+    assert_eq!(code, 400);
+    let (code, _) = call(
+        &c,
+        "POST",
+        &format!("{P}/instances"),
+        Some(Value::String("not an object".into())),
+    )
+    .await;
+    assert_eq!(code, 400);
+    let (code, _) = call(&c, "GET", &format!("{P}/widgets"), None).await;
+    assert_eq!(code, 404);
+
+    // Create and delete through REST; the tree picks the new instance up.
+    let body = json!({"metadata": {"name": "via-rest"}, "spec": {"mode": "INSTANCE_MODE_EXTERNAL", "kubeconfigSecretRef": {"namespace": crate::harness::NS, "name": "karmada-1-kubeconfig"}}});
+    let (code, created) = call(&c, "POST", &format!("{P}/instances"), Some(body)).await;
+    assert_eq!(
+        (code, created["metadata"]["name"].as_str()),
+        (200, Some("via-rest")),
+        "{created}"
+    );
+    api.env
+        .wait_phase(
+            "via-rest",
+            kairship::crd::Phase::Running,
+            std::time::Duration::from_secs(20),
+        )
+        .await;
+    let (code, _) = call(&c, "DELETE", &format!("{P}/instances/via-rest"), None).await;
+    assert_eq!(code, 200);
+    api.stop().await;
+}
