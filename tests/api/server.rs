@@ -14,6 +14,7 @@ pub struct Api {
     pub env: Env,
     pub tree: Tree,
     pub channel: Channel,
+    pub grpc_addr: std::net::SocketAddr,
     /// `https://127.0.0.1:P`
     pub https: String,
     pub ca_pem: String,
@@ -87,6 +88,7 @@ impl Api {
             env,
             tree,
             channel,
+            grpc_addr: addr,
             https,
             ca_pem: cert.ca_pem,
             stop: Some(tx),

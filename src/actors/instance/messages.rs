@@ -23,6 +23,8 @@ pub struct InstanceReader {
         super::caches::Kind,
         kube::runtime::reflector::Store<kube::api::DynamicObject>,
     >,
+    /// JSON of cached objects, reused across requests.
+    pub json: super::json_memo::JsonMemo,
     /// `Err(why)` when requests must fail fast with UNAVAILABLE.
     pub health: Result<(), String>,
     pub limiter: std::sync::Arc<tokio::sync::Semaphore>,

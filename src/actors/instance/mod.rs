@@ -4,6 +4,7 @@
 
 pub mod caches;
 pub mod connect;
+pub mod json_memo;
 pub mod messages;
 pub mod registration;
 pub mod stats;
@@ -49,6 +50,8 @@ pub struct InstanceState {
     registered: bool,
     last_error: Option<String>,
     ticker: Option<tokio::task::JoinHandle<()>>,
+    /// Serialized JSON of cached objects, shared by the API's readers of this instance.
+    json: json_memo::JsonMemo,
     /// Bounds concurrent API requests to this instance, so a slow one cannot take all workers.
     limiter: std::sync::Arc<tokio::sync::Semaphore>,
 }
@@ -80,6 +83,7 @@ impl InstanceState {
                 .as_ref()
                 .map(|c| c.stores.clone())
                 .unwrap_or_default(),
+            json: self.json.clone(),
             health,
             limiter: self.limiter.clone(),
         }
@@ -147,6 +151,7 @@ impl Actor for InstanceActor {
             last_error: None,
             ticker: Some(ticker),
             limiter: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS)),
+            json: json_memo::JsonMemo::default(),
         })
     }
 

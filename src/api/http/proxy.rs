@@ -51,7 +51,8 @@ fn json_response(code: StatusCode, body: Bytes) -> Response {
     r
 }
 
-/// Says where an answer came from: `cache` or `instance` (for debugging and tests).
+/// Says where an answer came from: `cache` or `instance`. A request carrying
+/// `x-kairship-source: instance` is passed through, to compare the cache with the instance.
 pub const SOURCE_HEADER: &str = "x-kairship-source";
 
 fn tagged(mut r: Response, source: &'static str) -> Response {
@@ -112,7 +113,12 @@ fn from_cache(
     path: &str,
     q: &HashMap<String, String>,
 ) -> Option<Response> {
-    if req.method() != Method::GET
+    let forced = req
+        .headers()
+        .get(SOURCE_HEADER)
+        .is_some_and(|v| v == "instance");
+    if forced
+        || req.method() != Method::GET
         || wants_table(req)
         || q.get("watch").is_some_and(|w| w == "true" || w == "1")
     {
@@ -136,9 +142,10 @@ fn from_cache(
             key = key.within(ns);
         }
         return Some(match store.get(&key) {
+            // One object: no eviction pass (the next LIST does that).
             Some(o) => json_response(
                 StatusCode::OK,
-                serde_json::to_vec(&*o).unwrap_or_default().into(),
+                routed.json.render(&[&*o], usize::MAX / 4).swap_remove(0),
             ),
             None => not_found(&ar.plural, &ar.group, name),
         });
@@ -172,26 +179,37 @@ fn from_cache(
             return None;
         }
     }
-    let mut items: Vec<(String, &DynamicObject)> = objects
+    let key = |o: &DynamicObject| {
+        (
+            o.metadata.namespace.clone().unwrap_or_default(),
+            o.metadata.name.clone().unwrap_or_default(),
+        )
+    };
+    let mut items: Vec<((String, String), &DynamicObject)> = objects
         .iter()
         .filter(|o| rp.namespace.as_ref().is_none_or(|ns| o.metadata.namespace.as_ref() == Some(ns)))
         .filter(|o| paging::labels_match(&labels, o.metadata.labels.as_ref()))
         .filter(|o| fields.is_empty() || fields.matches(&json!({"metadata": {"name": o.metadata.name, "namespace": o.metadata.namespace}})))
-        .map(|o| (format!("{}/{}", o.metadata.namespace.as_deref().unwrap_or(""), o.metadata.name.as_deref().unwrap_or("")), &**o))
+        .map(|o| (key(o), &**o))
         .collect();
-    items.sort_by(|a, b| a.0.cmp(&b.0));
+    items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
     if let Some(after) = q.get("continue").filter(|c| !c.is_empty()) {
-        let Some(after) = engine
+        let Some((ns, name)) = engine
             .decode(after)
             .ok()
             .and_then(|b| String::from_utf8(b).ok())
+            .and_then(|s| {
+                s.split_once('/')
+                    .map(|(a, b)| (a.to_string(), b.to_string()))
+            })
         else {
             return Some(status_response(&ApiError::invalid(
                 "continue",
                 "not a continue token this server issued",
             )));
         };
+        let after = (ns, name);
         items.retain(|(k, _)| *k > after);
     }
     let limit = q
@@ -203,14 +221,30 @@ fn from_cache(
         if items.len() > l {
             meta["remainingItemCount"] = json!(items.len() - l);
             items.truncate(l);
-            meta["continue"] = json!(items.last().map(|(k, _)| engine.encode(k)));
+            meta["continue"] = json!(items
+                .last()
+                .map(|((ns, name), _)| engine.encode(format!("{ns}/{name}"))));
         }
     }
-    let list = json!({"kind": format!("{}List", ar.kind), "apiVersion": ar.api_version, "metadata": meta, "items": items.iter().map(|(_, o)| o).collect::<Vec<_>>()});
-    Some(json_response(
-        StatusCode::OK,
-        serde_json::to_vec(&list).unwrap_or_default().into(),
-    ))
+    let refs: Vec<&DynamicObject> = items.iter().map(|(_, o)| *o).collect();
+    let rendered = routed.json.render(&refs, objects.len());
+    let head =
+        json!({"kind": format!("{}List", ar.kind), "apiVersion": ar.api_version, "metadata": meta})
+            .to_string();
+    let mut body = bytes::BytesMut::with_capacity(
+        head.len() + rendered.iter().map(|b| b.len() + 1).sum::<usize>() + 16,
+    );
+    // The head without its closing brace, then the items copied as they are.
+    body.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
+    body.extend_from_slice(b",\"items\":[");
+    for (i, b) in rendered.iter().enumerate() {
+        if i > 0 {
+            body.extend_from_slice(b",");
+        }
+        body.extend_from_slice(b);
+    }
+    body.extend_from_slice(b"]}");
+    Some(json_response(StatusCode::OK, body.freeze()))
 }
 
 fn not_found(plural: &str, group: &str, name: &str) -> Response {

@@ -1,0 +1,250 @@
+//! The API's read path, side by side in one process: LIST and GET of 5,000 Deployments
+//! through Kairship's cache vs passed through to the instance, and a healthy instance's
+//! p99 while another instance has 2 s of latency injected. Prints figures only.
+//! Run: `cargo bench --bench api_cache`.
+
+use std::time::{Duration, Instant};
+
+use kairship::actors::context::Settings;
+use kairship::actors::tree::Election;
+use kairship::bootstrap;
+use kairship::crd::{Instance, Phase};
+use kairship::server::{self, ServerConfig};
+use kairship_sim::{kubeconfig, Fleet, FleetConfig};
+use kube::api::Api;
+use serde_json::json;
+
+const DEPLOYMENTS: usize = 5_000;
+
+async fn client(path: &std::path::Path) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(path).expect("kubeconfig");
+    kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .expect("config"),
+    )
+    .expect("client")
+}
+
+async fn get(c: &kube::Client, path: &str, pass_through: bool) -> Duration {
+    let mut req = http::Request::get(path);
+    if pass_through {
+        req = req.header("x-kairship-source", "instance");
+    }
+    let t = Instant::now();
+    let body = c
+        .request_text(req.body(Vec::new()).expect("request"))
+        .await
+        .expect("answer");
+    assert!(!body.is_empty());
+    t.elapsed()
+}
+
+struct Stats {
+    p50: Duration,
+    p99: Duration,
+    per_sec: f64,
+}
+
+async fn measure(c: &kube::Client, path: &str, pass_through: bool, n: usize) -> Stats {
+    let start = Instant::now();
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        v.push(get(c, path, pass_through).await);
+    }
+    let total = start.elapsed();
+    v.sort();
+    let at = |p: f64| v[((v.len() as f64 - 1.0) * p).round() as usize];
+    Stats {
+        p50: at(0.5),
+        p99: at(0.99),
+        per_sec: n as f64 / total.as_secs_f64(),
+    }
+}
+
+fn row(what: &str, s: &Stats) {
+    println!(
+        "  {what:<34} p50 {:>9.2?}  p99 {:>9.2?}  {:>8.1} req/s",
+        s.p50, s.p99, s.per_sec
+    );
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fleet = Fleet::start(FleetConfig {
+        instances: 2,
+        clusters: 2,
+        state_dir: Some(dir.path().to_path_buf()),
+        cluster_tick: Duration::from_secs(3600),
+        ..Default::default()
+    })
+    .await
+    .expect("fleet");
+    let inst = fleet.instance("karmada-1").expect("karmada-1");
+    let def = inst
+        .server
+        .store
+        .lookup("apps", "v1", "deployments")
+        .expect("deployments served");
+    for i in 0..DEPLOYMENTS {
+        let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": format!("web-{i:05}"), "labels": {"app": "web", "shard": (i % 10).to_string()}},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}}});
+        inst.server
+            .store
+            .create(&def, Some("default"), d)
+            .expect("create");
+    }
+    let host = client(&dir.path().join("kubeconfigs/host.kubeconfig")).await;
+    bootstrap::install_crds(&host).await.expect("crds");
+    bootstrap::ensure_namespace(&host, "kairship-system")
+        .await
+        .expect("ns");
+    for name in ["karmada-1", "karmada-2"] {
+        let config = std::fs::read(dir.path().join(format!("kubeconfigs/{name}.kubeconfig")))
+            .expect("kubeconfig");
+        bootstrap::attach_external(&host, "kairship-system", name, config)
+            .await
+            .expect("attach");
+    }
+    let cert = kairship_sim::tls::generate("kairship").expect("cert");
+    let running = server::start(ServerConfig {
+        host: host.clone(),
+        identity: "bench".into(),
+        election: Election::Always,
+        settings: Settings::default(),
+        grpc_addr: "127.0.0.1:0".parse().expect("addr"),
+        http_addr: "127.0.0.1:0".parse().expect("addr"),
+        tls: cert.server_config.clone(),
+    })
+    .await
+    .expect("server");
+    let instances: Api<Instance> = Api::all(host.clone());
+    loop {
+        let synced = instances
+            .list(&Default::default())
+            .await
+            .map(|l| {
+                l.items
+                    .iter()
+                    .filter(|i| i.status.as_ref().is_some_and(|s| s.phase == Phase::Running))
+                    .count()
+            })
+            .unwrap_or(0);
+        if synced == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let proxy = |name: &str| {
+        let server = format!(
+            "https://{}/apis/kairship.io/v1alpha1/instances/{name}/proxy",
+            running.http_addr
+        );
+        let path = dir.path().join(format!("proxy-{name}.kubeconfig"));
+        kubeconfig::write(
+            &path,
+            &kubeconfig::build(name, &server, &cert.ca_pem, "bench"),
+        )
+        .expect("write");
+        path
+    };
+    let one = client(&proxy("karmada-1")).await;
+    let two = client(&proxy("karmada-2")).await;
+    // Warm up connections on both paths.
+    get(
+        &one,
+        "/apis/apps/v1/namespaces/default/deployments?limit=1",
+        false,
+    )
+    .await;
+    get(
+        &one,
+        "/apis/apps/v1/namespaces/default/deployments?limit=1",
+        true,
+    )
+    .await;
+
+    println!("kairship API read path: {DEPLOYMENTS} Deployments in one instance, through the HTTPS proxy, 2-core machine, one process");
+    let list = "/apis/apps/v1/namespaces/default/deployments";
+    // The first cached LIST serializes every object once (then reused until it changes).
+    let cold = get(&one, list, false).await;
+    println!("  first LIST from cache (cold, fills the JSON memo): {cold:.2?}");
+    get(&one, list, true).await;
+    let cached_list = measure(&one, list, false, 20).await;
+    let passed_list = measure(&one, list, true, 20).await;
+    row("LIST all, from cache", &cached_list);
+    row("LIST all, passed through", &passed_list);
+    println!(
+        "  -> cached LIST is {:.1}x faster at p50 ({:.1}x in throughput)",
+        passed_list.p50.as_secs_f64() / cached_list.p50.as_secs_f64(),
+        cached_list.per_sec / passed_list.per_sec
+    );
+    let sel = format!("{list}?labelSelector=shard%3D3");
+    row(
+        "LIST label selector (500), cache",
+        &measure(&one, &sel, false, 20).await,
+    );
+    row(
+        "LIST label selector (500), through",
+        &measure(&one, &sel, true, 20).await,
+    );
+    let item = format!("{list}/web-02500");
+    let cached_get = measure(&one, &item, false, 500).await;
+    let passed_get = measure(&one, &item, true, 500).await;
+    row("GET one, from cache", &cached_get);
+    row("GET one, passed through", &passed_get);
+
+    // Isolation: a slow instance under load must not slow a healthy one. Baseline and
+    // loaded windows alternate, so drift on a shared machine hits both alike.
+    let probe_path = "/apis/apps/v1/namespaces/default/deployments/web-00042";
+    let url = format!("{}/faults/karmada-2", fleet.admin_url());
+    kairship_sim::admin::call(
+        "POST",
+        &url,
+        Some(json!({"mode": "latency", "latency_ms": 2000})),
+    )
+    .await
+    .expect("fault");
+    let (mut before, mut during) = (Vec::new(), Vec::new());
+    for _round in 0..3 {
+        before.push(measure(&one, probe_path, false, 1000).await);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut load = Vec::new();
+        for _ in 0..16 {
+            let (two, stop) = (two.clone(), stop.clone());
+            load.push(tokio::spawn(async move {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let req = http::Request::get("/api/v1/namespaces/default/configmaps")
+                        .body(Vec::new())
+                        .expect("request");
+                    let _ = two.request_text(req).await;
+                }
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        during.push(measure(&one, probe_path, false, 1000).await);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for l in load {
+            l.abort();
+        }
+    }
+    let median_p99 = |v: &mut Vec<Stats>| {
+        v.sort_by_key(|s| s.p99);
+        Stats {
+            p50: v[1].p50,
+            p99: v[1].p99,
+            per_sec: v[1].per_sec,
+        }
+    };
+    let (b, d) = (median_p99(&mut before), median_p99(&mut during));
+    println!("isolation: karmada-2 with 2 s latency and 16 clients waiting on it; GET on healthy karmada-1 (3 alternating rounds of 1000, median p99):");
+    row("without the slow load", &b);
+    row("while karmada-2 is slow", &d);
+    println!(
+        "  -> healthy p99 changed by {:+.1}%",
+        (d.p99.as_secs_f64() / b.p99.as_secs_f64() - 1.0) * 100.0
+    );
+    running.shutdown().await;
+    fleet.shutdown();
+}
