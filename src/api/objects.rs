@@ -133,3 +133,44 @@ pub async fn delete(
     .await
     .map(|_| ())
 }
+
+/// A cached object with its kind.
+pub type Cached = (Kind, std::sync::Arc<DynamicObject>);
+
+/// Cached objects of one kind (`kind`) or of all `among` (empty `kind`), filtered by
+/// namespace (namespaced kinds only) and label selector, keyed `namespace/Kind/name`
+/// for paging.
+pub fn cached(
+    routed: &Routed,
+    kind: &str,
+    among: &[Kind],
+    namespace: &str,
+    opts: Option<&crate::proto::ListOptions>,
+) -> Result<Vec<(String, Cached)>, ApiError> {
+    let kinds: Vec<Kind> = match kind {
+        "" => among.to_vec(),
+        k => vec![self::kind("kind", k, among)?],
+    };
+    let sel = super::paging::selector(opts)?;
+    let mut items = Vec::new();
+    for kind in kinds {
+        let Some(store) = routed.stores.get(&kind) else {
+            continue;
+        };
+        for o in store.state() {
+            let ns = o.metadata.namespace.clone().unwrap_or_default();
+            if (!namespace.is_empty() && kind.namespaced() && ns != namespace)
+                || !super::paging::labels_match(&sel, o.metadata.labels.as_ref())
+            {
+                continue;
+            }
+            let key = format!(
+                "{ns}/{}/{}",
+                kind.resource().kind,
+                o.metadata.name.as_deref().unwrap_or_default()
+            );
+            items.push((key, (kind, o)));
+        }
+    }
+    Ok(items)
+}

@@ -585,29 +585,10 @@ async fn supervisor_health_and_reflection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_grpcio_client_with_server_reflection() {
     let api = Api::start(1).await;
-    let python = std::env::var("KAIRSHIP_PYTHON").unwrap_or_else(|_| {
-        crate::common::repo_path(".venv/bin/python")
-            .display()
-            .to_string()
-    });
-    let script = crate::common::repo_path("tests/python/grpc_client.py");
-    let addr = api.grpc_addr.to_string();
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python)
-            .arg(script)
-            .arg(addr)
-            .arg("karmada-1")
-            .output()
-    })
-    .await
-    .expect("join")
-    .expect("python runs (scripts/install-test-deps.sh installs grpcio)");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "python grpc checks failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout.contains("all checks passed"), "{stdout}");
+    crate::common::run_python(
+        "grpc_client.py",
+        vec![api.grpc_addr.to_string(), "karmada-1".into()],
+    )
+    .await;
     api.stop().await;
 }

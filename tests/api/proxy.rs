@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::common::{kubectl_bin, repo_path, shared_karmada};
+use crate::common::{kubectl_bin, shared_karmada};
 use crate::server::Api;
 
 fn kubectl(api: &Api, instance: &str, args: &[&str]) -> std::process::Output {
@@ -193,23 +193,11 @@ async fn json_reads_come_from_the_cache_and_the_rest_passes_through() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_client_works_through_the_proxy() {
     let api = Api::start(1).await;
-    let kubeconfig = api.proxy_kubeconfig("karmada-1");
-    let python = std::env::var("KAIRSHIP_PYTHON")
-        .unwrap_or_else(|_| repo_path(".venv/bin/python").display().to_string());
-    let script = repo_path("tests/python/sim_client.py");
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(python).arg(script).arg(kubeconfig).output()
-    })
-    .await
-    .expect("join")
-    .expect("python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "python through the proxy failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout.contains("all checks passed"));
+    crate::common::run_python(
+        "sim_client.py",
+        vec![api.proxy_kubeconfig("karmada-1").display().to_string()],
+    )
+    .await;
     api.stop().await;
 }
 

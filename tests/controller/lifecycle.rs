@@ -13,14 +13,7 @@ use crate::common::eventually;
 use crate::harness::{actor, Env, NS};
 
 fn clusters(client: kube::Client) -> Api<DynamicObject> {
-    let ar = ApiResource {
-        group: "cluster.karmada.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "cluster.karmada.io/v1alpha1".into(),
-        kind: "Cluster".into(),
-        plural: "clusters".into(),
-    };
-    Api::all_with(client, &ar)
+    Api::all_with(client, &crate::common::cluster_resource())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -140,3 +140,41 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Runs a check script from tests/python with the project's virtualenv and fails the
+/// test unless it ends with "all checks passed".
+pub async fn run_python(script: &str, args: Vec<String>) {
+    let python = std::env::var("KAIRSHIP_PYTHON").unwrap_or_else(|_| {
+        let venv = repo_path(".venv/bin/python");
+        assert!(
+            venv.exists(),
+            "{} missing: run scripts/install-test-deps.sh",
+            venv.display()
+        );
+        venv.display().to_string()
+    });
+    let path = repo_path("tests/python").join(script);
+    let out =
+        tokio::task::spawn_blocking(move || Command::new(python).arg(path).args(args).output())
+            .await
+            .expect("join")
+            .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{script} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("all checks passed"), "{stdout}");
+}
+
+/// The `cluster.karmada.io/v1alpha1` Cluster resource, for dynamic APIs.
+pub fn cluster_resource() -> kube::discovery::ApiResource {
+    kube::discovery::ApiResource {
+        group: "cluster.karmada.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "cluster.karmada.io/v1alpha1".into(),
+        kind: "Cluster".into(),
+        plural: "clusters".into(),
+    }
+}

@@ -12,14 +12,7 @@ use serde_json::json;
 use crate::common::{client_from, eventually, Sim};
 
 fn clusters_api(client: kube::Client) -> Api<DynamicObject> {
-    let ar = ApiResource {
-        group: "cluster.karmada.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "cluster.karmada.io/v1alpha1".into(),
-        kind: "Cluster".into(),
-        plural: "clusters".into(),
-    };
-    Api::all_with(client, &ar)
+    Api::all_with(client, &crate::common::cluster_resource())
 }
 
 #[tokio::test]

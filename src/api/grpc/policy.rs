@@ -65,34 +65,16 @@ impl PolicyService for Policies {
     ) -> Result<Response<proto::ListPoliciesResponse>, Status> {
         let req = req.into_inner();
         let routed = self.0.route("instance", &req.instance).await?;
-        let kinds: Vec<Kind> = match req.kind.as_str() {
-            "" => Kind::POLICIES.to_vec(),
-            k => vec![objects::kind("kind", k, &Kind::POLICIES)?],
-        };
-        let sel = paging::selector(req.options.as_ref())?;
-        let mut items = Vec::new();
-        for kind in kinds {
-            let Some(store) = routed.stores.get(&kind) else {
-                continue;
-            };
-            for o in store.state() {
-                let ns = o.metadata.namespace.clone().unwrap_or_default();
-                if (!req.namespace.is_empty() && kind.namespaced() && ns != req.namespace)
-                    || !paging::labels_match(&sel, o.metadata.labels.as_ref())
-                {
-                    continue;
-                }
-                let key = format!(
-                    "{}/{ns}/{}",
-                    kind.resource().kind,
-                    o.metadata.name.clone().unwrap_or_default()
-                );
-                items.push((key, policy(kind, &o)));
-            }
-        }
+        let items = objects::cached(
+            &routed,
+            &req.kind,
+            &Kind::POLICIES,
+            &req.namespace,
+            req.options.as_ref(),
+        )?;
         let page = paging::paginate(items, req.options.as_ref())?;
         Ok(Response::new(proto::ListPoliciesResponse {
-            policies: page.items,
+            policies: page.items.iter().map(|(k, o)| policy(*k, o)).collect(),
             next_page_token: page.next_page_token,
         }))
     }

@@ -147,32 +147,13 @@ impl WorkloadService for Workloads {
     ) -> Result<Response<proto::ListWorkloadsResponse>, Status> {
         let req = req.into_inner();
         let routed = self.0.route("instance", &req.instance).await?;
-        let kinds: Vec<Kind> = match req.kind.as_str() {
-            "" => Kind::WORKLOADS.to_vec(),
-            k => vec![objects::kind("kind", k, &Kind::WORKLOADS)?],
-        };
-        let sel = paging::selector(req.options.as_ref())?;
-        let mut items = Vec::new();
-        for kind in kinds {
-            let Some(store) = routed.stores.get(&kind) else {
-                continue;
-            };
-            for o in store.state() {
-                let ns = o.metadata.namespace.clone().unwrap_or_default();
-                if (!req.namespace.is_empty() && ns != req.namespace)
-                    || !paging::labels_match(&sel, o.metadata.labels.as_ref())
-                {
-                    continue;
-                }
-                let key = format!(
-                    "{ns}/{}/{}",
-                    kind.resource().kind,
-                    o.metadata.name.clone().unwrap_or_default()
-                );
-                items.push((key, (kind, o)));
-            }
-        }
-        // Convert only the page: policy matching is per item.
+        let items = objects::cached(
+            &routed,
+            &req.kind,
+            &Kind::WORKLOADS,
+            &req.namespace,
+            req.options.as_ref(),
+        )?;
         let page = paging::paginate(items, req.options.as_ref())?;
         let workloads = page
             .items
