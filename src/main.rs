@@ -24,6 +24,7 @@ fn main() -> ExitCode {
             Command::Sim(args) => kairship::cli::sim::run(args).await,
             Command::Run(args) => kairship::cli::run::run(args).await,
             Command::Demo(args) => kairship::cli::demo::run(args).await,
+            Command::Ctl(args) => kairship::cli::ctl::run(args).await,
             Command::Crds => kairship::crd::crds_yaml()
                 .map(|y| print!("{y}"))
                 .map_err(|e| kairship::Error::Usage(format!("rendering CRDs: {e}"))),

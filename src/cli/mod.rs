@@ -1,5 +1,6 @@
 //! The `kairship` command line.
 
+pub mod ctl;
 pub mod demo;
 pub mod run;
 pub mod sim;
@@ -27,6 +28,8 @@ pub enum Command {
     Sim(sim::SimArgs),
     /// The main job: a simulated Karmada fleet and Kairship with all roles against it.
     Demo(demo::DemoArgs),
+    /// A client for people: instances, stats, clusters and actors over gRPC.
+    Ctl(ctl::CtlArgs),
     /// Run Kairship against a host cluster (production).
     Run(run::RunArgs),
     /// Print Kairship's CustomResourceDefinitions as YAML (the same bytes as deploy/crds/).

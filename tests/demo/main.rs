@@ -117,6 +117,49 @@ async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
         .iter()
         .all(|i| i.status.as_ref().is_some_and(|s| s.phase == "Running")));
 
+    // `kairship ctl` finds the API through endpoints.json.
+    let ctl = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kairship"))
+            .arg("ctl")
+            .arg("--state-dir")
+            .arg(dir.path())
+            .args(args)
+            .output()
+            .expect("ctl runs");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, table, err) = ctl(&["instances", "list"]);
+    assert!(ok, "{err}");
+    assert!(
+        table
+            .lines()
+            .next()
+            .is_some_and(|h| h.starts_with("NAME") && h.contains("PHASE")),
+        "{table}"
+    );
+    assert_eq!(
+        table.lines().filter(|l| l.contains("Running")).count(),
+        2,
+        "{table}"
+    );
+    let (ok, json, err) = ctl(&["stats", "karmada-1", "-o", "json"]);
+    assert!(ok, "{err}");
+    let stats: Value = serde_json::from_str(&json).expect("stats json");
+    assert_eq!(stats["clustersTotal"], 2);
+    let (ok, actors, _) = ctl(&["actors", "list"]);
+    assert!(ok && actors.contains("instance/karmada-2"), "{actors}");
+    let (ok, restarted, _) = ctl(&["actors", "restart", "karmada-2", "-o", "yaml"]);
+    assert!(
+        ok && restarted.contains("instance/karmada-2"),
+        "{restarted}"
+    );
+    let (ok, _, err) = ctl(&["instances", "get", "nope"]);
+    assert!(!ok && err.contains("NotFound"), "{err}");
+
     // SIGTERM: a clean exit, and every port it served is closed afterwards.
     let https = endpoints["http"]
         .as_str()

@@ -101,6 +101,17 @@ impl Rest {
     }
 }
 
+/// A message (encoded as `bytes`) as proto3 JSON, by its full name in the API's descriptors.
+pub fn message_json(full_name: &str, bytes: &[u8]) -> Result<serde_json::Value, String> {
+    let pool = prost_reflect::DescriptorPool::decode(crate::proto::FILE_DESCRIPTOR_SET)
+        .map_err(|e| e.to_string())?;
+    let md = pool
+        .get_message_by_name(full_name)
+        .ok_or_else(|| format!("no message {full_name}"))?;
+    let msg = DynamicMessage::decode(md, bytes).map_err(|e| e.to_string())?;
+    serde_json::to_value(&msg).map_err(|e| e.to_string())
+}
+
 fn from_json(md: &MessageDescriptor, body: &[u8], field: &str) -> Result<DynamicMessage, Status> {
     if body.is_empty() {
         return Ok(DynamicMessage::new(md.clone()));

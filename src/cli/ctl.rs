@@ -1,0 +1,441 @@
+//! `kairship ctl`: a client for people, over gRPC. Tables by default, `-o json|yaml` for
+//! the proto3 JSON shape. The address and token come from flags, the environment, or the
+//! demo's endpoints.json.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand, ValueEnum};
+use prost::Message;
+use serde_json::Value;
+use tonic::transport::Channel;
+
+use crate::proto::{
+    self, cluster_service_client::ClusterServiceClient,
+    instance_service_client::InstanceServiceClient,
+    supervisor_service_client::SupervisorServiceClient,
+};
+use crate::Error;
+
+#[derive(Debug, Clone, Copy, ValueEnum, Default)]
+pub enum Output {
+    #[default]
+    Table,
+    Json,
+    Yaml,
+}
+
+#[derive(Debug, Args)]
+pub struct CtlArgs {
+    /// gRPC address (host:port); else $KAIRSHIP_GRPC, else `grpc` in endpoints.json.
+    #[arg(long, env = "KAIRSHIP_GRPC")]
+    pub grpc: Option<String>,
+    /// Bearer token; else $KAIRSHIP_TOKEN, else the admin token in endpoints.json.
+    #[arg(long, env = "KAIRSHIP_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Where `kairship demo` wrote endpoints.json.
+    #[arg(long, default_value = ".kairship-demo")]
+    pub state_dir: PathBuf,
+    #[arg(short, long, value_enum, default_value_t = Output::Table, global = true)]
+    pub output: Output,
+    #[command(subcommand)]
+    pub command: CtlCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CtlCommand {
+    /// Karmada instances.
+    #[command(subcommand)]
+    Instances(InstancesCmd),
+    /// Aggregated statistics of one instance.
+    Stats { name: String },
+    /// Member clusters of one instance.
+    Clusters { name: String },
+    /// The supervision tree.
+    #[command(subcommand)]
+    Actors(ActorsCmd),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum InstancesCmd {
+    List,
+    Get {
+        name: String,
+    },
+    /// Create an instance: External from a kubeconfig Secret, or Managed by karmada-operator.
+    Create {
+        name: String,
+        #[arg(long, value_parser = ["external", "managed"])]
+        mode: String,
+        /// NAMESPACE/NAME[:KEY] of the kubeconfig Secret (External).
+        #[arg(long)]
+        secret: Option<String>,
+    },
+    Delete {
+        name: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ActorsCmd {
+    List,
+    /// Restart one instance actor.
+    Restart {
+        name: String,
+    },
+}
+
+struct Conn {
+    channel: Channel,
+    token: Option<String>,
+}
+
+impl Conn {
+    fn request<T>(&self, msg: T) -> tonic::Request<T> {
+        let mut r = tonic::Request::new(msg);
+        r.set_timeout(Duration::from_secs(15));
+        if let Some(t) = &self.token {
+            if let Ok(v) = format!("Bearer {t}").parse() {
+                r.metadata_mut().insert("authorization", v);
+            }
+        }
+        r
+    }
+}
+
+async fn connect(args: &CtlArgs) -> Result<Conn, Error> {
+    let endpoints = || -> Result<Value, Error> {
+        let path = args.state_dir.join("endpoints.json");
+        let text = std::fs::read(&path).map_err(|source| Error::Io {
+            context: format!(
+                "reading {} (pass --grpc, or run `kairship demo`)",
+                path.display()
+            ),
+            source,
+        })?;
+        serde_json::from_slice(&text)
+            .map_err(|e| Error::Usage(format!("{} is not valid JSON: {e}", path.display())))
+    };
+    let (grpc, token) = match (&args.grpc, &args.token) {
+        (Some(g), t) => (g.clone(), t.clone()),
+        (None, t) => {
+            let e = endpoints()?;
+            let g = e["grpc"]
+                .as_str()
+                .ok_or_else(|| Error::Usage("endpoints.json has no grpc address".into()))?
+                .to_string();
+            (
+                g,
+                t.clone()
+                    .or_else(|| e["tokens"]["admin"].as_str().map(String::from)),
+            )
+        }
+    };
+    let channel = Channel::from_shared(format!("http://{grpc}"))
+        .map_err(|e| Error::Usage(format!("bad gRPC address {grpc:?}: {e}")))?
+        .connect_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .map_err(|e| Error::Usage(format!("cannot reach Kairship at {grpc}: {e}")))?;
+    Ok(Conn { channel, token })
+}
+
+fn status(e: tonic::Status) -> Error {
+    Error::Usage(format!("{:?}: {}", e.code(), e.message()))
+}
+
+fn print(
+    output: Output,
+    full_name: &str,
+    msg: &impl Message,
+    table: impl FnOnce(&Value) -> Vec<Vec<String>>,
+) -> Result<(), Error> {
+    let json =
+        crate::api::rest::message_json(full_name, &msg.encode_to_vec()).map_err(Error::Usage)?;
+    match output {
+        Output::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&json).unwrap_or_default()
+        ),
+        Output::Yaml => print!(
+            "{}",
+            serde_saphyr::to_string(&json).map_err(|e| Error::Usage(e.to_string()))?
+        ),
+        Output::Table => print_table(table(&json)),
+    }
+    Ok(())
+}
+
+fn print_table(rows: Vec<Vec<String>>) {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(String::len)
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for r in rows {
+        let line: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+            .collect();
+        println!("{}", line.join("   ").trim_end());
+    }
+}
+
+fn s(v: &Value, path: &str) -> String {
+    match v.pointer(path) {
+        Some(Value::String(x)) => x.clone(),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// A number that proto3 JSON leaves out when it is zero.
+fn n(v: &Value, path: &str) -> String {
+    let x = s(v, path);
+    if x.is_empty() {
+        "0".into()
+    } else {
+        x
+    }
+}
+
+fn instance_rows(items: &[Value]) -> Vec<Vec<String>> {
+    let mut rows = vec![vec![
+        "NAME".into(),
+        "MODE".into(),
+        "PHASE".into(),
+        "CLUSTERS".into(),
+        "NODES".into(),
+        "VERSION".into(),
+    ]];
+    for i in items {
+        let mode = s(i, "/spec/mode")
+            .trim_start_matches("INSTANCE_MODE_")
+            .to_lowercase();
+        rows.push(vec![
+            s(i, "/metadata/name"),
+            mode,
+            s(i, "/status/phase"),
+            format!(
+                "{}/{}",
+                n(i, "/status/stats/clustersReady"),
+                n(i, "/status/stats/clustersTotal")
+            ),
+            format!(
+                "{}/{}",
+                n(i, "/status/stats/nodesReady"),
+                n(i, "/status/stats/nodesTotal")
+            ),
+            s(i, "/status/karmadaVersion"),
+        ]);
+    }
+    rows
+}
+
+pub async fn run(args: CtlArgs) -> Result<(), Error> {
+    let conn = connect(&args).await?;
+    let out = args.output;
+    match &args.command {
+        CtlCommand::Instances(cmd) => {
+            let mut c = InstanceServiceClient::new(conn.channel.clone());
+            match cmd {
+                InstancesCmd::List => {
+                    let r = c
+                        .list_instances(conn.request(proto::ListInstancesRequest::default()))
+                        .await
+                        .map_err(status)?
+                        .into_inner();
+                    print(out, "kairship.v1alpha1.ListInstancesResponse", &r, |j| {
+                        instance_rows(j["instances"].as_array().map(Vec::as_slice).unwrap_or(&[]))
+                    })
+                }
+                InstancesCmd::Get { name } => {
+                    let r = c
+                        .get_instance(
+                            conn.request(proto::GetInstanceRequest { name: name.clone() }),
+                        )
+                        .await
+                        .map_err(status)?
+                        .into_inner();
+                    print(out, "kairship.v1alpha1.Instance", &r, |j| {
+                        instance_rows(std::slice::from_ref(j))
+                    })
+                }
+                InstancesCmd::Create { name, mode, secret } => {
+                    let spec = match mode.as_str() {
+                        "external" => {
+                            let secret = secret.as_deref().ok_or_else(|| Error::Usage("--secret NAMESPACE/NAME[:KEY] is required with --mode external".into()))?;
+                            let (path, key) = secret.split_once(':').unwrap_or((secret, ""));
+                            let (ns, sname) = path.split_once('/').ok_or_else(|| {
+                                Error::Usage(format!(
+                                    "--secret {secret:?}: expected NAMESPACE/NAME[:KEY]"
+                                ))
+                            })?;
+                            proto::InstanceSpec {
+                                mode: proto::InstanceMode::External as i32,
+                                kubeconfig_secret_ref: Some(proto::SecretKeyRef {
+                                    namespace: ns.into(),
+                                    name: sname.into(),
+                                    key: key.into(),
+                                }),
+                                ..Default::default()
+                            }
+                        }
+                        _ => proto::InstanceSpec {
+                            mode: proto::InstanceMode::Managed as i32,
+                            ..Default::default()
+                        },
+                    };
+                    let inst = proto::Instance {
+                        metadata: Some(proto::ObjectMeta {
+                            name: name.clone(),
+                            ..Default::default()
+                        }),
+                        spec: Some(spec),
+                        status: None,
+                    };
+                    let r = c
+                        .create_instance(conn.request(proto::CreateInstanceRequest {
+                            instance: Some(inst),
+                        }))
+                        .await
+                        .map_err(status)?
+                        .into_inner();
+                    print(out, "kairship.v1alpha1.Instance", &r, |j| {
+                        instance_rows(std::slice::from_ref(j))
+                    })
+                }
+                InstancesCmd::Delete { name } => {
+                    c.delete_instance(
+                        conn.request(proto::DeleteInstanceRequest { name: name.clone() }),
+                    )
+                    .await
+                    .map_err(status)?;
+                    println!("instance {name} deleted");
+                    Ok(())
+                }
+            }
+        }
+        CtlCommand::Stats { name } => {
+            let mut c = InstanceServiceClient::new(conn.channel.clone());
+            let r = c
+                .get_instance_stats(
+                    conn.request(proto::GetInstanceStatsRequest { name: name.clone() }),
+                )
+                .await
+                .map_err(status)?
+                .into_inner();
+            print(out, "kairship.v1alpha1.InstanceStats", &r, |j| {
+                let mut rows = vec![vec!["STAT".into(), "VALUE".into()]];
+                if let Some(o) = j.as_object() {
+                    rows.extend(o.iter().map(|(k, v)| {
+                        vec![
+                            k.clone(),
+                            s(
+                                &Value::Object(
+                                    [("v".to_string(), v.clone())].into_iter().collect(),
+                                ),
+                                "/v",
+                            ),
+                        ]
+                    }));
+                }
+                rows
+            })
+        }
+        CtlCommand::Clusters { name } => {
+            let mut c = ClusterServiceClient::new(conn.channel.clone());
+            let r = c
+                .list_clusters(conn.request(proto::ListClustersRequest {
+                    instance: name.clone(),
+                    options: None,
+                }))
+                .await
+                .map_err(status)?
+                .into_inner();
+            print(out, "kairship.v1alpha1.ListClustersResponse", &r, |j| {
+                let mut rows = vec![vec![
+                    "NAME".into(),
+                    "READY".into(),
+                    "VERSION".into(),
+                    "MODE".into(),
+                    "NODES".into(),
+                    "CPU".into(),
+                    "MEMORY".into(),
+                ]];
+                for c in j["clusters"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+                    rows.push(vec![
+                        s(c, "/metadata/name"),
+                        if c["ready"] == Value::Bool(true) {
+                            "True".into()
+                        } else {
+                            "False".into()
+                        },
+                        s(c, "/kubernetesVersion"),
+                        s(c, "/syncMode"),
+                        format!("{}/{}", n(c, "/nodesReady"), n(c, "/nodesTotal")),
+                        format!("{}/{}", s(c, "/allocated/cpu"), s(c, "/allocatable/cpu")),
+                        format!(
+                            "{}/{}",
+                            s(c, "/allocated/memory"),
+                            s(c, "/allocatable/memory")
+                        ),
+                    ]);
+                }
+                rows
+            })
+        }
+        CtlCommand::Actors(cmd) => {
+            let mut c = SupervisorServiceClient::new(conn.channel.clone());
+            let actor_rows = |actors: &[Value]| {
+                let mut rows = vec![vec![
+                    "ACTOR".into(),
+                    "STATE".into(),
+                    "RESTARTS".into(),
+                    "UPTIME".into(),
+                    "LAST ERROR".into(),
+                ]];
+                for a in actors {
+                    rows.push(vec![
+                        s(a, "/name"),
+                        s(a, "/state"),
+                        n(a, "/restartCount"),
+                        format!("{}s", n(a, "/uptimeSeconds")),
+                        s(a, "/lastError"),
+                    ]);
+                }
+                rows
+            };
+            match cmd {
+                ActorsCmd::List => {
+                    let r = c
+                        .list_actors(conn.request(proto::ListActorsRequest {}))
+                        .await
+                        .map_err(status)?
+                        .into_inner();
+                    print(out, "kairship.v1alpha1.ListActorsResponse", &r, |j| {
+                        actor_rows(j["actors"].as_array().map(Vec::as_slice).unwrap_or(&[]))
+                    })
+                }
+                ActorsCmd::Restart { name } => {
+                    let r = c
+                        .restart_instance(
+                            conn.request(proto::RestartInstanceRequest { name: name.clone() }),
+                        )
+                        .await
+                        .map_err(status)?
+                        .into_inner();
+                    print(out, "kairship.v1alpha1.RestartInstanceResponse", &r, |j| {
+                        actor_rows(std::slice::from_ref(&j["actor"]))
+                    })
+                }
+            }
+        }
+    }
+}
