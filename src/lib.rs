@@ -9,6 +9,7 @@ pub mod api;
 pub mod bootstrap;
 pub mod cli;
 pub mod crd;
+pub mod metrics;
 pub mod proto;
 pub mod quantity;
 pub mod server;

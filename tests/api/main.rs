@@ -8,6 +8,7 @@ mod grpc;
 #[path = "../controller/harness.rs"]
 #[allow(dead_code)]
 mod harness;
+mod metrics;
 mod proxy;
 mod rest;
 mod server;

@@ -17,7 +17,25 @@ pub use tls::serve_tls;
 pub const API_PREFIX: &str = "/apis/kairship.io/v1alpha1";
 
 pub fn app(router: Router, rest: Arc<Rest>) -> HttpRouter {
+    let metrics = crate::metrics::Metrics::new();
+    let scrape = {
+        let (metrics, router) = (metrics.clone(), router.clone());
+        move || {
+            let (metrics, router) = (metrics.clone(), router.clone());
+            async move {
+                let body = metrics.render(&router).await;
+                (
+                    [(
+                        http::header::CONTENT_TYPE,
+                        "text/plain; version=0.0.4; charset=utf-8",
+                    )],
+                    body,
+                )
+            }
+        }
+    };
     HttpRouter::new()
+        .route("/metrics", get(scrape))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }))
         .route(
@@ -30,4 +48,8 @@ pub fn app(router: Router, rest: Arc<Rest>) -> HttpRouter {
         )
         .with_state(router)
         .fallback_service(any(super::rest::handle).with_state(rest))
+        .layer(axum::middleware::from_fn_with_state(
+            metrics,
+            crate::metrics::track,
+        ))
 }

@@ -1,0 +1,257 @@
+//! `/metrics` in the Prometheus text format. Instance gauges are computed at scrape time
+//! from the API's caches and the actor tree; request metrics are recorded as requests
+//! finish. Names follow controller-runtime where they fit (`leader_election_master_status`)
+//! and `kairship_*` otherwise; instances are labelled `karmada_instance`, since Prometheus
+//! sets `instance` itself.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::actors::instance::caches::Kind;
+use crate::actors::instance::InstanceMsg;
+use crate::api::router::Router;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InstanceLabels {
+    karmada_instance: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    karmada_instance: String,
+    phase: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CountLabels {
+    karmada_instance: String,
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    karmada_instance: String,
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LeaderLabels {
+    name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    surface: String,
+    method: String,
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DurationLabels {
+    surface: String,
+    method: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    phase: Family<PhaseLabels, Gauge>,
+    clusters: Family<CountLabels, Gauge>,
+    nodes: Family<CountLabels, Gauge>,
+    cached: Family<KindLabels, Gauge>,
+    restarts: Family<InstanceLabels, Gauge>,
+    leader: Family<LeaderLabels, Gauge>,
+    requests: Family<RequestLabels, Counter>,
+    latency: Family<DurationLabels, Histogram>,
+}
+
+const PHASES: [&str; 6] = [
+    "Pending",
+    "Provisioning",
+    "Running",
+    "Degraded",
+    "Unreachable",
+    "Terminating",
+];
+
+impl Metrics {
+    pub fn new() -> Arc<Self> {
+        let mut registry = Registry::default();
+        let phase = Family::<PhaseLabels, Gauge>::default();
+        let clusters = Family::<CountLabels, Gauge>::default();
+        let nodes = Family::<CountLabels, Gauge>::default();
+        let cached = Family::<KindLabels, Gauge>::default();
+        let restarts = Family::<InstanceLabels, Gauge>::default();
+        let leader = Family::<LeaderLabels, Gauge>::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        let latency = Family::<DurationLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+        });
+        registry.register(
+            "kairship_instance_phase",
+            "1 for the phase each instance is in",
+            phase.clone(),
+        );
+        registry.register(
+            "kairship_instance_clusters",
+            "Member clusters per instance by state (ready, total)",
+            clusters.clone(),
+        );
+        registry.register(
+            "kairship_instance_nodes",
+            "Nodes per instance by state (ready, total)",
+            nodes.clone(),
+        );
+        registry.register(
+            "kairship_instance_cached_objects",
+            "Objects in each instance cache by kind",
+            cached.clone(),
+        );
+        registry.register(
+            "kairship_actor_restarts",
+            "Restarts of each instance actor since it was created",
+            restarts.clone(),
+        );
+        registry.register(
+            "leader_election_master_status",
+            "1 when this replica holds the lease",
+            leader.clone(),
+        );
+        registry.register(
+            "kairship_api_requests",
+            "API requests by surface, method and status code",
+            requests.clone(),
+        );
+        registry.register(
+            "kairship_api_request_duration_seconds",
+            "API request latency by surface and method",
+            latency.clone(),
+        );
+        Arc::new(Self {
+            registry,
+            phase,
+            clusters,
+            nodes,
+            cached,
+            restarts,
+            leader,
+            requests,
+            latency,
+        })
+    }
+
+    pub fn observe(&self, surface: &str, method: &str, code: u16, took: Duration) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                surface: surface.into(),
+                method: method.into(),
+                code: code.to_string(),
+            })
+            .inc();
+        self.latency
+            .get_or_create(&DurationLabels {
+                surface: surface.into(),
+                method: method.into(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    /// Refreshes the instance gauges and renders everything.
+    pub async fn render(&self, router: &Router) -> String {
+        for f in [&self.clusters, &self.nodes] {
+            f.clear();
+        }
+        self.phase.clear();
+        self.cached.clear();
+        self.restarts.clear();
+        for inst in router.instances() {
+            let name = inst.metadata.name.clone().unwrap_or_default();
+            let status = inst.status.clone().unwrap_or_default();
+            let current = format!("{:?}", status.phase);
+            for p in PHASES {
+                self.phase
+                    .get_or_create(&PhaseLabels {
+                        karmada_instance: name.clone(),
+                        phase: p.into(),
+                    })
+                    .set(i64::from(p == current));
+            }
+            if let Some(s) = &status.stats {
+                let count = |f: &Family<CountLabels, Gauge>, state: &str, v: i64| {
+                    f.get_or_create(&CountLabels {
+                        karmada_instance: name.clone(),
+                        state: state.into(),
+                    })
+                    .set(v)
+                };
+                count(&self.clusters, "ready", s.clusters_ready);
+                count(&self.clusters, "total", s.clusters_total);
+                count(&self.nodes, "ready", s.nodes_ready);
+                count(&self.nodes, "total", s.nodes_total);
+            }
+            if let Ok(Some(actor)) = router.tree.instance(&name).await {
+                if let Ok(reader) = ractor::call_t!(actor, InstanceMsg::Reader, 1000) {
+                    for kind in Kind::ALL {
+                        let n = reader.stores.get(&kind).map_or(0, |s| s.state().len());
+                        self.cached
+                            .get_or_create(&KindLabels {
+                                karmada_instance: name.clone(),
+                                kind: kind.resource().kind,
+                            })
+                            .set(i64::try_from(n).unwrap_or(i64::MAX));
+                    }
+                }
+            }
+        }
+        if let Ok(actors) = router.tree.actors().await {
+            for a in actors {
+                if let Some(i) = a.instance {
+                    self.restarts
+                        .get_or_create(&InstanceLabels {
+                            karmada_instance: i,
+                        })
+                        .set(i64::from(a.restart_count));
+                }
+            }
+        }
+        self.leader
+            .get_or_create(&LeaderLabels {
+                name: "kairship-controller-manager".into(),
+            })
+            .set(i64::from(router.tree.leadership().is_leader()));
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            tracing::warn!("encoding metrics failed");
+        }
+        out
+    }
+}
+
+/// Which surface a path belongs to, without unbounded label values.
+fn surface(path: &str) -> &'static str {
+    if path.contains("/proxy") {
+        "proxy"
+    } else if path.starts_with("/apis/") {
+        "rest"
+    } else {
+        "other"
+    }
+}
+
+/// Axum middleware recording every HTTPS request.
+pub async fn track(State(metrics): State<Arc<Metrics>>, req: Request, next: Next) -> Response {
+    let (method, surface) = (req.method().to_string(), surface(req.uri().path()));
+    let start = Instant::now();
+    let resp = next.run(req).await;
+    metrics.observe(surface, &method, resp.status().as_u16(), start.elapsed());
+    resp
+}
