@@ -16,7 +16,7 @@ if [ ! -x .venv/bin/python ]; then
   echo "creating .venv"
   python3 -m venv .venv
 fi
-if ! .venv/bin/python -c "import kubernetes, grpc, grpc_reflection, grpc_health" >/dev/null 2>&1; then
+if ! .venv/bin/python -c "import kubernetes, grpc, grpc_reflection, grpc_health, kubernetes_validate" >/dev/null 2>&1; then
   echo "installing Python test packages into .venv"
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
 fi

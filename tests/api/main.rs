@@ -10,5 +10,6 @@ mod grpc;
 mod harness;
 mod metrics;
 mod proxy;
+mod rbac;
 mod rest;
 mod server;

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use kairship::actors::leader::LeaderConfig;
 use kairship::actors::tree::Tree;
 use kairship::api::router::Router;
 use kairship::crd::Phase;
@@ -23,8 +24,28 @@ pub struct Api {
 
 impl Api {
     pub async fn start(instances: usize) -> Self {
+        Self::start_with(instances, None).await
+    }
+
+    /// Kairship acts on the host as its own user (`kairship`), so the host's audit shows
+    /// exactly its calls; with `leader`, it takes part in Lease election.
+    pub async fn start_with(instances: usize, leader: Option<LeaderConfig>) -> Self {
         let env = Env::start(instances).await;
-        let tree = env.start_tree(None, "solo").await;
+        let host = env.sim.fleet.host().clone();
+        host.enable_audit();
+        let token = host.add_user("kairship");
+        let kc = kairship_sim::kubeconfig::build("host", &host.url(), &host.tls.ca_pem, &token);
+        let kc_path = env.sim.dir.path().join("kairship-host.kubeconfig");
+        kairship_sim::kubeconfig::write(&kc_path, &kc).expect("write kubeconfig");
+        let as_kairship = crate::common::client_from(&kc_path).await;
+        let tree = Tree::start(
+            as_kairship,
+            leader,
+            "kairship-test",
+            crate::harness::fast_settings(),
+        )
+        .await
+        .expect("tree starts");
         for i in 1..=instances {
             env.create_external(&format!("karmada-{i}")).await;
         }

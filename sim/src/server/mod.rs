@@ -52,6 +52,19 @@ impl Default for ServerConfig {
     }
 }
 
+/// One API call as an RBAC rule sees it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct AuditEntry {
+    /// The user whose token made the call (`admin` for the kubeconfig's own token).
+    pub user: String,
+    pub verb: String,
+    pub group: String,
+    /// The plural, with `/subresource` when there is one.
+    pub resource: String,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+}
+
 pub struct ApiServer {
     pub name: String,
     pub store: Store,
@@ -61,6 +74,10 @@ pub struct ApiServer {
     config: ServerConfig,
     addr: parking_lot::Mutex<Option<SocketAddr>>,
     shutdown: tokio_watch::Sender<bool>,
+    /// Extra users by token, besides the admin token.
+    users: parking_lot::RwLock<HashMap<String, String>>,
+    /// Every distinct call served, while auditing is on (for RBAC checks in tests).
+    audit: parking_lot::Mutex<Option<std::collections::BTreeSet<AuditEntry>>>,
 }
 
 fn random_token() -> String {
@@ -84,6 +101,8 @@ impl ApiServer {
             config,
             addr: parking_lot::Mutex::new(None),
             shutdown: tokio_watch::channel(false).0,
+            audit: parking_lot::Mutex::new(None),
+            users: parking_lot::RwLock::new(HashMap::new()),
         }))
     }
 
@@ -95,6 +114,62 @@ impl ApiServer {
         self.addr()
             .map(|a| format!("https://{a}"))
             .unwrap_or_default()
+    }
+
+    /// Adds a user with its own bearer token (returned), so audits can tell callers apart.
+    pub fn add_user(&self, user: &str) -> String {
+        let token = random_token();
+        self.users.write().insert(token.clone(), user.to_string());
+        token
+    }
+
+    fn user_of(&self, token: &str) -> Option<String> {
+        if token == self.token {
+            return Some("admin".into());
+        }
+        self.users.read().get(token).cloned()
+    }
+
+    /// Starts recording every distinct resource call.
+    pub fn enable_audit(&self) {
+        self.audit.lock().get_or_insert_with(Default::default);
+    }
+
+    /// The calls recorded since auditing was enabled.
+    pub fn audit(&self) -> Vec<AuditEntry> {
+        self.audit
+            .lock()
+            .as_ref()
+            .map(|a| a.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn record(&self, user: &str, method: &Method, rp: &ResourcePath, watch: bool) {
+        let mut guard = self.audit.lock();
+        let Some(audit) = guard.as_mut() else { return };
+        let verb = match (method.as_str(), rp.name.is_some()) {
+            ("GET", true) => "get",
+            ("GET", false) if watch => "watch",
+            ("GET", false) => "list",
+            ("POST", _) => "create",
+            ("PUT", _) => "update",
+            ("PATCH", _) => "patch",
+            ("DELETE", true) => "delete",
+            ("DELETE", false) => "deletecollection",
+            (other, _) => other,
+        };
+        let resource = match &rp.subresource {
+            Some(sub) => format!("{}/{sub}", rp.plural),
+            None => rp.plural.clone(),
+        };
+        audit.insert(AuditEntry {
+            user: user.into(),
+            verb: verb.into(),
+            group: rp.group.clone(),
+            resource,
+            namespace: rp.namespace.clone(),
+            name: rp.name.clone(),
+        });
     }
 
     /// Stops accepting connections and cuts the open ones.
@@ -174,16 +249,16 @@ impl ApiServer {
             Ok(()) => {}
             Err(e) => return status_response(&e),
         }
-        let authorized = req
+        let user = req
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
-            .is_some_and(|t| t.trim() == self.token);
-        if !authorized {
+            .and_then(|t| self.user_of(t.trim()));
+        let Some(user) = user else {
             return status_response(&ApiError::unauthorized());
-        }
-        match self.route(req).await {
+        };
+        match self.route(req, &user).await {
             Ok(r) => r,
             Err(e) => status_response(&e),
         }
@@ -200,7 +275,7 @@ impl ApiServer {
         }
     }
 
-    async fn route(&self, req: Request<Body>) -> ApiResult<Response<Body>> {
+    async fn route(&self, req: Request<Body>, user: &str) -> ApiResult<Response<Body>> {
         let path = req.uri().path().to_string();
         let route = routes::parse(&path);
         if req.method() != Method::GET && !matches!(route, Route::Resource(_)) {
@@ -231,11 +306,16 @@ impl ApiServer {
                     .ok_or_else(|| ApiError::path_not_found(&path))
             }
             Route::OpenApi | Route::NotFound => Err(ApiError::path_not_found(&path)),
-            Route::Resource(rp) => self.resource(req, rp).await,
+            Route::Resource(rp) => self.resource(req, rp, user).await,
         }
     }
 
-    async fn resource(&self, req: Request<Body>, rp: ResourcePath) -> ApiResult<Response<Body>> {
+    async fn resource(
+        &self,
+        req: Request<Body>,
+        rp: ResourcePath,
+        user: &str,
+    ) -> ApiResult<Response<Body>> {
         let def = self
             .store
             .lookup(&rp.group, &rp.version, &rp.plural)
@@ -249,6 +329,7 @@ impl ApiServer {
             Some(_) => return Err(ApiError::path_not_found(req.uri().path())),
         };
         let q = Query::parse(req.uri().query().unwrap_or(""))?;
+        self.record(user, req.method(), &rp, q.flag("watch") || rp.watch_prefix);
         let api_version = def.api_version(&rp.version);
         let ns = rp.namespace.as_deref();
         let accept = req
