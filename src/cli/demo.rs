@@ -268,9 +268,14 @@ async fn serve(args: &DemoArgs, fleet: &Fleet, sim_dir: &Path, total: usize) -> 
         "  a fault:     kairship sim fault --state-dir {} {first} --mode down",
         sim_dir.display()
     );
+    println!("  the gRPC API: kairship ctl --state-dir {d} instances list");
     println!(
-        "  note: tokens are written to endpoints.json, but this build does not check them yet"
+        "                grpcurl -plaintext {} kairship.v1alpha1.InstanceService/ListInstances",
+        running.grpc_addr
     );
+    println!("  tokens:      admin {admin}");
+    println!("               viewer {viewer} (bound to {first})");
+    println!("  note: this build does not check tokens yet");
     println!("Press Ctrl-C to stop.");
     super::shutdown_signal().await;
     println!("stopping...");
