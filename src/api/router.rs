@@ -23,7 +23,16 @@ const ACTOR_TIMEOUT_MS: u64 = 2_000;
 pub struct Router {
     pub tree: TreeHandle,
     instances: Store<Instance>,
-    _watch: Arc<tokio::task::JoinHandle<()>>,
+    _watch: Arc<AbortOnDrop>,
+}
+
+/// Stops the Instance watch when the last clone of the router goes away.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// A reader plus the permit that counts this request against the instance's limit.
@@ -51,7 +60,7 @@ impl Router {
         Self {
             tree,
             instances: store,
-            _watch: Arc::new(task),
+            _watch: Arc::new(AbortOnDrop(task)),
         }
     }
 
