@@ -30,6 +30,24 @@ impl Env {
         Self { sim, host }
     }
 
+    /// `instances` simulated instances attached and Running under a single-replica tree.
+    pub async fn running(instances: usize) -> (Self, kairship::actors::tree::Tree) {
+        let env = Self::start(instances).await;
+        let tree = env.start_tree(None, "solo").await;
+        for i in 1..=instances {
+            env.create_external(&format!("karmada-{i}")).await;
+        }
+        for i in 1..=instances {
+            env.wait_phase(
+                &format!("karmada-{i}"),
+                Phase::Running,
+                Duration::from_secs(20),
+            )
+            .await;
+        }
+        (env, tree)
+    }
+
     pub fn instances(&self) -> Api<Instance> {
         Api::all(self.host.clone())
     }

@@ -157,11 +157,7 @@ async fn managed_instance_goes_through_the_karmada_object() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_stops_the_actor_and_delete_cleans_up() {
-    let env = Env::start(1).await;
-    let tree = env.start_tree(None, "solo").await;
-    env.create_external("karmada-1").await;
-    env.wait_phase("karmada-1", Phase::Running, Duration::from_secs(20))
-        .await;
+    let (env, tree) = Env::running(1).await;
     let inst = env.instances().get("karmada-1").await.expect("get");
     assert!(
         inst.metadata

@@ -12,11 +12,7 @@ use crate::harness::{actor, Env};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panic_is_restarted_and_the_instance_returns_to_running() {
-    let env = Env::start(1).await;
-    let tree = env.start_tree(None, "solo").await;
-    env.create_external("karmada-1").await;
-    env.wait_phase("karmada-1", Phase::Running, Duration::from_secs(20))
-        .await;
+    let (env, tree) = Env::running(1).await;
     let before = tree
         .instance("karmada-1")
         .await
@@ -64,14 +60,7 @@ async fn a_panic_is_restarted_and_the_instance_returns_to_running() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repeated_panics_degrade_only_that_instance() {
-    let env = Env::start(2).await;
-    let tree = env.start_tree(None, "solo").await;
-    env.create_external("karmada-1").await;
-    env.create_external("karmada-2").await;
-    env.wait_phase("karmada-1", Phase::Running, Duration::from_secs(20))
-        .await;
-    env.wait_phase("karmada-2", Phase::Running, Duration::from_secs(20))
-        .await;
+    let (env, tree) = Env::running(2).await;
     // The test policy allows 3 restarts a minute; the 4th failure degrades.
     for round in 1..=4u32 {
         eventually(Duration::from_secs(10), "a live actor to panic", || async {
@@ -130,14 +119,7 @@ async fn repeated_panics_degrade_only_that_instance() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_down_instance_is_unreachable_while_others_keep_syncing() {
-    let env = Env::start(2).await;
-    let tree = env.start_tree(None, "solo").await;
-    env.create_external("karmada-1").await;
-    env.create_external("karmada-2").await;
-    env.wait_phase("karmada-1", Phase::Running, Duration::from_secs(20))
-        .await;
-    env.wait_phase("karmada-2", Phase::Running, Duration::from_secs(20))
-        .await;
+    let (env, tree) = Env::running(2).await;
 
     assert_eq!(
         env.sim
@@ -184,11 +166,7 @@ async fn a_down_instance_is_unreachable_while_others_keep_syncing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_sre_restart_replaces_the_actor_and_resyncs() {
-    let env = Env::start(1).await;
-    let tree = env.start_tree(None, "solo").await;
-    env.create_external("karmada-1").await;
-    env.wait_phase("karmada-1", Phase::Running, Duration::from_secs(20))
-        .await;
+    let (_env, tree) = Env::running(1).await;
     let before = tree
         .instance("karmada-1")
         .await
