@@ -318,17 +318,7 @@ async fn clusters_from_cache_and_unavailable_instances_fail_fast() {
         "label_selector",
     );
 
-    assert_eq!(
-        api.env
-            .sim
-            .set_fault("karmada-1", json!({"mode": "down"}))
-            .await
-            .0,
-        200
-    );
-    api.env
-        .wait_phase("karmada-1", Phase::Unreachable, Duration::from_secs(15))
-        .await;
+    api.env.take_down("karmada-1").await;
     let t = std::time::Instant::now();
     assert_code(
         c.list_clusters(ListClustersRequest {

@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::common::{kubectl_bin, shared_karmada};
 use crate::server::Api;
@@ -85,9 +85,14 @@ async fn kubectl_works_through_the_proxy() {
     };
     assert_eq!(deploy["spec"]["replicas"], 2);
 
-    // A watch is streamed through.
-    let mut watch = Command::new(kubectl_bin())
-        .arg("--kubeconfig")
+    // A watch is streamed through: it sees a sentinel first, so it is open before the write.
+    ok(kubectl(
+        &api,
+        "karmada-1",
+        &["create", "configmap", "sentinel"],
+    ));
+    let mut cmd = Command::new(kubectl_bin());
+    cmd.arg("--kubeconfig")
         .arg(api.proxy_kubeconfig("karmada-1"))
         .args([
             "get",
@@ -96,24 +101,16 @@ async fn kubectl_works_through_the_proxy() {
             "-o",
             "name",
             "--request-timeout=0",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("watch");
-    std::thread::sleep(Duration::from_millis(500));
+        ]);
+    let mut watch = crate::common::Lines::spawn(cmd);
+    watch.wait_for("configmap/sentinel");
     ok(kubectl(
         &api,
         "karmada-1",
         &["create", "configmap", "through-proxy"],
     ));
-    std::thread::sleep(Duration::from_millis(1000));
-    let _ = watch.kill();
-    let out = watch.wait_with_output().expect("output");
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("configmap/through-proxy"),
-        "watch output: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    watch.wait_for("configmap/through-proxy");
+    drop(watch);
 
     ok(kubectl(
         &api,
@@ -218,21 +215,7 @@ async fn proxy_errors_are_kubernetes_statuses() {
     let missing = kubectl(&api, "karmada-1", &["get", "clusters", "member9"]);
     assert!(String::from_utf8_lossy(&missing.stderr).contains("\"member9\" not found"));
 
-    assert_eq!(
-        api.env
-            .sim
-            .set_fault("karmada-1", json!({"mode": "down"}))
-            .await
-            .0,
-        200
-    );
-    api.env
-        .wait_phase(
-            "karmada-1",
-            kairship::crd::Phase::Unreachable,
-            Duration::from_secs(15),
-        )
-        .await;
+    api.env.take_down("karmada-1").await;
     let t = Instant::now();
     let down = kubectl(&api, "karmada-1", &["get", "clusters", "-o", "json"]);
     assert!(!down.status.success());

@@ -48,6 +48,19 @@ impl Env {
         (env, tree)
     }
 
+    /// Takes an instance's API down (simulator fault) and waits until it shows Unreachable.
+    pub async fn take_down(&self, name: &str) -> InstanceStatus {
+        assert_eq!(
+            self.sim
+                .set_fault(name, serde_json::json!({"mode": "down"}))
+                .await
+                .0,
+            200
+        );
+        self.wait_phase(name, Phase::Unreachable, Duration::from_secs(15))
+            .await
+    }
+
     pub fn instances(&self) -> Api<Instance> {
         Api::all(self.host.clone())
     }

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use kairship::actors::supervision::ActorState;
 use kairship::crd::Phase;
-use serde_json::json;
 
 use crate::common::eventually;
 use crate::harness::{actor, Env};
@@ -121,16 +120,7 @@ async fn repeated_panics_degrade_only_that_instance() {
 async fn a_down_instance_is_unreachable_while_others_keep_syncing() {
     let (env, tree) = Env::running(2).await;
 
-    assert_eq!(
-        env.sim
-            .set_fault("karmada-1", json!({"mode": "down"}))
-            .await
-            .0,
-        200
-    );
-    let down = env
-        .wait_phase("karmada-1", Phase::Unreachable, Duration::from_secs(15))
-        .await;
+    let down = env.take_down("karmada-1").await;
     assert!(down
         .conditions
         .iter()

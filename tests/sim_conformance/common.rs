@@ -178,3 +178,63 @@ pub fn cluster_resource() -> kube::discovery::ApiResource {
         plural: "clusters".into(),
     }
 }
+
+/// A long-running command (such as `kubectl get -w`) whose output lines a test waits on;
+/// killed when dropped.
+pub struct Lines {
+    child: std::process::Child,
+    rx: std::sync::mpsc::Receiver<String>,
+    seen: String,
+}
+
+impl Lines {
+    pub fn spawn(mut cmd: Command) -> Self {
+        let mut child = cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("command starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Self {
+            child,
+            rx,
+            seen: String::new(),
+        }
+    }
+
+    /// Waits until the output so far contains `needle`, failing after 20 s.
+    pub fn wait_for(&mut self, needle: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !self.seen.contains(needle) {
+            match self
+                .rx
+                .recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+            {
+                Ok(l) => {
+                    self.seen.push_str(&l);
+                    self.seen.push('\n');
+                }
+                Err(_) => panic!("never printed {needle:?}; got:\n{}", self.seen),
+            }
+        }
+    }
+}
+
+impl Drop for Lines {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

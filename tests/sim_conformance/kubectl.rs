@@ -1,13 +1,8 @@
 //! kubectl (Debian's `kubernetes-client`, or whatever `KUBECTL` names) against the simulator.
 
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
-use std::sync::mpsc;
-use std::time::Duration;
-
 use serde_json::Value;
 
-use crate::common::{kubectl_bin, shared_karmada, Sim};
+use crate::common::{kubectl_bin, shared_karmada, Lines, Sim};
 
 fn json(out: &str) -> Value {
     serde_json::from_str(out)
@@ -148,8 +143,8 @@ async fn create_get_selectors_patch_delete() {
 async fn watch_streams_added_modified_deleted() {
     let sim = Sim::start(1).await;
     sim.kubectl("karmada-1", &["create", "configmap", "w0"]);
-    let mut child = std::process::Command::new(kubectl_bin())
-        .arg("--kubeconfig")
+    let mut cmd = std::process::Command::new(kubectl_bin());
+    cmd.arg("--kubeconfig")
         .arg(sim.kubeconfig("karmada-1"))
         .args([
             "get",
@@ -158,34 +153,9 @@ async fn watch_streams_added_modified_deleted() {
             "--output-watch-events",
             "-o",
             "json",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("kubectl starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    let mut seen = String::new();
-    let mut wait_for = |needle: &str| {
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while !seen.contains(needle) {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(l) => {
-                    seen.push_str(&l);
-                    seen.push('\n');
-                }
-                Err(_) => panic!("kubectl -w never printed {needle:?}; got:\n{seen}"),
-            }
-        }
-    };
+        ]);
+    let mut watch = Lines::spawn(cmd);
+    let mut wait_for = |needle: &str| watch.wait_for(needle);
     wait_for("\"w0\"");
     sim.kubectl("karmada-1", &["create", "configmap", "w1"]);
     wait_for("\"w1\"");
@@ -193,8 +163,6 @@ async fn watch_streams_added_modified_deleted() {
     wait_for("\"MODIFIED\"");
     sim.kubectl("karmada-1", &["delete", "configmap", "w1"]);
     wait_for("\"DELETED\"");
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
