@@ -10,7 +10,9 @@ if ! command -v kubectl >/dev/null 2>&1; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq kubernetes-client >/dev/null
 fi
-kubectl version --client 2>/dev/null | head -1
+# awk reads all input: `head -1` would close the pipe early and pipefail would turn
+# kubectl's SIGPIPE into a failed run.
+kubectl version --client 2>/dev/null | awk 'NR == 1' || true
 
 if [ ! -x .venv/bin/python ]; then
   echo "creating .venv"
