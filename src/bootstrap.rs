@@ -6,11 +6,8 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::ByteString;
 use kube::api::{Api, PostParams};
-use kube::CustomResourceExt;
 
-use crate::crd::{
-    ExternalSpec, Instance, InstanceMode, InstanceRegistration, InstanceSpec, SecretKeyRef,
-};
+use crate::crd::{ExternalSpec, Instance, InstanceMode, InstanceSpec, SecretKeyRef};
 
 /// Creates unless it exists already.
 async fn create_idempotent<K>(api: &Api<K>, obj: &K) -> Result<(), kube::Error>
@@ -26,7 +23,7 @@ where
 
 pub async fn install_crds(host: &kube::Client) -> Result<(), kube::Error> {
     let api: Api<CustomResourceDefinition> = Api::all(host.clone());
-    for crd in [Instance::crd(), InstanceRegistration::crd()] {
+    for crd in crate::crd::all() {
         create_idempotent(&api, &crd).await?;
     }
     Ok(())

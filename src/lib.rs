@@ -6,6 +6,7 @@
 
 pub mod actors;
 pub mod api;
+pub mod auth;
 pub mod bootstrap;
 pub mod cli;
 pub mod crd;

@@ -23,6 +23,12 @@ pub enum ApiError {
     ResourceExhausted(String),
     #[error("{0}")]
     Internal(String),
+    #[error("{0}")]
+    Unauthenticated(String),
+    #[error("{0}")]
+    PermissionDenied(String),
+    #[error("{0}")]
+    PayloadTooLarge(String),
 }
 
 impl ApiError {
@@ -43,6 +49,9 @@ impl ApiError {
             Self::DeadlineExceeded(_) => Code::DeadlineExceeded,
             Self::ResourceExhausted(_) => Code::ResourceExhausted,
             Self::Internal(_) => Code::Internal,
+            Self::Unauthenticated(_) => Code::Unauthenticated,
+            Self::PermissionDenied(_) => Code::PermissionDenied,
+            Self::PayloadTooLarge(_) => Code::ResourceExhausted,
         }
     }
 
@@ -55,6 +64,9 @@ impl ApiError {
             Self::Internal(_) => 500,
             Self::Unavailable(_) => 503,
             Self::DeadlineExceeded(_) => 504,
+            Self::Unauthenticated(_) => 401,
+            Self::PermissionDenied(_) => 403,
+            Self::PayloadTooLarge(_) => 413,
         }
     }
 
@@ -69,6 +81,9 @@ impl ApiError {
             Self::Internal(_) => "InternalError",
             Self::Unavailable(_) => "ServiceUnavailable",
             Self::DeadlineExceeded(_) => "Timeout",
+            Self::Unauthenticated(_) => "Unauthorized",
+            Self::PermissionDenied(_) => "Forbidden",
+            Self::PayloadTooLarge(_) => "RequestEntityTooLarge",
         }
     }
 

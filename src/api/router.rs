@@ -13,6 +13,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use super::error::{check_name, ApiError};
 use crate::actors::instance::{InstanceMsg, InstanceReader};
 use crate::actors::tree::TreeHandle;
+use crate::auth::{Auth, Caller, Role};
 use crate::crd::Instance;
 
 /// How long a request may wait for a free slot of a busy instance.
@@ -22,6 +23,7 @@ const ACTOR_TIMEOUT_MS: u64 = 2_000;
 #[derive(Clone)]
 pub struct Router {
     pub tree: TreeHandle,
+    pub auth: Arc<Auth>,
     instances: Store<Instance>,
     _watch: Arc<AbortOnDrop>,
 }
@@ -49,7 +51,12 @@ impl std::ops::Deref for Routed {
 }
 
 impl Router {
+    /// Without authentication or authorization (tests, benchmarks' baseline).
     pub fn new(tree: TreeHandle) -> Self {
+        Self::with_auth(tree, Auth::disabled())
+    }
+
+    pub fn with_auth(tree: TreeHandle, auth: Arc<Auth>) -> Self {
         let api: Api<Instance> = Api::all(tree.host().clone());
         let (store, writer) = reflector::store();
         let stream = reflector::reflector(
@@ -59,6 +66,7 @@ impl Router {
         let task = tokio::spawn(async move { stream.for_each(|_| async {}).await });
         Self {
             tree,
+            auth,
             instances: store,
             _watch: Arc::new(AbortOnDrop(task)),
         }
@@ -66,6 +74,25 @@ impl Router {
 
     pub async fn ready(&self) {
         let _ = self.instances.wait_until_ready().await;
+        self.auth.ready().await;
+    }
+
+    /// The caller named by a request's `authorization` metadata (UNAUTHENTICATED if none).
+    pub fn caller(&self, md: &tonic::metadata::MetadataMap) -> Result<Caller, ApiError> {
+        self.auth
+            .authenticate(md.get("authorization").and_then(|v| v.to_str().ok()))
+    }
+
+    /// Checks the instance name, then that `caller` holds `need` on it.
+    pub fn authorize(
+        &self,
+        caller: &Caller,
+        need: Role,
+        instance: &str,
+        action: &str,
+    ) -> Result<(), ApiError> {
+        check_name("instance", instance)?;
+        self.auth.authorize(caller, need, instance, action)
     }
 
     /// All Instances, from the cache.

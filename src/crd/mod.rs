@@ -1,10 +1,12 @@
 //! Kairship's own resources in the host cluster (`kairship.io/v1alpha1`): `Instance`,
 //! one per Karmada instance, and `InstanceRegistration`, the record a global management
-//! module binds roles against.
+//! module binds roles against, and `InstanceRoleBinding`, the roles granted on instances.
 
+mod binding;
 mod instance;
 mod registration;
 
+pub use binding::*;
 pub use instance::*;
 pub use registration::*;
 
@@ -13,11 +15,22 @@ use kube::CustomResourceExt;
 /// Finalizer that guarantees cleanup of an instance's managed objects and registration.
 pub const FINALIZER: &str = "kairship.io/cleanup";
 
+/// Every CRD Kairship installs.
+pub fn all(
+) -> [k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition; 3]
+{
+    [
+        Instance::crd(),
+        InstanceRegistration::crd(),
+        InstanceRoleBinding::crd(),
+    ]
+}
+
 /// Every CRD Kairship installs, as one multi-document YAML stream (what `kairship crds`
 /// prints and `deploy/crds/` holds).
 pub fn crds_yaml() -> Result<String, serde_saphyr::ser::Error> {
     let mut out = String::new();
-    for crd in [Instance::crd(), InstanceRegistration::crd()] {
+    for crd in all() {
         out.push_str("---\n");
         out.push_str(&serde_saphyr::to_string(&crd)?);
     }

@@ -8,6 +8,7 @@ use crate::api::convert;
 use crate::api::error::{check_name, ApiError};
 use crate::api::paging;
 use crate::api::router::Router;
+use crate::auth::Role;
 use crate::proto::{self, cluster_service_server::ClusterService};
 
 pub struct Clusters(pub Router);
@@ -18,7 +19,10 @@ impl ClusterService for Clusters {
         &self,
         req: Request<proto::ListClustersRequest>,
     ) -> Result<Response<proto::ListClustersResponse>, Status> {
+        let caller = self.0.caller(req.metadata())?;
         let req = req.into_inner();
+        self.0
+            .authorize(&caller, Role::View, &req.instance, "list clusters")?;
         let routed = self.0.route("instance", &req.instance).await?;
         let sel = paging::selector(req.options.as_ref())?;
         let store = routed
@@ -47,7 +51,10 @@ impl ClusterService for Clusters {
         &self,
         req: Request<proto::GetClusterRequest>,
     ) -> Result<Response<proto::Cluster>, Status> {
+        let caller = self.0.caller(req.metadata())?;
         let req = req.into_inner();
+        self.0
+            .authorize(&caller, Role::View, &req.instance, "get clusters")?;
         check_name("name", &req.name)?;
         let routed = self.0.route("instance", &req.instance).await?;
         let store = routed

@@ -8,6 +8,7 @@ use crate::api::convert;
 use crate::api::error::{check_name, ApiError};
 use crate::api::paging;
 use crate::api::router::Router;
+use crate::auth::Role;
 use crate::crd::Instance;
 use crate::proto::{self, instance_service_server::InstanceService};
 
@@ -25,6 +26,7 @@ impl InstanceService for Instances {
         &self,
         req: Request<proto::CreateInstanceRequest>,
     ) -> Result<Response<proto::Instance>, Status> {
+        let caller = self.0.caller(req.metadata())?;
         let inst = req
             .into_inner()
             .instance
@@ -35,6 +37,8 @@ impl InstanceService for Instances {
             .map(|m| m.name.clone())
             .unwrap_or_default();
         check_name("instance.metadata.name", &name)?;
+        self.0
+            .authorize(&caller, Role::Admin, &name, "create instances")?;
         let spec = convert::instance_spec(inst.spec.as_ref())?;
         let mut obj = Instance::new(&name, spec);
         obj.metadata.labels = inst
@@ -53,8 +57,11 @@ impl InstanceService for Instances {
         &self,
         req: Request<proto::GetInstanceRequest>,
     ) -> Result<Response<proto::Instance>, Status> {
+        let caller = self.0.caller(req.metadata())?;
         let name = req.into_inner().name;
         check_name("name", &name)?;
+        self.0
+            .authorize(&caller, Role::View, &name, "get instances")?;
         let inst = self.0.instance(&name)?;
         Ok(Response::new(convert::instance(&inst)))
     }
@@ -63,12 +70,15 @@ impl InstanceService for Instances {
         &self,
         req: Request<proto::ListInstancesRequest>,
     ) -> Result<Response<proto::ListInstancesResponse>, Status> {
+        let caller = self.0.caller(req.metadata())?;
+        let visible = self.0.auth.viewer(&caller);
         let opts = req.into_inner().options;
         let sel = paging::selector(opts.as_ref())?;
         let items = self
             .0
             .instances()
             .into_iter()
+            .filter(|i| visible(i.metadata.name.as_deref().unwrap_or_default()))
             .filter(|i| paging::labels_match(&sel, i.metadata.labels.as_ref()))
             .map(|i| {
                 (
@@ -88,12 +98,15 @@ impl InstanceService for Instances {
         &self,
         req: Request<proto::UpdateInstanceRequest>,
     ) -> Result<Response<proto::Instance>, Status> {
+        let caller = self.0.caller(req.metadata())?;
         let inst = req
             .into_inner()
             .instance
             .ok_or_else(|| ApiError::invalid("instance", "is required"))?;
         let meta = inst.metadata.unwrap_or_default();
         check_name("instance.metadata.name", &meta.name)?;
+        self.0
+            .authorize(&caller, Role::Admin, &meta.name, "update instances")?;
         let spec = convert::instance_spec(inst.spec.as_ref())?;
         let what = format!("instance {:?}", meta.name);
         let mut current = host_call(&what, self.api().get(&meta.name)).await?;
@@ -121,8 +134,11 @@ impl InstanceService for Instances {
         &self,
         req: Request<proto::DeleteInstanceRequest>,
     ) -> Result<Response<proto::DeleteInstanceResponse>, Status> {
+        let caller = self.0.caller(req.metadata())?;
         let name = req.into_inner().name;
         check_name("name", &name)?;
+        self.0
+            .authorize(&caller, Role::Admin, &name, "delete instances")?;
         host_call(
             &format!("instance {name:?}"),
             self.api().delete(&name, &DeleteParams::default()),
@@ -135,8 +151,11 @@ impl InstanceService for Instances {
         &self,
         req: Request<proto::GetInstanceStatsRequest>,
     ) -> Result<Response<proto::InstanceStats>, Status> {
+        let caller = self.0.caller(req.metadata())?;
         let name = req.into_inner().name;
         check_name("name", &name)?;
+        self.0
+            .authorize(&caller, Role::View, &name, "get instance stats")?;
         let inst = self.0.instance(&name)?;
         let status = inst.status.as_ref();
         let stats = status.and_then(|s| s.stats.as_ref()).ok_or_else(|| {

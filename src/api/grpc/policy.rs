@@ -10,6 +10,7 @@ use crate::api::convert;
 use crate::api::error::{check_name, ApiError};
 use crate::api::router::Router;
 use crate::api::{objects, paging};
+use crate::auth::Role;
 use crate::proto::{self, policy_service_server::PolicyService};
 
 pub struct Policies(pub Router);
@@ -63,7 +64,10 @@ impl PolicyService for Policies {
         &self,
         req: Request<proto::ListPoliciesRequest>,
     ) -> Result<Response<proto::ListPoliciesResponse>, Status> {
+        let caller = self.0.caller(req.metadata())?;
         let req = req.into_inner();
+        self.0
+            .authorize(&caller, Role::View, &req.instance, "list policies")?;
         let routed = self.0.route("instance", &req.instance).await?;
         let items = objects::cached(
             &routed,
@@ -83,7 +87,10 @@ impl PolicyService for Policies {
         &self,
         req: Request<proto::GetPolicyRequest>,
     ) -> Result<Response<proto::Policy>, Status> {
+        let caller = self.0.caller(req.metadata())?;
         let req = req.into_inner();
+        self.0
+            .authorize(&caller, Role::View, &req.instance, "get policies")?;
         let kind = objects::kind("kind", &req.kind, &Kind::POLICIES)?;
         check_name("name", &req.name)?;
         let routed = self.0.route("instance", &req.instance).await?;
@@ -109,7 +116,10 @@ impl PolicyService for Policies {
         &self,
         req: Request<proto::CreatePolicyRequest>,
     ) -> Result<Response<proto::Policy>, Status> {
+        let caller = self.0.caller(req.metadata())?;
         let req = req.into_inner();
+        self.0
+            .authorize(&caller, Role::Edit, &req.instance, "create policies")?;
         let (kind, obj) = objects::parse(&req.object_json, &Kind::POLICIES)?;
         let routed = self.0.route("instance", &req.instance).await?;
         Ok(Response::new(policy(
@@ -122,7 +132,10 @@ impl PolicyService for Policies {
         &self,
         req: Request<proto::UpdatePolicyRequest>,
     ) -> Result<Response<proto::Policy>, Status> {
+        let caller = self.0.caller(req.metadata())?;
         let req = req.into_inner();
+        self.0
+            .authorize(&caller, Role::Edit, &req.instance, "update policies")?;
         let (kind, obj) = objects::parse(&req.object_json, &Kind::POLICIES)?;
         let routed = self.0.route("instance", &req.instance).await?;
         Ok(Response::new(policy(
@@ -135,7 +148,10 @@ impl PolicyService for Policies {
         &self,
         req: Request<proto::DeletePolicyRequest>,
     ) -> Result<Response<proto::DeletePolicyResponse>, Status> {
+        let caller = self.0.caller(req.metadata())?;
         let req = req.into_inner();
+        self.0
+            .authorize(&caller, Role::Edit, &req.instance, "delete policies")?;
         let kind = objects::kind("kind", &req.kind, &Kind::POLICIES)?;
         check_name("name", &req.name)?;
         let routed = self.0.route("instance", &req.instance).await?;

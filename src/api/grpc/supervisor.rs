@@ -6,6 +6,7 @@ use crate::actors::supervision::ActorSnapshot;
 use crate::actors::tree::TreeError;
 use crate::api::error::{check_name, ApiError};
 use crate::api::router::Router;
+use crate::auth::Role;
 use crate::proto::{self, supervisor_service_server::SupervisorService};
 
 pub struct Supervisor(pub Router);
@@ -33,11 +34,22 @@ fn tree_error(e: TreeError) -> ApiError {
 impl SupervisorService for Supervisor {
     async fn list_actors(
         &self,
-        _req: Request<proto::ListActorsRequest>,
+        req: Request<proto::ListActorsRequest>,
     ) -> Result<Response<proto::ListActorsResponse>, Status> {
+        let caller = self.0.caller(req.metadata())?;
+        let visible = self.0.auth.viewer(&caller);
+        // The root and manager speak for every instance: shown to those who see all.
+        let everything = self.0.auth.sees_all(&caller);
         let actors = self.0.tree.actors().await.map_err(tree_error)?;
         Ok(Response::new(proto::ListActorsResponse {
-            actors: actors.iter().map(snapshot).collect(),
+            actors: actors
+                .iter()
+                .filter(|a| match &a.instance {
+                    Some(i) => visible(i),
+                    None => everything,
+                })
+                .map(snapshot)
+                .collect(),
         }))
     }
 
@@ -45,8 +57,11 @@ impl SupervisorService for Supervisor {
         &self,
         req: Request<proto::RestartInstanceRequest>,
     ) -> Result<Response<proto::RestartInstanceResponse>, Status> {
+        let caller = self.0.caller(req.metadata())?;
         let name = req.into_inner().name;
         check_name("name", &name)?;
+        self.0
+            .authorize(&caller, Role::Admin, &name, "restart instance actors")?;
         self.0.instance(&name)?;
         self.0
             .tree
@@ -68,8 +83,9 @@ impl SupervisorService for Supervisor {
 
     async fn get_leader(
         &self,
-        _req: Request<proto::GetLeaderRequest>,
+        req: Request<proto::GetLeaderRequest>,
     ) -> Result<Response<proto::Leader>, Status> {
+        self.0.caller(req.metadata())?;
         let leadership = self.0.tree.leadership();
         let (holder, renew) = leadership.holder();
         Ok(Response::new(proto::Leader {

@@ -1,6 +1,7 @@
 //! WorkloadService: Deployments, StatefulSets, DaemonSets and Jobs of an instance, each
 //! with the propagation policies that select it and its ResourceBinding placement.
 
+use crate::auth::Role;
 use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
@@ -145,7 +146,10 @@ impl WorkloadService for Workloads {
         &self,
         req: Request<proto::ListWorkloadsRequest>,
     ) -> Result<Response<proto::ListWorkloadsResponse>, Status> {
+        let caller = self.0.caller(req.metadata())?;
         let req = req.into_inner();
+        self.0
+            .authorize(&caller, Role::View, &req.instance, "list workloads")?;
         let routed = self.0.route("instance", &req.instance).await?;
         let items = objects::cached(
             &routed,
@@ -170,7 +174,10 @@ impl WorkloadService for Workloads {
         &self,
         req: Request<proto::GetWorkloadRequest>,
     ) -> Result<Response<proto::Workload>, Status> {
+        let caller = self.0.caller(req.metadata())?;
         let req = req.into_inner();
+        self.0
+            .authorize(&caller, Role::View, &req.instance, "get workloads")?;
         let kind = objects::kind("kind", &req.kind, &Kind::WORKLOADS)?;
         check_name("namespace", &req.namespace)?;
         check_name("name", &req.name)?;
@@ -194,7 +201,10 @@ impl WorkloadService for Workloads {
         &self,
         req: Request<proto::CreateWorkloadRequest>,
     ) -> Result<Response<proto::Workload>, Status> {
+        let caller = self.0.caller(req.metadata())?;
         let req = req.into_inner();
+        self.0
+            .authorize(&caller, Role::Edit, &req.instance, "create workloads")?;
         let (kind, obj) = objects::parse(&req.object_json, &Kind::WORKLOADS)?;
         let routed = self.0.route("instance", &req.instance).await?;
         let created = objects::create(&routed, kind, &obj).await?;
@@ -205,7 +215,10 @@ impl WorkloadService for Workloads {
         &self,
         req: Request<proto::UpdateWorkloadRequest>,
     ) -> Result<Response<proto::Workload>, Status> {
+        let caller = self.0.caller(req.metadata())?;
         let req = req.into_inner();
+        self.0
+            .authorize(&caller, Role::Edit, &req.instance, "update workloads")?;
         let (kind, obj) = objects::parse(&req.object_json, &Kind::WORKLOADS)?;
         let routed = self.0.route("instance", &req.instance).await?;
         let updated = objects::replace(&routed, kind, &obj).await?;
@@ -216,7 +229,10 @@ impl WorkloadService for Workloads {
         &self,
         req: Request<proto::DeleteWorkloadRequest>,
     ) -> Result<Response<proto::DeleteWorkloadResponse>, Status> {
+        let caller = self.0.caller(req.metadata())?;
         let req = req.into_inner();
+        self.0
+            .authorize(&caller, Role::Edit, &req.instance, "delete workloads")?;
         let kind = objects::kind("kind", &req.kind, &Kind::WORKLOADS)?;
         check_name("namespace", &req.namespace)?;
         check_name("name", &req.name)?;

@@ -4,10 +4,11 @@
 
 pub mod proxy;
 mod tls;
+mod webhook;
 
 use std::sync::Arc;
 
-use axum::routing::{any, get};
+use axum::routing::{any, get, post};
 use axum::Router as HttpRouter;
 
 use super::rest::Rest;
@@ -38,6 +39,10 @@ pub fn app(router: Router, rest: Arc<Rest>) -> HttpRouter {
         .route("/metrics", get(scrape))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }))
+        .route(
+            &format!("{API_PREFIX}/webhooks/global-management"),
+            post(webhook::handle),
+        )
         .route(
             &format!("{API_PREFIX}/instances/{{name}}/proxy"),
             any(proxy::handle_root),

@@ -23,6 +23,7 @@ use crate::actors::instance::caches::Kind;
 use crate::api::error::ApiError;
 use crate::api::paging;
 use crate::api::router::{Routed, Router};
+use crate::auth::Role;
 
 /// Requests other than watches must be answered within this.
 const PASS_THROUGH_TIMEOUT: Duration = Duration::from_secs(30);
@@ -77,14 +78,55 @@ pub async fn handle(
     serve(router, name, rest, req).await
 }
 
+/// The role a proxied request needs, and what it does (for the 403 message). Reads need
+/// `view`; writes of namespaced objects and of Karmada's cluster-wide policies need `edit`;
+/// any other cluster-scoped write (clusters, namespaces, CRDs, RBAC) needs `admin`.
+pub fn required_role(method: &Method, path: &str) -> (Role, String) {
+    let (plural, namespaced) = match routes::parse(path) {
+        Route::Resource(rp) => (rp.plural, rp.namespace.is_some()),
+        _ => ("the API".to_string(), false),
+    };
+    let verb = match *method {
+        Method::GET | Method::HEAD | Method::OPTIONS => {
+            return (Role::View, format!("read {plural}"));
+        }
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        _ => "change",
+    };
+    let cluster_policy = matches!(
+        plural.as_str(),
+        "clusterpropagationpolicies" | "clusteroverridepolicies"
+    );
+    let need = match namespaced || cluster_policy {
+        true => Role::Edit,
+        false => Role::Admin,
+    };
+    (need, format!("{verb} {plural}"))
+}
+
 async fn serve(router: Router, name: String, rest: String, req: Request) -> Response {
     let span = tracing::debug_span!("proxy", instance = %name);
     let _g = span.enter();
+    let path = format!("/{rest}");
+    let authorization = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let caller = match router.auth.authenticate(authorization) {
+        Ok(c) => c,
+        Err(e) => return status_response(&e),
+    };
+    let (need, action) = required_role(req.method(), &path);
+    if let Err(e) = router.authorize(&caller, need, &name, &action) {
+        return status_response(&e);
+    }
     let routed = match router.route("instance", &name).await {
         Ok(r) => r,
         Err(e) => return status_response(&e),
     };
-    let path = format!("/{rest}");
     let query: HashMap<String, String> = req
         .uri()
         .query()
@@ -286,10 +328,9 @@ async fn pass_through(routed: &Routed, req: Request, path: &str) -> Result<Respo
         .await
         .map_err(
             |e| match e.downcast_ref::<http_body_util::LengthLimitError>() {
-                Some(_) => ApiError::invalid(
-                    "body",
-                    format!("the request body is larger than {MAX_BODY} bytes"),
-                ),
+                Some(_) => ApiError::PayloadTooLarge(format!(
+                    "the request body is larger than {MAX_BODY} bytes"
+                )),
                 None => ApiError::invalid("body", format!("reading the request body: {e}")),
             },
         )?
@@ -321,4 +362,44 @@ async fn pass_through(routed: &Routed, req: Request, path: &str) -> Result<Respo
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_follow_the_verb_and_the_scope() {
+        let role = |m: Method, p: &str| required_role(&m, p).0;
+        assert_eq!(role(Method::GET, "/apis/apps/v1/deployments"), Role::View);
+        assert_eq!(
+            role(Method::GET, "/api/v1/namespaces/x/secrets/s"),
+            Role::View
+        );
+        assert_eq!(
+            role(Method::POST, "/apis/apps/v1/namespaces/x/deployments"),
+            Role::Edit
+        );
+        assert_eq!(
+            role(Method::DELETE, "/api/v1/namespaces/x/configmaps/c"),
+            Role::Edit
+        );
+        assert_eq!(
+            role(
+                Method::PATCH,
+                "/apis/policy.karmada.io/v1alpha1/clusterpropagationpolicies/p"
+            ),
+            Role::Edit
+        );
+        assert_eq!(role(Method::POST, "/api/v1/namespaces"), Role::Admin);
+        assert_eq!(
+            role(
+                Method::DELETE,
+                "/apis/cluster.karmada.io/v1alpha1/clusters/m1"
+            ),
+            Role::Admin
+        );
+        let (_, action) = required_role(&Method::PUT, "/apis/apps/v1/namespaces/x/deployments/d");
+        assert_eq!(action, "update deployments");
+    }
 }

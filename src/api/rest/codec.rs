@@ -39,15 +39,26 @@ impl Codec for Raw {
     }
 }
 
-pub async fn unary(channel: Channel, path: &str, request: Bytes) -> Result<Bytes, Status> {
+/// `authorization` is the HTTP request's header, passed on as gRPC metadata so the gRPC
+/// method authenticates and authorizes the REST caller.
+pub async fn unary(
+    channel: Channel,
+    path: &str,
+    request: Bytes,
+    authorization: Option<&http::HeaderValue>,
+) -> Result<Bytes, Status> {
     let mut grpc = tonic::client::Grpc::new(channel);
     grpc.ready()
         .await
         .map_err(|e| Status::unavailable(format!("the gRPC server is not ready: {e}")))?;
     let path =
         http::uri::PathAndQuery::try_from(path).map_err(|e| Status::internal(e.to_string()))?;
-    Ok(grpc
-        .unary(tonic::Request::new(request), path, Raw)
-        .await?
-        .into_inner())
+    let mut request = tonic::Request::new(request);
+    if let Some(v) = authorization.and_then(|v| v.to_str().ok()) {
+        let v = v
+            .parse()
+            .map_err(|_| Status::unauthenticated("the authorization header is not valid"))?;
+        request.metadata_mut().insert("authorization", v);
+    }
+    Ok(grpc.unary(request, path, Raw).await?.into_inner())
 }

@@ -24,6 +24,8 @@ use tonic::{Code, Status};
 
 use rules::Rule;
 
+/// Marks the one RESOURCE_EXHAUSTED that is answered 413 rather than 429.
+const TOO_LARGE: &str = "request entity too large";
 /// Request bodies beyond this are refused.
 const MAX_BODY: usize = 3 * 1024 * 1024;
 
@@ -53,11 +55,14 @@ impl Rest {
         let body = http_body_util::Limited::new(body, MAX_BODY)
             .collect()
             .await
-            .map_err(|_| {
-                Status::invalid_argument(format!(
-                    "the request body is larger than {MAX_BODY} bytes"
-                ))
-            })?
+            .map_err(
+                |e| match e.downcast_ref::<http_body_util::LengthLimitError>() {
+                    Some(_) => Status::resource_exhausted(format!(
+                        "{TOO_LARGE}: the request body is larger than {MAX_BODY} bytes"
+                    )),
+                    None => Status::invalid_argument(format!("reading the request body: {e}")),
+                },
+            )?
             .to_bytes();
         let mut msg = DynamicMessage::new(rule.input.clone());
         match rule.body.as_str() {
@@ -90,6 +95,7 @@ impl Rest {
             self.grpc.clone(),
             &rule.grpc_path,
             Bytes::from(msg.encode_to_vec()),
+            parts.headers.get(header::AUTHORIZATION),
         )
         .await?;
         let out = DynamicMessage::decode(rule.output.clone(), answer)
@@ -213,7 +219,13 @@ pub fn status_response(s: &Status) -> Response {
         details.push(json!({"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": violations}));
     }
     let body = json!({"code": s.code() as i32, "message": s.message(), "details": details});
-    json_response(http_status(s.code()), Bytes::from(body.to_string()))
+    let status = match s.code() {
+        Code::ResourceExhausted if s.message().starts_with(TOO_LARGE) => {
+            StatusCode::PAYLOAD_TOO_LARGE
+        }
+        code => http_status(code),
+    };
+    json_response(status, Bytes::from(body.to_string()))
 }
 
 pub async fn handle(State(rest): State<Arc<Rest>>, req: Request) -> Response {

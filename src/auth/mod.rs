@@ -1,0 +1,234 @@
+//! Authentication (static token file, OIDC JWTs) and per-instance authorization (roles
+//! from `InstanceRoleBinding` objects), shared by gRPC, REST and the proxy; and the
+//! global-management webhook that turns an IAM's role events into bindings.
+
+pub mod authorizer;
+pub mod oidc;
+pub mod token_file;
+pub mod webhook;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::api::error::ApiError;
+pub use crate::crd::Role;
+use authorizer::{Bindings, Index};
+pub use oidc::{JwksSource, OidcConfig};
+
+/// Who is calling, as the token said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserInfo {
+    pub name: String,
+    pub uid: String,
+    pub groups: Vec<String>,
+}
+
+/// Where identities come from; `None` everywhere with `disabled` is for tests and local
+/// experiments only.
+#[derive(Debug, Clone, Default)]
+pub struct AuthConfig {
+    pub token_file: Option<PathBuf>,
+    pub oidc: Option<OidcConfig>,
+    /// Shared secret of the global-management webhook; the endpoint is off without it.
+    pub webhook_secret_file: Option<PathBuf>,
+    /// Every request is allowed as an anonymous admin.
+    pub disabled: bool,
+}
+
+/// Why Kairship refuses to start.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthSetupError {
+    #[error("{what} {path}: {message}")]
+    Read {
+        what: &'static str,
+        path: String,
+        message: String,
+    },
+    #[error("token file {path} line {line}: {message}")]
+    TokenFile {
+        path: String,
+        line: usize,
+        message: String,
+    },
+    #[error("JWKS {origin}: {message}")]
+    Jwks { origin: String, message: String },
+    #[error("{0}")]
+    Config(String),
+}
+
+/// An authenticated caller.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub user: UserInfo,
+    /// Authorization is off: every check passes.
+    unrestricted: bool,
+}
+
+pub struct Auth {
+    tokens: HashMap<String, UserInfo>,
+    oidc: Option<Arc<oidc::Oidc>>,
+    bindings: Option<Bindings>,
+    pub webhook: Option<webhook::Webhook>,
+}
+
+/// The same answer for a missing, unknown, expired or forged token: nothing about which
+/// part failed or which instances exist.
+fn unauthenticated() -> ApiError {
+    ApiError::Unauthenticated("a valid bearer token is required".into())
+}
+
+impl Auth {
+    /// Everything allowed, as `anonymous` (tests, benchmarks' baseline).
+    pub fn disabled() -> Arc<Self> {
+        Arc::new(Self {
+            tokens: HashMap::new(),
+            oidc: None,
+            bindings: None,
+            webhook: None,
+        })
+    }
+
+    /// Loads every configured source; any unreadable or invalid one is an error.
+    pub async fn new(config: &AuthConfig, host: kube::Client) -> Result<Arc<Self>, AuthSetupError> {
+        if config.disabled {
+            if config.token_file.is_some() || config.oidc.is_some() {
+                return Err(AuthSetupError::Config(
+                    "authentication is disabled but a token file or OIDC is configured: choose one"
+                        .into(),
+                ));
+            }
+            return Ok(Self::disabled());
+        }
+        if config.token_file.is_none() && config.oidc.is_none() {
+            return Err(AuthSetupError::Config(
+                "no authentication source: pass --token-auth-file and/or --oidc-issuer-url (or --insecure-disable-auth for a throwaway setup)".into(),
+            ));
+        }
+        let tokens = match &config.token_file {
+            Some(path) => token_file::load(path)?,
+            None => HashMap::new(),
+        };
+        let oidc = match &config.oidc {
+            Some(c) => Some(oidc::Oidc::new(c.clone()).await?),
+            None => None,
+        };
+        let webhook = match &config.webhook_secret_file {
+            Some(path) => Some(webhook::Webhook::new(path, host.clone())?),
+            None => None,
+        };
+        Ok(Arc::new(Self {
+            tokens,
+            oidc,
+            bindings: Some(Bindings::watch(host)),
+            webhook,
+        }))
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.bindings.is_some()
+    }
+
+    /// Waits for the first list of bindings, so early requests are not denied wrongly.
+    pub async fn ready(&self) {
+        if let Some(b) = &self.bindings {
+            b.ready().await;
+        }
+    }
+
+    /// `authorization` is the header's value (`Bearer <token>`).
+    pub fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, ApiError> {
+        if !self.enabled() {
+            return Ok(Caller {
+                user: UserInfo {
+                    name: "anonymous".into(),
+                    uid: String::new(),
+                    groups: Vec::new(),
+                },
+                unrestricted: true,
+            });
+        }
+        let token = authorization
+            .and_then(|h| {
+                h.strip_prefix("Bearer ")
+                    .or_else(|| h.strip_prefix("bearer "))
+            })
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(unauthenticated)?;
+        if let Some(user) = self.tokens.get(token) {
+            return Ok(self.caller(user.clone()));
+        }
+        if let Some(oidc) = &self.oidc {
+            // Only something shaped like a JWT is worth verifying.
+            if token.bytes().filter(|b| *b == b'.').count() == 2 {
+                return match oidc.verify(token) {
+                    Ok(user) => Ok(self.caller(user)),
+                    Err(why) => {
+                        tracing::debug!(reason = %why, "OIDC token refused");
+                        Err(unauthenticated())
+                    }
+                };
+            }
+        }
+        Err(unauthenticated())
+    }
+
+    fn caller(&self, mut user: UserInfo) -> Caller {
+        // Like Kubernetes: every authenticated user is in this group, so a binding can
+        // grant something to everyone who logged in.
+        user.groups.push("system:authenticated".into());
+        Caller {
+            user,
+            unrestricted: false,
+        }
+    }
+
+    fn index(&self) -> Arc<Index> {
+        self.bindings
+            .as_ref()
+            .map(Bindings::index)
+            .unwrap_or_default()
+    }
+
+    /// The caller's role on `instance`, if any.
+    pub fn role_on(&self, caller: &Caller, instance: &str) -> Option<Role> {
+        match caller.unrestricted {
+            true => Some(Role::Admin),
+            false => self.index().role_on(&caller.user, instance),
+        }
+    }
+
+    /// A filter for lists: which instances the caller may at least view.
+    pub fn viewer(&self, caller: &Caller) -> impl Fn(&str) -> bool + use<> {
+        let index = self.index();
+        let (user, unrestricted) = (caller.user.clone(), caller.unrestricted);
+        move |instance| unrestricted || index.role_on(&user, instance).is_some()
+    }
+
+    /// Whether the caller holds a role on every instance (sees fleet-wide state).
+    pub fn sees_all(&self, caller: &Caller) -> bool {
+        caller.unrestricted || self.index().role_on_all(&caller.user).is_some()
+    }
+
+    /// PERMISSION_DENIED unless the caller holds `need` on `instance`; `action` says what
+    /// was attempted ("list workloads").
+    pub fn authorize(
+        &self,
+        caller: &Caller,
+        need: Role,
+        instance: &str,
+        action: &str,
+    ) -> Result<(), ApiError> {
+        let has = self.role_on(caller, instance);
+        if has.is_some_and(|r| r >= need) {
+            return Ok(());
+        }
+        let has = has.map_or("no role".to_string(), |r| format!("role {:?}", r.as_str()));
+        Err(ApiError::PermissionDenied(format!(
+            "user {:?} may not {action} on instance {instance:?}: that needs role {:?}, and the user has {has} there",
+            caller.user.name,
+            need.as_str()
+        )))
+    }
+}

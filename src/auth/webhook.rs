@@ -1,0 +1,316 @@
+//! The global-management webhook: an IAM sends role events (bind, unbind) signed with
+//! HMAC-SHA256 over `"{timestamp}.{body}"` using a shared secret; accepted events become
+//! `InstanceRoleBinding` objects in the host, idempotently (the object's name is derived
+//! from the grant, so a repeated bind finds it already there).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+use super::AuthSetupError;
+use crate::api::error::{check_name, ApiError};
+use crate::crd::{
+    InstanceRoleBinding, InstanceRoleBindingSpec, Role, Subject, ALL_INSTANCES, SOURCE_LABEL,
+};
+
+pub const TIMESTAMP_HEADER: &str = "x-kairship-timestamp";
+pub const SIGNATURE_HEADER: &str = "x-kairship-signature";
+/// How far a timestamp may be from now, either way; signatures are remembered this long.
+pub const TOLERANCE: Duration = Duration::from_secs(300);
+const SOURCE: &str = "global-management";
+const HOST_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EventType {
+    Bind,
+    Unbind,
+}
+
+/// One role event, as the IAM sends it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoleEvent {
+    /// The IAM's id of the event, recorded on the binding.
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: EventType,
+    /// An instance name, or `"*"` for every instance.
+    pub instance: String,
+    pub role: Role,
+    pub subject: Subject,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Outcome {
+    /// The binding object the event maps to.
+    pub binding: String,
+    /// False when the host already reflected the event (a retry).
+    pub changed: bool,
+}
+
+pub struct Webhook {
+    key: ring::hmac::Key,
+    host: kube::Client,
+    /// Signatures accepted within the tolerance window, to refuse replays.
+    seen: Mutex<HashMap<String, Instant>>,
+}
+
+impl Webhook {
+    pub fn new(secret_file: &Path, host: kube::Client) -> Result<Self, AuthSetupError> {
+        let read = |message: String| AuthSetupError::Read {
+            what: "--webhook-secret-file",
+            path: secret_file.display().to_string(),
+            message,
+        };
+        let secret = std::fs::read(secret_file).map_err(|e| read(e.to_string()))?;
+        let secret = secret.trim_ascii();
+        if secret.len() < 16 {
+            return Err(read("the secret must be at least 16 bytes".into()));
+        }
+        Ok(Self {
+            key: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret),
+            host,
+            seen: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Checks the signature and freshness, then applies the event once.
+    pub async fn receive(
+        &self,
+        timestamp: Option<&str>,
+        signature: Option<&str>,
+        body: &[u8],
+        now_unix: i64,
+    ) -> Result<Outcome, ApiError> {
+        let signature = verify(&self.key, timestamp, signature, body, now_unix)?;
+        {
+            let mut seen = self.seen.lock();
+            seen.retain(|_, at| at.elapsed() < TOLERANCE * 2);
+            if seen.contains_key(&signature) {
+                return Err(ApiError::Aborted(
+                    "this signed request was already received (replay refused)".into(),
+                ));
+            }
+            seen.insert(signature.clone(), Instant::now());
+        }
+        let result = match parse_event(body) {
+            Ok(event) => self.apply(&event).await,
+            Err(e) => Err(e),
+        };
+        if result.is_err() {
+            // Not applied: the IAM may send the same request again.
+            self.seen.lock().remove(&signature);
+        }
+        result
+    }
+
+    async fn apply(&self, event: &RoleEvent) -> Result<Outcome, ApiError> {
+        let api: Api<InstanceRoleBinding> = Api::all(self.host.clone());
+        let name = binding_name(event);
+        let call = async {
+            match event.kind {
+                EventType::Bind => {
+                    let binding = InstanceRoleBinding {
+                        metadata: ObjectMeta {
+                            name: Some(name.clone()),
+                            labels: Some([(SOURCE_LABEL.to_string(), SOURCE.to_string())].into()),
+                            annotations: Some(
+                                [("kairship.io/event-id".to_string(), event.id.clone())].into(),
+                            ),
+                            ..Default::default()
+                        },
+                        spec: InstanceRoleBindingSpec {
+                            role: event.role,
+                            instances: vec![event.instance.clone()],
+                            subjects: vec![event.subject.clone()],
+                        },
+                    };
+                    match api.create(&PostParams::default(), &binding).await {
+                        Ok(_) => Ok(true),
+                        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                        Err(e) => Err(e),
+                    }
+                }
+                EventType::Unbind => match api.delete(&name, &DeleteParams::default()).await {
+                    Ok(_) => Ok(true),
+                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+                    Err(e) => Err(e),
+                },
+            }
+        };
+        let changed = tokio::time::timeout(HOST_TIMEOUT, call)
+            .await
+            .map_err(|_| {
+                ApiError::DeadlineExceeded(format!(
+                    "the host cluster did not answer within {HOST_TIMEOUT:?}"
+                ))
+            })?
+            .map_err(|e| ApiError::from_kube(e, &format!("InstanceRoleBinding {name:?}")))?;
+        tracing::info!(event = %event.id, binding = %name, kind = ?event.kind, changed, "role event applied");
+        Ok(Outcome {
+            binding: name,
+            changed,
+        })
+    }
+}
+
+/// The signature as sent (lowercase hex) once it checks out against body and timestamp.
+pub fn verify(
+    key: &ring::hmac::Key,
+    timestamp: Option<&str>,
+    signature: Option<&str>,
+    body: &[u8],
+    now_unix: i64,
+) -> Result<String, ApiError> {
+    let unauth = |m: &str| ApiError::Unauthenticated(format!("webhook: {m}"));
+    let ts_text =
+        timestamp.ok_or_else(|| unauth(&format!("the {TIMESTAMP_HEADER} header is missing")))?;
+    let ts: i64 = ts_text
+        .trim()
+        .parse()
+        .map_err(|_| unauth(&format!("{TIMESTAMP_HEADER} is not a Unix time in seconds")))?;
+    if (now_unix - ts).unsigned_abs() > TOLERANCE.as_secs() {
+        return Err(unauth(&format!(
+            "the timestamp is more than {}s from now (stale or replayed request)",
+            TOLERANCE.as_secs()
+        )));
+    }
+    let sig = signature
+        .and_then(|s| s.trim().strip_prefix("sha256="))
+        .ok_or_else(|| {
+            unauth(&format!(
+                "the {SIGNATURE_HEADER} header must be sha256=<hex>"
+            ))
+        })?;
+    let raw = decode_hex(sig).ok_or_else(|| unauth("the signature is not hex"))?;
+    let mut signed = Vec::with_capacity(ts_text.len() + 1 + body.len());
+    signed.extend_from_slice(ts_text.trim().as_bytes());
+    signed.push(b'.');
+    signed.extend_from_slice(body);
+    ring::hmac::verify(key, &signed, &raw).map_err(|_| unauth("the signature does not match"))?;
+    Ok(sig.to_ascii_lowercase())
+}
+
+/// `sha256=<hex>` over `"{timestamp}.{body}"`: what an IAM sends (used by tests and docs).
+pub fn sign(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
+    let mut signed = format!("{timestamp}.").into_bytes();
+    signed.extend_from_slice(body);
+    let tag = ring::hmac::sign(&key, &signed);
+    format!("sha256={}", encode_hex(tag.as_ref()))
+}
+
+fn encode_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn decode_hex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+fn parse_event(body: &[u8]) -> Result<RoleEvent, ApiError> {
+    let event: RoleEvent = serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid("body", format!("not a role event: {e}")))?;
+    if event.id.is_empty() {
+        return Err(ApiError::invalid("id", "must not be empty"));
+    }
+    if event.instance != ALL_INSTANCES {
+        check_name("instance", &event.instance)?;
+    }
+    if event.subject.name.is_empty() {
+        return Err(ApiError::invalid("subject.name", "must not be empty"));
+    }
+    Ok(event)
+}
+
+/// One name per (instance, role, subject): bind is create-if-absent, unbind delete.
+pub fn binding_name(event: &RoleEvent) -> String {
+    let scope = match event.instance.as_str() {
+        ALL_INSTANCES => "all".to_string(),
+        name => name.chars().take(30).collect(),
+    };
+    let digest = ring::digest::digest(
+        &ring::digest::SHA256,
+        format!(
+            "{}\n{}\n{:?}\n{}",
+            event.instance,
+            event.role.as_str(),
+            event.subject.kind,
+            event.subject.name
+        )
+        .as_bytes(),
+    );
+    format!(
+        "gm-{}-{}-{}",
+        scope.trim_end_matches(['-', '.']),
+        event.role.as_str(),
+        &encode_hex(digest.as_ref())[..16]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &[u8] = b"0123456789abcdef-secret";
+
+    fn key() -> ring::hmac::Key {
+        ring::hmac::Key::new(ring::hmac::HMAC_SHA256, SECRET)
+    }
+
+    #[test]
+    fn a_good_signature_verifies_and_anything_else_is_refused() {
+        let body = br#"{"id":"1"}"#;
+        let sig = sign(SECRET, 1_000, body);
+        assert!(verify(&key(), Some("1000"), Some(&sig), body, 1_010).is_ok());
+        // Tampered body, other timestamp, stale, future, missing, malformed.
+        assert!(verify(&key(), Some("1000"), Some(&sig), br#"{"id":"2"}"#, 1_010).is_err());
+        assert!(verify(&key(), Some("1001"), Some(&sig), body, 1_010).is_err());
+        assert!(verify(&key(), Some("1000"), Some(&sig), body, 1_000 + 301).is_err());
+        assert!(verify(&key(), Some("1000"), Some(&sig), body, 1_000 - 301).is_err());
+        assert!(verify(&key(), None, Some(&sig), body, 1_000).is_err());
+        assert!(verify(&key(), Some("1000"), Some("md5=00"), body, 1_000).is_err());
+        assert!(verify(&key(), Some("1000"), Some("sha256=zz"), body, 1_000).is_err());
+        let other = sign(b"another-secret-entirely", 1_000, body);
+        assert!(verify(&key(), Some("1000"), Some(&other), body, 1_000).is_err());
+    }
+
+    #[test]
+    fn binding_names_are_stable_valid_and_distinct() {
+        let e = |instance: &str, name: &str| RoleEvent {
+            id: "x".into(),
+            kind: EventType::Bind,
+            instance: instance.into(),
+            role: Role::View,
+            subject: Subject {
+                kind: crate::crd::SubjectKind::User,
+                name: name.into(),
+            },
+        };
+        let a = binding_name(&e("karmada-1", "alice"));
+        assert_eq!(a, binding_name(&e("karmada-1", "alice")));
+        assert_ne!(a, binding_name(&e("karmada-1", "bob")));
+        assert!(binding_name(&e("*", "alice")).starts_with("gm-all-view-"));
+        check_name("n", &a).expect("a valid object name");
+        check_name("n", &binding_name(&e(&"x".repeat(200), "alice"))).expect("long instance");
+    }
+
+    #[test]
+    fn events_are_checked() {
+        assert!(parse_event(br#"{"id":"1","type":"bind","instance":"a","role":"view","subject":{"kind":"User","name":"u"}}"#).is_ok());
+        assert!(parse_event(br#"{"id":"1","type":"bind","instance":"A_","role":"view","subject":{"kind":"User","name":"u"}}"#).is_err());
+        assert!(parse_event(br#"{"id":"1","type":"grant","instance":"a","role":"view","subject":{"kind":"User","name":"u"}}"#).is_err());
+        assert!(parse_event(br#"{"id":"1","type":"bind","instance":"a","role":"owner","subject":{"kind":"User","name":"u"}}"#).is_err());
+    }
+}
