@@ -116,6 +116,7 @@ async fn main() {
         grpc_addr: "127.0.0.1:0".parse().expect("addr"),
         http_addr: "127.0.0.1:0".parse().expect("addr"),
         tls: cert.server_config.clone(),
+        auth: kairship::auth::Auth::disabled(),
     })
     .await
     .expect("server");

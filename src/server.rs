@@ -20,6 +20,8 @@ pub struct ServerConfig {
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
     pub tls: Arc<rustls::ServerConfig>,
+    /// Loaded before anything starts, so a bad auth source stops the process early.
+    pub auth: Arc<crate::auth::Auth>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -69,7 +71,7 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
         config.settings,
     )
     .await?;
-    let router = Router::new(tree.handle());
+    let router = Router::with_auth(tree.handle(), config.auth);
     let (stop, rx) = watch::channel(false);
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.changed().await;

@@ -51,6 +51,19 @@ fn random_token() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Owner-only, since it holds credentials.
+fn write_secret(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(contents)
+}
+
 fn sample_objects() -> Vec<(ApiResource, Value)> {
     let ar = |group: &str, version: &str, kind: &str, plural: &str| ApiResource {
         group: group.into(),
@@ -120,6 +133,61 @@ async fn seed(instance_kubeconfig: &Path) -> Result<(), Error> {
     Ok(())
 }
 
+/// Writes the token file and webhook secret, binds `admin` to every instance and
+/// `viewer` to the first, and loads the auth configuration as `kairship run` would.
+async fn demo_auth(
+    dir: &Path,
+    host: &kube::Client,
+    admin: &str,
+    viewer: &str,
+    viewer_instance: Option<&String>,
+) -> Result<std::sync::Arc<crate::auth::Auth>, Error> {
+    use crate::crd::{InstanceRoleBinding, InstanceRoleBindingSpec, Role, Subject, SubjectKind};
+    let tokens = dir.join("tokens.csv");
+    let text =
+        format!("{admin},admin,demo-admin,\"kairship:admins\"\n{viewer},viewer,demo-viewer\n");
+    write_secret(&tokens, text.as_bytes()).map_err(io(format!("writing {}", tokens.display())))?;
+    let secret = dir.join("webhook.secret");
+    write_secret(&secret, random_token().as_bytes())
+        .map_err(io(format!("writing {}", secret.display())))?;
+    let bindings: Api<InstanceRoleBinding> = Api::all(host.clone());
+    let grants = [
+        ("demo-admin", Role::Admin, "*".to_string(), "admin"),
+        (
+            "demo-viewer",
+            Role::View,
+            viewer_instance.cloned().unwrap_or_default(),
+            "viewer",
+        ),
+    ];
+    for (name, role, instance, user) in grants {
+        let b = InstanceRoleBinding::new(
+            name,
+            InstanceRoleBindingSpec {
+                role,
+                instances: vec![instance],
+                subjects: vec![Subject {
+                    kind: SubjectKind::User,
+                    name: user.into(),
+                }],
+            },
+        );
+        match bindings.create(&PostParams::default(), &b).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(Error::Usage(format!("creating binding {name}: {e}"))),
+        }
+    }
+    let config = crate::auth::AuthConfig {
+        token_file: Some(tokens),
+        webhook_secret_file: Some(secret),
+        ..Default::default()
+    };
+    crate::auth::Auth::new(&config, host.clone())
+        .await
+        .map_err(|e| Error::Usage(format!("authentication: {e}")))
+}
+
 pub async fn run(args: DemoArgs) -> Result<(), Error> {
     let total = 5;
     let dir = &args.state_dir;
@@ -175,6 +243,9 @@ async fn serve(args: &DemoArgs, fleet: &Fleet, sim_dir: &Path, total: usize) -> 
         total,
         "starting Kairship (controller-manager, gRPC API, HTTPS API and proxy)",
     );
+    let names: Vec<String> = fleet.instances().iter().map(|i| i.name.clone()).collect();
+    let (admin, viewer) = (random_token(), random_token());
+    let auth = demo_auth(dir, &host, &admin, &viewer, names.first()).await?;
     let cert = kairship_sim::tls::generate("kairship").map_err(|e| Error::Usage(e.to_string()))?;
     let ca_path = dir.join("ca.crt");
     std::fs::write(&ca_path, &cert.ca_pem).map_err(io(format!("writing {}", ca_path.display())))?;
@@ -186,6 +257,7 @@ async fn serve(args: &DemoArgs, fleet: &Fleet, sim_dir: &Path, total: usize) -> 
         grpc_addr: args.grpc_addr,
         http_addr: args.http_addr,
         tls: cert.server_config.clone(),
+        auth,
     })
     .await
     .map_err(|e| Error::Usage(e.to_string()))?;
@@ -220,9 +292,6 @@ async fn serve(args: &DemoArgs, fleet: &Fleet, sim_dir: &Path, total: usize) -> 
 
     step(5, total, "writing endpoints.json and kubeconfigs");
     let https = format!("https://{}", running.http_addr);
-    let admin = random_token();
-    let viewer = random_token();
-    let names: Vec<String> = fleet.instances().iter().map(|i| i.name.clone()).collect();
     let mut entries = Vec::new();
     for name in &names {
         let server = format!("{https}/apis/kairship.io/v1alpha1/instances/{name}/proxy");
@@ -242,6 +311,7 @@ async fn serve(args: &DemoArgs, fleet: &Fleet, sim_dir: &Path, total: usize) -> 
         "host_kubeconfig": host_kubeconfig.display().to_string(),
         "instances": entries,
         "tokens": {"admin": admin, "viewer": viewer, "viewer_instance": names.first()},
+        "webhook_secret_file": dir.join("webhook.secret").display().to_string(),
     });
     let text = serde_json::to_vec_pretty(&endpoints).map_err(|e| Error::Usage(e.to_string()))?;
     kubeconfig::write_atomic(&dir.join("endpoints.json"), &text)
@@ -270,12 +340,12 @@ async fn serve(args: &DemoArgs, fleet: &Fleet, sim_dir: &Path, total: usize) -> 
     );
     println!("  the gRPC API: kairship ctl --state-dir {d} instances list");
     println!(
-        "                grpcurl -plaintext {} kairship.v1alpha1.InstanceService/ListInstances",
+        "                grpcurl -plaintext -H 'authorization: Bearer {admin}' {} kairship.v1alpha1.InstanceService/ListInstances",
         running.grpc_addr
     );
     println!("  tokens:      admin {admin}");
     println!("               viewer {viewer} (bound to {first})");
-    println!("  note: this build does not check tokens yet");
+    println!("               (token file {d}/tokens.csv; roles: kubectl --kubeconfig {} get instancerolebindings)", host_kubeconfig.display());
     println!("Press Ctrl-C to stop.");
     super::shutdown_signal().await;
     println!("stopping...");

@@ -59,6 +59,77 @@ pub struct RunArgs {
     /// Namespace of the Karmada objects of managed instances.
     #[arg(long, default_value = "kairship-system")]
     pub managed_namespace: String,
+    #[command(flatten)]
+    pub auth: AuthArgs,
+}
+
+/// Where callers' identities come from (at least one source, unless auth is disabled).
+#[derive(Debug, Args, Clone, Default)]
+pub struct AuthArgs {
+    /// Static bearer tokens, kube-apiserver format: token,user,uid,"group1,group2".
+    #[arg(long)]
+    pub token_auth_file: Option<PathBuf>,
+    /// OIDC issuer; tokens must carry it as `iss`.
+    #[arg(long, requires = "oidc_client_id")]
+    pub oidc_issuer_url: Option<String>,
+    /// The audience (`aud`) tokens must be issued for.
+    #[arg(long, requires = "oidc_issuer_url")]
+    pub oidc_client_id: Option<String>,
+    /// The provider's signing keys as a JWKS file.
+    #[arg(long, conflicts_with = "oidc_jwks_url")]
+    pub oidc_jwks_file: Option<PathBuf>,
+    /// The provider's JWKS over HTTPS, refreshed every 5 minutes and on unknown key ids.
+    #[arg(long)]
+    pub oidc_jwks_url: Option<String>,
+    /// CA bundle that signs the JWKS URL's certificate (else the system's roots).
+    #[arg(long)]
+    pub oidc_ca_file: Option<PathBuf>,
+    #[arg(long, default_value = "sub")]
+    pub oidc_username_claim: String,
+    #[arg(long, default_value = "groups")]
+    pub oidc_groups_claim: String,
+    /// Shared secret of the global-management webhook (HMAC-SHA256); off without it.
+    #[arg(long)]
+    pub webhook_secret_file: Option<PathBuf>,
+    /// Serve every request as an anonymous admin. Only for throwaway local setups.
+    #[arg(long)]
+    pub insecure_disable_auth: bool,
+}
+
+impl AuthArgs {
+    pub fn config(&self) -> Result<crate::auth::AuthConfig, Error> {
+        use crate::auth::{AuthConfig, JwksSource, OidcConfig};
+        let oidc = match (&self.oidc_issuer_url, &self.oidc_client_id) {
+            (Some(issuer), Some(audience)) => {
+                let jwks = match (&self.oidc_jwks_file, &self.oidc_jwks_url) {
+                    (Some(f), None) => JwksSource::File(f.clone()),
+                    (None, Some(u)) => JwksSource::Url {
+                        url: u.clone(),
+                        ca_file: self.oidc_ca_file.clone(),
+                    },
+                    _ => {
+                        return Err(Error::Usage(
+                            "OIDC needs its keys: pass --oidc-jwks-file or --oidc-jwks-url".into(),
+                        ))
+                    }
+                };
+                Some(OidcConfig {
+                    issuer: issuer.clone(),
+                    audience: audience.clone(),
+                    jwks,
+                    username_claim: self.oidc_username_claim.clone(),
+                    groups_claim: self.oidc_groups_claim.clone(),
+                })
+            }
+            _ => None,
+        };
+        Ok(AuthConfig {
+            token_file: self.token_auth_file.clone(),
+            oidc,
+            webhook_secret_file: self.webhook_secret_file.clone(),
+            disabled: self.insecure_disable_auth,
+        })
+    }
 }
 
 pub async fn host_client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, Error> {
@@ -131,11 +202,19 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         _ => Some(load_tls(&args)?),
     };
     let host = host_client(args.kubeconfig.as_ref()).await?;
+    let auth = match args.role {
+        Role::ControllerManager => None,
+        _ => Some(
+            crate::auth::Auth::new(&args.auth.config()?, host.clone())
+                .await
+                .map_err(|e| Error::Usage(format!("authentication: {e}")))?,
+        ),
+    };
     let settings = Settings {
         managed_namespace: args.managed_namespace.clone(),
         ..Settings::default()
     };
-    match tls {
+    match tls.zip(auth) {
         None => {
             let tree = Tree::start_with(host, election, &identity, settings)
                 .await
@@ -145,7 +224,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             tracing::info!("shutting down");
             tree.shutdown().await;
         }
-        Some(tls) => {
+        Some((tls, auth)) => {
             let config = server::ServerConfig {
                 host,
                 identity: identity.clone(),
@@ -154,6 +233,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
                 grpc_addr: args.grpc_addr,
                 http_addr: args.http_addr,
                 tls,
+                auth,
             };
             let running = server::start(config)
                 .await

@@ -1,6 +1,7 @@
 //! The gRPC API over a real socket with the generated tonic clients, against the
 //! supervision tree and the simulated fleet.
 
+mod auth;
 #[path = "../sim_conformance/common.rs"]
 #[allow(dead_code)]
 mod common;

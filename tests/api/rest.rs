@@ -6,15 +6,11 @@ use serde_json::{json, Value};
 
 use crate::server::Api;
 
-/// An HTTPS client trusting Kairship's CA (kube's client is a plain HTTPS client too).
 async fn client(api: &Api) -> kube::Client {
-    let kc = kairship_sim::kubeconfig::build("rest", &api.https, &api.ca_pem, "rest-test-token");
-    let path = api.env.sim.dir.path().join("rest.kubeconfig");
-    kairship_sim::kubeconfig::write(&path, &kc).expect("write");
-    crate::common::client_from(&path).await
+    api.https_client("rest-test-token").await
 }
 
-async fn call(c: &kube::Client, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+pub async fn call(c: &kube::Client, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
     let req = http::Request::builder()
         .method(method)
         .uri(path)
@@ -33,7 +29,7 @@ async fn call(c: &kube::Client, method: &str, path: &str, body: Option<Value>) -
     )
 }
 
-const P: &str = "/apis/kairship.io/v1alpha1";
+pub const P: &str = "/apis/kairship.io/v1alpha1";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_paths_json_mapping_and_errors() {

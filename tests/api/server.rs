@@ -6,6 +6,7 @@ use std::time::Duration;
 use kairship::actors::leader::LeaderConfig;
 use kairship::actors::tree::Tree;
 use kairship::api::router::Router;
+use kairship::auth::{Auth, AuthConfig};
 use kairship::crd::Phase;
 use tonic::transport::Channel;
 
@@ -30,6 +31,15 @@ impl Api {
     /// Kairship acts on the host as its own user (`kairship`), so the host's audit shows
     /// exactly its calls; with `leader`, it takes part in Lease election.
     pub async fn start_with(instances: usize, leader: Option<LeaderConfig>) -> Self {
+        Self::start_full(instances, leader, None).await
+    }
+
+    /// With `auth`, requests are authenticated and authorized like in production.
+    pub async fn start_full(
+        instances: usize,
+        leader: Option<LeaderConfig>,
+        auth: Option<AuthConfig>,
+    ) -> Self {
         let env = Env::start(instances).await;
         let host = env.sim.fleet.host().clone();
         host.enable_audit();
@@ -39,7 +49,7 @@ impl Api {
         kairship_sim::kubeconfig::write(&kc_path, &kc).expect("write kubeconfig");
         let as_kairship = crate::common::client_from(&kc_path).await;
         let tree = Tree::start(
-            as_kairship,
+            as_kairship.clone(),
             leader,
             "kairship-test",
             crate::harness::fast_settings(),
@@ -57,7 +67,13 @@ impl Api {
             )
             .await;
         }
-        let router = Router::new(tree.handle());
+        let auth = match auth {
+            Some(config) => Auth::new(&config, as_kairship.clone())
+                .await
+                .expect("auth configuration loads"),
+            None => Auth::disabled(),
+        };
+        let router = Router::with_auth(tree.handle(), auth);
         router.ready().await;
         let (tx, rx) = tokio::sync::watch::channel(false);
 
@@ -118,20 +134,39 @@ impl Api {
 
     /// A kubeconfig whose server is Kairship's proxy prefix for `instance`.
     pub fn proxy_kubeconfig(&self, instance: &str) -> PathBuf {
+        self.proxy_kubeconfig_as(instance, "proxy-test-token")
+    }
+
+    /// A proxy kubeconfig carrying `token`.
+    pub fn proxy_kubeconfig_as(&self, instance: &str, token: &str) -> PathBuf {
         let server = format!(
             "{}/apis/kairship.io/v1alpha1/instances/{instance}/proxy",
             self.https
         );
-        let kc =
-            kairship_sim::kubeconfig::build(instance, &server, &self.ca_pem, "proxy-test-token");
+        let kc = kairship_sim::kubeconfig::build(instance, &server, &self.ca_pem, token);
+        let digest: String = token.bytes().take(8).map(|b| format!("{b:02x}")).collect();
         let path = self
             .env
             .sim
             .dir
             .path()
-            .join(format!("proxy-{instance}.kubeconfig"));
+            .join(format!("proxy-{instance}-{digest}.kubeconfig"));
         kairship_sim::kubeconfig::write(&path, &kc).expect("write kubeconfig");
         path
+    }
+
+    /// An HTTPS client of Kairship's REST API trusting its CA, sending `token`.
+    pub async fn https_client(&self, token: &str) -> kube::Client {
+        let kc = kairship_sim::kubeconfig::build("rest", &self.https, &self.ca_pem, token);
+        let digest: String = token.bytes().take(8).map(|b| format!("{b:02x}")).collect();
+        let path = self
+            .env
+            .sim
+            .dir
+            .path()
+            .join(format!("rest-{digest}.kubeconfig"));
+        kairship_sim::kubeconfig::write(&path, &kc).expect("write");
+        crate::common::client_from(&path).await
     }
 
     pub async fn stop(mut self) {

@@ -40,7 +40,10 @@ pub async fn handle(State(router): State<Router>, req: Request) -> Response {
     };
     let (parts, body) = req.into_parts();
     let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
-    let body = match http_body_util::Limited::new(body, MAX_EVENT).collect().await {
+    let body = match http_body_util::Limited::new(body, MAX_EVENT)
+        .collect()
+        .await
+    {
         Ok(b) => b.to_bytes(),
         Err(_) => {
             return failure(&ApiError::PayloadTooLarge(format!(
@@ -50,7 +53,12 @@ pub async fn handle(State(router): State<Router>, req: Request) -> Response {
     };
     let now = jiff::Timestamp::now().as_second();
     match webhook
-        .receive(header(TIMESTAMP_HEADER), header(SIGNATURE_HEADER), &body, now)
+        .receive(
+            header(TIMESTAMP_HEADER),
+            header(SIGNATURE_HEADER),
+            &body,
+            now,
+        )
         .await
     {
         Ok(outcome) => answer(StatusCode::OK, json!(outcome)),

@@ -1,0 +1,790 @@
+//! Authentication and per-instance authorization on every surface (gRPC, REST, the proxy
+//! with kubectl), bindings taking effect without a restart, OIDC JWTs, startup refusals,
+//! and the HMAC-signed global-management webhook.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use base64::Engine;
+use kairship::auth::{Auth, AuthConfig, JwksSource, OidcConfig};
+use kairship::crd::{
+    InstanceRoleBinding, InstanceRoleBindingSpec, Role, Subject, SubjectKind, SOURCE_LABEL,
+};
+use kairship::proto::instance_service_client::InstanceServiceClient;
+use kairship::proto::supervisor_service_client::SupervisorServiceClient;
+use kairship::proto::workload_service_client::WorkloadServiceClient;
+use kairship::proto::*;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
+use serde_json::{json, Value};
+use tonic::Code;
+
+use crate::common::{eventually, kubectl_bin};
+use crate::rest::{call, P};
+use crate::server::Api as KairshipApi;
+
+const ADMIN: &str = "admin-token-0001";
+const VIEWER: &str = "viewer-token-0002";
+const EDITOR: &str = "editor-token-0003";
+const NOBODY: &str = "nobody-token-0004";
+const DAVE: &str = "dave-token-0005";
+const ISSUER: &str = "https://idp.example.test";
+const AUDIENCE: &str = "kairship";
+const SECRET: &str = "a-shared-webhook-secret-of-some-length";
+
+/// An ES256 signing key and its JWK.
+struct Signer {
+    pkcs8: Vec<u8>,
+    jwk: Value,
+}
+
+fn signer(kid: &str) -> Signer {
+    let rng = ring::rand::SystemRandom::new();
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).expect("key");
+    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
+        .expect("pair");
+    let point = pair.public_key().as_ref();
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    Signer {
+        pkcs8: pkcs8.as_ref().to_vec(),
+        jwk: json!({"kty": "EC", "crv": "P-256", "kid": kid, "alg": "ES256", "use": "sig",
+            "x": b64.encode(&point[1..33]), "y": b64.encode(&point[33..65])}),
+    }
+}
+
+fn jwt(s: &Signer, kid: &str, claims: Value) -> String {
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+    header.kid = Some(kid.into());
+    jsonwebtoken::encode(
+        &header,
+        &claims,
+        &jsonwebtoken::EncodingKey::from_ec_der(&s.pkcs8),
+    )
+    .expect("sign")
+}
+
+fn now() -> i64 {
+    jiff::Timestamp::now().as_second()
+}
+
+fn claims(sub: &str, aud: &str, exp_in: i64) -> Value {
+    json!({"iss": ISSUER, "aud": aud, "sub": sub, "groups": ["sre"], "iat": now(), "exp": now() + exp_in})
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write");
+    p
+}
+
+fn config(dir: &Path, jwks: &Value) -> AuthConfig {
+    let tokens = format!(
+        "{ADMIN},alice,1,\"ops\"\n{VIEWER},victor,2\n{EDITOR},erin,3,\"team-a,misc\"\n{NOBODY},nora,4\n{DAVE},dave,5\n"
+    );
+    AuthConfig {
+        token_file: Some(write(dir, "tokens.csv", &tokens)),
+        oidc: Some(OidcConfig {
+            issuer: ISSUER.into(),
+            audience: AUDIENCE.into(),
+            jwks: JwksSource::File(write(dir, "jwks.json", &jwks.to_string())),
+            username_claim: "sub".into(),
+            groups_claim: "groups".into(),
+        }),
+        webhook_secret_file: Some(write(dir, "webhook.secret", SECRET)),
+        disabled: false,
+    }
+}
+
+fn binding(
+    role: Role,
+    instances: &[&str],
+    kind: SubjectKind,
+    name: &str,
+) -> InstanceRoleBindingSpec {
+    InstanceRoleBindingSpec {
+        role,
+        instances: instances.iter().map(|s| s.to_string()).collect(),
+        subjects: vec![Subject {
+            kind,
+            name: name.into(),
+        }],
+    }
+}
+
+async fn bind(host: &kube::Client, name: &str, spec: InstanceRoleBindingSpec) {
+    let api: Api<InstanceRoleBinding> = Api::all(host.clone());
+    api.create(
+        &PostParams::default(),
+        &InstanceRoleBinding::new(name, spec),
+    )
+    .await
+    .expect("create binding");
+}
+
+/// A request carrying `token` as gRPC metadata.
+fn with<T>(token: &str, msg: T) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(msg);
+    r.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {token}").parse().expect("metadata"),
+    );
+    r
+}
+
+fn denied<T: std::fmt::Debug>(r: Result<T, tonic::Status>, code: Code, mentions: &[&str]) {
+    let s = r.expect_err("refused");
+    assert_eq!(s.code(), code, "{s:?}");
+    for m in mentions {
+        assert!(
+            s.message().contains(m),
+            "{:?} should mention {m:?}",
+            s.message()
+        );
+    }
+}
+
+fn names(list: &ListInstancesResponse) -> Vec<String> {
+    list.instances
+        .iter()
+        .filter_map(|i| i.metadata.as_ref().map(|m| m.name.clone()))
+        .collect()
+}
+
+async fn start(dir: &Path, jwks: &Value) -> KairshipApi {
+    let api = KairshipApi::start_full(2, None, Some(config(dir, jwks))).await;
+    let host = api.env.host.clone();
+    bind(
+        &host,
+        "ops-admin",
+        binding(Role::Admin, &["*"], SubjectKind::Group, "ops"),
+    )
+    .await;
+    bind(
+        &host,
+        "victor-view",
+        binding(Role::View, &["karmada-1"], SubjectKind::User, "victor"),
+    )
+    .await;
+    bind(
+        &host,
+        "team-a-edit",
+        binding(Role::Edit, &["karmada-1"], SubjectKind::Group, "team-a"),
+    )
+    .await;
+    bind(
+        &host,
+        "sre-view",
+        binding(Role::View, &["karmada-2"], SubjectKind::Group, "sre"),
+    )
+    .await;
+    // Bindings arrive through a watch: wait until the admin sees everything.
+    let mut c = InstanceServiceClient::new(api.channel.clone());
+    eventually(Duration::from_secs(10), "bindings cached", || {
+        let mut c = c.clone();
+        async move {
+            let l = c
+                .list_instances(with(ADMIN, ListInstancesRequest::default()))
+                .await
+                .ok()?;
+            (names(&l.into_inner()).len() == 2).then_some(())
+        }
+    })
+    .await;
+    let _ = c
+        .list_instances(with(ADMIN, ListInstancesRequest::default()))
+        .await;
+    api
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_role_is_allowed_and_denied_over_grpc_and_rest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = signer("k1");
+    let api = start(dir.path(), &json!({"keys": [key.jwk]})).await;
+    let mut inst = InstanceServiceClient::new(api.channel.clone());
+    let mut work = WorkloadServiceClient::new(api.channel.clone());
+    let mut sup = SupervisorServiceClient::new(api.channel.clone());
+
+    // No token, a wrong token: UNAUTHENTICATED, saying nothing about instances.
+    let anon = inst
+        .get_instance(GetInstanceRequest {
+            name: "karmada-1".into(),
+        })
+        .await;
+    denied(anon, Code::Unauthenticated, &["bearer token"]);
+    let wrong = inst
+        .get_instance(with(
+            "not-a-token",
+            GetInstanceRequest {
+                name: "karmada-1".into(),
+            },
+        ))
+        .await
+        .expect_err("refused");
+    assert_eq!(wrong.code(), Code::Unauthenticated);
+    assert!(!wrong.message().contains("karmada"), "{}", wrong.message());
+
+    // view: lists only its instance; reads allowed; writes and other instances refused.
+    let l = inst
+        .list_instances(with(VIEWER, ListInstancesRequest::default()))
+        .await
+        .expect("list");
+    assert_eq!(names(&l.into_inner()), vec!["karmada-1"]);
+    inst.get_instance(with(
+        VIEWER,
+        GetInstanceRequest {
+            name: "karmada-1".into(),
+        },
+    ))
+    .await
+    .expect("viewer reads its instance");
+    work.list_workloads(with(
+        VIEWER,
+        ListWorkloadsRequest {
+            instance: "karmada-1".into(),
+            ..Default::default()
+        },
+    ))
+    .await
+    .expect("viewer lists workloads");
+    denied(
+        inst.get_instance(with(
+            VIEWER,
+            GetInstanceRequest {
+                name: "karmada-2".into(),
+            },
+        ))
+        .await,
+        Code::PermissionDenied,
+        &["victor", "karmada-2", "\"view\""],
+    );
+    let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "authz", "namespace": "default"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "a"}}, "template": {"metadata": {"labels": {"app": "a"}}, "spec": {"containers": [{"name": "a", "image": "a"}]}}}});
+    let create = |token: &str| {
+        with(
+            token,
+            CreateWorkloadRequest {
+                instance: "karmada-1".into(),
+                object_json: deploy.to_string(),
+            },
+        )
+    };
+    denied(
+        work.create_workload(create(VIEWER)).await,
+        Code::PermissionDenied,
+        &["create workloads", "\"edit\""],
+    );
+    denied(
+        sup.restart_instance(with(
+            VIEWER,
+            RestartInstanceRequest {
+                name: "karmada-1".into(),
+            },
+        ))
+        .await,
+        Code::PermissionDenied,
+        &["\"admin\""],
+    );
+    let actors = sup
+        .list_actors(with(VIEWER, ListActorsRequest {}))
+        .await
+        .expect("actors")
+        .into_inner();
+    let seen: Vec<_> = actors.actors.iter().map(|a| a.instance.as_str()).collect();
+    assert_eq!(
+        seen,
+        vec!["karmada-1"],
+        "a viewer of one instance sees only its actor"
+    );
+
+    // No binding at all: nothing listed, and a missing instance looks like a forbidden one.
+    let l = inst
+        .list_instances(with(NOBODY, ListInstancesRequest::default()))
+        .await
+        .expect("list");
+    assert!(names(&l.into_inner()).is_empty());
+    for name in ["karmada-1", "no-such-instance"] {
+        denied(
+            inst.get_instance(with(NOBODY, GetInstanceRequest { name: name.into() }))
+                .await,
+            Code::PermissionDenied,
+            &["nora", "no role"],
+        );
+    }
+
+    // edit (through a group): workload writes, no instance lifecycle.
+    work.create_workload(create(EDITOR))
+        .await
+        .expect("editor creates a workload");
+    work.delete_workload(with(
+        EDITOR,
+        DeleteWorkloadRequest {
+            instance: "karmada-1".into(),
+            kind: "Deployment".into(),
+            namespace: "default".into(),
+            name: "authz".into(),
+        },
+    ))
+    .await
+    .expect("editor deletes it");
+    denied(
+        inst.delete_instance(with(
+            EDITOR,
+            DeleteInstanceRequest {
+                name: "karmada-1".into(),
+            },
+        ))
+        .await,
+        Code::PermissionDenied,
+        &["delete instances", "\"admin\"", "has role \"edit\""],
+    );
+    denied(
+        work.create_workload(with(
+            EDITOR,
+            CreateWorkloadRequest {
+                instance: "karmada-2".into(),
+                object_json: deploy.to_string(),
+            },
+        ))
+        .await,
+        Code::PermissionDenied,
+        &["karmada-2"],
+    );
+
+    // admin on every instance (group ops): lifecycle and restarts; sees the whole tree.
+    sup.restart_instance(with(
+        ADMIN,
+        RestartInstanceRequest {
+            name: "karmada-2".into(),
+        },
+    ))
+    .await
+    .expect("admin restarts an actor");
+    let all = sup
+        .list_actors(with(ADMIN, ListActorsRequest {}))
+        .await
+        .expect("actors")
+        .into_inner();
+    assert!(
+        all.actors.iter().any(|a| a.instance.is_empty()),
+        "the admin sees root and manager"
+    );
+
+    // REST: the same decisions, as HTTP statuses with google.rpc.Status bodies.
+    let none = api.https_client("").await;
+    let (code, body) = call(&none, "GET", &format!("{P}/instances"), None).await;
+    assert_eq!((code, body["code"].as_i64()), (401, Some(16)), "{body}");
+    let viewer = api.https_client(VIEWER).await;
+    let (code, body) = call(&viewer, "GET", &format!("{P}/instances"), None).await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        body["instances"].as_array().map(Vec::len),
+        Some(1),
+        "{body}"
+    );
+    let (code, body) = call(&viewer, "GET", &format!("{P}/instances/karmada-2"), None).await;
+    assert_eq!((code, body["code"].as_i64()), (403, Some(7)), "{body}");
+    assert!(body["message"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("karmada-2"));
+    let (code, _) = call(
+        &viewer,
+        "POST",
+        &format!("{P}/instances/karmada-1:restart"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(code, 403);
+    let admin = api.https_client(ADMIN).await;
+    let (code, body) = call(
+        &admin,
+        "POST",
+        &format!("{P}/instances/karmada-1:restart"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = call(&admin, "GET", &format!("{P}/actors"), None).await;
+    assert_eq!(code, 200, "{body}");
+    api.stop().await;
+}
+
+fn kubectl(kubeconfig: &Path, cache: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(kubectl_bin())
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(args)
+        .output()
+        .expect("kubectl runs")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_as_a_viewer_and_bindings_changing_live() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = signer("k1");
+    let api = start(dir.path(), &json!({"keys": [key.jwk]})).await;
+    let cache = dir.path().join("kubectl-cache");
+    let viewer1 = api.proxy_kubeconfig_as("karmada-1", VIEWER);
+    let out = kubectl(
+        &viewer1,
+        &cache,
+        &["get", "deployments", "-A", "-o", "name"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kubectl(
+        &viewer1,
+        &cache,
+        &["create", "configmap", "nope", "-n", "default"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("may not create configmaps") && err.contains("\"edit\""),
+        "{err}"
+    );
+    let viewer2 = api.proxy_kubeconfig_as("karmada-2", VIEWER);
+    let out = kubectl(&viewer2, &cache, &["get", "deployments", "-A"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("Forbidden"), "{err}");
+    let anon = api.proxy_kubeconfig_as("karmada-1", "bogus");
+    let out = kubectl(&anon, &cache, &["get", "deployments", "-A"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("must be logged in"),
+        "{err}"
+    );
+    // The editor writes namespaced objects but not cluster-scoped ones.
+    let editor = api.proxy_kubeconfig_as("karmada-1", EDITOR);
+    let out = kubectl(
+        &editor,
+        &cache,
+        &["create", "configmap", "yes", "-n", "default"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kubectl(&editor, &cache, &["create", "namespace", "nope"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Forbidden"));
+
+    // A new binding takes effect without a restart, and so does its removal.
+    let host = api.env.host.clone();
+    bind(
+        &host,
+        "victor-view-2",
+        binding(Role::View, &["karmada-2"], SubjectKind::User, "victor"),
+    )
+    .await;
+    eventually(
+        Duration::from_secs(10),
+        "the new binding in effect",
+        || async {
+            kubectl(&viewer2, &cache, &["get", "deployments", "-A"])
+                .status
+                .success()
+                .then_some(())
+        },
+    )
+    .await;
+    let bindings: Api<InstanceRoleBinding> = Api::all(host.clone());
+    bindings
+        .delete("victor-view-2", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually(
+        Duration::from_secs(10),
+        "the removed binding no longer in effect",
+        || async {
+            (!kubectl(&viewer2, &cache, &["get", "deployments", "-A"])
+                .status
+                .success())
+            .then_some(())
+        },
+    )
+    .await;
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oidc_tokens_are_verified_and_bad_sources_refuse_to_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (key, rogue) = (signer("k1"), signer("k1"));
+    let api = start(dir.path(), &json!({"keys": [key.jwk]})).await;
+    let mut inst = InstanceServiceClient::new(api.channel.clone());
+    let get = |token: String| {
+        with(
+            &token,
+            GetInstanceRequest {
+                name: "karmada-2".into(),
+            },
+        )
+    };
+
+    // A good token: user from `sub`, groups from `groups` (sre may view karmada-2).
+    let good = jwt(&key, "k1", claims("sam@example.test", AUDIENCE, 600));
+    inst.get_instance(get(good)).await.expect("a valid JWT");
+    let expired = jwt(&key, "k1", claims("sam", AUDIENCE, -3600));
+    let wrong_aud = jwt(&key, "k1", claims("sam", "someone-else", 600));
+    let forged = jwt(&rogue, "k1", claims("sam", AUDIENCE, 600));
+    let unknown_kid = jwt(&key, "k9", claims("sam", AUDIENCE, 600));
+    let mut early = claims("sam", AUDIENCE, 7200);
+    early["nbf"] = json!(now() + 3600);
+    let not_yet = jwt(&key, "k1", early);
+    let mut other = claims("sam", AUDIENCE, 600);
+    other["iss"] = json!("https://evil.example.test");
+    let wrong_iss = jwt(&key, "k1", other);
+    for (what, token) in [
+        ("expired", expired),
+        ("wrong audience", wrong_aud),
+        ("wrongly signed", forged),
+        ("unknown key", unknown_kid),
+        ("not yet valid", not_yet),
+        ("wrong issuer", wrong_iss),
+    ] {
+        let s = inst.get_instance(get(token)).await.expect_err(what);
+        assert_eq!(s.code(), Code::Unauthenticated, "{what}: {s:?}");
+    }
+
+    // Startup refuses unreadable or invalid sources, naming them.
+    let host = api.env.host.clone();
+    let good = config(dir.path(), &json!({"keys": [key.jwk]}));
+    let refused = |c: AuthConfig| {
+        let host = host.clone();
+        async move {
+            Auth::new(&c, host)
+                .await
+                .err()
+                .map(|e| e.to_string())
+                .expect("refused")
+        }
+    };
+    let e = refused(AuthConfig {
+        token_file: Some(dir.path().join("missing.csv")),
+        ..good.clone()
+    })
+    .await;
+    assert!(e.contains("missing.csv"), "{e}");
+    let bad_csv = write(dir.path(), "bad.csv", "only-a-token\n");
+    let e = refused(AuthConfig {
+        token_file: Some(bad_csv),
+        ..good.clone()
+    })
+    .await;
+    assert!(e.contains("line 1"), "{e}");
+    let mut bad_oidc = good.clone();
+    if let Some(o) = bad_oidc.oidc.as_mut() {
+        o.jwks = JwksSource::File(write(dir.path(), "bad-jwks.json", "{\"keys\": 3}"));
+    }
+    let e = refused(bad_oidc).await;
+    assert!(e.contains("bad-jwks.json"), "{e}");
+    let e = refused(AuthConfig {
+        webhook_secret_file: Some(dir.path().join("nope.secret")),
+        ..good.clone()
+    })
+    .await;
+    assert!(e.contains("nope.secret"), "{e}");
+    let e = refused(AuthConfig {
+        token_file: None,
+        oidc: None,
+        ..good.clone()
+    })
+    .await;
+    assert!(e.contains("no authentication source"), "{e}");
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jwks_from_an_https_url() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = signer("url-key");
+    let jwks = json!({"keys": [key.jwk]});
+    let cert = kairship_sim::tls::generate("idp").expect("cert");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("https://{}/jwks", listener.local_addr().expect("addr"));
+    let body = jwks.to_string();
+    let app = axum::Router::new().route("/jwks", axum::routing::get(move || async move { body }));
+    let (stop, mut rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(kairship::api::http::serve_tls(
+        listener,
+        cert.server_config.clone(),
+        app,
+        async move {
+            let _ = rx.changed().await;
+        },
+    ));
+    let ca = write(dir.path(), "idp-ca.pem", &cert.ca_pem);
+    let sim = crate::common::Sim::start(0).await;
+    let host = sim.client("host").await;
+    let oidc = |ca_file: Option<PathBuf>| AuthConfig {
+        oidc: Some(OidcConfig {
+            issuer: ISSUER.into(),
+            audience: AUDIENCE.into(),
+            jwks: JwksSource::Url {
+                url: url.clone(),
+                ca_file,
+            },
+            username_claim: "sub".into(),
+            groups_claim: "groups".into(),
+        }),
+        ..Default::default()
+    };
+    let auth = Auth::new(&oidc(Some(ca)), host.clone())
+        .await
+        .expect("JWKS fetched");
+    let token = jwt(&key, "url-key", claims("uma", AUDIENCE, 600));
+    let caller = auth
+        .authenticate(Some(&format!("Bearer {token}")))
+        .expect("verified");
+    assert_eq!(caller.user.name, "uma");
+    assert!(caller.user.groups.contains(&"sre".to_string()));
+    // Without the provider's CA the certificate is not trusted: refuse to start.
+    let e = Auth::new(&oidc(None), host).await.err().expect("untrusted");
+    assert!(e.to_string().contains(&url), "{e}");
+    let _ = stop.send(true);
+    sim.fleet.shutdown();
+}
+
+async fn send(c: &kube::Client, ts: i64, sig: &str, body: &str) -> (u16, Value) {
+    let req = http::Request::post(format!("{P}/webhooks/global-management"))
+        .header("content-type", "application/json")
+        .header("x-kairship-timestamp", ts.to_string())
+        .header("x-kairship-signature", sig)
+        .body(kube::client::Body::from(body.as_bytes().to_vec()))
+        .expect("request");
+    let resp = c.send(req).await.expect("answer");
+    let code = resp.status().as_u16();
+    use http_body_util::BodyExt;
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_events_are_verified_applied_once_and_take_effect() {
+    use kairship::auth::webhook::sign;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = signer("k1");
+    let api = start(dir.path(), &json!({"keys": [key.jwk]})).await;
+    let c = api.https_client("").await;
+    let bindings: Api<InstanceRoleBinding> = Api::all(api.env.host.clone());
+    let from_webhook = || async {
+        let lp = ListParams::default().labels(&format!("{SOURCE_LABEL}=global-management"));
+        let mut names: Vec<_> = bindings
+            .list(&lp)
+            .await
+            .expect("list")
+            .items
+            .into_iter()
+            .map(|b| (b.metadata.name.unwrap_or_default(), b.spec))
+            .collect();
+        names.sort_by(|a, b| a.0.cmp(&b.0));
+        names
+    };
+    let mut inst = InstanceServiceClient::new(api.channel.clone());
+    let dave_reads = || {
+        let mut inst = inst.clone();
+        async move {
+            inst.get_instance(with(
+                DAVE,
+                GetInstanceRequest {
+                    name: "karmada-2".into(),
+                },
+            ))
+            .await
+            .is_ok()
+        }
+    };
+    assert!(!dave_reads().await);
+    let bind = json!({"id": "evt-1", "type": "bind", "instance": "karmada-2", "role": "view",
+        "subject": {"kind": "User", "name": "dave"}})
+    .to_string();
+    let secret = SECRET.as_bytes();
+
+    // Refused, leaving no trace: bad signature, other secret, stale, future, missing headers.
+    let t = now();
+    let mut bad_sig = sign(secret, t, bind.as_bytes());
+    bad_sig.replace_range(
+        bad_sig.len() - 2..,
+        if bad_sig.ends_with("00") { "11" } else { "00" },
+    );
+    let refusals = [
+        (t, bad_sig, 401),
+        (t, sign(b"some-other-secret-value", t, bind.as_bytes()), 401),
+        (t - 3600, sign(secret, t - 3600, bind.as_bytes()), 401),
+        (t + 3600, sign(secret, t + 3600, bind.as_bytes()), 401),
+        (t, String::new(), 401),
+        (t, sign(secret, t, b"{\"id\": \"x\"}"), 401),
+    ];
+    for (ts, sig, want) in refusals {
+        let (code, body) = send(&c, ts, &sig, &bind).await;
+        assert_eq!(code, want, "{sig}: {body}");
+    }
+    let bad_event = json!({"id": "evt-0", "type": "bind", "instance": "Not_A_Name", "role": "view", "subject": {"kind": "User", "name": "x"}}).to_string();
+    let (code, body) = send(&c, t, &sign(secret, t, bad_event.as_bytes()), &bad_event).await;
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        from_webhook().await.is_empty(),
+        "refused events left no binding"
+    );
+
+    // A good event: applied, and in effect for dave.
+    let sig = sign(secret, t, bind.as_bytes());
+    let (code, body) = send(&c, t, &sig, &bind).await;
+    assert_eq!(
+        (code, body["changed"].as_bool()),
+        (200, Some(true)),
+        "{body}"
+    );
+    // The same signed request again: a replay, refused.
+    let (code, body) = send(&c, t, &sig, &bind).await;
+    assert_eq!(code, 409, "{body}");
+    // The IAM retrying with a fresh signature: accepted, nothing changes (applied once).
+    let t2 = now() + 1;
+    let (code, body) = send(&c, t2, &sign(secret, t2, bind.as_bytes()), &bind).await;
+    assert_eq!(
+        (code, body["changed"].as_bool()),
+        (200, Some(false)),
+        "{body}"
+    );
+    let made = from_webhook().await;
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert_eq!(made[0].1.subjects[0].name, "dave");
+    eventually(
+        Duration::from_secs(10),
+        "dave may view karmada-2",
+        || async { dave_reads().await.then_some(()) },
+    )
+    .await;
+
+    // Unbind: the binding goes, and so does dave's access.
+    let unbind = bind
+        .replace("\"bind\"", "\"unbind\"")
+        .replace("evt-1", "evt-2");
+    let t3 = now();
+    let (code, body) = send(&c, t3, &sign(secret, t3, unbind.as_bytes()), &unbind).await;
+    assert_eq!(
+        (code, body["changed"].as_bool()),
+        (200, Some(true)),
+        "{body}"
+    );
+    assert!(from_webhook().await.is_empty());
+    eventually(
+        Duration::from_secs(10),
+        "dave no longer views karmada-2",
+        || async { (!dave_reads().await).then_some(()) },
+    )
+    .await;
+    let _ = inst
+        .list_instances(with(ADMIN, ListInstancesRequest::default()))
+        .await;
+    api.stop().await;
+}
