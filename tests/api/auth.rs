@@ -446,7 +446,9 @@ async fn kubectl_as_a_viewer_and_bindings_changing_live() {
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        !out.status.success() && err.contains("may not create configmaps") && err.contains("\"edit\""),
+        !out.status.success()
+            && err.contains("may not create configmaps")
+            && err.contains("\"edit\""),
         "{err}"
     );
     let viewer2 = api.proxy_kubeconfig_as("karmada-2", VIEWER);

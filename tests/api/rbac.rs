@@ -5,7 +5,11 @@
 use std::time::Duration;
 
 use kairship::actors::leader::LeaderConfig;
-use kairship::crd::{InstanceRegistration, InstanceRegistrationSpec, Phase};
+use kairship::auth::AuthConfig;
+use kairship::crd::{
+    InstanceRegistration, InstanceRegistrationSpec, InstanceRoleBinding, InstanceRoleBindingSpec,
+    Phase, Role, Subject, SubjectKind,
+};
 use kairship::proto::instance_service_client::InstanceServiceClient;
 use kairship::proto::*;
 use kube::api::{Api, PostParams};
@@ -22,8 +26,72 @@ async fn deploy_manifests_are_valid_and_rbac_covers_exactly_the_calls_made() {
         retry_period: Duration::from_millis(300),
         ..LeaderConfig::new(NS, "kairship-controller-manager", "kairship-test")
     };
-    let api = KairshipApi::start_with(1, Some(lease)).await;
-    let mut c = InstanceServiceClient::new(api.channel.clone());
+    // With authentication on, so the binding watch and the webhook's writes are audited.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, "rbac-admin-token,root,0,\"ops\"\n").expect("tokens");
+    let secret = dir.path().join("webhook.secret");
+    std::fs::write(&secret, "rbac-test-webhook-secret").expect("secret");
+    let auth = AuthConfig {
+        token_file: Some(tokens),
+        webhook_secret_file: Some(secret),
+        ..Default::default()
+    };
+    let api = KairshipApi::start_full(1, Some(lease), Some(auth)).await;
+    let bindings: Api<InstanceRoleBinding> = Api::all(api.env.host.clone());
+    bindings
+        .create(
+            &PostParams::default(),
+            &InstanceRoleBinding::new(
+                "ops",
+                InstanceRoleBindingSpec {
+                    role: Role::Admin,
+                    instances: vec!["*".into()],
+                    subjects: vec![Subject {
+                        kind: SubjectKind::Group,
+                        name: "ops".into(),
+                    }],
+                },
+            ),
+        )
+        .await
+        .expect("binding");
+    let mut c = InstanceServiceClient::with_interceptor(
+        api.channel.clone(),
+        |mut req: tonic::Request<()>| {
+            req.metadata_mut().insert(
+                "authorization",
+                tonic::metadata::MetadataValue::from_static("Bearer rbac-admin-token"),
+            );
+            Ok(req)
+        },
+    );
+    eventually(Duration::from_secs(10), "the admin binding cached", || {
+        let mut c = c.clone();
+        async move {
+            c.list_instances(ListInstancesRequest::default())
+                .await
+                .ok()
+                .filter(|l| !l.get_ref().instances.is_empty())
+        }
+    })
+    .await;
+    // A role event from global management, bound then unbound.
+    let https = api.https_client("").await;
+    for kind in ["bind", "unbind"] {
+        let event = serde_json::json!({"id": kind, "type": kind, "instance": "karmada-1",
+            "role": "view", "subject": {"kind": "User", "name": "gm-user"}})
+        .to_string();
+        let ts = jiff::Timestamp::now().as_second();
+        let sig = kairship::auth::webhook::sign(b"rbac-test-webhook-secret", ts, event.as_bytes());
+        let req = http::Request::post("/apis/kairship.io/v1alpha1/webhooks/global-management")
+            .header("x-kairship-timestamp", ts.to_string())
+            .header("x-kairship-signature", sig)
+            .body(kube::client::Body::from(event.into_bytes()))
+            .expect("request");
+        let resp = https.send(req).await.expect("webhook answers");
+        assert_eq!(resp.status(), 200, "{kind}");
+    }
 
     // A stale registration for an instance about to be created: the registry updates it.
     let regs: Api<InstanceRegistration> = Api::all(api.env.host.clone());
