@@ -106,8 +106,38 @@ async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
     )
     .await
     .expect("grpc connects");
-    let list = client
+    let as_token = |token: &Value| {
+        let mut req = tonic::Request::new(kairship::proto::ListInstancesRequest::default());
+        let value = format!("Bearer {}", token.as_str().expect("token"));
+        req.metadata_mut()
+            .insert("authorization", value.parse().expect("metadata"));
+        req
+    };
+    let refused = client
         .list_instances(kairship::proto::ListInstancesRequest::default())
+        .await
+        .expect_err("the demo checks tokens");
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+    let viewer = client
+        .list_instances(as_token(&endpoints["tokens"]["viewer"]))
+        .await
+        .expect("viewer lists")
+        .into_inner();
+    let seen: Vec<_> = viewer
+        .instances
+        .iter()
+        .filter_map(|i| i.metadata.as_ref().map(|m| m.name.clone()))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![endpoints["tokens"]["viewer_instance"]
+            .as_str()
+            .expect("viewer_instance")
+            .to_string()],
+        "the viewer sees only its instance"
+    );
+    let list = client
+        .list_instances(as_token(&endpoints["tokens"]["admin"]))
         .await
         .expect("list")
         .into_inner();
