@@ -22,7 +22,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Sim(args) => kairship::cli::sim::run(args).await,
-            Command::Run(args) => kairship::cli::run::run(args).await,
+            Command::Run(args) => kairship::cli::run::run(*args).await,
             Command::Demo(args) => kairship::cli::demo::run(args).await,
             Command::Ctl(args) => kairship::cli::ctl::run(args).await,
             Command::Crds => kairship::crd::crds_yaml()

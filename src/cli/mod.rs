@@ -31,7 +31,7 @@ pub enum Command {
     /// A client for people: instances, stats, clusters and actors over gRPC.
     Ctl(ctl::CtlArgs),
     /// Run Kairship against a host cluster (production).
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Print Kairship's CustomResourceDefinitions as YAML (the same bytes as deploy/crds/).
     Crds,
 }
