@@ -34,6 +34,8 @@ pub struct AuthConfig {
     pub webhook_secret_file: Option<PathBuf>,
     /// Every request is allowed as an anonymous admin.
     pub disabled: bool,
+    /// Who Kairship itself acts as on the host, recorded on the bindings it writes.
+    pub operator: Option<String>,
 }
 
 /// Why Kairship refuses to start.
@@ -114,7 +116,11 @@ impl Auth {
             None => None,
         };
         let webhook = match &config.webhook_secret_file {
-            Some(path) => Some(webhook::Webhook::new(path, host.clone())?),
+            Some(path) => Some(webhook::Webhook::new(
+                path,
+                host.clone(),
+                config.operator.clone().unwrap_or_else(|| "kairship".into()),
+            )?),
             None => None,
         };
         Ok(Arc::new(Self {

@@ -56,12 +56,18 @@ pub struct Outcome {
 pub struct Webhook {
     key: ring::hmac::Key,
     host: kube::Client,
+    /// Kairship's own identity on the host, recorded on the bindings it writes.
+    operator: String,
     /// Signatures accepted within the tolerance window, to refuse replays.
     seen: Mutex<HashMap<String, Instant>>,
 }
 
 impl Webhook {
-    pub fn new(secret_file: &Path, host: kube::Client) -> Result<Self, AuthSetupError> {
+    pub fn new(
+        secret_file: &Path,
+        host: kube::Client,
+        operator: String,
+    ) -> Result<Self, AuthSetupError> {
         let read = |message: String| AuthSetupError::Read {
             what: "--webhook-secret-file",
             path: secret_file.display().to_string(),
@@ -75,6 +81,7 @@ impl Webhook {
         Ok(Self {
             key: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret),
             host,
+            operator,
             seen: Mutex::new(HashMap::new()),
         })
     }
@@ -120,7 +127,11 @@ impl Webhook {
                             name: Some(name.clone()),
                             labels: Some([(SOURCE_LABEL.to_string(), SOURCE.to_string())].into()),
                             annotations: Some(
-                                [("kairship.io/event-id".to_string(), event.id.clone())].into(),
+                                [
+                                    ("kairship.io/event-id".to_string(), event.id.clone()),
+                                    ("kairship.io/applied-by".to_string(), self.operator.clone()),
+                                ]
+                                .into(),
                             ),
                             ..Default::default()
                         },

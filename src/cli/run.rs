@@ -128,6 +128,7 @@ impl AuthArgs {
             oidc,
             webhook_secret_file: self.webhook_secret_file.clone(),
             disabled: self.insecure_disable_auth,
+            operator: None,
         })
     }
 }
@@ -147,6 +148,53 @@ pub async fn host_client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, E
     };
     kube::Client::try_from(config)
         .map_err(|e| Error::Usage(format!("building the host client: {e}")))
+}
+
+const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+
+/// Who Kairship acts as on the host: in a pod, the service account named by its token's
+/// `sub` claim (`system:serviceaccount:NS:NAME`); otherwise the kubeconfig's user.
+pub fn operator_identity(kubeconfig: Option<&PathBuf>) -> Result<String, Error> {
+    let from_kubeconfig = |kc: Kubeconfig, source: String| {
+        let current = kc.current_context.clone().unwrap_or_default();
+        kc.contexts
+            .iter()
+            .find(|c| c.name == current)
+            .and_then(|c| c.context.as_ref())
+            .and_then(|c| c.user.clone())
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "{source}: the current context {current:?} names no user"
+                ))
+            })
+    };
+    if let Some(path) = kubeconfig {
+        let kc = Kubeconfig::read_from(path)
+            .map_err(|e| Error::Usage(format!("reading kubeconfig {}: {e}", path.display())))?;
+        return from_kubeconfig(kc, path.display().to_string());
+    }
+    if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+        let token = std::fs::read_to_string(SERVICE_ACCOUNT_TOKEN)
+            .map_err(|e| Error::Usage(format!("{SERVICE_ACCOUNT_TOKEN}: {e}")))?;
+        return jwt_subject(token.trim()).ok_or_else(|| {
+            Error::Usage(format!(
+                "{SERVICE_ACCOUNT_TOKEN}: not a service account token with a subject"
+            ))
+        });
+    }
+    let kc = Kubeconfig::read().map_err(|e| Error::Usage(format!("reading $KUBECONFIG: {e}")))?;
+    from_kubeconfig(kc, "$KUBECONFIG".into())
+}
+
+/// The `sub` of a JWT, unverified: used only to name our own credential.
+fn jwt_subject(token: &str) -> Option<String> {
+    use base64::Engine;
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    claims.get("sub")?.as_str().map(String::from)
 }
 
 fn default_identity() -> String {
@@ -202,12 +250,20 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         _ => Some(load_tls(&args)?),
     };
     let host = host_client(args.kubeconfig.as_ref()).await?;
+    let operator = operator_identity(args.kubeconfig.as_ref())?;
+    tracing::info!(operator = %operator, "acting on the host cluster as");
     let auth = match args.role {
         Role::ControllerManager => None,
         _ => Some(
-            crate::auth::Auth::new(&args.auth.config()?, host.clone())
-                .await
-                .map_err(|e| Error::Usage(format!("authentication: {e}")))?,
+            crate::auth::Auth::new(
+                &crate::auth::AuthConfig {
+                    operator: Some(operator),
+                    ..args.auth.config()?
+                },
+                host.clone(),
+            )
+            .await
+            .map_err(|e| Error::Usage(format!("authentication: {e}")))?,
         ),
     };
     let settings = Settings {
@@ -245,4 +301,33 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_operator_is_the_kubeconfig_user_or_the_token_subject() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("kc");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: kairship-operator}\nclusters:\n- name: k\n  cluster: {server: 'https://127.0.0.1:1'}\nusers:\n- name: kairship-operator\n  user: {token: t}\n",
+        )
+        .expect("write");
+        assert_eq!(
+            operator_identity(Some(&path)).expect("identity"),
+            "kairship-operator"
+        );
+        let e = operator_identity(Some(&dir.path().join("missing"))).expect_err("missing");
+        assert!(e.to_string().contains("missing"), "{e}");
+        // header.payload.signature with payload {"sub":"system:serviceaccount:ks:kairship"}
+        let token = "e30.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6a3M6a2FpcnNoaXAifQ.sig";
+        assert_eq!(
+            jwt_subject(token).as_deref(),
+            Some("system:serviceaccount:ks:kairship")
+        );
+        assert_eq!(jwt_subject("not-a-jwt"), None);
+    }
 }

@@ -93,6 +93,7 @@ fn config(dir: &Path, jwks: &Value) -> AuthConfig {
         }),
         webhook_secret_file: Some(write(dir, "webhook.secret", SECRET)),
         disabled: false,
+        operator: Some("kairship-test-operator".into()),
     }
 }
 
@@ -760,6 +761,16 @@ async fn webhook_events_are_verified_applied_once_and_take_effect() {
     let made = from_webhook().await;
     assert_eq!(made.len(), 1, "{made:?}");
     assert_eq!(made[0].1.subjects[0].name, "dave");
+    let stored = bindings.get(&made[0].0).await.expect("binding");
+    let notes = stored.metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        notes.get("kairship.io/event-id").map(String::as_str),
+        Some("evt-1")
+    );
+    assert_eq!(
+        notes.get("kairship.io/applied-by").map(String::as_str),
+        Some("kairship-test-operator")
+    );
     eventually(
         Duration::from_secs(10),
         "dave may view karmada-2",
