@@ -69,6 +69,7 @@ pub struct Metrics {
     nodes: Family<CountLabels, Gauge>,
     cached: Family<KindLabels, Gauge>,
     restarts: Family<InstanceLabels, Gauge>,
+    watch_restarts: Family<InstanceLabels, Gauge>,
     leader: Family<LeaderLabels, Gauge>,
     requests: Family<RequestLabels, Counter>,
     latency: Family<DurationLabels, Histogram>,
@@ -91,6 +92,7 @@ impl Metrics {
         let nodes = Family::<CountLabels, Gauge>::default();
         let cached = Family::<KindLabels, Gauge>::default();
         let restarts = Family::<InstanceLabels, Gauge>::default();
+        let watch_restarts = Family::<InstanceLabels, Gauge>::default();
         let leader = Family::<LeaderLabels, Gauge>::default();
         let requests = Family::<RequestLabels, Counter>::default();
         let latency = Family::<DurationLabels, Histogram>::new_with_constructor(|| {
@@ -122,6 +124,11 @@ impl Metrics {
             restarts.clone(),
         );
         registry.register(
+            "kairship_instance_watch_restarts",
+            "Cache watches that failed and were resumed or relisted, since the instance actor started",
+            watch_restarts.clone(),
+        );
+        registry.register(
             "leader_election_master_status",
             "1 when this replica holds the lease",
             leader.clone(),
@@ -143,18 +150,19 @@ impl Metrics {
             nodes,
             cached,
             restarts,
+            watch_restarts,
             leader,
             requests,
             latency,
         })
     }
 
-    pub fn observe(&self, surface: &str, method: &str, code: u16, took: Duration) {
+    pub fn observe(&self, surface: &str, method: &str, code: &str, took: Duration) {
         self.requests
             .get_or_create(&RequestLabels {
                 surface: surface.into(),
                 method: method.into(),
-                code: code.to_string(),
+                code: code.into(),
             })
             .inc();
         self.latency
@@ -173,6 +181,7 @@ impl Metrics {
         self.phase.clear();
         self.cached.clear();
         self.restarts.clear();
+        self.watch_restarts.clear();
         for inst in router.instances() {
             let name = inst.metadata.name.clone().unwrap_or_default();
             let status = inst.status.clone().unwrap_or_default();
@@ -200,6 +209,11 @@ impl Metrics {
             }
             if let Ok(Some(actor)) = router.tree.instance(&name).await {
                 if let Ok(reader) = ractor::call_t!(actor, InstanceMsg::Reader, 1000) {
+                    self.watch_restarts
+                        .get_or_create(&InstanceLabels {
+                            karmada_instance: name.clone(),
+                        })
+                        .set(i64::try_from(reader.watch_restarts).unwrap_or(i64::MAX));
                     for kind in Kind::ALL {
                         let n = reader.stores.get(&kind).map_or(0, |s| s.state().len());
                         self.cached
@@ -252,6 +266,75 @@ pub async fn track(State(metrics): State<Arc<Metrics>>, req: Request, next: Next
     let (method, surface) = (req.method().to_string(), surface(req.uri().path()));
     let start = Instant::now();
     let resp = next.run(req).await;
-    metrics.observe(surface, &method, resp.status().as_u16(), start.elapsed());
+    metrics.observe(surface, &method, resp.status().as_str(), start.elapsed());
     resp
+}
+
+/// A tower layer for the tonic server recording every gRPC call: surface `grpc`, the
+/// method's full path, and the gRPC code by name.
+#[derive(Clone)]
+pub struct GrpcLayer(pub Arc<Metrics>);
+
+impl<S> tower::Layer<S> for GrpcLayer {
+    type Service = GrpcMetrics<S>;
+    fn layer(&self, inner: S) -> GrpcMetrics<S> {
+        GrpcMetrics {
+            inner,
+            metrics: self.0.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct GrpcMetrics<S> {
+    inner: S,
+    metrics: Arc<Metrics>,
+}
+
+/// Only this API's own methods become label values, so a client cannot grow the series.
+fn grpc_method(path: &str) -> String {
+    let known = ["/kairship.v1alpha1.", "/grpc.health.", "/grpc.reflection."];
+    match known.iter().any(|p| path.starts_with(p)) {
+        true => path.to_string(),
+        false => "unknown".into(),
+    }
+}
+
+impl<S, B, RB> tower::Service<http::Request<B>> for GrpcMetrics<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<RB>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = futures::future::BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let method = grpc_method(req.uri().path());
+        let metrics = self.metrics.clone();
+        let start = Instant::now();
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let result = fut.await;
+            if let Ok(resp) = &result {
+                // Errors travel as headers (trailers-only); success's status is in the
+                // trailers, after the body.
+                let code = resp
+                    .headers()
+                    .get("grpc-status")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<i32>().ok())
+                    .map_or(tonic::Code::Ok, tonic::Code::from_i32);
+                metrics.observe("grpc", &method, &format!("{code:?}"), start.elapsed());
+            }
+            result
+        })
+    }
 }

@@ -24,6 +24,8 @@ const ACTOR_TIMEOUT_MS: u64 = 2_000;
 pub struct Router {
     pub tree: TreeHandle,
     pub auth: Arc<Auth>,
+    /// One registry for every surface of this process.
+    pub metrics: Arc<crate::metrics::Metrics>,
     instances: Store<Instance>,
     _watch: Arc<AbortOnDrop>,
 }
@@ -67,6 +69,7 @@ impl Router {
         Self {
             tree,
             auth,
+            metrics: crate::metrics::Metrics::new(),
             instances: store,
             _watch: Arc::new(AbortOnDrop(task)),
         }

@@ -1,4 +1,10 @@
-//! `/metrics` on the HTTPS address: instance gauges, leadership and request metrics.
+//! `/metrics` on the HTTPS address: instance gauges, leadership, watch restarts, and
+//! request metrics of HTTPS and gRPC.
+
+use std::time::Duration;
+
+use kairship::proto::instance_service_client::InstanceServiceClient;
+use kairship::proto::GetInstanceRequest;
 
 use crate::server::Api;
 
@@ -12,6 +18,51 @@ async fn metrics_report_instances_leadership_and_requests() {
     // One proxied request, so the request metrics have something to show.
     let proxy = http::Request::get("/apis/kairship.io/v1alpha1/instances/karmada-1/proxy/apis/cluster.karmada.io/v1alpha1/clusters").body(Vec::new()).expect("request");
     client.request_text(proxy).await.expect("proxy answers");
+    // Two gRPC calls, one failing, counted by method and code.
+    let mut grpc = InstanceServiceClient::new(api.channel.clone());
+    grpc.get_instance(GetInstanceRequest {
+        name: "karmada-1".into(),
+    })
+    .await
+    .expect("get");
+    grpc.get_instance(GetInstanceRequest {
+        name: "missing".into(),
+    })
+    .await
+    .expect_err("not found");
+    // Compaction cuts the instance's watches with 410: each cache watch restarts.
+    let (code, _) = api
+        .env
+        .sim
+        .set_fault("karmada-1", serde_json::json!({"mode": "compact"}))
+        .await;
+    assert_eq!(code, 200);
+    let scrape = || async {
+        client
+            .request_text(
+                http::Request::get("/metrics")
+                    .body(Vec::new())
+                    .expect("request"),
+            )
+            .await
+            .expect("metrics")
+    };
+    crate::common::eventually(
+        Duration::from_secs(10),
+        "watch restarts counted",
+        || async {
+            let text = scrape().await;
+            text.lines()
+                .find(|l| {
+                    l.starts_with(
+                        r#"kairship_instance_watch_restarts{karmada_instance="karmada-1"}"#,
+                    )
+                })
+                .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+                .filter(|n| *n > 0)
+        },
+    )
+    .await;
     let text = client
         .request_text(
             http::Request::get("/metrics")
@@ -28,6 +79,8 @@ async fn metrics_report_instances_leadership_and_requests() {
         r#"kairship_actor_restarts{karmada_instance="karmada-1"} 0"#,
         r#"leader_election_master_status{name="kairship-controller-manager"} 1"#,
         r#"kairship_api_requests_total{surface="proxy",method="GET",code="200"} 1"#,
+        r#"kairship_api_requests_total{surface="grpc",method="/kairship.v1alpha1.InstanceService/GetInstance",code="Ok"} 1"#,
+        r#"kairship_api_requests_total{surface="grpc",method="/kairship.v1alpha1.InstanceService/GetInstance",code="NotFound"} 1"#,
     ] {
         assert!(
             text.lines().any(|l| l == line),

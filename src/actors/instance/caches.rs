@@ -2,6 +2,8 @@
 //! the instance actor and dropped with it.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
@@ -127,6 +129,8 @@ impl Kind {
 /// Reflector stores of one instance, and the tasks that feed them.
 pub struct Caches {
     pub stores: BTreeMap<Kind, Store<DynamicObject>>,
+    /// Watch errors, each followed by a retry (resume or relist), across every kind.
+    pub watch_restarts: Arc<AtomicU64>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -136,6 +140,7 @@ impl Caches {
     pub fn start(client: &kube::Client, instance: &str) -> Self {
         let mut stores = BTreeMap::new();
         let mut tasks = Vec::new();
+        let watch_restarts = Arc::new(AtomicU64::new(0));
         for kind in Kind::ALL {
             let ar = kind.resource();
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
@@ -146,13 +151,16 @@ impl Caches {
                 watcher(api, watcher::Config::default()).default_backoff(),
             );
             let span = tracing::debug_span!("cache", instance = %instance, kind = ?kind);
+            let restarts = watch_restarts.clone();
             tasks.push(tokio::spawn(tracing::Instrument::instrument(
                 async move {
                     stream
-                        .for_each(|ev| async move {
+                        .for_each(|ev| {
                             if let Err(e) = ev {
+                                restarts.fetch_add(1, Ordering::Relaxed);
                                 tracing::debug!(error = %e, "watch error; retrying with backoff");
                             }
+                            async {}
                         })
                         .await
                 },
@@ -160,7 +168,11 @@ impl Caches {
             )));
             stores.insert(kind, reader);
         }
-        Self { stores, tasks }
+        Self {
+            stores,
+            watch_restarts,
+            tasks,
+        }
     }
 
     pub fn store(&self, kind: Kind) -> Option<&Store<DynamicObject>> {

@@ -86,6 +86,9 @@ impl InstanceState {
             json: self.json.clone(),
             health,
             limiter: self.limiter.clone(),
+            watch_restarts: self.caches.as_ref().map_or(0, |c| {
+                c.watch_restarts.load(std::sync::atomic::Ordering::Relaxed)
+            }),
         }
     }
 

@@ -70,6 +70,7 @@ pub async fn serve(
         .with_keepalive(Some(Duration::from_secs(60)));
     tonic::transport::Server::builder()
         .timeout(Duration::from_secs(60))
+        .layer(crate::metrics::GrpcLayer(router.metrics.clone()))
         .add_service(health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

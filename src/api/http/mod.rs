@@ -18,7 +18,7 @@ pub use tls::serve_tls;
 pub const API_PREFIX: &str = "/apis/kairship.io/v1alpha1";
 
 pub fn app(router: Router, rest: Arc<Rest>) -> HttpRouter {
-    let metrics = crate::metrics::Metrics::new();
+    let metrics = router.metrics.clone();
     let scrape = {
         let (metrics, router) = (metrics.clone(), router.clone());
         move || {
