@@ -115,6 +115,7 @@ async fn main() {
         settings: Settings::default(),
         grpc_addr: "127.0.0.1:0".parse().expect("addr"),
         http_addr: "127.0.0.1:0".parse().expect("addr"),
+        probes_addr: None,
         tls: cert.server_config.clone(),
         auth: kairship::auth::Auth::disabled(),
     })

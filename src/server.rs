@@ -19,6 +19,8 @@ pub struct ServerConfig {
     pub settings: Settings,
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
+    /// Plain-HTTP `/metrics`, `/healthz` and `/readyz` for probes and scrapers.
+    pub probes_addr: Option<SocketAddr>,
     pub tls: Arc<rustls::ServerConfig>,
     /// Loaded before anything starts, so a bad auth source stops the process early.
     pub auth: Arc<crate::auth::Auth>,
@@ -43,6 +45,7 @@ pub struct Running {
     pub router: Router,
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
+    pub probes_addr: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -64,6 +67,10 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
     // Bind first: a taken port is reported before anything else starts.
     let (grpc_listener, grpc_addr) = bind("the gRPC address", config.grpc_addr).await?;
     let (http_listener, http_addr) = bind("the HTTPS address", config.http_addr).await?;
+    let probes = match config.probes_addr {
+        Some(addr) => Some(bind("the probes address", addr).await?),
+        None => None,
+    };
     let tree = Tree::start_with(
         config.host,
         config.election,
@@ -94,20 +101,32 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
         .connect_lazy();
     let rest = api::rest::Rest::new(channel).map_err(|e| ServerError::Rest(e.to_string()))?;
     let app = api::http::app(router.clone(), rest);
+    let mut tasks = Vec::new();
+    let probes_addr = probes.as_ref().map(|(_, a)| *a);
+    if let Some((listener, _)) = probes {
+        let app = api::http::probes(router.clone());
+        tasks.push(tokio::spawn(api::http::serve_plain(
+            listener,
+            app,
+            stopped(rx.clone()),
+        )));
+    }
     let https = tokio::spawn(api::http::serve_tls(
         http_listener,
         config.tls,
         app,
         stopped(rx),
     ));
+    tasks.extend([grpc, https]);
     tracing::info!(grpc = %grpc_addr, https = %http_addr, "kairship API serving");
     Ok(Running {
         tree,
         router,
         grpc_addr,
         http_addr,
+        probes_addr,
         stop,
-        tasks: vec![grpc, https],
+        tasks,
     })
 }
 

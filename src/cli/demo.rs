@@ -31,6 +31,9 @@ pub struct DemoArgs {
     pub grpc_addr: SocketAddr,
     #[arg(long, default_value = "127.0.0.1:8443")]
     pub http_addr: SocketAddr,
+    /// Plain-HTTP metrics and probes.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub probes_addr: SocketAddr,
 }
 
 fn step(n: usize, total: usize, what: &str) {
@@ -256,6 +259,7 @@ async fn serve(args: &DemoArgs, fleet: &Fleet, sim_dir: &Path, total: usize) -> 
         settings: Settings::default(),
         grpc_addr: args.grpc_addr,
         http_addr: args.http_addr,
+        probes_addr: Some(args.probes_addr),
         tls: cert.server_config.clone(),
         auth,
     })
@@ -308,6 +312,7 @@ async fn serve(args: &DemoArgs, fleet: &Fleet, sim_dir: &Path, total: usize) -> 
         "http": https,
         "ca": ca_path.display().to_string(),
         "sim_admin": fleet.admin_url(),
+        "metrics": running.probes_addr.map(|a| format!("http://{a}/metrics")),
         "host_kubeconfig": host_kubeconfig.display().to_string(),
         "instances": entries,
         "tokens": {"admin": admin, "viewer": viewer, "viewer_instance": names.first()},
@@ -327,6 +332,9 @@ async fn serve(args: &DemoArgs, fleet: &Fleet, sim_dir: &Path, total: usize) -> 
     );
     println!("  HTTPS:       {https} (CA: {d}/ca.crt)");
     println!("  endpoints:   {d}/endpoints.json");
+    if let Some(a) = running.probes_addr {
+        println!("  metrics:     http://{a}/metrics (plain HTTP, with /healthz and /readyz)");
+    }
     println!("  kubectl through Kairship's proxy:");
     println!("    kubectl --kubeconfig {d}/kubeconfigs/{first}.kubeconfig get clusters");
     println!("    kubectl --kubeconfig {d}/kubeconfigs/{first}.kubeconfig get deployments,propagationpolicies,overridepolicies");

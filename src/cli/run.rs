@@ -34,6 +34,9 @@ pub struct RunArgs {
     /// HTTPS address of REST, the proxy and the probes.
     #[arg(long, default_value = "0.0.0.0:8443")]
     pub http_addr: std::net::SocketAddr,
+    /// Plain-HTTP `/metrics`, `/healthz` and `/readyz`, for probes and scrapers.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub probes_addr: std::net::SocketAddr,
     /// PEM certificate chain for HTTPS (roles all and apiserver).
     #[arg(long)]
     pub tls_cert_file: Option<PathBuf>,
@@ -288,6 +291,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
                 settings,
                 grpc_addr: args.grpc_addr,
                 http_addr: args.http_addr,
+                probes_addr: Some(args.probes_addr),
                 tls,
                 auth,
             };

@@ -39,6 +39,8 @@ async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
             "127.0.0.1:0",
             "--http-addr",
             "127.0.0.1:0",
+            "--probes-addr",
+            "127.0.0.1:0",
             "--state-dir",
         ])
         .arg(dir.path())
@@ -201,6 +203,26 @@ async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
         .expect("admin")
         .trim_start_matches("http://")
         .to_string();
+    // Metrics on the plain-HTTP port, as a scraper reads them.
+    let metrics = endpoints["metrics"]
+        .as_str()
+        .expect("metrics url")
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics")
+        .to_string();
+    let mut conn = std::net::TcpStream::connect(&metrics).expect("metrics port");
+    use std::io::{Read, Write};
+    conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .expect("send");
+    let mut scraped = String::new();
+    conn.read_to_string(&mut scraped).expect("read");
+    assert!(
+        scraped.starts_with("HTTP/1.1 200")
+            && scraped.contains(
+                r#"kairship_instance_phase{karmada_instance="karmada-1",phase="Running"} 1"#
+            ),
+        "{scraped}"
+    );
     let status = Command::new("kill")
         .args(["-TERM", &demo.id().to_string()])
         .status()
@@ -218,7 +240,7 @@ async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert!(exit.success(), "demo exited with {exit}");
-    for addr in [grpc, https, admin] {
+    for addr in [grpc, https, admin, metrics] {
         assert!(
             std::net::TcpStream::connect(&addr).is_err(),
             "{addr} still accepts connections after shutdown"

@@ -17,7 +17,9 @@ pub use tls::serve_tls;
 
 pub const API_PREFIX: &str = "/apis/kairship.io/v1alpha1";
 
-pub fn app(router: Router, rest: Arc<Rest>) -> HttpRouter {
+/// `/metrics`, `/healthz` and `/readyz`: part of the HTTPS app, and served alone on the
+/// optional plain-HTTP port for probes and scrapers.
+pub fn probes(router: Router) -> HttpRouter {
     let metrics = router.metrics.clone();
     let scrape = {
         let (metrics, router) = (metrics.clone(), router.clone());
@@ -39,6 +41,11 @@ pub fn app(router: Router, rest: Arc<Rest>) -> HttpRouter {
         .route("/metrics", get(scrape))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }))
+}
+
+pub fn app(router: Router, rest: Arc<Rest>) -> HttpRouter {
+    let metrics = router.metrics.clone();
+    HttpRouter::new()
         .route(
             &format!("{API_PREFIX}/webhooks/global-management"),
             post(webhook::handle),
@@ -51,10 +58,25 @@ pub fn app(router: Router, rest: Arc<Rest>) -> HttpRouter {
             &format!("{API_PREFIX}/instances/{{name}}/proxy/{{*rest}}"),
             any(proxy::handle),
         )
-        .with_state(router)
+        .with_state(router.clone())
+        .merge(probes(router))
         .fallback_service(any(super::rest::handle).with_state(rest))
         .layer(axum::middleware::from_fn_with_state(
             metrics,
             crate::metrics::track,
         ))
+}
+
+/// Serves `app` over plain HTTP (the probes port) until `shutdown` resolves.
+pub async fn serve_plain(
+    listener: tokio::net::TcpListener,
+    app: HttpRouter,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+    {
+        tracing::error!(error = %e, "the probes and metrics port stopped");
+    }
 }
