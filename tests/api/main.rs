@@ -2,6 +2,7 @@
 //! supervision tree and the simulated fleet.
 
 mod auth;
+mod cache_watch;
 #[path = "../sim_conformance/common.rs"]
 #[allow(dead_code)]
 mod common;

@@ -12,6 +12,8 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use tokio::task::JoinHandle;
 
+use super::feed::Feed;
+
 /// A kind the instance actor caches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kind {
@@ -129,6 +131,7 @@ impl Kind {
 /// Reflector stores of one instance, and the tasks that feed them.
 pub struct Caches {
     pub stores: BTreeMap<Kind, Store<DynamicObject>>,
+    pub feeds: BTreeMap<Kind, Feed>,
     /// Watch errors, each followed by a retry (resume or relist), across every kind.
     pub watch_restarts: Arc<AtomicU64>,
     tasks: Vec<JoinHandle<()>>,
@@ -139,6 +142,7 @@ impl Caches {
     /// failing watch retries on its own without touching the others.
     pub fn start(client: &kube::Client, instance: &str) -> Self {
         let mut stores = BTreeMap::new();
+        let mut feeds = BTreeMap::new();
         let mut tasks = Vec::new();
         let watch_restarts = Arc::new(AtomicU64::new(0));
         for kind in Kind::ALL {
@@ -152,13 +156,18 @@ impl Caches {
             );
             let span = tracing::debug_span!("cache", instance = %instance, kind = ?kind);
             let restarts = watch_restarts.clone();
+            let feed = Feed::default();
+            let publisher = feed.clone();
             tasks.push(tokio::spawn(tracing::Instrument::instrument(
                 async move {
                     stream
                         .for_each(|ev| {
-                            if let Err(e) = ev {
-                                restarts.fetch_add(1, Ordering::Relaxed);
-                                tracing::debug!(error = %e, "watch error; retrying with backoff");
+                            match ev {
+                                Ok(ev) => publisher.publish(&ev),
+                                Err(e) => {
+                                    restarts.fetch_add(1, Ordering::Relaxed);
+                                    tracing::debug!(error = %e, "watch error; retrying with backoff");
+                                }
                             }
                             async {}
                         })
@@ -167,9 +176,11 @@ impl Caches {
                 span,
             )));
             stores.insert(kind, reader);
+            feeds.insert(kind, feed);
         }
         Self {
             stores,
+            feeds,
             watch_restarts,
             tasks,
         }

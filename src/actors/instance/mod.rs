@@ -4,6 +4,7 @@
 
 pub mod caches;
 pub mod connect;
+pub mod feed;
 pub mod json_memo;
 pub mod messages;
 pub mod registration;
@@ -86,6 +87,11 @@ impl InstanceState {
             json: self.json.clone(),
             health,
             limiter: self.limiter.clone(),
+            feeds: self
+                .caches
+                .as_ref()
+                .map(|c| c.feeds.clone())
+                .unwrap_or_default(),
             watch_restarts: self.caches.as_ref().map_or(0, |c| {
                 c.watch_restarts.load(std::sync::atomic::Ordering::Relaxed)
             }),

@@ -1,7 +1,8 @@
 //! `/apis/kairship.io/v1alpha1/instances/{name}/proxy/{path}`: the instance's own
 //! Kubernetes API, so kubectl and any client work with a kubeconfig whose server is that
-//! prefix. JSON get and list of cached kinds are answered from the instance's caches;
-//! everything else (Tables, watches, writes, other kinds) is passed through.
+//! prefix. JSON get, list and watch of cached kinds are answered from the instance's
+//! caches (watches by `cache_watch`, when the cache can be exact); everything else
+//! (Tables, writes, other kinds) is passed through.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -20,6 +21,7 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 
 use crate::actors::instance::caches::Kind;
+use crate::actors::instance::feed::{rv_of, Feed};
 use crate::api::error::ApiError;
 use crate::api::paging;
 use crate::api::router::{Routed, Router};
@@ -42,7 +44,7 @@ pub fn status_response(e: &ApiError) -> Response {
     )
 }
 
-fn json_response(code: StatusCode, body: Bytes) -> Response {
+pub fn json_response(code: StatusCode, body: Bytes) -> Response {
     let mut r = Response::new(Body::from(body));
     *r.status_mut() = code;
     r.headers_mut().insert(
@@ -159,11 +161,7 @@ fn from_cache(
         .headers()
         .get(SOURCE_HEADER)
         .is_some_and(|v| v == "instance");
-    if forced
-        || req.method() != Method::GET
-        || wants_table(req)
-        || q.get("watch").is_some_and(|w| w == "true" || w == "1")
-    {
+    if forced || req.method() != Method::GET || wants_table(req) {
         return None;
     }
     let Route::Resource(rp) = routes::parse(path) else {
@@ -178,6 +176,9 @@ fn from_cache(
     })?;
     let store = routed.stores.get(&kind)?;
     let ar = kind.resource();
+    if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
+        return super::cache_watch::serve(routed, kind, &rp, q);
+    }
     if let Some(name) = &rp.name {
         let mut key = ObjectRef::new_with(name, ar.clone());
         if let Some(ns) = &rp.namespace {
@@ -192,27 +193,16 @@ fn from_cache(
             None => not_found(&ar.plural, &ar.group, name),
         });
     }
-    let labels = match paging::selector(Some(&crate::proto::ListOptions {
-        label_selector: q.get("labelSelector").cloned().unwrap_or_default(),
-        ..Default::default()
-    })) {
-        Ok(s) => s,
+    let selection = match Selection::parse(rp.namespace.clone(), q) {
+        Ok(sel) => sel,
         Err(e) => return Some(status_response(&e)),
     };
-    let fields =
-        match FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or("")) {
-            Ok(f) => f,
-            Err(e) => {
-                return Some(status_response(&ApiError::invalid(
-                    "fieldSelector",
-                    e.message,
-                )))
-            }
-        };
     let objects = store.state();
+    // The feed's version also counts deletions, which leave no object behind.
     let newest = objects
         .iter()
-        .filter_map(|o| o.metadata.resource_version.as_deref()?.parse::<u64>().ok())
+        .map(|o| rv_of(o))
+        .chain(routed.feeds.get(&kind).map(Feed::last_rv))
         .max()
         .unwrap_or(0);
     // A client asking for a version the cache has not seen yet is served by the instance.
@@ -229,9 +219,7 @@ fn from_cache(
     };
     let mut items: Vec<((String, String), &DynamicObject)> = objects
         .iter()
-        .filter(|o| rp.namespace.as_ref().is_none_or(|ns| o.metadata.namespace.as_ref() == Some(ns)))
-        .filter(|o| paging::labels_match(&labels, o.metadata.labels.as_ref()))
-        .filter(|o| fields.is_empty() || fields.matches(&json!({"metadata": {"name": o.metadata.name, "namespace": o.metadata.namespace}})))
+        .filter(|o| selection.matches(o))
         .map(|o| (key(o), &**o))
         .collect();
     items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -287,6 +275,41 @@ fn from_cache(
     }
     body.extend_from_slice(b"]}");
     Some(json_response(StatusCode::OK, body.freeze()))
+}
+
+/// What a list or watch selects: namespace, label selector, field selector.
+pub struct Selection {
+    namespace: Option<String>,
+    labels: kairship_sim::selectors::LabelSelector,
+    fields: FieldSelector,
+}
+
+impl Selection {
+    pub fn parse(namespace: Option<String>, q: &HashMap<String, String>) -> Result<Self, ApiError> {
+        let labels = paging::selector(Some(&crate::proto::ListOptions {
+            label_selector: q.get("labelSelector").cloned().unwrap_or_default(),
+            ..Default::default()
+        }))?;
+        let fields = FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""))
+            .map_err(|e| ApiError::invalid("fieldSelector", e.message))?;
+        Ok(Self {
+            namespace,
+            labels,
+            fields,
+        })
+    }
+
+    pub fn matches(&self, o: &DynamicObject) -> bool {
+        let m = &o.metadata;
+        self.namespace
+            .as_ref()
+            .is_none_or(|ns| m.namespace.as_ref() == Some(ns))
+            && paging::labels_match(&self.labels, m.labels.as_ref())
+            && (self.fields.is_empty()
+                || self
+                    .fields
+                    .matches(&json!({"metadata": {"name": m.name, "namespace": m.namespace}})))
+    }
 }
 
 fn not_found(plural: &str, group: &str, name: &str) -> Response {
