@@ -2,6 +2,7 @@
 //! by instance name to that instance's actor; reads come from its caches, writes go to its
 //! karmada-apiserver.
 
+pub mod body;
 pub mod convert;
 pub mod error;
 pub mod grpc;

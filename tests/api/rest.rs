@@ -142,3 +142,57 @@ async fn rest_paths_json_mapping_and_errors() {
     assert_eq!(code, 200);
     api.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_requests_are_refused_on_every_surface() {
+    use kairship::proto::workload_service_client::WorkloadServiceClient;
+    let api = Api::start(1).await;
+    let big = "x".repeat(5 * 1024 * 1024);
+    // REST: 413 with a google.rpc.Status body.
+    let c = client(&api).await;
+    let (code, body) = call(
+        &c,
+        "POST",
+        &format!("{P}/instances"),
+        Some(json!({"metadata": {"name": "big", "labels": {"a": big}}})),
+    )
+    .await;
+    assert_eq!(code, 413, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("larger than"),
+        "{body}"
+    );
+    // Proxy: 413 with a Kubernetes Status.
+    let proxy = crate::common::client_from(&api.proxy_kubeconfig("karmada-1")).await;
+    let req = http::Request::post("/api/v1/namespaces/default/configmaps")
+        .header("content-type", "application/json")
+        .body(kube::client::Body::from(
+            json!({"metadata": {"name": "big"}, "data": {"a": big}})
+                .to_string()
+                .into_bytes(),
+        ))
+        .expect("request");
+    let resp = proxy.send(req).await.expect("answer");
+    assert_eq!(resp.status(), 413);
+    let status: Value =
+        serde_json::from_slice(&resp.into_body().collect().await.expect("body").to_bytes())
+            .expect("json");
+    assert_eq!(status["reason"], "RequestEntityTooLarge", "{status}");
+    // gRPC: tonic's 4 MiB message limit (OUT_OF_RANGE naming it); nothing created.
+    let mut w = WorkloadServiceClient::new(api.channel.clone());
+    let err = w
+        .create_workload(kairship::proto::CreateWorkloadRequest {
+            instance: "karmada-1".into(),
+            object_json: big.clone(),
+        })
+        .await
+        .expect_err("too large");
+    assert_eq!(err.code(), tonic::Code::OutOfRange, "{err:?}");
+    assert!(err.message().contains("too large"), "{err:?}");
+    let (code, _) = call(&c, "GET", &format!("{P}/instances/big"), None).await;
+    assert_eq!(code, 404, "nothing was created");
+    api.stop().await;
+}

@@ -13,7 +13,6 @@ use axum::response::Response;
 use base64::Engine;
 use bytes::Bytes;
 use http::{header, Method, StatusCode};
-use http_body_util::BodyExt;
 use kairship_sim::selectors::FieldSelector;
 use kairship_sim::server::routes::{self, Route};
 use kube::api::DynamicObject;
@@ -346,18 +345,8 @@ async fn pass_through(routed: &Routed, req: Request, path: &str) -> Result<Respo
             builder = builder.header(h, v.clone());
         }
     }
-    let body = http_body_util::Limited::new(req.into_body(), MAX_BODY)
-        .collect()
-        .await
-        .map_err(
-            |e| match e.downcast_ref::<http_body_util::LengthLimitError>() {
-                Some(_) => ApiError::PayloadTooLarge(format!(
-                    "the request body is larger than {MAX_BODY} bytes"
-                )),
-                None => ApiError::invalid("body", format!("reading the request body: {e}")),
-            },
-        )?
-        .to_bytes();
+    let body =
+        crate::api::body::read_limited(req.into_body(), MAX_BODY, "the request body").await?;
     let outgoing = builder
         .body(kube::client::Body::from(body.to_vec()))
         .map_err(|e| ApiError::invalid("path", e.to_string()))?;

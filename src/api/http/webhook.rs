@@ -5,7 +5,6 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
 use http::{header, StatusCode};
-use http_body_util::BodyExt;
 use serde_json::json;
 
 use crate::api::error::ApiError;
@@ -40,16 +39,9 @@ pub async fn handle(State(router): State<Router>, req: Request) -> Response {
     };
     let (parts, body) = req.into_parts();
     let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
-    let body = match http_body_util::Limited::new(body, MAX_EVENT)
-        .collect()
-        .await
-    {
-        Ok(b) => b.to_bytes(),
-        Err(_) => {
-            return failure(&ApiError::PayloadTooLarge(format!(
-                "a role event is at most {MAX_EVENT} bytes"
-            )))
-        }
+    let body = match crate::api::body::read_limited(body, MAX_EVENT, "a role event").await {
+        Ok(b) => b,
+        Err(e) => return failure(&e),
     };
     let now = jiff::Timestamp::now().as_second();
     match webhook

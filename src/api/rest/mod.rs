@@ -13,7 +13,6 @@ use axum::extract::{Request, State};
 use axum::response::Response;
 use bytes::Bytes;
 use http::{header, StatusCode};
-use http_body_util::BodyExt;
 use prost::Message;
 use prost_reflect::{
     DynamicMessage, Kind, MessageDescriptor, ReflectMessage, SerializeOptions, Value,
@@ -22,6 +21,7 @@ use serde_json::json;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
+use crate::api::error::ApiError;
 use rules::Rule;
 
 /// Marks the one RESOURCE_EXHAUSTED that is answered 413 rather than 429.
@@ -52,18 +52,14 @@ impl Rest {
             .ok_or_else(|| {
                 Status::not_found(format!("no API at {} {}", parts.method, parts.uri.path()))
             })?;
-        let body = http_body_util::Limited::new(body, MAX_BODY)
-            .collect()
+        let body = crate::api::body::read_limited(body, MAX_BODY, "the request body")
             .await
-            .map_err(
-                |e| match e.downcast_ref::<http_body_util::LengthLimitError>() {
-                    Some(_) => Status::resource_exhausted(format!(
-                        "{TOO_LARGE}: the request body is larger than {MAX_BODY} bytes"
-                    )),
-                    None => Status::invalid_argument(format!("reading the request body: {e}")),
-                },
-            )?
-            .to_bytes();
+            .map_err(|e| match e {
+                ApiError::PayloadTooLarge(m) => {
+                    Status::resource_exhausted(format!("{TOO_LARGE}: {m}"))
+                }
+                other => other.into(),
+            })?;
         let mut msg = DynamicMessage::new(rule.input.clone());
         match rule.body.as_str() {
             "" => {}
