@@ -27,6 +27,8 @@ pub struct Router {
     /// One registry for every surface of this process.
     pub metrics: Arc<crate::metrics::Metrics>,
     instances: Store<Instance>,
+    /// Set once the Instance cache and the bindings have their first list (`/readyz`).
+    synced: Arc<std::sync::atomic::AtomicBool>,
     _watch: Arc<AbortOnDrop>,
 }
 
@@ -65,12 +67,26 @@ impl Router {
             writer,
             watcher(api, watcher::Config::default()).default_backoff(),
         );
-        let task = tokio::spawn(async move { stream.for_each(|_| async {}).await });
+        // Readiness is read off the stream, not awaited: kube's `wait_until_ready` wakes
+        // only the last of several concurrent waiters.
+        let synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let listed = synced.clone();
+        let task = tokio::spawn(async move {
+            stream
+                .for_each(|ev| {
+                    if matches!(ev, Ok(watcher::Event::InitDone)) {
+                        listed.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    async {}
+                })
+                .await
+        });
         Self {
             tree,
             auth,
             metrics: crate::metrics::Metrics::new(),
             instances: store,
+            synced,
             _watch: Arc::new(AbortOnDrop(task)),
         }
     }
@@ -78,6 +94,11 @@ impl Router {
     pub async fn ready(&self) {
         let _ = self.instances.wait_until_ready().await;
         self.auth.ready().await;
+    }
+
+    /// Whether reads can be answered: the Instance cache and the bindings are listed.
+    pub fn is_ready(&self) -> bool {
+        self.synced.load(std::sync::atomic::Ordering::Relaxed) && self.auth.is_listed()
     }
 
     /// The caller named by a request's `authorization` metadata (UNAUTHENTICATED if none).

@@ -80,6 +80,7 @@ impl Index {
 /// The index, kept current by a watch on the host's bindings.
 pub struct Bindings {
     index: Arc<RwLock<Arc<Index>>>,
+    listed: Arc<std::sync::atomic::AtomicBool>,
     store: Store<InstanceRoleBinding>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -96,6 +97,8 @@ impl Bindings {
         let (store, writer) = reflector::store();
         let index = Arc::new(RwLock::new(Arc::new(Index::default())));
         let (idx, reader) = (index.clone(), store.clone());
+        let listed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let first_list = listed.clone();
         let stream = reflector::reflector(
             writer,
             watcher(api, watcher::Config::default()).default_backoff(),
@@ -109,16 +112,29 @@ impl Bindings {
                         let state = reader.state();
                         let fresh = Index::build(state.iter().map(|b| &**b));
                         *idx.write() = Arc::new(fresh);
+                        // Ready only once the index holds the whole first list.
+                        if matches!(event, Ok(watcher::Event::InitDone)) {
+                            first_list.store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
                     }
                     async {}
                 })
                 .await
         });
-        Self { index, store, task }
+        Self {
+            index,
+            listed,
+            store,
+            task,
+        }
     }
 
     pub fn index(&self) -> Arc<Index> {
         self.index.read().clone()
+    }
+
+    pub fn is_listed(&self) -> bool {
+        self.listed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub async fn ready(&self) {

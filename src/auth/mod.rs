@@ -142,6 +142,11 @@ impl Auth {
         }
     }
 
+    /// Whether the bindings have been listed once (always, with auth disabled).
+    pub fn is_listed(&self) -> bool {
+        self.bindings.as_ref().is_none_or(Bindings::is_listed)
+    }
+
     /// `authorization` is the header's value (`Bearer <token>`).
     pub fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, ApiError> {
         if !self.enabled() {

@@ -63,6 +63,16 @@ async fn metrics_report_instances_leadership_and_requests() {
         },
     )
     .await;
+    // Ready once the instance and binding caches have listed (the harness waited for it).
+    let ready = client
+        .request_text(
+            http::Request::get("/readyz")
+                .body(Vec::new())
+                .expect("request"),
+        )
+        .await
+        .expect("readyz answers 200");
+    assert_eq!(ready, "ok");
     let text = client
         .request_text(
             http::Request::get("/metrics")

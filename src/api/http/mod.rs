@@ -41,7 +41,21 @@ pub fn probes(router: Router) -> HttpRouter {
     HttpRouter::new()
         .route("/metrics", get(scrape))
         .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let ready = router.is_ready();
+                async move {
+                    match ready {
+                        true => (http::StatusCode::OK, "ok"),
+                        false => (
+                            http::StatusCode::SERVICE_UNAVAILABLE,
+                            "not ready: the instance and binding caches are still listing",
+                        ),
+                    }
+                }
+            }),
+        )
 }
 
 pub fn app(router: Router, rest: Arc<Rest>) -> HttpRouter {
