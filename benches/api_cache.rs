@@ -7,24 +7,14 @@ use std::time::{Duration, Instant};
 
 use kairship::actors::context::Settings;
 use kairship::actors::tree::Election;
-use kairship::bootstrap;
-use kairship::crd::{Instance, Phase};
 use kairship::server::{self, ServerConfig};
-use kairship_sim::{kubeconfig, Fleet, FleetConfig};
-use kube::api::Api;
+use kairship_sim::kubeconfig;
 use serde_json::json;
 
-const DEPLOYMENTS: usize = 5_000;
+mod common;
+use common::{client, deployment, BenchFleet};
 
-async fn client(path: &std::path::Path) -> kube::Client {
-    let kc = kube::config::Kubeconfig::read_from(path).expect("kubeconfig");
-    kube::Client::try_from(
-        kube::Config::from_custom_kubeconfig(kc, &Default::default())
-            .await
-            .expect("config"),
-    )
-    .expect("client")
-}
+const DEPLOYMENTS: usize = 5_000;
 
 async fn get(c: &kube::Client, path: &str, pass_through: bool) -> Duration {
     let mut req = http::Request::get(path);
@@ -71,42 +61,17 @@ fn row(what: &str, s: &Stats) {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let fleet = Fleet::start(FleetConfig {
-        instances: 2,
-        clusters: 2,
-        state_dir: Some(dir.path().to_path_buf()),
-        cluster_tick: Duration::from_secs(3600),
-        ..Default::default()
-    })
-    .await
-    .expect("fleet");
-    let inst = fleet.instance("karmada-1").expect("karmada-1");
-    let def = inst
-        .server
-        .store
-        .lookup("apps", "v1", "deployments")
-        .expect("deployments served");
-    for i in 0..DEPLOYMENTS {
-        let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": format!("web-{i:05}"), "labels": {"app": "web", "shard": (i % 10).to_string()}},
-            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}}});
-        inst.server
-            .store
-            .create(&def, Some("default"), d)
-            .expect("create");
-    }
-    let host = client(&dir.path().join("kubeconfigs/host.kubeconfig")).await;
-    bootstrap::install_crds(&host).await.expect("crds");
-    bootstrap::ensure_namespace(&host, "kairship-system")
-        .await
-        .expect("ns");
-    for name in ["karmada-1", "karmada-2"] {
-        let config = std::fs::read(dir.path().join(format!("kubeconfigs/{name}.kubeconfig")))
-            .expect("kubeconfig");
-        bootstrap::attach_external(&host, "kairship-system", name, config)
-            .await
-            .expect("attach");
-    }
+    let bench = BenchFleet::start(2).await;
+    bench.seed_deployments(
+        "karmada-1",
+        (0..DEPLOYMENTS).map(|i| {
+            deployment(
+                &format!("web-{i:05}"),
+                json!({"app": "web", "shard": (i % 10).to_string()}),
+            )
+        }),
+    );
+    let (dir, fleet, host) = (&bench.dir, &bench.fleet, bench.host.clone());
     let cert = kairship_sim::tls::generate("kairship").expect("cert");
     let running = server::start(ServerConfig {
         host: host.clone(),
@@ -121,23 +86,7 @@ async fn main() {
     })
     .await
     .expect("server");
-    let instances: Api<Instance> = Api::all(host.clone());
-    loop {
-        let synced = instances
-            .list(&Default::default())
-            .await
-            .map(|l| {
-                l.items
-                    .iter()
-                    .filter(|i| i.status.as_ref().is_some_and(|s| s.phase == Phase::Running))
-                    .count()
-            })
-            .unwrap_or(0);
-        if synced == 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    bench.wait_running(2).await;
     let proxy = |name: &str| {
         let server = format!(
             "https://{}/apis/kairship.io/v1alpha1/instances/{name}/proxy",
@@ -248,5 +197,5 @@ async fn main() {
         (d.p99.as_secs_f64() / b.p99.as_secs_f64() - 1.0) * 100.0
     );
     running.shutdown().await;
-    fleet.shutdown();
+    bench.fleet.shutdown();
 }

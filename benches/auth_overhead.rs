@@ -1,7 +1,7 @@
 //! What authentication plus authorization costs per request, side by side in one process:
 //! the same cached GET against two API front-ends over one supervision tree, one with
 //! auth disabled and one checking a bearer token (a 1,000-line token file) and 1,000
-//! role bindings. Rounds alternate so machine noise hits both alike. Prints figures only.
+//! role bindings. Calls interleave one by one so machine noise hits both alike. Prints figures only.
 //! Run: `cargo bench --bench auth_overhead`.
 
 use std::sync::Arc;
@@ -11,30 +11,19 @@ use kairship::actors::context::Settings;
 use kairship::actors::tree::{Election, Tree};
 use kairship::api::router::Router;
 use kairship::auth::{Auth, AuthConfig};
-use kairship::bootstrap;
-use kairship::crd::{
-    Instance, InstanceRoleBinding, InstanceRoleBindingSpec, Phase, Role, Subject, SubjectKind,
-};
+use kairship::crd::{InstanceRoleBinding, InstanceRoleBindingSpec, Role, Subject, SubjectKind};
 use kairship::proto::workload_service_client::WorkloadServiceClient;
 use kairship::proto::GetWorkloadRequest;
-use kairship_sim::{Fleet, FleetConfig};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 use tonic::transport::Channel;
 
+mod common;
+use common::{deployment, BenchFleet};
+
 const USERS: usize = 1_000;
 const ROUNDS: usize = 7;
 const PER_ROUND: usize = 2_000;
-
-async fn client(path: &std::path::Path) -> kube::Client {
-    let kc = kube::config::Kubeconfig::read_from(path).expect("kubeconfig");
-    kube::Client::try_from(
-        kube::Config::from_custom_kubeconfig(kc, &Default::default())
-            .await
-            .expect("config"),
-    )
-    .expect("client")
-}
 
 async fn serve(router: Router) -> Channel {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -67,16 +56,11 @@ fn request(token: Option<&str>) -> tonic::Request<GetWorkloadRequest> {
     r
 }
 
-/// Per-request latencies of one round, sorted.
-async fn round(c: &mut WorkloadServiceClient<Channel>, token: Option<&str>) -> Vec<Duration> {
-    let mut v = Vec::with_capacity(PER_ROUND);
-    for _ in 0..PER_ROUND {
-        let t = Instant::now();
-        c.get_workload(request(token)).await.expect("get");
-        v.push(t.elapsed());
-    }
-    v.sort();
-    v
+/// One call's latency.
+async fn one(c: &mut WorkloadServiceClient<Channel>, token: Option<&str>) -> Duration {
+    let t = Instant::now();
+    c.get_workload(request(token)).await.expect("get");
+    t.elapsed()
 }
 
 fn mean(v: &[Duration]) -> Duration {
@@ -85,37 +69,9 @@ fn mean(v: &[Duration]) -> Duration {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let fleet = Fleet::start(FleetConfig {
-        instances: 1,
-        clusters: 2,
-        state_dir: Some(dir.path().to_path_buf()),
-        cluster_tick: Duration::from_secs(3600),
-        ..Default::default()
-    })
-    .await
-    .expect("fleet");
-    let inst = fleet.instance("karmada-1").expect("karmada-1");
-    let def = inst
-        .server
-        .store
-        .lookup("apps", "v1", "deployments")
-        .expect("deployments served");
-    let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
-        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}}});
-    inst.server
-        .store
-        .create(&def, Some("default"), d)
-        .expect("create");
-    let host = client(&dir.path().join("kubeconfigs/host.kubeconfig")).await;
-    bootstrap::install_crds(&host).await.expect("crds");
-    bootstrap::ensure_namespace(&host, "kairship-system")
-        .await
-        .expect("ns");
-    let config = std::fs::read(dir.path().join("kubeconfigs/karmada-1.kubeconfig")).expect("kc");
-    bootstrap::attach_external(&host, "kairship-system", "karmada-1", config)
-        .await
-        .expect("attach");
+    let bench = BenchFleet::start(1).await;
+    bench.seed_deployments("karmada-1", [deployment("web", json!({"app": "web"}))]);
+    let (dir, host) = (&bench.dir, bench.host.clone());
 
     // 1,000 users in the token file, each bound on its own instance name; the one we
     // measure is bound through a group, the last binding created.
@@ -169,41 +125,41 @@ async fn main() {
     let tree = Tree::start_with(host.clone(), Election::Always, "bench", Settings::default())
         .await
         .expect("tree");
-    let instances: Api<Instance> = Api::all(host.clone());
-    while instances
-        .get("karmada-1")
-        .await
-        .ok()
-        .and_then(|i| i.status)
-        .is_none_or(|s| s.phase != Phase::Running)
-    {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    bench.wait_running(1).await;
     let open = Router::new(tree.handle());
     let guarded = Router::with_auth(tree.handle(), Arc::clone(&auth));
     open.ready().await;
     guarded.ready().await;
-    let mut a = WorkloadServiceClient::new(serve(open.clone()).await);
+    let mut a = WorkloadServiceClient::new(serve(open).await);
     let mut b = WorkloadServiceClient::new(serve(guarded).await);
     let token = "token-00007";
     // Wait until the group binding is in the index and the workload in the cache.
     while b.get_workload(request(Some(token))).await.is_err() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    round(&mut a, None).await;
-    round(&mut b, Some(token)).await;
+    for _ in 0..PER_ROUND {
+        one(&mut a, None).await;
+        one(&mut b, Some(token)).await;
+    }
 
     // Three series: auth off without a token, auth off with the same token header sent
-    // (isolates the header's cost on the wire), auth on. The order rotates per round.
+    // (isolates the header's cost on the wire), auth on. Calls of the three interleave one
+    // by one in rotating order, so drift on a shared machine hits all three alike.
     let mut series: [Vec<Vec<Duration>>; 3] = Default::default();
-    for r in 0..ROUNDS {
-        for k in 0..3 {
-            let which = (r + k) % 3;
-            let v = match which {
-                0 => round(&mut a, None).await,
-                1 => round(&mut a, Some(token)).await,
-                _ => round(&mut b, Some(token)).await,
-            };
+    for _ in 0..ROUNDS {
+        let mut round: [Vec<Duration>; 3] = Default::default();
+        for i in 0..PER_ROUND {
+            for k in 0..3 {
+                let which = (i + k) % 3;
+                round[which].push(match which {
+                    0 => one(&mut a, None).await,
+                    1 => one(&mut a, Some(token)).await,
+                    _ => one(&mut b, Some(token)).await,
+                });
+            }
+        }
+        for (which, mut v) in round.into_iter().enumerate() {
+            v.sort();
             series[which].push(v);
         }
     }
@@ -214,7 +170,7 @@ async fn main() {
     };
     let p50 = |r: &[Duration]| r[r.len() / 2];
     let p99 = |r: &[Duration]| r[(r.len() * 99) / 100];
-    println!("auth overhead on a cached gRPC GetWorkload, {USERS} tokens and {} bindings, {ROUNDS} rotating rounds of {PER_ROUND} (median of rounds):", USERS + 1);
+    println!("auth overhead on a cached gRPC GetWorkload, {USERS} tokens and {} bindings, {ROUNDS} rounds of {PER_ROUND} interleaved calls each (median of rounds):", USERS + 1);
     for (what, f) in [
         ("mean", &mean as &dyn Fn(&[Duration]) -> Duration),
         ("p50", &p50),
@@ -242,5 +198,5 @@ async fn main() {
         t.elapsed() / n
     );
     tree.shutdown().await;
-    fleet.shutdown();
+    bench.fleet.shutdown();
 }
