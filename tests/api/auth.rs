@@ -3,7 +3,6 @@
 //! and the HMAC-signed global-management webhook.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use base64::Engine;
@@ -20,7 +19,7 @@ use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
 use serde_json::{json, Value};
 use tonic::Code;
 
-use crate::common::{eventually, kubectl_bin};
+use crate::common::eventually;
 use crate::rest::{call, P};
 use crate::server::Api as KairshipApi;
 
@@ -180,7 +179,7 @@ async fn start(dir: &Path, jwks: &Value) -> KairshipApi {
     )
     .await;
     // Bindings arrive through a watch: wait until the admin sees everything.
-    let mut c = InstanceServiceClient::new(api.channel.clone());
+    let c = InstanceServiceClient::new(api.channel.clone());
     eventually(Duration::from_secs(10), "bindings cached", || {
         let mut c = c.clone();
         async move {
@@ -192,9 +191,6 @@ async fn start(dir: &Path, jwks: &Value) -> KairshipApi {
         }
     })
     .await;
-    let _ = c
-        .list_instances(with(ADMIN, ListInstancesRequest::default()))
-        .await;
     api
 }
 
@@ -412,39 +408,19 @@ async fn each_role_is_allowed_and_denied_over_grpc_and_rest() {
     api.stop().await;
 }
 
-fn kubectl(kubeconfig: &Path, cache: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(kubectl_bin())
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("--cache-dir")
-        .arg(cache)
-        .args(args)
-        .output()
-        .expect("kubectl runs")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_as_a_viewer_and_bindings_changing_live() {
     let dir = tempfile::tempdir().expect("tempdir");
     let key = signer("k1");
     let api = start(dir.path(), &json!({"keys": [key.jwk]})).await;
-    let cache = dir.path().join("kubectl-cache");
     let viewer1 = api.proxy_kubeconfig_as("karmada-1", VIEWER);
-    let out = kubectl(
-        &viewer1,
-        &cache,
-        &["get", "deployments", "-A", "-o", "name"],
-    );
+    let out = api.kubectl_with(&viewer1, &["get", "deployments", "-A", "-o", "name"]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = kubectl(
-        &viewer1,
-        &cache,
-        &["create", "configmap", "nope", "-n", "default"],
-    );
+    let out = api.kubectl_with(&viewer1, &["create", "configmap", "nope", "-n", "default"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success()
@@ -453,11 +429,11 @@ async fn kubectl_as_a_viewer_and_bindings_changing_live() {
         "{err}"
     );
     let viewer2 = api.proxy_kubeconfig_as("karmada-2", VIEWER);
-    let out = kubectl(&viewer2, &cache, &["get", "deployments", "-A"]);
+    let out = api.kubectl_with(&viewer2, &["get", "deployments", "-A"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("Forbidden"), "{err}");
     let anon = api.proxy_kubeconfig_as("karmada-1", "bogus");
-    let out = kubectl(&anon, &cache, &["get", "deployments", "-A"]);
+    let out = api.kubectl_with(&anon, &["get", "deployments", "-A"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && err.contains("must be logged in"),
@@ -465,17 +441,13 @@ async fn kubectl_as_a_viewer_and_bindings_changing_live() {
     );
     // The editor writes namespaced objects but not cluster-scoped ones.
     let editor = api.proxy_kubeconfig_as("karmada-1", EDITOR);
-    let out = kubectl(
-        &editor,
-        &cache,
-        &["create", "configmap", "yes", "-n", "default"],
-    );
+    let out = api.kubectl_with(&editor, &["create", "configmap", "yes", "-n", "default"]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = kubectl(&editor, &cache, &["create", "namespace", "nope"]);
+    let out = api.kubectl_with(&editor, &["create", "namespace", "nope"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("Forbidden"));
 
     // A new binding takes effect without a restart, and so does its removal.
@@ -490,7 +462,7 @@ async fn kubectl_as_a_viewer_and_bindings_changing_live() {
         Duration::from_secs(10),
         "the new binding in effect",
         || async {
-            kubectl(&viewer2, &cache, &["get", "deployments", "-A"])
+            api.kubectl_with(&viewer2, &["get", "deployments", "-A"])
                 .status
                 .success()
                 .then_some(())
@@ -506,7 +478,8 @@ async fn kubectl_as_a_viewer_and_bindings_changing_live() {
         Duration::from_secs(10),
         "the removed binding no longer in effect",
         || async {
-            (!kubectl(&viewer2, &cache, &["get", "deployments", "-A"])
+            (!api
+                .kubectl_with(&viewer2, &["get", "deployments", "-A"])
                 .status
                 .success())
             .then_some(())
@@ -692,7 +665,7 @@ async fn webhook_events_are_verified_applied_once_and_take_effect() {
         names.sort_by(|a, b| a.0.cmp(&b.0));
         names
     };
-    let mut inst = InstanceServiceClient::new(api.channel.clone());
+    let inst = InstanceServiceClient::new(api.channel.clone());
     let dave_reads = || {
         let mut inst = inst.clone();
         async move {
@@ -796,8 +769,5 @@ async fn webhook_events_are_verified_applied_once_and_take_effect() {
         || async { (!dave_reads().await).then_some(()) },
     )
     .await;
-    let _ = inst
-        .list_instances(with(ADMIN, ListInstancesRequest::default()))
-        .await;
     api.stop().await;
 }

@@ -10,14 +10,7 @@ use crate::common::{kubectl_bin, shared_karmada};
 use crate::server::Api;
 
 fn kubectl(api: &Api, instance: &str, args: &[&str]) -> std::process::Output {
-    Command::new(kubectl_bin())
-        .arg("--kubeconfig")
-        .arg(api.proxy_kubeconfig(instance))
-        .arg("--cache-dir")
-        .arg(api.env.sim.dir.path().join("kubectl-cache"))
-        .args(args)
-        .output()
-        .expect("kubectl runs")
+    api.kubectl_with(&api.proxy_kubeconfig(instance), args)
 }
 
 fn ok(out: std::process::Output) -> String {

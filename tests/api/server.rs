@@ -155,6 +155,22 @@ impl Api {
         path
     }
 
+    /// Runs kubectl with `kubeconfig` (and a cache directory of this test's own).
+    pub fn kubectl_with(
+        &self,
+        kubeconfig: &std::path::Path,
+        args: &[&str],
+    ) -> std::process::Output {
+        std::process::Command::new(crate::common::kubectl_bin())
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.env.sim.dir.path().join("kubectl-cache"))
+            .args(args)
+            .output()
+            .expect("kubectl runs")
+    }
+
     /// An HTTPS client of Kairship's REST API trusting its CA, sending `token`.
     pub async fn https_client(&self, token: &str) -> kube::Client {
         let kc = kairship_sim::kubeconfig::build("rest", &self.https, &self.ca_pem, token);
