@@ -44,14 +44,13 @@ fn io(context: String) -> impl FnOnce(std::io::Error) -> Error {
     move |source| Error::Io { context, source }
 }
 
-fn random_token() -> String {
+fn random_token() -> Result<String, Error> {
+    use ring::rand::SecureRandom;
     let mut bytes = [0u8; 24];
-    // /dev/urandom is always there on the machines the demo runs on.
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        use std::io::Read;
-        let _ = f.read_exact(&mut bytes);
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| Error::Usage("no system randomness for the demo's tokens".into()))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Owner-only, since it holds credentials.
@@ -151,7 +150,7 @@ async fn demo_auth(
         format!("{admin},admin,demo-admin,\"kairship:admins\"\n{viewer},viewer,demo-viewer\n");
     write_secret(&tokens, text.as_bytes()).map_err(io(format!("writing {}", tokens.display())))?;
     let secret = dir.join("webhook.secret");
-    write_secret(&secret, random_token().as_bytes())
+    write_secret(&secret, random_token()?.as_bytes())
         .map_err(io(format!("writing {}", secret.display())))?;
     let bindings: Api<InstanceRoleBinding> = Api::all(host.clone());
     let grants = [
@@ -247,7 +246,7 @@ async fn serve(args: &DemoArgs, fleet: &Fleet, sim_dir: &Path, total: usize) -> 
         "starting Kairship (controller-manager, gRPC API, HTTPS API and proxy)",
     );
     let names: Vec<String> = fleet.instances().iter().map(|i| i.name.clone()).collect();
-    let (admin, viewer) = (random_token(), random_token());
+    let (admin, viewer) = (random_token()?, random_token()?);
     let auth = demo_auth(dir, &host, &admin, &viewer, names.first()).await?;
     let cert = kairship_sim::tls::generate("kairship").map_err(|e| Error::Usage(e.to_string()))?;
     let ca_path = dir.join("ca.crt");
