@@ -18,6 +18,7 @@ pub mod fleet;
 pub mod kubeconfig;
 pub mod operator;
 pub mod patch;
+pub mod rbac;
 pub mod resources;
 pub mod selectors;
 pub mod server;

@@ -24,6 +24,7 @@ use tracing::{debug, warn, Instrument};
 use crate::error::{ApiError, ApiResult};
 use crate::faults::{FaultState, Injection};
 use crate::patch::PatchKind;
+use crate::rbac::{self, Identity};
 use crate::resources::{Flavor, ResourceDef};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::store::{Filter, Preconditions, Store, StoreConfig, WatchFrom};
@@ -75,7 +76,7 @@ pub struct ApiServer {
     addr: parking_lot::Mutex<Option<SocketAddr>>,
     shutdown: tokio_watch::Sender<bool>,
     /// Extra users by token, besides the admin token.
-    users: parking_lot::RwLock<HashMap<String, String>>,
+    users: parking_lot::RwLock<HashMap<String, Identity>>,
     /// Every distinct call served, while auditing is on (for RBAC checks in tests).
     audit: parking_lot::Mutex<Option<std::collections::BTreeSet<AuditEntry>>>,
 }
@@ -116,16 +117,33 @@ impl ApiServer {
             .unwrap_or_default()
     }
 
-    /// Adds a user with its own bearer token (returned), so audits can tell callers apart.
+    /// Adds a cluster-admin user (group `system:masters`) with its own bearer token
+    /// (returned), so audits can tell callers apart.
     pub fn add_user(&self, user: &str) -> String {
+        self.add_user_with_groups(user, &["system:masters"])
+    }
+
+    /// Adds a user whose rights come only from RBAC (its groups and bindings).
+    pub fn add_user_with_groups(&self, user: &str, groups: &[&str]) -> String {
         let token = random_token();
-        self.users.write().insert(token.clone(), user.to_string());
+        let mut groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+        groups.push("system:authenticated".into());
+        let who = Identity {
+            user: user.to_string(),
+            uid: String::new(),
+            groups,
+        };
+        self.users.write().insert(token.clone(), who);
         token
     }
 
-    fn user_of(&self, token: &str) -> Option<String> {
+    fn user_of(&self, token: &str) -> Option<Identity> {
         if token == self.token {
-            return Some("admin".into());
+            return Some(Identity {
+                user: "admin".into(),
+                uid: String::new(),
+                groups: vec!["system:masters".into(), "system:authenticated".into()],
+            });
         }
         self.users.read().get(token).cloned()
     }
@@ -258,7 +276,11 @@ impl ApiServer {
         let Some(user) = user else {
             return status_response(&ApiError::unauthorized());
         };
-        match self.route(req, &user).await {
+        let who = match rbac::effective(&self.store, user.clone(), req.headers()) {
+            Ok(who) => who,
+            Err(e) => return status_response(&e),
+        };
+        match self.route(req, &user.user, &who).await {
             Ok(r) => r,
             Err(e) => status_response(&e),
         }
@@ -275,9 +297,19 @@ impl ApiServer {
         }
     }
 
-    async fn route(&self, req: Request<Body>, user: &str) -> ApiResult<Response<Body>> {
+    async fn route(
+        &self,
+        req: Request<Body>,
+        user: &str,
+        who: &Identity,
+    ) -> ApiResult<Response<Body>> {
         let path = req.uri().path().to_string();
         let route = routes::parse(&path);
+        let watch = Query::parse(req.uri().query().unwrap_or(""))?.flag("watch");
+        let attrs = rbac::attributes(req.method(), &path, &route, watch);
+        if rbac::authorize(&self.store, who, &attrs).is_none() {
+            return Err(rbac::forbidden(who, &attrs));
+        }
         if req.method() != Method::GET && !matches!(route, Route::Resource(_)) {
             return Err(ApiError::method_not_allowed(req.method().as_str()));
         }
@@ -306,7 +338,7 @@ impl ApiServer {
                     .ok_or_else(|| ApiError::path_not_found(&path))
             }
             Route::OpenApi | Route::NotFound => Err(ApiError::path_not_found(&path)),
-            Route::Resource(rp) => self.resource(req, rp, user).await,
+            Route::Resource(rp) => self.resource(req, rp, user, who).await,
         }
     }
 
@@ -315,6 +347,7 @@ impl ApiServer {
         req: Request<Body>,
         rp: ResourcePath,
         user: &str,
+        who: &Identity,
     ) -> ApiResult<Response<Body>> {
         let def = self
             .store
@@ -359,6 +392,12 @@ impl ApiServer {
             bytes_response(code, o.render(&api_version))
         };
         match (req.method().clone(), rp.name.as_deref()) {
+            (Method::POST, None) if def.group == "authorization.k8s.io" => {
+                let body = self.read_json(req).await?;
+                let self_review = def.plural == "selfsubjectaccessreviews";
+                let answer = rbac::review(&self.store, who, body, self_review)?;
+                Ok(json_response(StatusCode::CREATED, &answer))
+            }
             (Method::GET, Some(name)) => {
                 Ok(render(&*self.store.get(&def, ns, name)?, StatusCode::OK))
             }

@@ -194,6 +194,15 @@ impl Store {
         for crd in crds {
             store.create(&crd_def, None, crd)?;
         }
+        // The bootstrap RBAC policy every kube-apiserver creates at start.
+        let roles = store.resource("rbac.authorization.k8s.io", "v1", "clusterroles")?;
+        for role in crate::rbac::defaults::cluster_roles() {
+            store.create(&roles, None, role)?;
+        }
+        let bindings = store.resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings")?;
+        for binding in crate::rbac::defaults::cluster_role_bindings() {
+            store.create(&bindings, None, binding)?;
+        }
         let ns_def = store.resource("", "v1", "namespaces")?;
         let mut namespaces = vec!["default", "kube-system", "kube-public"];
         if flavor == Flavor::Karmada {

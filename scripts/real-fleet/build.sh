@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Builds the upstream control planes the real-fleet tier runs as plain processes:
+# kube-apiserver (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server/v3) and Karmada's
+# aggregated-apiserver, controller-manager and scheduler (github.com/karmada-io/karmada),
+# at pinned versions, from their Go modules, into a cache outside the repository.
+# Idempotent: a binary already built at these versions is kept. Prints the bin directory
+# on its last line.
+set -euo pipefail
+
+KUBE_VERSION=${KUBE_VERSION:-v1.35.3}
+ETCD_VERSION=${ETCD_VERSION:-v3.6.7}
+# v1.18.2 is the newest Karmada release the Go module proxy serves here; its go.mod
+# builds against k8s.io/* v0.35.3, hence the kube-apiserver above.
+KARMADA_VERSION=${KARMADA_VERSION:-v1.18.2}
+
+CACHE=${KAIRSHIP_REAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kairship/real}
+ROOT="$CACHE/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION-karmada-$KARMADA_VERSION"
+BIN="$ROOT/bin"
+mkdir -p "$BIN" "$ROOT/src"
+
+if ! command -v go >/dev/null 2>&1; then
+  echo "real-fleet: Go is not installed (needed to build kube-apiserver, etcd and Karmada from" >&2
+  echo "their Go modules); install Go 1.25 or newer and run again" >&2
+  exit 2
+fi
+export GOFLAGS="${GOFLAGS:--mod=mod} -trimpath"
+export CGO_ENABLED=0
+# Two cores: one package compiled at a time per binary keeps the machine usable.
+PAR=${REAL_FLEET_GO_P:-2}
+
+step() { printf 'real-fleet: %s\n' "$*" >&2; }
+elapsed() { echo "$(( $(date +%s) - $1 ))s"; }
+
+# A module of ours that requires the upstream module and builds one of its commands.
+build() { # name module version package [replace lines...]
+  local name=$1 module=$2 version=$3 pkg=$4; shift 4
+  if [ -x "$BIN/$name" ]; then step "$name: cached"; return; fi
+  local dir="$ROOT/src/$name" t0; t0=$(date +%s)
+  mkdir -p "$dir"
+  {
+    echo "module kairship.local/realfleet/$name"
+    echo "go 1.25"
+    echo "require $module $version"
+    for r in "$@"; do echo "replace $r"; done
+  } > "$dir/go.mod"
+  printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" > "$dir/tools.go"
+  step "$name: downloading $module@$version"
+  (cd "$dir" && go mod tidy >"$dir/tidy.log" 2>&1) || { cat "$dir/tidy.log" >&2; exit 1; }
+  step "$name: compiling $pkg (several minutes on a cold cache)"
+  (cd "$dir" && go build -p "$PAR" -ldflags="-s -w" -o "$BIN/$name.tmp" "$pkg" >"$dir/build.log" 2>&1) \
+    || { cat "$dir/build.log" >&2; exit 1; }
+  mv "$BIN/$name.tmp" "$BIN/$name"
+  step "$name: built in $(elapsed "$t0")"
+}
+
+# k8s.io/kubernetes requires its staging modules at v0.0.0; map each to its published
+# v0.<minor>.<patch>, read from the module's own go.mod.
+staging_replaces() {
+  local v0="v0.${KUBE_VERSION#v1.}" mod="$ROOT/src/kubernetes.mod"
+  if [ ! -s "$mod" ]; then
+    (cd "$ROOT/src" && go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" >dl.json)
+    cp "$(sed -n 's/.*"GoMod": "\(.*\)".*/\1/p' "$ROOT/src/dl.json")" "$mod"
+  fi
+  awk -v v="$v0" '/=> \.\/staging\/src\// { print $1 " => " $1 " " v }' "$mod"
+}
+
+t_all=$(date +%s)
+mapfile -t KREPL < <(staging_replaces)
+build kube-apiserver k8s.io/kubernetes "$KUBE_VERSION" k8s.io/kubernetes/cmd/kube-apiserver "${KREPL[@]}"
+if [ ! -x "$BIN/etcd" ]; then
+  # etcd's command lives in its root module, whose replace directives point inside its own
+  # repository; the server module exports the same entry point.
+  d="$ROOT/src/etcd"; mkdir -p "$d"
+  printf 'package main\n\nimport (\n\t"os"\n\n\t"go.etcd.io/etcd/server/v3/etcdmain"\n)\n\nfunc main() { etcdmain.Main(os.Args) }\n' > "$d/main.go"
+  printf 'module kairship.local/realfleet/etcd\ngo 1.25\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" > "$d/go.mod"
+  t0=$(date +%s); step "etcd: downloading and compiling go.etcd.io/etcd/server/v3@$ETCD_VERSION"
+  (cd "$d" && go mod tidy >tidy.log 2>&1 && go build -p "$PAR" -ldflags="-s -w" -o "$BIN/etcd.tmp" . >build.log 2>&1) \
+    || { cat "$d"/*.log >&2; exit 1; }
+  mv "$BIN/etcd.tmp" "$BIN/etcd"; step "etcd: built in $(elapsed "$t0")"
+else
+  step "etcd: cached"
+fi
+for c in aggregated-apiserver controller-manager scheduler; do
+  build "karmada-$c" github.com/karmada-io/karmada "$KARMADA_VERSION" "github.com/karmada-io/karmada/cmd/$c"
+done
+# Karmada's CRDs at the same version, for installing into each karmada-apiserver.
+if [ ! -d "$ROOT/karmada-crds" ]; then
+  src=$(cd "$ROOT/src/karmada-scheduler" && go list -m -f '{{.Dir}}' github.com/karmada-io/karmada)
+  mkdir -p "$ROOT/karmada-crds"
+  find "$src/charts/karmada/_crds/bases" -name '*.yaml' -exec cp {} "$ROOT/karmada-crds/" \;
+  chmod -R u+w "$ROOT/karmada-crds"
+fi
+step "all binaries ready in $(elapsed "$t_all")"
+echo "$BIN"
