@@ -66,3 +66,51 @@ pub async fn attach_external(
     )
     .await
 }
+
+/// `deploy/instance-rbac.yaml`: what each instance needs for identity to pass through
+/// Kairship's proxy (the role groups' bindings, Karmada's kinds aggregated into the
+/// default roles, and the ClusterRole for Kairship's own instance credentials).
+pub const INSTANCE_RBAC: &str = include_str!("../deploy/instance-rbac.yaml");
+
+#[derive(Debug, thiserror::Error)]
+pub enum InstanceRbacError {
+    #[error("deploy/instance-rbac.yaml: {0}")]
+    Parse(String),
+    #[error("applying {kind} {name:?}: {source}")]
+    Apply {
+        kind: String,
+        name: String,
+        source: kube::Error,
+    },
+}
+
+/// Applies [`INSTANCE_RBAC`] to an instance (server-side apply, so it is idempotent and
+/// updates objects an earlier version applied), as an operator installing Kairship would.
+pub async fn apply_instance_rbac(instance: &kube::Client) -> Result<(), InstanceRbacError> {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(INSTANCE_RBAC)
+        .map_err(|e| InstanceRbacError::Parse(e.to_string()))?;
+    let params = PatchParams::apply("kairship").force();
+    for doc in docs.into_iter().filter(|d| d.is_object()) {
+        let obj: DynamicObject =
+            serde_json::from_value(doc).map_err(|e| InstanceRbacError::Parse(e.to_string()))?;
+        let types = obj.types.clone().unwrap_or_default();
+        let (group, version) = types
+            .api_version
+            .split_once('/')
+            .unwrap_or(("", types.api_version.as_str()));
+        let gvk = GroupVersionKind::gvk(group, version, &types.kind);
+        let plural = format!("{}s", types.kind.to_ascii_lowercase());
+        let ar = ApiResource::from_gvk_with_plural(&gvk, &plural);
+        let name = obj.metadata.name.clone().unwrap_or_default();
+        Api::<DynamicObject>::all_with(instance.clone(), &ar)
+            .patch(&name, &params, &Patch::Apply(&obj))
+            .await
+            .map_err(|source| InstanceRbacError::Apply {
+                kind: types.kind.clone(),
+                name: name.clone(),
+                source,
+            })?;
+    }
+    Ok(())
+}

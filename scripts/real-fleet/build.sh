@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the upstream control planes the real-fleet tier runs as plain processes:
-# kube-apiserver (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server/v3) and Karmada's
+# kube-apiserver and kube-controller-manager (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server/v3) and Karmada's
 # aggregated-apiserver, controller-manager and scheduler (github.com/karmada-io/karmada),
 # at pinned versions, from their Go modules, into a cache outside the repository.
 # Idempotent: a binary already built at these versions is kept. Prints the bin directory
@@ -32,8 +32,8 @@ step() { printf 'real-fleet: %s\n' "$*" >&2; }
 elapsed() { echo "$(( $(date +%s) - $1 ))s"; }
 
 # A module of ours that requires the upstream module and builds one of its commands.
-build() { # name module version package [replace lines...]
-  local name=$1 module=$2 version=$3 pkg=$4; shift 4
+build() { # name module version package ldflags [replace lines...]
+  local name=$1 module=$2 version=$3 pkg=$4 ldx=$5; shift 5
   if [ -x "$BIN/$name" ]; then step "$name: cached"; return; fi
   local dir="$ROOT/src/$name" t0; t0=$(date +%s)
   mkdir -p "$dir"
@@ -47,7 +47,7 @@ build() { # name module version package [replace lines...]
   step "$name: downloading $module@$version"
   (cd "$dir" && go mod tidy >"$dir/tidy.log" 2>&1) || { cat "$dir/tidy.log" >&2; exit 1; }
   step "$name: compiling $pkg (several minutes on a cold cache)"
-  (cd "$dir" && go build -p "$PAR" -ldflags="-s -w" -o "$BIN/$name.tmp" "$pkg" >"$dir/build.log" 2>&1) \
+  (cd "$dir" && go build -p "$PAR" -ldflags="-s -w $ldx" -o "$BIN/$name.tmp" "$pkg" >"$dir/build.log" 2>&1) \
     || { cat "$dir/build.log" >&2; exit 1; }
   mv "$BIN/$name.tmp" "$BIN/$name"
   step "$name: built in $(elapsed "$t0")"
@@ -66,7 +66,13 @@ staging_replaces() {
 
 t_all=$(date +%s)
 mapfile -t KREPL < <(staging_replaces)
-build kube-apiserver k8s.io/kubernetes "$KUBE_VERSION" k8s.io/kubernetes/cmd/kube-apiserver "${KREPL[@]}"
+# Stamp the version `/version` reports (a module build has no git metadata).
+minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
+KV="-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+build kube-apiserver k8s.io/kubernetes "$KUBE_VERSION" k8s.io/kubernetes/cmd/kube-apiserver "$KV" "${KREPL[@]}"
+# Karmada runs one too: without its clusterrole-aggregation controller the default
+# view/edit/admin roles stay empty (karmada-apiserver has no other aggregator).
+build kube-controller-manager k8s.io/kubernetes "$KUBE_VERSION" k8s.io/kubernetes/cmd/kube-controller-manager "$KV" "${KREPL[@]}"
 if [ ! -x "$BIN/etcd" ]; then
   # etcd's command lives in its root module, whose replace directives point inside its own
   # repository; the server module exports the same entry point.
@@ -81,7 +87,8 @@ else
   step "etcd: cached"
 fi
 for c in aggregated-apiserver controller-manager scheduler; do
-  build "karmada-$c" github.com/karmada-io/karmada "$KARMADA_VERSION" "github.com/karmada-io/karmada/cmd/$c"
+  build "karmada-$c" github.com/karmada-io/karmada "$KARMADA_VERSION" "github.com/karmada-io/karmada/cmd/$c" \
+    "-X github.com/karmada-io/karmada/pkg/version.gitVersion=$KARMADA_VERSION"
 done
 # Karmada's CRDs at the same version, for installing into each karmada-apiserver.
 if [ ! -d "$ROOT/karmada-crds" ]; then

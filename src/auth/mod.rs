@@ -67,6 +67,13 @@ pub struct Caller {
     unrestricted: bool,
 }
 
+impl Caller {
+    /// Whether authorization is off for this caller (`--insecure-disable-auth`).
+    pub fn is_unrestricted(&self) -> bool {
+        self.unrestricted
+    }
+}
+
 pub struct Auth {
     tokens: HashMap<String, UserInfo>,
     oidc: Option<Arc<oidc::Oidc>>,

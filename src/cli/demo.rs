@@ -34,6 +34,26 @@ pub struct DemoArgs {
     /// Plain-HTTP metrics and probes.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub probes_addr: SocketAddr,
+    /// `sim`: the embedded simulator. `real`: upstream kube-apiserver, etcd and Karmada
+    /// run as processes (built by scripts/real-fleet/build.sh).
+    #[arg(long, value_enum, default_value_t = FleetKind::Sim)]
+    pub fleet: FleetKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FleetKind {
+    Sim,
+    Real,
+}
+
+/// What the demo needs of a fleet, simulated or real.
+struct FleetView {
+    host_kubeconfig: PathBuf,
+    /// Each instance's name and a kubeconfig straight to its karmada-apiserver.
+    instances: Vec<(String, PathBuf)>,
+    /// The fault API (the simulator's admin API, or the real fleet's process faults).
+    admin_url: Option<String>,
+    fault_hint: String,
 }
 
 fn step(n: usize, total: usize, what: &str) {
@@ -116,6 +136,11 @@ async fn client_from(path: &Path) -> Result<kube::Client, Error> {
 
 async fn seed(instance_kubeconfig: &Path) -> Result<(), Error> {
     let client = client_from(instance_kubeconfig).await?;
+    // What an operator installing Kairship does on each instance: identities passed
+    // through the proxy meet these role bindings.
+    bootstrap::apply_instance_rbac(&client)
+        .await
+        .map_err(|e| Error::Usage(format!("{}: {e}", instance_kubeconfig.display())))?;
     for (ar, obj) in sample_objects() {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
         let o: DynamicObject =
@@ -197,6 +222,9 @@ pub async fn run(args: DemoArgs) -> Result<(), Error> {
         .map_err(io(format!("creating {}", dir.display())))?;
     let _ = std::fs::remove_file(dir.join("endpoints.json"));
 
+    if args.fleet == FleetKind::Real {
+        return run_real(&args, total).await;
+    }
     step(1, total, &format!("starting the simulated fleet: host API + {} Karmada instance(s) x {} member cluster(s)", args.instances, args.clusters));
     let sim_dir = dir.join("sim");
     let fleet = Fleet::start(FleetConfig {
@@ -206,14 +234,79 @@ pub async fn run(args: DemoArgs) -> Result<(), Error> {
         ..Default::default()
     })
     .await?;
-    let result = serve(&args, &fleet, &sim_dir, total).await;
+    let view = FleetView {
+        host_kubeconfig: sim_dir.join("kubeconfigs/host.kubeconfig"),
+        instances: fleet
+            .instances()
+            .iter()
+            .map(|i| {
+                let path = sim_dir.join(format!("kubeconfigs/{}.kubeconfig", i.name));
+                (i.name.clone(), path)
+            })
+            .collect(),
+        admin_url: Some(fleet.admin_url()),
+        fault_hint: format!(
+            "kairship sim fault --state-dir {} {{instance}} --mode down",
+            sim_dir.display()
+        ),
+    };
+    let result = serve(&args, &view, total).await;
     fleet.shutdown();
     result
 }
 
-async fn serve(args: &DemoArgs, fleet: &Fleet, sim_dir: &Path, total: usize) -> Result<(), Error> {
+/// The same demo on real control planes: kube-apiserver and etcd for the host and each
+/// member, Karmada's own components for each instance.
+async fn run_real(args: &DemoArgs, total: usize) -> Result<(), Error> {
+    use std::sync::Arc;
+    step(1, total, &format!("starting a real fleet: host kube-apiserver + {} Karmada instance(s) x {} member cluster(s) (binaries from scripts/real-fleet/build.sh)", args.instances, args.clusters));
+    let real_dir = std::path::absolute(args.state_dir.join("real"))
+        .map_err(io("resolving the state directory".into()))?;
+    let _ = std::fs::remove_dir_all(&real_dir);
+    let config = kairship_realfleet::FleetConfig::new(real_dir, args.instances, args.clusters);
+    let fleet = kairship_realfleet::RealFleet::start(config, &|what: &str| {
+        println!("      {what}");
+    })
+    .await
+    .map_err(|e| Error::Usage(format!("real fleet: {e}")))?;
+    let fleet = Arc::new(fleet);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(io("binding the fault API".into()))?;
+    let admin = listener
+        .local_addr()
+        .map_err(io("binding the fault API".into()))?;
+    let faults = tokio::spawn(async move {
+        let _ = axum::serve(
+            listener,
+            kairship_realfleet::faults::router(Arc::clone(&fleet)),
+        )
+        .await;
+        drop(fleet);
+    });
+    let view = FleetView {
+        host_kubeconfig: std::path::absolute(args.state_dir.join("real/host/admin.kubeconfig"))
+            .map_err(io("resolving the state directory".into()))?,
+        instances: (1..=args.instances)
+            .map(|i| {
+                let name = format!("karmada-{i}");
+                let path = args.state_dir.join(format!("real/{name}/admin.kubeconfig"));
+                (name, path)
+            })
+            .collect(),
+        admin_url: Some(format!("http://{admin}")),
+        fault_hint: format!(
+            "curl -X POST http://{admin}/faults/{{instance}} -d '{{\"mode\":\"down\"}}' -H 'content-type: application/json'   (SIGKILLs its kube-apiserver; DELETE restarts it)"
+        ),
+    };
+    let result = serve(args, &view, total).await;
+    faults.abort();
+    result
+}
+
+async fn serve(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<(), Error> {
     let dir = &args.state_dir;
-    let host_kubeconfig = sim_dir.join("kubeconfigs/host.kubeconfig");
+    let host_kubeconfig = fleet.host_kubeconfig.clone();
     let host = client_from(&host_kubeconfig).await?;
 
     step(
@@ -231,11 +324,10 @@ async fn serve(args: &DemoArgs, fleet: &Fleet, sim_dir: &Path, total: usize) -> 
     bootstrap::ensure_namespace(&host, NAMESPACE)
         .await
         .map_err(kube_err("creating the namespace"))?;
-    for inst in fleet.instances() {
-        let path = sim_dir.join(format!("kubeconfigs/{}.kubeconfig", inst.name));
-        seed(&path).await?;
-        let config = std::fs::read(&path).map_err(io(format!("reading {}", path.display())))?;
-        bootstrap::attach_external(&host, NAMESPACE, &inst.name, config)
+    for (name, path) in &fleet.instances {
+        seed(path).await?;
+        let config = std::fs::read(path).map_err(io(format!("reading {}", path.display())))?;
+        bootstrap::attach_external(&host, NAMESPACE, name, config)
             .await
             .map_err(kube_err("attaching an instance"))?;
     }
@@ -245,7 +337,7 @@ async fn serve(args: &DemoArgs, fleet: &Fleet, sim_dir: &Path, total: usize) -> 
         total,
         "starting Kairship (controller-manager, gRPC API, HTTPS API and proxy)",
     );
-    let names: Vec<String> = fleet.instances().iter().map(|i| i.name.clone()).collect();
+    let names: Vec<String> = fleet.instances.iter().map(|(n, _)| n.clone()).collect();
     let (admin, viewer) = (random_token()?, random_token()?);
     let auth = demo_auth(dir, &host, &admin, &viewer, names.first()).await?;
     let cert = kairship_sim::tls::generate("kairship").map_err(|e| Error::Usage(e.to_string()))?;
@@ -310,7 +402,7 @@ async fn serve(args: &DemoArgs, fleet: &Fleet, sim_dir: &Path, total: usize) -> 
         "grpc": running.grpc_addr.to_string(),
         "http": https,
         "ca": ca_path.display().to_string(),
-        "sim_admin": fleet.admin_url(),
+        "sim_admin": fleet.admin_url,
         "metrics": running.probes_addr.map(|a| format!("http://{a}/metrics")),
         "host_kubeconfig": host_kubeconfig.display().to_string(),
         "instances": entries,
@@ -342,8 +434,8 @@ async fn serve(args: &DemoArgs, fleet: &Fleet, sim_dir: &Path, total: usize) -> 
         host_kubeconfig.display()
     );
     println!(
-        "  a fault:     kairship sim fault --state-dir {} {first} --mode down",
-        sim_dir.display()
+        "  a fault:     {}",
+        fleet.fault_hint.replace("{instance}", &first)
     );
     println!("  the gRPC API: kairship ctl --state-dir {d} instances list");
     println!(

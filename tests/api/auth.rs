@@ -23,22 +23,22 @@ use crate::common::eventually;
 use crate::rest::{call, P};
 use crate::server::Api as KairshipApi;
 
-const ADMIN: &str = "admin-token-0001";
-const VIEWER: &str = "viewer-token-0002";
-const EDITOR: &str = "editor-token-0003";
+pub(crate) const ADMIN: &str = "admin-token-0001";
+pub(crate) const VIEWER: &str = "viewer-token-0002";
+pub(crate) const EDITOR: &str = "editor-token-0003";
 const NOBODY: &str = "nobody-token-0004";
 const DAVE: &str = "dave-token-0005";
 const ISSUER: &str = "https://idp.example.test";
-const AUDIENCE: &str = "kairship";
+pub(crate) const AUDIENCE: &str = "kairship";
 const SECRET: &str = "a-shared-webhook-secret-of-some-length";
 
 /// An ES256 signing key and its JWK.
-struct Signer {
+pub(crate) struct Signer {
     pkcs8: Vec<u8>,
-    jwk: Value,
+    pub(crate) jwk: Value,
 }
 
-fn signer(kid: &str) -> Signer {
+pub(crate) fn signer(kid: &str) -> Signer {
     let rng = ring::rand::SystemRandom::new();
     let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).expect("key");
     let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
@@ -52,7 +52,7 @@ fn signer(kid: &str) -> Signer {
     }
 }
 
-fn jwt(s: &Signer, kid: &str, claims: Value) -> String {
+pub(crate) fn jwt(s: &Signer, kid: &str, claims: Value) -> String {
     let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
     header.kid = Some(kid.into());
     jsonwebtoken::encode(
@@ -67,7 +67,7 @@ fn now() -> i64 {
     jiff::Timestamp::now().as_second()
 }
 
-fn claims(sub: &str, aud: &str, exp_in: i64) -> Value {
+pub(crate) fn claims(sub: &str, aud: &str, exp_in: i64) -> Value {
     json!({"iss": ISSUER, "aud": aud, "sub": sub, "groups": ["sre"], "iat": now(), "exp": now() + exp_in})
 }
 
@@ -151,7 +151,7 @@ fn names(list: &ListInstancesResponse) -> Vec<String> {
         .collect()
 }
 
-async fn start(dir: &Path, jwks: &Value) -> KairshipApi {
+pub(crate) async fn start(dir: &Path, jwks: &Value) -> KairshipApi {
     let api = KairshipApi::start_full(2, None, Some(config(dir, jwks))).await;
     let host = api.env.host.clone();
     bind(

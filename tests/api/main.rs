@@ -10,6 +10,7 @@ mod grpc;
 #[path = "../controller/harness.rs"]
 #[allow(dead_code)]
 mod harness;
+mod impersonation;
 mod metrics;
 mod proxy;
 mod rbac;

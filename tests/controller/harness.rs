@@ -66,6 +66,11 @@ impl Env {
     }
 
     pub async fn create_external(&self, name: &str) {
+        // As an operator installing Kairship would: the instance learns Kairship's roles.
+        let instance = self.sim.client(name).await;
+        bootstrap::apply_instance_rbac(&instance)
+            .await
+            .expect("instance RBAC applies");
         let config = std::fs::read(self.sim.kubeconfig(name)).expect("kubeconfig");
         bootstrap::attach_external(&self.host, NS, name, config)
             .await

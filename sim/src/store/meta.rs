@@ -41,6 +41,24 @@ fn is_label(s: &str) -> bool {
 }
 
 /// Validates `metadata.name`: an RFC 1123 label for namespaces, a subdomain otherwise.
+/// kube-apiserver's `ValidatePathSegmentName`: anything but `.`, `..`, `/` and `%`.
+pub fn validate_path_segment(t: Target<'_>, name: &str) -> ApiResult<()> {
+    let why = match name {
+        "." | ".." => Some(format!("may not be '{name}'")),
+        _ if name.contains('/') => Some("may not contain '/'".to_string()),
+        _ if name.contains('%') => Some("may not contain '%'".to_string()),
+        _ => None,
+    };
+    match why {
+        None => Ok(()),
+        Some(why) => Err(ApiError::invalid(
+            t,
+            "metadata.name",
+            format!("Invalid value: {name:?}: {why}"),
+        )),
+    }
+}
+
 pub fn validate_name(t: Target<'_>, name: &str, label_only: bool) -> ApiResult<()> {
     let ok = if label_only {
         is_label(name)

@@ -345,7 +345,12 @@ impl Store {
                 }
             },
         };
-        meta::validate_name(def.target(&name), &name, def.plural == "namespaces")?;
+        // RBAC objects are named as path segments (`system:discovery`), not as DNS names.
+        if def.group == "rbac.authorization.k8s.io" {
+            meta::validate_path_segment(def.target(&name), &name)?;
+        } else {
+            meta::validate_name(def.target(&name), &name, def.plural == "namespaces")?;
+        }
         let ns = scope_namespace(def, ns, m.get("namespace").and_then(Value::as_str))?;
         if let Some(ns) = &ns {
             inner.check_namespace_open(ns)?;

@@ -25,6 +25,8 @@ pub struct InstanceReader {
     >,
     /// JSON of cached objects, reused across requests.
     pub json: super::json_memo::JsonMemo,
+    /// Access decisions for reads served from the caches.
+    pub access: super::access::AccessReviews,
     /// `Err(why)` when requests must fail fast with UNAVAILABLE.
     pub health: Result<(), String>,
     pub limiter: std::sync::Arc<tokio::sync::Semaphore>,

@@ -2,6 +2,7 @@
 //! its client, caches, stats, status sync and registration. Slow I/O runs in spawned
 //! tasks that report back as messages, so the actor never blocks on its instance.
 
+pub mod access;
 pub mod caches;
 pub mod connect;
 pub mod feed;
@@ -53,6 +54,8 @@ pub struct InstanceState {
     ticker: Option<tokio::task::JoinHandle<()>>,
     /// Serialized JSON of cached objects, shared by the API's readers of this instance.
     json: json_memo::JsonMemo,
+    /// Access decisions for cache-served reads, shared by the API's readers of this instance.
+    access: access::AccessReviews,
     /// Bounds concurrent API requests to this instance, so a slow one cannot take all workers.
     limiter: std::sync::Arc<tokio::sync::Semaphore>,
 }
@@ -85,6 +88,7 @@ impl InstanceState {
                 .map(|c| c.stores.clone())
                 .unwrap_or_default(),
             json: self.json.clone(),
+            access: self.access.clone(),
             health,
             limiter: self.limiter.clone(),
             feeds: self
@@ -161,6 +165,7 @@ impl Actor for InstanceActor {
             ticker: Some(ticker),
             limiter: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS)),
             json: json_memo::JsonMemo::default(),
+            access: access::AccessReviews::default(),
         })
     }
 

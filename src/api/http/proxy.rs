@@ -14,17 +14,18 @@ use base64::Engine;
 use bytes::Bytes;
 use http::{header, Method, StatusCode};
 use kairship_sim::selectors::FieldSelector;
-use kairship_sim::server::routes::{self, Route};
+use kairship_sim::server::routes::{self, ResourcePath, Route};
 use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 
+use crate::actors::instance::access::{Identity, ReadAttributes};
 use crate::actors::instance::caches::Kind;
 use crate::actors::instance::feed::{rv_of, Feed};
 use crate::api::error::ApiError;
 use crate::api::paging;
 use crate::api::router::{Routed, Router};
-use crate::auth::Role;
+use crate::auth::{Caller, Role};
 
 /// Requests other than watches must be answered within this.
 const PASS_THROUGH_TIMEOUT: Duration = Duration::from_secs(30);
@@ -128,17 +129,170 @@ async fn serve(router: Router, name: String, rest: String, req: Request) -> Resp
         Ok(r) => r,
         Err(e) => return status_response(&e),
     };
-    let query: HashMap<String, String> = req
-        .uri()
-        .query()
-        .map(|q| serde_urlencoded::from_str(q).unwrap_or_default())
-        .unwrap_or_default();
-    if let Some(resp) = from_cache(&routed, &req, &path, &query) {
-        return tagged(resp, "cache");
+    let query: HashMap<String, String> = match req.uri().query() {
+        Some(q) => match serde_urlencoded::from_str(q) {
+            Ok(q) => q,
+            Err(e) => {
+                return status_response(&ApiError::invalid(
+                    "query",
+                    format!("not a valid query string: {e}"),
+                ))
+            }
+        },
+        None => HashMap::new(),
+    };
+    let identity = identity_on(&router, &caller, &name);
+    if let Some((kind, rp)) = cacheable(&routed, &req, &path) {
+        if let Some(who) = &identity {
+            if let Err(resp) = review_read(&routed, who, &rp, &query).await {
+                return resp;
+            }
+        }
+        if let Some(resp) = from_cache(&routed, kind, &rp, &query) {
+            return tagged(resp, "cache");
+        }
     }
-    match pass_through(&routed, req, &path).await {
+    let (method, writes) = (req.method().clone(), req.method() != Method::GET);
+    let answer = pass_through(&routed, req, &path, identity.as_ref()).await;
+    if writes {
+        audit(&caller, &name, &method, &path, &answer);
+    }
+    match answer {
         Ok(r) => tagged(r, "instance"),
         Err(e) => status_response(&e),
+    }
+}
+
+/// The group that carries a Kairship role to the instance (bound there by
+/// `deploy/instance-rbac.yaml`).
+pub fn role_group(role: Role) -> String {
+    format!("kairship:{}", role.as_str())
+}
+
+/// Who the caller acts as on `instance`: their user and groups, plus the group of the role
+/// they hold there. `system:` groups other than `system:authenticated` are never passed on:
+/// they are Kubernetes' own (`system:masters` is cluster-admin), not an IdP's to grant.
+/// `None` when authorization is off: requests then go as Kairship's own identity.
+fn identity_on(router: &Router, caller: &Caller, instance: &str) -> Option<Identity> {
+    if caller.is_unrestricted() {
+        return None;
+    }
+    let mut groups: Vec<String> = caller
+        .user
+        .groups
+        .iter()
+        .filter(|g| !g.starts_with("system:") || *g == "system:authenticated")
+        .cloned()
+        .collect();
+    if let Some(role) = router.auth.role_on(caller, instance) {
+        groups.push(role_group(role));
+    }
+    Some(Identity {
+        user: caller.user.name.clone(),
+        uid: caller.user.uid.clone(),
+        groups,
+    })
+}
+
+/// Asks the instance whether `who` may make this read, before answering it from the cache.
+async fn review_read(
+    routed: &Routed,
+    who: &Identity,
+    rp: &ResourcePath,
+    q: &HashMap<String, String>,
+) -> Result<(), Response> {
+    let watching = q.get("watch").is_some_and(|w| parse_bool(w) == Some(true));
+    let verb = match (&rp.name, watching) {
+        (_, true) => "watch",
+        (Some(_), false) => "get",
+        (None, false) => "list",
+    };
+    let what = ReadAttributes {
+        verb,
+        group: rp.group.clone(),
+        resource: rp.plural.clone(),
+        namespace: rp.namespace.clone(),
+        name: rp.name.clone(),
+    };
+    let client = routed.client.as_ref().ok_or_else(|| {
+        status_response(&ApiError::Unavailable(format!(
+            "instance {:?} is not connected",
+            routed.name
+        )))
+    })?;
+    match routed.access.allowed(client, who, &what).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(forbidden(who, &what)),
+        // Fail closed: without the instance's word, the cache shows nothing.
+        Err(e) => Err(status_response(&ApiError::Unavailable(format!(
+            "instance {:?}: {e}",
+            routed.name
+        )))),
+    }
+}
+
+/// The 403 the instance itself gives, in its words.
+fn forbidden(who: &Identity, a: &ReadAttributes) -> Response {
+    let label = match a.group.is_empty() {
+        true => a.resource.clone(),
+        false => format!("{}.{}", a.resource, a.group),
+    };
+    let subject = match &a.name {
+        Some(n) => format!("{label} {n:?}"),
+        None => label,
+    };
+    let scope = match &a.namespace {
+        Some(ns) => format!("in the namespace {ns:?}"),
+        None => "at the cluster scope".into(),
+    };
+    let message = format!(
+        "{subject} is forbidden: User {:?} cannot {} resource {:?} in API group {:?} {scope}",
+        who.user, a.verb, a.resource, a.group
+    );
+    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": "Forbidden",
+        "details": {"name": a.name.clone().unwrap_or_default(), "group": a.group, "kind": a.resource},
+        "code": 403});
+    json_response(StatusCode::FORBIDDEN, status.to_string().into())
+}
+
+/// One structured line per write through the proxy (target `kairship::audit`).
+fn audit(
+    caller: &Caller,
+    instance: &str,
+    method: &Method,
+    path: &str,
+    answer: &Result<Response, ApiError>,
+) {
+    let (resource, namespace, name) = match routes::parse(path) {
+        Route::Resource(rp) => (rp.plural, rp.namespace, rp.name),
+        _ => (path.to_string(), None, None),
+    };
+    let code = match answer {
+        Ok(r) => r.status().as_u16(),
+        Err(e) => e.http_status(),
+    };
+    let outcome = if code < 400 { "allowed" } else { "refused" };
+    tracing::info!(
+        target: "kairship::audit",
+        user = %caller.user.name,
+        instance,
+        verb = %method,
+        resource,
+        namespace = namespace.as_deref().unwrap_or(""),
+        name = name.as_deref().unwrap_or(""),
+        code,
+        outcome,
+        "proxy write"
+    );
+}
+
+/// Go's `strconv.ParseBool`, which kube-apiserver uses for boolean query parameters.
+pub fn parse_bool(v: &str) -> Option<bool> {
+    match v {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
     }
 }
 
@@ -149,13 +303,9 @@ fn wants_table(req: &Request) -> bool {
         .is_some_and(|a| a.contains("as=Table"))
 }
 
-/// Answers JSON get/list of a cached kind from the cache; `None` passes the request on.
-fn from_cache(
-    routed: &Routed,
-    req: &Request,
-    path: &str,
-    q: &HashMap<String, String>,
-) -> Option<Response> {
+/// The cached kind a request reads, when the cache may answer it: a JSON GET (not a
+/// Table) of a kind this instance caches, not forced to the instance.
+fn cacheable(routed: &Routed, req: &Request, path: &str) -> Option<(Kind, ResourcePath)> {
     let forced = req
         .headers()
         .get(SOURCE_HEADER)
@@ -173,10 +323,29 @@ fn from_cache(
         let r = k.resource();
         r.group == rp.group && r.version == rp.version && r.plural == rp.plural
     })?;
+    routed.stores.contains_key(&kind).then_some((kind, rp))
+}
+
+/// Answers JSON get/list/watch of a cached kind from the cache; `None` passes the request on.
+fn from_cache(
+    routed: &Routed,
+    kind: Kind,
+    rp: &ResourcePath,
+    q: &HashMap<String, String>,
+) -> Option<Response> {
     let store = routed.stores.get(&kind)?;
     let ar = kind.resource();
-    if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
-        return super::cache_watch::serve(routed, kind, &rp, q);
+    if let Some(w) = q.get("watch") {
+        match parse_bool(w) {
+            Some(true) => return super::cache_watch::serve(routed, kind, rp, q),
+            Some(false) => {}
+            None => {
+                return Some(status_response(&ApiError::invalid(
+                    "watch",
+                    format!("invalid boolean {w:?}"),
+                )))
+            }
+        }
     }
     if let Some(name) = &rp.name {
         let mut key = ObjectRef::new_with(name, ar.clone());
@@ -205,9 +374,16 @@ fn from_cache(
         .max()
         .unwrap_or(0);
     // A client asking for a version the cache has not seen yet is served by the instance.
-    if let Some(rv) = q.get("resourceVersion").and_then(|r| r.parse::<u64>().ok()) {
-        if rv > newest {
-            return None;
+    if let Some(rv) = q.get("resourceVersion").filter(|r| !r.is_empty()) {
+        match rv.parse::<u64>() {
+            Ok(rv) if rv > newest => return None,
+            Ok(_) => {}
+            Err(_) => {
+                return Some(status_response(&ApiError::invalid(
+                    "resourceVersion",
+                    format!("invalid resourceVersion {rv:?}"),
+                )))
+            }
         }
     }
     let key = |o: &DynamicObject| {
@@ -241,10 +417,16 @@ fn from_cache(
         let after = (ns, name);
         items.retain(|(k, _)| *k > after);
     }
-    let limit = q
-        .get("limit")
-        .and_then(|l| l.parse::<usize>().ok())
-        .filter(|l| *l > 0);
+    let limit = match q.get("limit").map(|l| (l, l.parse::<usize>())) {
+        None => None,
+        Some((_, Ok(l))) => Some(l).filter(|l| *l > 0),
+        Some((l, Err(_))) => {
+            return Some(status_response(&ApiError::invalid(
+                "limit",
+                format!("invalid limit {l:?}"),
+            )))
+        }
+    };
     let mut meta = json!({"resourceVersion": newest.to_string()});
     if let Some(l) = limit {
         if items.len() > l {
@@ -324,14 +506,23 @@ fn not_found(plural: &str, group: &str, name: &str) -> Response {
 }
 
 /// Forwards the request with the instance's own credentials and streams the answer back.
-async fn pass_through(routed: &Routed, req: Request, path: &str) -> Result<Response, ApiError> {
+async fn pass_through(
+    routed: &Routed,
+    req: Request,
+    path: &str,
+    identity: Option<&Identity>,
+) -> Result<Response, ApiError> {
     let client = routed.client.clone().ok_or_else(|| {
         ApiError::Unavailable(format!("instance {:?} is not connected", routed.name))
     })?;
     let watching = req
         .uri()
         .query()
-        .is_some_and(|q| q.contains("watch=true") || q.contains("watch=1"))
+        .and_then(|q| serde_urlencoded::from_str::<Vec<(String, String)>>(q).ok())
+        .is_some_and(|q| {
+            q.iter()
+                .any(|(k, v)| k == "watch" && parse_bool(v) == Some(true))
+        })
         || path.contains("/watch/");
     let uri = match req.uri().query() {
         Some(q) => format!("{path}?{q}"),
@@ -343,6 +534,21 @@ async fn pass_through(routed: &Routed, req: Request, path: &str) -> Result<Respo
     for h in [header::ACCEPT, header::CONTENT_TYPE, header::USER_AGENT] {
         if let Some(v) = req.headers().get(&h) {
             builder = builder.header(h, v.clone());
+        }
+    }
+    // The instance decides as it would for this caller; a client's own Impersonate-*
+    // headers are never passed on (they are not forwarded above).
+    if let Some(who) = identity {
+        let value = |v: &str| {
+            http::HeaderValue::from_str(v)
+                .map_err(|_| ApiError::invalid("user", format!("{v:?} cannot be sent as a header")))
+        };
+        builder = builder.header("Impersonate-User", value(&who.user)?);
+        if !who.uid.is_empty() {
+            builder = builder.header("Impersonate-Uid", value(&who.uid)?);
+        }
+        for g in &who.groups {
+            builder = builder.header("Impersonate-Group", value(g)?);
         }
     }
     let body =

@@ -1,0 +1,250 @@
+//! Starting and stopping a whole real fleet.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+use tokio::task::JoinHandle;
+
+use crate::apiserver::{ApiServer, Options};
+use crate::process::{free_port, Proc};
+use crate::{karmada, members, pki, Error};
+
+pub struct FleetConfig {
+    /// The binaries of `scripts/real-fleet/build.sh`.
+    pub bin: PathBuf,
+    /// Karmada's CRDs (the same script copies them beside `bin`).
+    pub crds: PathBuf,
+    /// Working directory: certificates, kubeconfigs, etcd data, logs.
+    pub dir: PathBuf,
+    pub instances: usize,
+    pub clusters: usize,
+    pub nodes_per_cluster: usize,
+}
+
+impl FleetConfig {
+    pub fn new(dir: PathBuf, instances: usize, clusters: usize) -> Self {
+        let bin = crate::default_bin_dir();
+        let crds = bin
+            .parent()
+            .map(|p| p.join("karmada-crds"))
+            .unwrap_or_default();
+        Self {
+            bin,
+            crds,
+            dir,
+            instances,
+            clusters,
+            nodes_per_cluster: 2,
+        }
+    }
+}
+
+pub struct Instance {
+    pub name: String,
+    pub api: Mutex<ApiServer>,
+    pub kubeconfig: PathBuf,
+    pub members: Vec<ApiServer>,
+    _components: Vec<Proc>,
+}
+
+pub struct RealFleet {
+    pub dir: PathBuf,
+    pub host: ApiServer,
+    pub instances: Vec<Instance>,
+    _etcd: Proc,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+const READY: Duration = Duration::from_secs(180);
+
+impl RealFleet {
+    /// Starts everything; `progress` hears each step.
+    pub async fn start(
+        config: FleetConfig,
+        progress: &(dyn Fn(&str) + Sync),
+    ) -> Result<Self, Error> {
+        for b in [
+            "etcd",
+            "kube-apiserver",
+            "karmada-aggregated-apiserver",
+            "karmada-controller-manager",
+            "karmada-scheduler",
+        ] {
+            if !config.bin.join(b).is_file() {
+                return Err(Error::MissingBinary(
+                    config.bin.join(b).display().to_string(),
+                ));
+            }
+        }
+        std::fs::create_dir_all(&config.dir)
+            .map_err(Error::io(format!("creating {}", config.dir.display())))?;
+        let etcd_port = free_port()?;
+        let peer_port = free_port()?;
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        progress(&format!(
+            "etcd on {etcd_url} (one etcd, a key prefix per API server)"
+        ));
+        let etcd = Proc::spawn(
+            "etcd",
+            &config.bin.join("etcd"),
+            vec![
+                format!("--data-dir={}", config.dir.join("etcd").display()),
+                format!("--listen-client-urls={etcd_url}"),
+                format!("--advertise-client-urls={etcd_url}"),
+                format!("--listen-peer-urls=http://127.0.0.1:{peer_port}"),
+                format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"),
+                format!("--initial-cluster=default=http://127.0.0.1:{peer_port}"),
+                "--quota-backend-bytes=1073741824".into(),
+                "--unsafe-no-fsync".into(),
+                "--log-level=warn".into(),
+            ],
+            config.dir.join("etcd.log"),
+        )?;
+        let bin = &config.bin;
+        let mut host = ApiServer::start(bin, &config.dir, "host", &etcd_url, Options::default())?;
+        let mut instances = Vec::new();
+        for i in 1..=config.instances {
+            let name = format!("karmada-{i}");
+            let fp = pki::front_proxy(&config.dir)?;
+            let api = ApiServer::start(
+                bin,
+                &config.dir,
+                &name,
+                &etcd_url,
+                Options {
+                    front_proxy: Some(fp),
+                },
+            )?;
+            let mut ms = Vec::new();
+            for m in 1..=config.clusters {
+                ms.push(ApiServer::start(
+                    bin,
+                    &config.dir,
+                    &format!("{name}-member{m}"),
+                    &etcd_url,
+                    Options::default(),
+                )?);
+            }
+            instances.push((name, api, ms));
+        }
+        progress(&format!(
+            "{} kube-apiservers starting (host, {} karmada-apiserver(s), {} member(s))",
+            1 + config.instances * (1 + config.clusters),
+            config.instances,
+            config.instances * config.clusters
+        ));
+        host.wait_ready(READY).await?;
+        let mut tasks = Vec::new();
+        let mut out = Vec::new();
+        for (name, mut api, mut ms) in instances {
+            let client = api.wait_ready(READY).await?;
+            progress(&format!(
+                "{name}: Karmada's CRDs, aggregated API server, controller-manager, scheduler"
+            ));
+            karmada::install_crds(&client, &config.crds).await?;
+            let mut components =
+                vec![karmada::aggregated_apiserver(bin, &api, &client, &etcd_url).await?];
+            karmada::wait_served(
+                &client,
+                "/apis/cluster.karmada.io/v1alpha1",
+                READY,
+                &format!("{name}'s Cluster API (karmada-aggregated-apiserver)"),
+                &components[0].log,
+            )
+            .await?;
+            components.extend(karmada::controllers(bin, &api)?);
+            for m in ms.iter_mut() {
+                let mc = m.wait_ready(READY).await?;
+                // Karmada names the member by the Cluster object: strip the instance prefix.
+                members::create_nodes(&mc, config.nodes_per_cluster).await?;
+                tasks.push(tokio::spawn(members::fill_deployment_status(
+                    mc,
+                    Duration::from_secs(2),
+                )));
+            }
+            for m in ms.iter_mut() {
+                let short = m.name.rsplit('-').next().unwrap_or(&m.name).to_string();
+                let joined = ApiServerRef {
+                    name: short,
+                    url: m.url.clone(),
+                    token: m.token.clone(),
+                    ca_pem: m.ca_pem.clone(),
+                };
+                karmada::join(&client, &joined.as_member(m)).await?;
+            }
+            progress(&format!(
+                "{name}: joined {} member cluster(s) in Push mode",
+                ms.len()
+            ));
+            out.push(Instance {
+                kubeconfig: api.kubeconfig.clone(),
+                name,
+                api: Mutex::new(api),
+                members: ms,
+                _components: components,
+            });
+        }
+        Ok(Self {
+            dir: config.dir,
+            host,
+            instances: out,
+            _etcd: etcd,
+            tasks,
+        })
+    }
+
+    pub fn instance(&self, name: &str) -> Option<&Instance> {
+        self.instances.iter().find(|i| i.name == name)
+    }
+
+    /// `down` kills the instance's karmada-apiserver, `latency` stops it; `None` undoes.
+    pub async fn fault(&self, instance: &str, mode: Option<&str>) -> Result<(), Error> {
+        let inst = self
+            .instance(instance)
+            .ok_or_else(|| Error::Invalid(format!("no instance {instance:?} in this fleet")))?;
+        let mut api = inst.api.lock().await;
+        match mode {
+            Some("down") => {
+                api.proc.kill().await;
+                Ok(())
+            }
+            Some("latency") => api.proc.signal("STOP"),
+            Some(other) => Err(Error::Invalid(format!(
+                "mode {other:?} is not available on a real fleet (down and latency are)"
+            ))),
+            None => {
+                let _ = api.proc.signal("CONT");
+                api.proc.restart()?;
+                api.wait_ready(READY).await.map(|_| ())
+            }
+        }
+    }
+}
+
+impl Drop for RealFleet {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// A member as its Cluster object names it (`member1`), with its own credentials.
+struct ApiServerRef {
+    name: String,
+    url: String,
+    token: String,
+    ca_pem: String,
+}
+
+impl ApiServerRef {
+    fn as_member<'a>(&'a self, _server: &'a ApiServer) -> karmada::Member<'a> {
+        karmada::Member {
+            name: &self.name,
+            url: &self.url,
+            token: &self.token,
+            ca_pem: &self.ca_pem,
+        }
+    }
+}
