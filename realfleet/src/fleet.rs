@@ -153,6 +153,7 @@ impl RealFleet {
                 &components[0].log,
             )
             .await?;
+            components.push(karmada::webhook(bin, &api, &client).await?);
             components.extend(karmada::controllers(bin, &api)?);
             for m in ms.iter_mut() {
                 let mc = m.wait_ready(READY).await?;

@@ -176,7 +176,92 @@ pub async fn aggregated_apiserver(
     Ok(proc)
 }
 
-/// karmada-controller-manager and karmada-scheduler for one instance.
+/// karmada-webhook and its configurations: it gives each PropagationPolicy its permanent
+/// id (the scheduler ignores bindings without one) and defaults and validates policies.
+pub async fn webhook(
+    bin: &Path,
+    karmada: &ApiServer,
+    client: &kube::Client,
+) -> Result<Proc, Error> {
+    let dir = karmada.dir.join("webhook");
+    std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
+    let serving = pki::serving(&dir, "karmada-webhook")?;
+    for (from, to) in [
+        (&serving.cert_file, "tls.crt"),
+        (&serving.key_file, "tls.key"),
+    ] {
+        std::fs::copy(from, dir.join(to)).map_err(Error::io(format!("writing {to}")))?;
+    }
+    let port = free_port()?;
+    let addr = || -> Result<String, Error> { Ok(format!("127.0.0.1:{}", free_port()?)) };
+    let proc = Proc::spawn(
+        &format!("karmada-webhook {}", karmada.name),
+        &bin.join("karmada-webhook"),
+        vec![
+            format!("--kubeconfig={}", karmada.kubeconfig.display()),
+            "--bind-address=127.0.0.1".into(),
+            format!("--secure-port={port}"),
+            format!("--cert-dir={}", dir.display()),
+            format!("--metrics-bind-address={}", addr()?),
+            format!("--health-probe-bind-address={}", addr()?),
+            "--v=1".into(),
+        ],
+        dir.join("karmada-webhook.log"),
+    )?;
+    // Policies are refused while the webhook is not serving (failurePolicy Fail).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        if Instant::now() > deadline {
+            return Err(Error::NotReady {
+                what: format!("karmada-webhook {}", karmada.name),
+                secs: 120,
+                log: proc.log.display().to_string(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let ca = base64::engine::general_purpose::STANDARD.encode(&serving.ca_pem);
+    let hook = |name: &str, group: &str, version: &str, resource: &str, path: &str| {
+        json!({"name": format!("{name}.karmada.io"), "admissionReviewVersions": ["v1"],
+               "sideEffects": "None", "failurePolicy": "Fail", "timeoutSeconds": 10,
+               "clientConfig": {"url": format!("https://localhost:{port}/{path}"), "caBundle": ca},
+               "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [group],
+                          "apiVersions": [version], "resources": [resource], "scope": "*"}]})
+    };
+    let p = "policy.karmada.io";
+    apply(
+        client,
+        &ar("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations"),
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+               "metadata": {"name": "mutating-config"},
+               "webhooks": [
+                   hook("propagationpolicy", p, "v1alpha1", "propagationpolicies", "mutate-propagationpolicy"),
+                   hook("clusterpropagationpolicy", p, "v1alpha1", "clusterpropagationpolicies", "mutate-clusterpropagationpolicy"),
+                   hook("overridepolicy", p, "v1alpha1", "overridepolicies", "mutate-overridepolicy"),
+                   hook("work", "work.karmada.io", "v1alpha1", "works", "mutate-work"),
+               ]}),
+    )
+    .await?;
+    apply(
+        client,
+        &ar("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations"),
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+               "metadata": {"name": "validating-config"},
+               "webhooks": [
+                   hook("propagationpolicy", p, "v1alpha1", "propagationpolicies", "validate-propagationpolicy"),
+                   hook("clusterpropagationpolicy", p, "v1alpha1", "clusterpropagationpolicies", "validate-clusterpropagationpolicy"),
+                   hook("overridepolicy", p, "v1alpha1", "overridepolicies", "validate-overridepolicy"),
+                   hook("clusteroverridepolicy", p, "v1alpha1", "clusteroverridepolicies", "validate-clusteroverridepolicy"),
+               ]}),
+    )
+    .await?;
+    Ok(proc)
+}
+
+/// karmada-controller-manager, karmada-scheduler and kube-controller-manager for one instance.
 pub fn controllers(bin: &Path, karmada: &ApiServer) -> Result<Vec<Proc>, Error> {
     let kc = karmada.kubeconfig.display().to_string();
     let addr = || -> Result<String, Error> { Ok(format!("127.0.0.1:{}", free_port()?)) };
@@ -207,7 +292,26 @@ pub fn controllers(bin: &Path, karmada: &ApiServer) -> Result<Vec<Proc>, Error> 
         ],
         karmada.dir.join("karmada-scheduler.log"),
     )?;
-    Ok(vec![cm, scheduler])
+    // As Karmada's installers do: kube-controller-manager for namespace deletion, garbage
+    // collection and, above all, ClusterRole aggregation (the default view/edit/admin roles
+    // are empty without it).
+    let kcm = Proc::spawn(
+        &format!("kube-controller-manager {}", karmada.name),
+        &bin.join("kube-controller-manager"),
+        vec![
+            format!("--kubeconfig={kc}"),
+            format!("--authentication-kubeconfig={kc}"),
+            format!("--authorization-kubeconfig={kc}"),
+            "--leader-elect=false".into(),
+            "--controllers=clusterrole-aggregation,namespace,garbagecollector".into(),
+            "--bind-address=127.0.0.1".into(),
+            format!("--secure-port={}", free_port()?),
+            "--use-service-account-credentials=false".into(),
+            "--v=1".into(),
+        ],
+        karmada.dir.join("kube-controller-manager.log"),
+    )?;
+    Ok(vec![cm, scheduler, kcm])
 }
 
 /// A member cluster as Karmada knows it: its Cluster name and credentials.

@@ -86,7 +86,7 @@ if [ ! -x "$BIN/etcd" ]; then
 else
   step "etcd: cached"
 fi
-for c in aggregated-apiserver controller-manager scheduler; do
+for c in aggregated-apiserver controller-manager scheduler webhook; do
   build "karmada-$c" github.com/karmada-io/karmada "$KARMADA_VERSION" "github.com/karmada-io/karmada/cmd/$c" \
     "-X github.com/karmada-io/karmada/pkg/version.gitVersion=$KARMADA_VERSION"
 done
