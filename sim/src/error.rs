@@ -33,7 +33,12 @@ impl ApiError {
     }
 
     fn with_target(mut self, t: Target<'_>) -> Self {
-        self.details = Some(json!({"name": t.name, "group": t.group, "kind": t.plural}));
+        // kube-apiserver leaves out an empty group (the core API).
+        let mut d = json!({"name": t.name, "kind": t.plural});
+        if !t.group.is_empty() {
+            d["group"] = t.group.into();
+        }
+        self.details = Some(d);
         self
     }
 
@@ -153,6 +158,36 @@ impl ApiError {
 
     pub fn timeout(message: impl Into<String>) -> Self {
         Self::new(504, "Timeout", message)
+    }
+
+    /// The `meta/v1 Status` as kube-apiserver serializes it, fields in its order (kind,
+    /// apiVersion, metadata, status, message, reason, details, code): clients that compare
+    /// error text see the same bytes.
+    pub fn to_status_bytes(&self) -> Vec<u8> {
+        #[derive(serde::Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Status<'a> {
+            kind: &'static str,
+            api_version: &'static str,
+            metadata: Value,
+            status: &'static str,
+            message: &'a str,
+            reason: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            details: Option<&'a Value>,
+            code: u16,
+        }
+        serde_json::to_vec(&Status {
+            kind: "Status",
+            api_version: "v1",
+            metadata: json!({}),
+            status: "Failure",
+            message: &self.message,
+            reason: self.reason,
+            details: self.details.as_ref(),
+            code: self.code,
+        })
+        .unwrap_or_default()
     }
 
     /// The `meta/v1 Status` object for this error.

@@ -264,11 +264,14 @@ async fn run_real(args: &DemoArgs, total: usize) -> Result<(), Error> {
         .map_err(io("resolving the state directory".into()))?;
     let _ = std::fs::remove_dir_all(&real_dir);
     let config = kairship_realfleet::FleetConfig::new(real_dir, args.instances, args.clusters);
-    let fleet = kairship_realfleet::RealFleet::start(config, &|what: &str| {
+    let starting = kairship_realfleet::RealFleet::start(config, &|what: &str| {
         println!("      {what}");
-    })
-    .await
-    .map_err(|e| Error::Usage(format!("real fleet: {e}")))?;
+    });
+    // Interrupted while starting: dropping the half-started fleet stops its processes.
+    let fleet = tokio::select! {
+        f = starting => f.map_err(|e| Error::Usage(format!("real fleet: {e}")))?,
+        _ = super::shutdown_signal() => return Err(Error::Usage("interrupted while starting the real fleet".into())),
+    };
     let fleet = Arc::new(fleet);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

@@ -9,6 +9,11 @@
 //! One fleet serves every check (it takes about a minute to start). Without the binaries
 //! the tier fails under CI and is skipped, loudly, elsewhere.
 
+#[path = "../sim_conformance/common.rs"]
+#[allow(dead_code)]
+mod common;
+mod differential;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -43,7 +48,7 @@ impl Drop for Demo {
     }
 }
 
-fn binaries_present() -> bool {
+pub(crate) fn binaries_present() -> bool {
     let bin = kairship_realfleet::default_bin_dir();
     [
         "etcd",

@@ -612,6 +612,15 @@ fn preconditions(body: &[u8]) -> ApiResult<Preconditions> {
     })
 }
 
+/// kube-apiserver's conversion of a boolean query parameter: `0` and `false` (any case)
+/// are false, anything else that is present, even empty, is true.
+pub fn query_bool(v: Option<&str>) -> bool {
+    match v {
+        None | Some("0") => false,
+        Some(v) => !v.eq_ignore_ascii_case("false"),
+    }
+}
+
 /// Query parameters of a request.
 struct Query(HashMap<String, String>);
 
@@ -626,8 +635,9 @@ impl Query {
         self.0.get(k).map(String::as_str)
     }
 
+    /// A boolean parameter as kube-apiserver converts query strings (see [`query_bool`]).
     fn flag(&self, k: &str) -> bool {
-        matches!(self.get(k), Some("true" | "1"))
+        query_bool(self.get(k))
     }
 
     fn dry_run(&self) -> bool {
@@ -703,8 +713,8 @@ fn stream_response(body: Body) -> Response<Body> {
 }
 
 pub fn status_response(e: &ApiError) -> Response<Body> {
-    json_response(
+    bytes_response(
         StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-        &e.to_status(),
+        Bytes::from(e.to_status_bytes()),
     )
 }

@@ -70,7 +70,7 @@ pub fn serve(
     };
     let bookmarks = q
         .get("allowWatchBookmarks")
-        .is_some_and(|b| b == "true" || b == "1");
+        .is_some_and(|b| super::proxy::parse_bool(b) == Some(true));
     let timeout = q
         .get("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())

@@ -34,13 +34,44 @@ const MAX_BODY: usize = 3 * 1024 * 1024;
 
 /// A `meta/v1 Status` for an API error, as kubectl expects.
 pub fn status_response(e: &ApiError) -> Response {
-    let status = json!({
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": e.to_string(), "reason": e.k8s_reason(), "code": e.http_status(),
-    });
+    k8s_status(e.http_status(), e.k8s_reason(), &e.to_string(), None)
+}
+
+/// A failure `Status` with kube-apiserver's field order (kind, apiVersion, metadata,
+/// status, message, reason, details, code).
+fn k8s_status(
+    code: u16,
+    reason: &str,
+    message: &str,
+    details: Option<serde_json::Value>,
+) -> Response {
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Status<'a> {
+        kind: &'static str,
+        api_version: &'static str,
+        metadata: serde_json::Value,
+        status: &'static str,
+        message: &'a str,
+        reason: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        details: Option<serde_json::Value>,
+        code: u16,
+    }
+    let body = serde_json::to_vec(&Status {
+        kind: "Status",
+        api_version: "v1",
+        metadata: json!({}),
+        status: "Failure",
+        message,
+        reason,
+        details,
+        code,
+    })
+    .unwrap_or_default();
     json_response(
-        StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-        status.to_string().into(),
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        body.into(),
     )
 }
 
@@ -249,11 +280,9 @@ fn forbidden(who: &Identity, a: &ReadAttributes) -> Response {
         "{subject} is forbidden: User {:?} cannot {} resource {:?} in API group {:?} {scope}",
         who.user, a.verb, a.resource, a.group
     );
-    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": message, "reason": "Forbidden",
-        "details": {"name": a.name.clone().unwrap_or_default(), "group": a.group, "kind": a.resource},
-        "code": 403});
-    json_response(StatusCode::FORBIDDEN, status.to_string().into())
+    let details =
+        json!({"name": a.name.clone().unwrap_or_default(), "group": a.group, "kind": a.resource});
+    k8s_status(403, "Forbidden", &message, Some(details))
 }
 
 /// One structured line per write through the proxy (target `kairship::audit`).
@@ -287,13 +316,10 @@ fn audit(
     );
 }
 
-/// Go's `strconv.ParseBool`, which kube-apiserver uses for boolean query parameters.
+/// A boolean query parameter as kube-apiserver converts it: `0` or `false` in any case is
+/// false, anything else (`True`, `TRUE`, `1`, `t`, even empty) true.
 pub fn parse_bool(v: &str) -> Option<bool> {
-    match v {
-        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
-        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
-        _ => None,
-    }
+    Some(!(v == "0" || v.eq_ignore_ascii_case("false")))
 }
 
 fn wants_table(req: &Request) -> bool {
@@ -336,15 +362,8 @@ fn from_cache(
     let store = routed.stores.get(&kind)?;
     let ar = kind.resource();
     if let Some(w) = q.get("watch") {
-        match parse_bool(w) {
-            Some(true) => return super::cache_watch::serve(routed, kind, rp, q),
-            Some(false) => {}
-            None => {
-                return Some(status_response(&ApiError::invalid(
-                    "watch",
-                    format!("invalid boolean {w:?}"),
-                )))
-            }
+        if parse_bool(w) == Some(true) {
+            return super::cache_watch::serve(routed, kind, rp, q);
         }
     }
     if let Some(name) = &rp.name {
@@ -499,10 +518,16 @@ fn not_found(plural: &str, group: &str, name: &str) -> Response {
     } else {
         format!("{plural}.{group}")
     };
-    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": format!("{what} \"{name}\" not found"), "reason": "NotFound",
-        "details": {"name": name, "group": group, "kind": plural}, "code": 404});
-    json_response(StatusCode::NOT_FOUND, status.to_string().into())
+    let mut details = json!({"name": name, "kind": plural});
+    if !group.is_empty() {
+        details["group"] = json!(group);
+    }
+    k8s_status(
+        404,
+        "NotFound",
+        &format!("{what} \"{name}\" not found"),
+        Some(details),
+    )
 }
 
 /// Forwards the request with the instance's own credentials and streams the answer back.
