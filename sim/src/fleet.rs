@@ -34,6 +34,8 @@ pub struct FleetConfig {
     pub state_dir: Option<PathBuf>,
     /// Port for the admin API (0: any free port).
     pub admin_port: u16,
+    /// Timing of each instance's simulated Karmada control plane.
+    pub karmada: crate::karmada::ControlPlaneConfig,
 }
 
 impl Default for FleetConfig {
@@ -46,6 +48,7 @@ impl Default for FleetConfig {
             provision_delay: Duration::from_secs(2),
             state_dir: None,
             admin_port: 0,
+            karmada: crate::karmada::ControlPlaneConfig::default(),
         }
     }
 }
@@ -181,12 +184,14 @@ impl Fleet {
             .map_err(Error::io(format!("binding the API of instance {name}")))?;
         let (sim, ticker) =
             ClusterSim::start(server.clone(), clusters, self.inner.config.cluster_tick)?;
+        let control_plane =
+            crate::karmada::start(server.clone(), self.inner.config.karmada.clone());
         let inst = Arc::new(Instance {
             name: name.to_string(),
             server,
             clusters: sim,
             managed_by,
-            tasks: vec![ticker],
+            tasks: vec![ticker, control_plane],
         });
         self.inner
             .instances

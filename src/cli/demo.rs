@@ -112,9 +112,14 @@ fn sample_objects() -> Vec<(ApiResource, Value)> {
                 "PropagationPolicy",
                 "propagationpolicies",
             ),
+            // Karmada's own nginx sample: replicas divided 1:1 between member1 and member2.
             json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy", "metadata": {"name": "nginx-propagation", "namespace": "default"},
                 "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx"}],
-                "placement": {"clusterAffinity": {"clusterNames": ["member1", "member2"]}}}}),
+                "placement": {"clusterAffinity": {"clusterNames": ["member1", "member2"]},
+                    "replicaScheduling": {"replicaDivisionPreference": "Weighted", "replicaSchedulingType": "Divided",
+                        "weightPreference": {"staticWeightList": [
+                            {"targetCluster": {"clusterNames": ["member1"]}, "weight": 1},
+                            {"targetCluster": {"clusterNames": ["member2"]}, "weight": 1}]}}}}}),
         ),
         (
             ar(
@@ -125,7 +130,16 @@ fn sample_objects() -> Vec<(ApiResource, Value)> {
             ),
             json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "OverridePolicy", "metadata": {"name": "nginx-op", "namespace": "default"},
                 "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx"}],
-                "overrideRules": [{"targetCluster": {"clusterNames": ["member2"]}, "overriders": {"labelsOverrider": [{"operator": "add", "value": {"env": "demo"}}]}}]}}),
+                "overrideRules": [
+                    {"targetCluster": {"clusterNames": ["member2"]}, "overriders": {"labelsOverrider": [
+                        {"operator": "add", "value": {"env": "skoala-dev"}},
+                        {"operator": "add", "value": {"env-stat": "skoala-stage"}},
+                        {"operator": "remove", "value": {"for": "for"}},
+                        {"operator": "replace", "value": {"bar": "test"}}]}},
+                    {"targetCluster": {"clusterNames": ["member1"]}, "overriders": {"annotationsOverrider": [
+                        {"operator": "add", "value": {"env": "skoala-stage"}},
+                        {"operator": "remove", "value": {"bom": "bom"}},
+                        {"operator": "replace", "value": {"emma": "sophia"}}]}}]}}),
         ),
     ]
 }

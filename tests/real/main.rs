@@ -13,6 +13,8 @@
 #[allow(dead_code)]
 mod common;
 mod differential;
+#[path = "../scenarios/nginx.rs"]
+mod nginx;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -303,6 +305,11 @@ async fn kairship_against_real_karmada() {
         ],
     );
     assert!(String::from_utf8_lossy(&watched.stdout).contains("real-cm"));
+
+    // The nginx sample the demo seeds, as real Karmada leaves it (the same scenario runs
+    // against the simulator in tests/sim_conformance), through Kairship's proxy.
+    let kubectl = |args: &[&str]| demo.kubectl(&proxy1, args);
+    tokio::task::block_in_place(|| nginx::nginx_sample(&kubectl, None, Duration::from_secs(90)));
 
     // A Deployment and its PropagationPolicy created through the gRPC API are scheduled by
     // real Karmada; WorkloadService shows the real placement.

@@ -16,16 +16,25 @@ pub struct Sim {
 impl Sim {
     /// A fleet of `instances` instances with two member clusters each, fast bookmarks.
     pub async fn start(instances: usize) -> Self {
+        Self::start_with(instances, 2).await
+    }
+
+    /// `instances` instances with `clusters` member clusters each.
+    pub async fn start_with(instances: usize, clusters: usize) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let config = FleetConfig {
             instances,
-            clusters: 2,
+            clusters,
             state_dir: Some(dir.path().to_path_buf()),
             cluster_tick: Duration::from_millis(500),
             provision_delay: Duration::from_millis(100),
             server: ServerConfig {
                 bookmark_interval: Duration::from_millis(300),
                 ..ServerConfig::default()
+            },
+            karmada: kairship_sim::karmada::ControlPlaneConfig {
+                ready_delay: Duration::from_millis(500),
+                resync: Duration::from_millis(200),
             },
             ..FleetConfig::default()
         };

@@ -148,11 +148,23 @@ impl Caches {
         for kind in Kind::ALL {
             let ar = kind.resource();
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+            let types = kube::api::TypeMeta {
+                api_version: ar.api_version.clone(),
+                kind: ar.kind.clone(),
+            };
             let writer = reflector::store::Writer::new(ar);
             let reader = writer.as_reader();
+            // kube-apiserver leaves apiVersion and kind out of list items; objects served
+            // from the cache one by one must carry them, as the instance's own GET does.
             let stream = reflector::reflector(
                 writer,
-                watcher(api, watcher::Config::default()).default_backoff(),
+                watcher(api, watcher::Config::default())
+                    .default_backoff()
+                    .modify(move |o| {
+                        if o.types.is_none() {
+                            o.types = Some(types.clone());
+                        }
+                    }),
             );
             let span = tracing::debug_span!("cache", instance = %instance, kind = ?kind);
             let restarts = watch_restarts.clone();
