@@ -38,6 +38,10 @@ pub struct DemoArgs {
     /// run as processes (built by scripts/real-fleet/build.sh).
     #[arg(long, value_enum, default_value_t = FleetKind::Sim)]
     pub fleet: FleetKind,
+    /// Elect the controller-manager leader through a Lease on the host, as `kairship run`
+    /// does (kube-system/kairship-controller-manager); false: always the leader.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -363,7 +367,14 @@ async fn serve(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<(), E
     let running = server::start(server::ServerConfig {
         host: host.clone(),
         identity: "kairship-demo".into(),
-        election: crate::actors::tree::Election::Always,
+        election: match args.leader_elect {
+            true => crate::actors::tree::Election::Lease(crate::actors::leader::LeaderConfig::new(
+                "kube-system",
+                "kairship-controller-manager",
+                "kairship-demo",
+            )),
+            false => crate::actors::tree::Election::Always,
+        },
         settings: Settings::default(),
         grpc_addr: args.grpc_addr,
         http_addr: args.http_addr,

@@ -393,6 +393,31 @@ async fn kairship_against_real_karmada() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("forbidden"), "{err}");
 
+    // The Python client's checks, as against the simulated demo, through the proxy and
+    // straight against a real karmada-apiserver.
+    crate::common::run_python("sim_client.py", vec![proxy1.display().to_string()]).await;
+    crate::common::run_python(
+        "sim_client.py",
+        vec![demo.direct("karmada-2").display().to_string()],
+    )
+    .await;
+
+    // Leader election on the real host's Lease.
+    let host = demo.dir.path().join("real/host/admin.kubeconfig");
+    let lease = demo.json(
+        &host,
+        &[
+            "get",
+            "lease",
+            "kairship-controller-manager",
+            "-n",
+            "kube-system",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(lease["spec"]["holderIdentity"], "kairship-demo", "{lease}");
+
     // Killing karmada-2's apiserver shows it Unreachable; karmada-1 keeps serving.
     let admin = demo.endpoints["sim_admin"]
         .as_str()
