@@ -222,5 +222,23 @@ pub fn cluster(c: &DynamicObject) -> proto::Cluster {
         allocating: Some(resources(&summary["allocating"])),
         conditions: conditions(&d["status"]["conditions"]),
         object_json: object_json(c),
+        taints: d["spec"]["taints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|t| proto::Taint {
+                key: str_at(t, "/key"),
+                value: str_at(t, "/value"),
+                effect: str_at(t, "/effect"),
+            })
+            .collect(),
+        unschedulable: d["spec"]["taints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|t| t["key"] == UNSCHEDULABLE_TAINT),
     }
 }
+
+/// Karmada's taint for a cordoned cluster.
+pub const UNSCHEDULABLE_TAINT: &str = "cluster.karmada.io/unschedulable";

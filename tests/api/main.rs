@@ -12,6 +12,7 @@ mod grpc;
 mod harness;
 mod impersonation;
 mod metrics;
+mod placement;
 mod proxy;
 mod rbac;
 mod rest;

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use crate::server::Api;
 
-async fn client(api: &Api) -> kube::Client {
+pub async fn client(api: &Api) -> kube::Client {
     api.https_client("rest-test-token").await
 }
 

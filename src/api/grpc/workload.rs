@@ -63,6 +63,13 @@ fn policies_for(routed: &Routed, kind: Kind, o: &DynamicObject) -> Vec<proto::Po
     out
 }
 
+fn num(v: &Value, path: &str) -> i32 {
+    v.pointer(path)
+        .and_then(Value::as_i64)
+        .and_then(|n| i32::try_from(n).ok())
+        .unwrap_or_default()
+}
+
 /// Karmada names a workload's binding `<name>-<kind in lowercase>`.
 fn placement(routed: &Routed, kind: Kind, o: &DynamicObject) -> Option<proto::Placement> {
     let store = routed.stores.get(&Kind::ResourceBinding)?;
@@ -107,6 +114,8 @@ fn placement(routed: &Routed, kind: Kind, o: &DynamicObject) -> Option<proto::Pl
                 cluster_name: s(a, "clusterName"),
                 applied: a.get("applied").and_then(Value::as_bool).unwrap_or(false),
                 health: s(a, "health"),
+                replicas: num(a, "/status/replicas"),
+                ready_replicas: num(a, "/status/readyReplicas"),
             })
             .collect(),
         conditions: convert::conditions(&rb.data["status"]["conditions"]),
