@@ -31,6 +31,25 @@ pub struct OidcConfig {
     pub jwks: JwksSource,
     pub username_claim: String,
     pub groups_claim: String,
+    /// Put before every username, as kube-apiserver's `--oidc-username-prefix`: `None`
+    /// means kube-apiserver's default (`<issuer>#` unless the claim is `email`), `"-"`
+    /// means none. It keeps an OIDC user from colliding with a token-file user.
+    pub username_prefix: Option<String>,
+    /// Put before every group (`--oidc-groups-prefix`), empty by default.
+    pub groups_prefix: String,
+}
+
+impl OidcConfig {
+    /// The username Kairship uses for a token whose username claim is `claim`.
+    pub fn username(&self, claim: &str) -> String {
+        let prefix = match self.username_prefix.as_deref() {
+            Some("-") => String::new(),
+            Some(p) => p.to_string(),
+            None if self.username_claim == "email" => String::new(),
+            None => format!("{}#", self.issuer),
+        };
+        format!("{prefix}{claim}")
+    }
 }
 
 /// How often a URL's keys are fetched again, and the least time between fetches that an
@@ -137,16 +156,15 @@ impl Oidc {
             .filter(|s| !s.is_empty())
             .ok_or_else(|| format!("no {:?} claim", self.config.username_claim))?;
         let groups = match claims.get(&self.config.groups_claim) {
-            Some(Value::Array(a)) => a
-                .iter()
-                .filter_map(Value::as_str)
-                .map(String::from)
-                .collect(),
-            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
+            Some(Value::String(s)) => vec![s.as_str()],
             _ => Vec::new(),
-        };
+        }
+        .into_iter()
+        .map(|g| format!("{}{g}", self.config.groups_prefix))
+        .collect();
         Ok(UserInfo {
-            name: name.to_string(),
+            name: self.config.username(name),
             uid: claims
                 .get("sub")
                 .and_then(Value::as_str)
@@ -309,6 +327,26 @@ mod tests {
         assert!(!allowed(Algorithm::HS256));
         assert!(allowed(Algorithm::RS256));
         assert!(allowed(Algorithm::ES256));
+    }
+
+    #[test]
+    fn usernames_are_prefixed_as_kube_apiserver_does() {
+        let config = |claim: &str, prefix: Option<&str>| OidcConfig {
+            issuer: "https://idp.example".into(),
+            audience: "k".into(),
+            jwks: JwksSource::File("j".into()),
+            username_claim: claim.into(),
+            groups_claim: "groups".into(),
+            username_prefix: prefix.map(String::from),
+            groups_prefix: String::new(),
+        };
+        assert_eq!(
+            config("sub", None).username("alice"),
+            "https://idp.example#alice"
+        );
+        assert_eq!(config("email", None).username("a@x.io"), "a@x.io");
+        assert_eq!(config("sub", Some("-")).username("alice"), "alice");
+        assert_eq!(config("sub", Some("oidc:")).username("alice"), "oidc:alice");
     }
 
     #[test]

@@ -91,6 +91,13 @@ pub struct AuthArgs {
     pub oidc_username_claim: String,
     #[arg(long, default_value = "groups")]
     pub oidc_groups_claim: String,
+    /// Prefix for OIDC usernames, as kube-apiserver's flag: by default `<issuer>#` (none for
+    /// the `email` claim); `-` for none.
+    #[arg(long)]
+    pub oidc_username_prefix: Option<String>,
+    /// Prefix for OIDC groups (none by default).
+    #[arg(long, default_value = "")]
+    pub oidc_groups_prefix: String,
     /// Shared secret of the global-management webhook (HMAC-SHA256); off without it.
     #[arg(long)]
     pub webhook_secret_file: Option<PathBuf>,
@@ -122,6 +129,8 @@ impl AuthArgs {
                     jwks,
                     username_claim: self.oidc_username_claim.clone(),
                     groups_claim: self.oidc_groups_claim.clone(),
+                    username_prefix: self.oidc_username_prefix.clone(),
+                    groups_prefix: self.oidc_groups_prefix.clone(),
                 })
             }
             _ => None,

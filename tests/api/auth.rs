@@ -89,6 +89,8 @@ fn config(dir: &Path, jwks: &Value) -> AuthConfig {
             jwks: JwksSource::File(write(dir, "jwks.json", &jwks.to_string())),
             username_claim: "sub".into(),
             groups_claim: "groups".into(),
+            username_prefix: Some("-".into()),
+            groups_prefix: String::new(),
         }),
         webhook_secret_file: Some(write(dir, "webhook.secret", SECRET)),
         disabled: false,
@@ -611,6 +613,9 @@ async fn jwks_from_an_https_url() {
             },
             username_claim: "sub".into(),
             groups_claim: "groups".into(),
+            // kube-apiserver's default: the issuer before the name.
+            username_prefix: None,
+            groups_prefix: "idp:".into(),
         }),
         ..Default::default()
     };
@@ -621,8 +626,8 @@ async fn jwks_from_an_https_url() {
     let caller = auth
         .authenticate(Some(&format!("Bearer {token}")))
         .expect("verified");
-    assert_eq!(caller.user.name, "uma");
-    assert!(caller.user.groups.contains(&"sre".to_string()));
+    assert_eq!(caller.user.name, format!("{ISSUER}#uma"));
+    assert!(caller.user.groups.contains(&"idp:sre".to_string()));
     // Without the provider's CA the certificate is not trusted: refuse to start.
     let e = Auth::new(&oidc(None), host).await.err().expect("untrusted");
     assert!(e.to_string().contains(&url), "{e}");
