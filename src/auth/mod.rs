@@ -36,6 +36,9 @@ pub struct AuthConfig {
     pub disabled: bool,
     /// Who Kairship itself acts as on the host, recorded on the bindings it writes.
     pub operator: Option<String>,
+    /// Kairship's namespace on the host, where the webhook remembers accepted signatures
+    /// (`kairship-system` when empty).
+    pub namespace: String,
 }
 
 /// Why Kairship refuses to start.
@@ -127,6 +130,11 @@ impl Auth {
                 path,
                 host.clone(),
                 config.operator.clone().unwrap_or_else(|| "kairship".into()),
+                if config.namespace.is_empty() {
+                    "kairship-system"
+                } else {
+                    &config.namespace
+                },
             )?),
             None => None,
         };

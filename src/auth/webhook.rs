@@ -1,13 +1,15 @@
 //! The global-management webhook: an IAM sends role events (bind, unbind) signed with
 //! HMAC-SHA256 over `"{timestamp}.{body}"` using a shared secret; accepted events become
 //! `InstanceRoleBinding` objects in the host, idempotently (the object's name is derived
-//! from the grant, so a repeated bind finds it already there).
+//! from the grant, so a repeated bind finds it already there). Every accepted signature is
+//! remembered in the host (a Lease named after it, in Kairship's namespace), so a replay is
+//! refused by whichever replica receives it.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +18,16 @@ use crate::api::error::{check_name, ApiError};
 use crate::crd::{
     InstanceRoleBinding, InstanceRoleBindingSpec, Role, Subject, ALL_INSTANCES, SOURCE_LABEL,
 };
+
+/// The Lease name remembering one signature: a digest of it (names must be short).
+fn replay_marker(signature: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, signature.as_bytes());
+    let hex: String = digest.as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("webhook-replay-{hex}")
+}
 
 pub const TIMESTAMP_HEADER: &str = "x-kairship-timestamp";
 pub const SIGNATURE_HEADER: &str = "x-kairship-signature";
@@ -58,15 +70,21 @@ pub struct Webhook {
     host: kube::Client,
     /// Kairship's own identity on the host, recorded on the bindings it writes.
     operator: String,
-    /// Signatures accepted within the tolerance window, to refuse replays.
-    seen: Mutex<HashMap<String, Instant>>,
+    /// Where accepted signatures are remembered (Leases in Kairship's namespace).
+    replays: Api<Lease>,
+    /// When expired replay markers were last cleared out.
+    last_sweep: Mutex<Option<Instant>>,
 }
+
+/// Labels the Leases that remember accepted signatures.
+const REPLAY_LABEL: &str = "kairship.io/webhook-replay";
 
 impl Webhook {
     pub fn new(
         secret_file: &Path,
         host: kube::Client,
         operator: String,
+        namespace: &str,
     ) -> Result<Self, AuthSetupError> {
         let read = |message: String| AuthSetupError::Read {
             what: "--webhook-secret-file",
@@ -80,9 +98,10 @@ impl Webhook {
         }
         Ok(Self {
             key: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret),
+            replays: Api::namespaced(host.clone(), namespace),
             host,
             operator,
-            seen: Mutex::new(HashMap::new()),
+            last_sweep: Mutex::new(None),
         })
     }
 
@@ -95,25 +114,85 @@ impl Webhook {
         now_unix: i64,
     ) -> Result<Outcome, ApiError> {
         let signature = verify(&self.key, timestamp, signature, body, now_unix)?;
-        {
-            let mut seen = self.seen.lock();
-            seen.retain(|_, at| at.elapsed() < TOLERANCE * 2);
-            if seen.contains_key(&signature) {
-                return Err(ApiError::Aborted(
-                    "this signed request was already received (replay refused)".into(),
-                ));
-            }
-            seen.insert(signature.clone(), Instant::now());
-        }
+        self.sweep(now_unix).await;
+        let marker = replay_marker(&signature);
+        self.remember(&marker, now_unix).await?;
         let result = match parse_event(body) {
             Ok(event) => self.apply(&event).await,
             Err(e) => Err(e),
         };
         if result.is_err() {
             // Not applied: the IAM may send the same request again.
-            self.seen.lock().remove(&signature);
+            let dp = DeleteParams::default();
+            let forget = self.replays.delete(&marker, &dp);
+            if let Ok(Err(e)) = tokio::time::timeout(HOST_TIMEOUT, forget).await {
+                tracing::warn!(marker, error = %e, "forgetting a webhook signature");
+            }
         }
         result
+    }
+
+    /// Records the signature in the host; one already there is a replay. Without the host's
+    /// word the request is refused, so no replica can accept a replay it cannot check.
+    async fn remember(&self, marker: &str, now_unix: i64) -> Result<(), ApiError> {
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(marker.to_string()),
+                labels: Some([(REPLAY_LABEL.to_string(), now_unix.to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let pp = PostParams::default();
+        let create = self.replays.create(&pp, &lease);
+        match tokio::time::timeout(HOST_TIMEOUT, create).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(kube::Error::Api(s))) if s.code == 409 => Err(ApiError::Aborted(
+                "this signed request was already received (replay refused)".into(),
+            )),
+            Ok(Err(e)) => Err(ApiError::Unavailable(format!(
+                "the host cluster did not record the request: {e}"
+            ))),
+            Err(_) => Err(ApiError::Unavailable(format!(
+                "the host cluster did not answer within {HOST_TIMEOUT:?}"
+            ))),
+        }
+    }
+
+    /// At most once a minute, deletes the markers of signatures too old to be accepted
+    /// anyway (their timestamps fail the freshness check).
+    async fn sweep(&self, now_unix: i64) {
+        {
+            let mut last = self.last_sweep.lock();
+            if last.is_some_and(|t| t.elapsed() < Duration::from_secs(60)) {
+                return;
+            }
+            *last = Some(Instant::now());
+        }
+        let lp = ListParams::default().labels(REPLAY_LABEL);
+        let list = self.replays.list(&lp);
+        let Ok(Ok(list)) = tokio::time::timeout(HOST_TIMEOUT, list).await else {
+            return;
+        };
+        let horizon = i64::try_from((TOLERANCE * 2).as_secs()).unwrap_or(600);
+        for l in list.items {
+            let at = l
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|m| m.get(REPLAY_LABEL))
+                .and_then(|v| v.parse::<i64>().ok())
+                .unwrap_or(0);
+            if now_unix - at > horizon {
+                if let Some(name) = l.metadata.name {
+                    let _ = tokio::time::timeout(
+                        HOST_TIMEOUT,
+                        self.replays.delete(&name, &DeleteParams::default()),
+                    )
+                    .await;
+                }
+            }
+        }
     }
 
     async fn apply(&self, event: &RoleEvent) -> Result<Outcome, ApiError> {

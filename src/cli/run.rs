@@ -104,6 +104,9 @@ pub struct AuthArgs {
     /// Serve every request as an anonymous admin. Only for throwaway local setups.
     #[arg(long)]
     pub insecure_disable_auth: bool,
+    /// Kairship's namespace on the host (where the webhook remembers accepted requests).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "kairship-system")]
+    pub namespace: String,
 }
 
 impl AuthArgs {
@@ -141,6 +144,7 @@ impl AuthArgs {
             webhook_secret_file: self.webhook_secret_file.clone(),
             disabled: self.insecure_disable_auth,
             operator: None,
+            namespace: self.namespace.clone(),
         })
     }
 }

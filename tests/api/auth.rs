@@ -95,6 +95,7 @@ fn config(dir: &Path, jwks: &Value) -> AuthConfig {
         webhook_secret_file: Some(write(dir, "webhook.secret", SECRET)),
         disabled: false,
         operator: Some("kairship-test-operator".into()),
+        namespace: "kairship-system".into(),
     }
 }
 

@@ -17,3 +17,4 @@ mod proxy;
 mod rbac;
 mod rest;
 mod server;
+mod webhook_replicas;

@@ -92,6 +92,16 @@ async fn deploy_manifests_are_valid_and_rbac_covers_exactly_the_calls_made() {
         let resp = https.send(req).await.expect("webhook answers");
         assert_eq!(resp.status(), 200, "{kind}");
     }
+    // A signed but malformed event: refused, and its replay marker removed again.
+    let ts = jiff::Timestamp::now().as_second();
+    let bad = br#"{"id": "x"}"#;
+    let sig = kairship::auth::webhook::sign(b"rbac-test-webhook-secret", ts, bad);
+    let req = http::Request::post("/apis/kairship.io/v1alpha1/webhooks/global-management")
+        .header("x-kairship-timestamp", ts.to_string())
+        .header("x-kairship-signature", sig)
+        .body(kube::client::Body::from(bad.to_vec()))
+        .expect("request");
+    assert_eq!(https.send(req).await.expect("answers").status(), 400);
 
     // A stale registration for an instance about to be created: the registry updates it.
     let regs: Api<InstanceRegistration> = Api::all(api.env.host.clone());
