@@ -127,6 +127,11 @@ impl Tree {
 }
 
 impl TreeHandle {
+    /// This replica's identity (the Lease holder name it uses).
+    pub fn identity(&self) -> &str {
+        self.ctx.leadership.identity()
+    }
+
     pub fn leadership(&self) -> &Leadership {
         &self.ctx.leadership
     }
@@ -159,10 +164,20 @@ impl TreeHandle {
     }
 
     pub async fn restart_instance(&self, name: &str) -> Result<(), TreeError> {
+        self.restart_instance_stamped(name, None).await
+    }
+
+    /// Restarts here; `stamp` is the restart annotation this restart wrote to the Instance
+    /// (so its watch event does not restart the actor a second time on this replica).
+    pub async fn restart_instance_stamped(
+        &self,
+        name: &str,
+        stamp: Option<String>,
+    ) -> Result<(), TreeError> {
         let n = name.to_string();
         ractor::call_t!(
             self.manager().await?,
-            |reply| ManagerMsg::Restart(n, reply),
+            |reply| ManagerMsg::Restart(n, stamp, reply),
             QUERY_TIMEOUT_MS
         )
         .map_err(|e| TreeError::Unavailable(e.to_string()))?

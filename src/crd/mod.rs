@@ -14,6 +14,9 @@ use kube::CustomResourceExt;
 
 /// Finalizer that guarantees cleanup of an instance's managed objects and registration.
 pub const FINALIZER: &str = "kairship.io/cleanup";
+/// Set (to a timestamp) by RestartInstance: every replica restarts that instance's actor
+/// when the value changes.
+pub const RESTART_ANNOTATION: &str = "kairship.io/restartedAt";
 
 /// Every CRD Kairship installs.
 pub fn all(

@@ -582,3 +582,59 @@ async fn python_grpcio_client_with_server_reflection() {
     .await;
     api.stop().await;
 }
+
+/// RestartInstance restarts the instance's actor on every replica (through the Instance's
+/// restart annotation), and ListActors says which replica each actor runs on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_reaches_every_replica() {
+    let api = Api::start(1).await;
+    // A second replica on the same host.
+    let other = api.env.start_tree(None, "replica-b").await;
+    let uptime = |tree: &kairship::actors::tree::Tree| {
+        let tree = tree.handle();
+        async move {
+            tree.actors()
+                .await
+                .ok()?
+                .into_iter()
+                .find(|a| {
+                    a.instance.as_deref() == Some("karmada-1") && a.state.as_str() == "Running"
+                })
+                .map(|a| a.uptime)
+        }
+    };
+    let before = crate::common::eventually(
+        Duration::from_secs(30),
+        "replica-b's actor up a while",
+        || async {
+            uptime(&other)
+                .await
+                .filter(|u| *u >= Duration::from_secs(2))
+        },
+    )
+    .await;
+    let mut s = SupervisorServiceClient::new(api.channel.clone());
+    let actors = s
+        .list_actors(ListActorsRequest {})
+        .await
+        .expect("actors")
+        .into_inner()
+        .actors;
+    assert!(
+        actors.iter().all(|a| a.replica == "kairship-test"),
+        "{actors:?}"
+    );
+    s.restart_instance(RestartInstanceRequest {
+        name: "karmada-1".into(),
+    })
+    .await
+    .expect("restart");
+    crate::common::eventually(
+        Duration::from_secs(20),
+        "replica-b restarted its actor too",
+        || async { uptime(&other).await.filter(|u| *u < before) },
+    )
+    .await;
+    other.shutdown().await;
+    api.stop().await;
+}

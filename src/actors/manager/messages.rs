@@ -21,7 +21,9 @@ pub enum ManagerMsg {
     CleanedUp(String, Result<(), String>),
     Snapshot(RpcReplyPort<Vec<ActorSnapshot>>),
     /// Restart one instance actor on request (SRE action); forgives past failures.
-    Restart(String, RpcReplyPort<Result<(), String>>),
+    /// Restart an instance's actor; with the Instance's restart annotation value, a restart
+    /// that annotation already caused here is not repeated.
+    Restart(String, Option<String>, RpcReplyPort<Result<(), String>>),
     /// The live actor of an instance, for request routing.
     Lookup(String, RpcReplyPort<Option<ActorRef<InstanceMsg>>>),
     /// Chaos: make an instance actor panic.

@@ -33,6 +33,17 @@ struct Child {
     /// A restart is scheduled; ignore duplicate triggers.
     respawn_pending: bool,
     cleaning: bool,
+    /// The Instance's restart annotation last acted on: a new value restarts the actor on
+    /// every replica, as `kubectl rollout restart` does for pods.
+    restarted_at: Option<String>,
+}
+
+fn restart_stamp(i: &Instance) -> Option<String> {
+    i.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(crate::crd::RESTART_ANNOTATION))
+        .cloned()
 }
 
 pub struct ManagerState {
@@ -90,6 +101,21 @@ impl InstanceManager {
                 self.on_failure(myself, state, name, format!("spawn failed: {e}"));
             }
         }
+    }
+
+    /// A fresh actor now, with a clean restart history (an SRE's restart also lifts Degraded).
+    async fn restart_child(
+        &self,
+        myself: &ActorRef<ManagerMsg>,
+        state: &mut ManagerState,
+        name: &str,
+    ) {
+        if let Some(child) = state.children.get_mut(name) {
+            child.tracker.reset();
+            child.respawn_pending = false;
+        }
+        Self::stop_child(state, name, "restart requested");
+        self.spawn_child(myself, state, name).await;
     }
 
     fn stop_child(state: &mut ManagerState, name: &str, why: &str) {
@@ -175,17 +201,30 @@ impl InstanceManager {
         if leader && !has_finalizer {
             cleanup::add_finalizer(&state.ctx, &name);
         }
-        let changed = match state.children.get_mut(&name) {
+        let (changed, restart) = match state.children.get_mut(&name) {
             Some(child) => {
                 let changed = spec_key(&child.instance) != spec_key(&instance);
+                let stamp = restart_stamp(&instance);
+                let restart = stamp.is_some() && stamp != child.restarted_at;
+                child.restarted_at = stamp;
                 child.instance = instance;
-                changed
+                (changed, restart)
             }
             None => {
                 state.children.insert(name.clone(), new_child(instance));
-                true
+                (true, false)
             }
         };
+        if restart
+            && !state
+                .children
+                .get(&name)
+                .is_some_and(|c| c.instance.spec.paused)
+        {
+            info!(instance = %name, "restart requested through the Instance annotation");
+            self.restart_child(myself, state, &name).await;
+            return;
+        }
         let Some(child) = state.children.get(&name) else {
             return;
         };
@@ -206,6 +245,7 @@ impl InstanceManager {
 
 fn new_child(instance: Instance) -> Child {
     Child {
+        restarted_at: restart_stamp(&instance),
         instance,
         actor: None,
         state: ActorState::Starting,
@@ -367,15 +407,18 @@ impl Actor for InstanceManager {
                 }
                 let _ = reply.send(out);
             }
-            ManagerMsg::Restart(name, reply) => {
-                let result = if let Some(child) = state.children.get_mut(&name) {
-                    child.tracker.reset();
-                    child.respawn_pending = false;
-                    Self::stop_child(state, &name, "restart requested");
-                    self.spawn_child(&myself, state, &name).await;
-                    Ok(())
-                } else {
-                    Err(format!("no instance named {name:?}"))
+            ManagerMsg::Restart(name, stamp, reply) => {
+                let result = match state.children.get_mut(&name) {
+                    // The annotation's watch event came first and restarted it already.
+                    Some(child) if stamp.is_some() && child.restarted_at == stamp => Ok(()),
+                    Some(child) => {
+                        if stamp.is_some() {
+                            child.restarted_at = stamp;
+                        }
+                        self.restart_child(&myself, state, &name).await;
+                        Ok(())
+                    }
+                    None => Err(format!("no instance named {name:?}")),
                 };
                 let _ = reply.send(result);
             }

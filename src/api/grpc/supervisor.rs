@@ -11,8 +11,9 @@ use crate::proto::{self, supervisor_service_server::SupervisorService};
 
 pub struct Supervisor(pub Router);
 
-fn snapshot(a: &ActorSnapshot) -> proto::ActorSnapshot {
+fn snapshot(a: &ActorSnapshot, replica: &str) -> proto::ActorSnapshot {
     proto::ActorSnapshot {
+        replica: replica.to_string(),
         name: a.name.clone(),
         parent: a.parent.clone(),
         state: a.state.as_str().to_string(),
@@ -48,7 +49,7 @@ impl SupervisorService for Supervisor {
                     Some(i) => visible(i),
                     None => everything,
                 })
-                .map(snapshot)
+                .map(|a| snapshot(a, self.0.tree.identity()))
                 .collect(),
         }))
     }
@@ -63,9 +64,25 @@ impl SupervisorService for Supervisor {
         self.0
             .authorize(&caller, Role::Admin, &name, "restart instance actors")?;
         self.0.instance(&name)?;
+        // Every replica restarts its actor when the Instance's restart annotation changes;
+        // this one restarts at once.
+        let stamp = jiff::Timestamp::now().to_string();
+        let patch = serde_json::json!({"metadata": {"annotations": {crate::crd::RESTART_ANNOTATION: stamp}}});
+        let instances: kube::Api<crate::crd::Instance> = kube::Api::all(self.0.tree.host().clone());
+        let (params, patch) = (
+            kube::api::PatchParams::default(),
+            kube::api::Patch::Merge(&patch),
+        );
+        let write = instances.patch(&name, &params, &patch);
+        tokio::time::timeout(std::time::Duration::from_secs(10), write)
+            .await
+            .map_err(|_| {
+                ApiError::Unavailable("the host cluster did not answer within 10s".into())
+            })?
+            .map_err(|e| ApiError::from_kube(e, &format!("instance {name:?}")))?;
         self.0
             .tree
-            .restart_instance(&name)
+            .restart_instance_stamped(&name, Some(stamp))
             .await
             .map_err(tree_error)?;
         let actor = self
@@ -77,7 +94,7 @@ impl SupervisorService for Supervisor {
             .into_iter()
             .find(|a| a.instance.as_deref() == Some(name.as_str()));
         Ok(Response::new(proto::RestartInstanceResponse {
-            actor: actor.as_ref().map(snapshot),
+            actor: actor.as_ref().map(|a| snapshot(a, self.0.tree.identity())),
         }))
     }
 
