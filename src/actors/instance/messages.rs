@@ -27,6 +27,8 @@ pub struct InstanceReader {
     pub json: super::json_memo::JsonMemo,
     /// Access decisions for reads served from the caches.
     pub access: super::access::AccessReviews,
+    /// Versions written through the proxy, for read-your-writes from the cache.
+    pub writes: super::write_marks::WriteMarks,
     /// `Err(why)` when requests must fail fast with UNAVAILABLE.
     pub health: Result<(), String>,
     pub limiter: std::sync::Arc<tokio::sync::Semaphore>,

@@ -11,6 +11,7 @@ pub mod messages;
 pub mod registration;
 pub mod stats;
 pub mod status;
+pub mod write_marks;
 
 use std::time::{Duration, Instant};
 
@@ -56,6 +57,8 @@ pub struct InstanceState {
     json: json_memo::JsonMemo,
     /// Access decisions for cache-served reads, shared by the API's readers of this instance.
     access: access::AccessReviews,
+    /// Versions written through the proxy, for read-your-writes from the cache.
+    writes: write_marks::WriteMarks,
     /// Bounds concurrent API requests to this instance, so a slow one cannot take all workers.
     limiter: std::sync::Arc<tokio::sync::Semaphore>,
 }
@@ -89,6 +92,7 @@ impl InstanceState {
                 .unwrap_or_default(),
             json: self.json.clone(),
             access: self.access.clone(),
+            writes: self.writes.clone(),
             health,
             limiter: self.limiter.clone(),
             feeds: self
@@ -166,6 +170,7 @@ impl Actor for InstanceActor {
             limiter: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS)),
             json: json_memo::JsonMemo::default(),
             access: access::AccessReviews::default(),
+            writes: write_marks::WriteMarks::default(),
         })
     }
 

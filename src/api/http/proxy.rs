@@ -179,8 +179,10 @@ async fn serve(router: Router, name: String, rest: String, req: Request) -> Resp
                 return resp;
             }
         }
-        if let Some(resp) = from_cache(&routed, kind, &rp, &query) {
-            return tagged(resp, "cache");
+        if caught_up(&routed, kind).await {
+            if let Some(resp) = from_cache(&routed, kind, &rp, &query) {
+                return tagged(resp, "cache");
+            }
         }
     }
     let (method, writes) = (req.method().clone(), req.method() != Method::GET);
@@ -192,6 +194,34 @@ async fn serve(router: Router, name: String, rest: String, req: Request) -> Resp
         Ok(r) => tagged(r, "instance"),
         Err(e) => status_response(&e),
     }
+}
+
+/// Whether the cache has seen the newest write of `kind` made through Kairship, waiting
+/// up to a second for it; when it has not, the read goes to the instance.
+async fn caught_up(routed: &Routed, kind: Kind) -> bool {
+    let want = routed.writes.get(kind);
+    let Some(feed) = routed.feeds.get(&kind) else {
+        return want == 0;
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+    while feed.last_rv() < want {
+        if tokio::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    true
+}
+
+/// The cached kind a path names, if any.
+fn cached_kind(path: &str) -> Option<Kind> {
+    let Route::Resource(rp) = routes::parse(path) else {
+        return None;
+    };
+    Kind::ALL.into_iter().find(|k| {
+        let r = k.resource();
+        r.group == rp.group && r.version == rp.version && r.plural == rp.plural
+    })
 }
 
 /// The group that carries a Kairship role to the instance (bound there by
@@ -553,6 +583,7 @@ async fn pass_through(
         Some(q) => format!("{path}?{q}"),
         None => path.to_string(),
     };
+    let method = req.method().clone();
     let mut builder = http::Request::builder()
         .method(req.method().clone())
         .uri(&uri);
@@ -597,7 +628,32 @@ async fn pass_through(
     let resp =
         resp.map_err(|e| ApiError::Unavailable(format!("instance {:?}: {e}", routed.name)))?;
     let (parts, body) = resp.into_parts();
-    let mut out = Response::new(Body::new(body));
+    // A successful write of a cached kind: remember the version it produced, so the next
+    // cached read waits for the cache to have it.
+    let written = cached_kind(path).filter(|_| method != Method::GET && parts.status.is_success());
+    let body = match written {
+        Some(kind) => {
+            let bytes = crate::api::body::read_limited(
+                Body::new(body),
+                16 * MAX_BODY,
+                "the instance's answer",
+            )
+            .await?;
+            let rv = serde_json::from_slice::<serde_json::Value>(&bytes)
+                .ok()
+                .and_then(|v| {
+                    v["metadata"]["resourceVersion"]
+                        .as_str()
+                        .and_then(|r| r.parse::<u64>().ok())
+                });
+            if let Some(rv) = rv {
+                routed.writes.record(kind, rv);
+            }
+            Body::from(bytes)
+        }
+        None => Body::new(body),
+    };
+    let mut out = Response::new(body);
     *out.status_mut() = parts.status;
     for h in [header::CONTENT_TYPE, header::CACHE_CONTROL] {
         if let Some(v) = parts.headers.get(&h) {
