@@ -229,3 +229,49 @@ async fn proxy_errors_are_kubernetes_statuses() {
     ));
     api.stop().await;
 }
+
+/// Malformed query parameters get the instance's own 400 answer on the cache path too
+/// (compared with the same request passed through to the instance).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_queries_are_answered_as_the_instance_answers_them() {
+    use http_body_util::BodyExt;
+    let api = Api::start(1).await;
+    let client = crate::common::client_from(&api.proxy_kubeconfig("karmada-1")).await;
+    let answer = |path: String, forced: bool| {
+        let client = client.clone();
+        async move {
+            let mut req = http::Request::get(path).header("accept", "application/json");
+            if forced {
+                req = req.header(kairship::api::http::proxy::SOURCE_HEADER, "instance");
+            }
+            let resp = client
+                .send(req.body(kube::client::Body::empty()).expect("request"))
+                .await
+                .expect("answer");
+            let code = resp.status().as_u16();
+            let body = resp.into_body().collect().await.expect("body").to_bytes();
+            let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            (
+                code,
+                v["kind"].as_str().unwrap_or_default().to_string(),
+                v["reason"].as_str().unwrap_or_default().to_string(),
+            )
+        }
+    };
+    for q in [
+        "limit=abc",
+        "labelSelector=a%20in%20(",
+        "fieldSelector=metadata.nam",
+        "resourceVersion=abc",
+    ] {
+        let path = format!("/apis/cluster.karmada.io/v1alpha1/clusters?{q}");
+        let cached = answer(path.clone(), false).await;
+        let instance = answer(path, true).await;
+        assert_eq!(cached.0, 400, "{q}: {cached:?}");
+        assert_eq!(
+            cached, instance,
+            "{q}: the cache path answers differently from the instance"
+        );
+    }
+    api.stop().await;
+}
