@@ -15,6 +15,7 @@ pub mod clusters;
 pub mod error;
 pub mod faults;
 pub mod fleet;
+pub mod karmada;
 pub mod kubeconfig;
 pub mod operator;
 pub mod patch;

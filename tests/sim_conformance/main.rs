@@ -5,6 +5,7 @@
 mod bad_input;
 mod common;
 mod faults;
+mod karmada;
 mod kube_client;
 mod kubectl;
 mod python;

@@ -1,0 +1,150 @@
+//! Karmada's control plane for one simulated instance: the resource detector, scheduler,
+//! binding and execution controllers, override manager, status aggregation and failover,
+//! working on the instance's store as the real controllers work on karmada-apiserver, and
+//! one object store per member cluster ([`members`]).
+//!
+//! It is level-triggered: every change in the instance's store (and a periodic resync for
+//! ready delays and failover timers) runs one reconcile pass over everything; passes only
+//! write what differs, so they settle.
+
+pub mod binding;
+pub mod detector;
+pub mod execution;
+pub mod failover;
+pub mod members;
+pub mod overrides;
+pub mod scheduler;
+pub mod selector;
+pub mod status;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tracing::{debug, warn, Instrument};
+
+use crate::error::{ApiError, ApiResult};
+use crate::resources::ResourceDef;
+use crate::server::ApiServer;
+use crate::store::{Filter, Store};
+
+pub use members::Members;
+
+/// Timings of the simulated control plane (short in tests).
+#[derive(Debug, Clone)]
+pub struct KarmadaConfig {
+    /// How long a member workload takes to become ready after it is applied.
+    pub ready_delay: Duration,
+    /// How long a cluster stays NotReady before it gets the NoExecute `not-ready` taint.
+    pub failover_grace: Duration,
+    /// The default toleration of that taint (Karmada's default is 300s).
+    pub eviction_toleration: Duration,
+    /// The longest time between passes when nothing changes.
+    pub resync: Duration,
+}
+
+impl Default for KarmadaConfig {
+    fn default() -> Self {
+        Self {
+            ready_delay: Duration::from_secs(2),
+            failover_grace: Duration::from_secs(10),
+            eviction_toleration: Duration::from_secs(30),
+            resync: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Kinds the detector propagates (namespaced resource templates).
+pub const TEMPLATE_KINDS: &[(&str, &str, &str)] = &[
+    ("apps", "v1", "deployments"),
+    ("apps", "v1", "statefulsets"),
+    ("apps", "v1", "daemonsets"),
+    ("batch", "v1", "jobs"),
+    ("", "v1", "services"),
+    ("", "v1", "configmaps"),
+    ("", "v1", "secrets"),
+    ("", "v1", "serviceaccounts"),
+];
+
+/// Namespaces the detector leaves alone, as Karmada skips its own and kube's.
+pub fn skipped_namespace(ns: &str) -> bool {
+    ns.starts_with("karmada-") || ns.starts_with("kube-")
+}
+
+pub struct Controller {
+    pub instance: String,
+    pub server: Arc<ApiServer>,
+    pub members: Arc<Members>,
+    pub config: KarmadaConfig,
+    pub(crate) ready: status::ReadyClock,
+}
+
+impl Controller {
+    pub fn new(server: Arc<ApiServer>, members: Arc<Members>, config: KarmadaConfig) -> Self {
+        Self {
+            instance: server.name.clone(),
+            server,
+            members,
+            config,
+            ready: Default::default(),
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.server.store
+    }
+
+    pub fn def(&self, group: &str, version: &str, plural: &str) -> ApiResult<Arc<ResourceDef>> {
+        self.store()
+            .lookup(group, version, plural)
+            .ok_or_else(|| ApiError::internal(format!("{plural}.{group} is not served")))
+    }
+
+    pub fn list(&self, group: &str, version: &str, plural: &str) -> ApiResult<Vec<Value>> {
+        let def = self.def(group, version, plural)?;
+        Ok(self
+            .store()
+            .list(&def, &Filter::default(), None, None)?
+            .items
+            .iter()
+            .map(|o| o.value.clone())
+            .collect())
+    }
+
+    /// One reconcile pass over the whole instance.
+    pub fn pass(&self) -> ApiResult<()> {
+        failover::run(self)?;
+        binding::run(self)?;
+        execution::run(self)?;
+        status::run(self)?;
+        Ok(())
+    }
+
+    /// Runs passes on every store change and at least every `resync`, until aborted.
+    pub async fn run(self: Arc<Self>) {
+        let span = tracing::info_span!("karmada", instance = %self.instance);
+        async move {
+            let mut live = self.store().subscribe();
+            loop {
+                if let Err(e) = self.pass() {
+                    warn!(error = %e, "karmada reconcile pass failed");
+                }
+                // Wait for a change or the resync, then let a burst of writes settle.
+                let changed = tokio::time::timeout(self.config.resync, live.recv()).await;
+                if matches!(
+                    changed,
+                    Ok(Err(tokio::sync::broadcast::error::RecvError::Closed))
+                ) {
+                    debug!("store closed; karmada controllers stop");
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                while let Ok(_) | Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) =
+                    live.try_recv()
+                {}
+            }
+        }
+        .instrument(span)
+        .await
+    }
+}
