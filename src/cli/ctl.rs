@@ -54,6 +54,9 @@ pub enum CtlCommand {
     /// The supervision tree.
     #[command(subcommand)]
     Actors(ActorsCmd),
+    /// Workloads of one instance and where Karmada placed them.
+    #[command(subcommand)]
+    Workloads(super::ctl_workloads::WorkloadsCmd),
 }
 
 #[derive(Debug, Subcommand)]
@@ -85,13 +88,13 @@ pub enum ActorsCmd {
     },
 }
 
-struct Conn {
-    channel: Channel,
+pub(crate) struct Conn {
+    pub(crate) channel: Channel,
     token: Option<String>,
 }
 
 impl Conn {
-    fn request<T>(&self, msg: T) -> tonic::Request<T> {
+    pub(crate) fn request<T>(&self, msg: T) -> tonic::Request<T> {
         let mut r = tonic::Request::new(msg);
         r.set_timeout(Duration::from_secs(15));
         if let Some(t) = &self.token {
@@ -140,11 +143,11 @@ async fn connect(args: &CtlArgs) -> Result<Conn, Error> {
     Ok(Conn { channel, token })
 }
 
-fn status(e: tonic::Status) -> Error {
+pub(crate) fn status(e: tonic::Status) -> Error {
     Error::Usage(format!("{:?}: {}", e.code(), e.message()))
 }
 
-fn print(
+pub(crate) fn print(
     output: Output,
     full_name: &str,
     msg: &impl Message,
@@ -187,7 +190,7 @@ fn print_table(rows: Vec<Vec<String>>) {
     }
 }
 
-fn s(v: &Value, path: &str) -> String {
+pub(crate) fn s(v: &Value, path: &str) -> String {
     match v.pointer(path) {
         Some(Value::String(x)) => x.clone(),
         Some(Value::Null) | None => String::new(),
@@ -196,7 +199,7 @@ fn s(v: &Value, path: &str) -> String {
 }
 
 /// A number that proto3 JSON leaves out when it is zero.
-fn n(v: &Value, path: &str) -> String {
+pub(crate) fn n(v: &Value, path: &str) -> String {
     let x = s(v, path);
     if x.is_empty() {
         "0".into()
@@ -391,6 +394,7 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
                 rows
             })
         }
+        CtlCommand::Workloads(cmd) => super::ctl_workloads::run(&conn, out, cmd).await,
         CtlCommand::Actors(cmd) => {
             let mut c = SupervisorServiceClient::new(conn.channel.clone());
             let actor_rows = |actors: &[Value]| {

@@ -11,6 +11,7 @@ mod grpc;
 #[allow(dead_code)]
 mod harness;
 mod metrics;
+mod placement;
 mod proxy;
 mod rbac;
 mod rest;

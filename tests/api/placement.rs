@@ -1,0 +1,149 @@
+//! Where workloads run, as Kairship shows it: the nginx sample applied to a simulated
+//! instance (whose Karmada controllers bind, schedule, override and aggregate), read back
+//! through WorkloadService over gRPC and REST.
+
+use std::time::Duration;
+
+use kairship::proto::workload_service_client::WorkloadServiceClient;
+use kairship::proto::*;
+
+use crate::common::{eventually, shared_karmada};
+use crate::rest::{call, P};
+use crate::server::Api;
+
+fn get(name: &str) -> GetWorkloadRequest {
+    GetWorkloadRequest {
+        instance: "karmada-1".into(),
+        namespace: "default".into(),
+        kind: "Deployment".into(),
+        name: name.into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nginx_sample_placement_through_grpc_and_rest() {
+    let api = Api::start(1).await;
+    for f in [
+        "nginx-deployment.yaml",
+        "nginx-propagationpolicy.yaml",
+        "nginx-overridepolicy.yaml",
+    ] {
+        let path = shared_karmada(&format!("samples/{f}"));
+        api.env.sim.kubectl(
+            "karmada-1",
+            &[
+                "apply",
+                "--validate=false",
+                "-n",
+                "default",
+                "-f",
+                &path.display().to_string(),
+            ],
+        );
+    }
+    let w = WorkloadServiceClient::new(api.channel.clone());
+    let got = eventually(
+        Duration::from_secs(30),
+        "nginx placed 1/1, ready 2, with both clusters' overrides",
+        || {
+            let mut w = w.clone();
+            async move {
+                let x = w.get_workload(get("nginx")).await.ok()?.into_inner();
+                let p = x.placement.as_ref()?;
+                let placed: Vec<(String, i32)> = p
+                    .clusters
+                    .iter()
+                    .map(|c| (c.name.clone(), c.replicas))
+                    .collect();
+                let ready = p.aggregated_status.iter().all(|a| a.ready_replicas == 1)
+                    && p.aggregated_status.len() == 2;
+                let overridden = p.overrides.iter().any(|o| {
+                    o.changes
+                        .iter()
+                        .any(|c| c == "+ /metadata/labels/env: skoala-dev")
+                });
+                (placed == vec![("member1".into(), 1), ("member2".into(), 1)]
+                    && x.ready_replicas == 2
+                    && ready
+                    && overridden)
+                    .then_some(x)
+            }
+        },
+    )
+    .await;
+    let p = got.placement.expect("placement");
+    assert_eq!(p.binding_name, "nginx-deployment");
+    let scheduled = p
+        .conditions
+        .iter()
+        .find(|c| c.r#type == "Scheduled")
+        .expect("Scheduled condition");
+    assert_eq!(scheduled.status, "True");
+    let kinds: Vec<(String, String)> = got
+        .policies
+        .iter()
+        .map(|x| (x.kind.clone(), x.name.clone()))
+        .collect();
+    assert!(
+        kinds.contains(&("PropagationPolicy".into(), "nginx-propagation".into())),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds.contains(&("OverridePolicy".into(), "nginx-op".into())),
+        "{kinds:?}"
+    );
+    let on = |cluster: &str| {
+        p.overrides
+            .iter()
+            .find(|o| o.cluster == cluster)
+            .unwrap_or_else(|| panic!("overrides of {cluster}: {:?}", p.overrides))
+    };
+    assert_eq!(
+        on("member2").changes,
+        vec![
+            "+ /metadata/labels/env: skoala-dev",
+            "+ /metadata/labels/env-stat: skoala-stage"
+        ]
+    );
+    assert_eq!(on("member2").policies, vec!["OverridePolicy/nginx-op"]);
+    assert_eq!(
+        on("member1").changes,
+        vec!["+ /metadata/annotations/env: skoala-stage"]
+    );
+
+    // The same through REST, in proto3 JSON.
+    let c = api.https_client("rest-test-token").await;
+    let (code, body) = call(
+        &c,
+        "GET",
+        &format!("{P}/instances/karmada-1/namespaces/default/workloads/Deployment/nginx"),
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["readyReplicas"], 2);
+    assert_eq!(body["placement"]["clusters"][0]["name"], "member1");
+    assert_eq!(body["placement"]["clusters"][1]["replicas"], 1);
+    assert_eq!(body["placement"]["aggregatedStatus"][0]["readyReplicas"], 1);
+    let overrides = body["placement"]["overrides"]
+        .as_array()
+        .expect("overrides");
+    assert_eq!(overrides.len(), 2, "{body}");
+    let (code, list) = call(
+        &c,
+        "GET",
+        &format!("{P}/instances/karmada-1/workloads"),
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{list}");
+    let nginx = list["workloads"]
+        .as_array()
+        .and_then(|ws| ws.iter().find(|w| w["metadata"]["name"] == "nginx"))
+        .expect("nginx listed");
+    assert_eq!(
+        nginx["placement"]["clusters"].as_array().map(Vec::len),
+        Some(2)
+    );
+    api.stop().await;
+}
