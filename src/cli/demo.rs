@@ -94,7 +94,11 @@ fn sample_objects() -> Vec<(ApiResource, Value)> {
             ),
             json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy", "metadata": {"name": "nginx-propagation", "namespace": "default"},
                 "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx"}],
-                "placement": {"clusterAffinity": {"clusterNames": ["member1", "member2"]}}}}),
+                "placement": {"clusterAffinity": {"clusterNames": ["member1", "member2"]},
+                    "replicaScheduling": {"replicaDivisionPreference": "Weighted", "replicaSchedulingType": "Divided",
+                    "weightPreference": {"staticWeightList": [
+                        {"targetCluster": {"clusterNames": ["member1"]}, "weight": 1},
+                        {"targetCluster": {"clusterNames": ["member2"]}, "weight": 1}]}}}}}),
         ),
         (
             ar(
@@ -105,7 +109,13 @@ fn sample_objects() -> Vec<(ApiResource, Value)> {
             ),
             json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "OverridePolicy", "metadata": {"name": "nginx-op", "namespace": "default"},
                 "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx"}],
-                "overrideRules": [{"targetCluster": {"clusterNames": ["member2"]}, "overriders": {"labelsOverrider": [{"operator": "add", "value": {"env": "demo"}}]}}]}}),
+                "overrideRules": [
+                    {"targetCluster": {"clusterNames": ["member2"]}, "overriders": {"labelsOverrider": [
+                        {"operator": "add", "value": {"env": "skoala-dev"}}, {"operator": "add", "value": {"env-stat": "skoala-stage"}},
+                        {"operator": "remove", "value": {"for": "for"}}, {"operator": "replace", "value": {"bar": "test"}}]}},
+                    {"targetCluster": {"clusterNames": ["member1"]}, "overriders": {"annotationsOverrider": [
+                        {"operator": "add", "value": {"env": "skoala-stage"}}, {"operator": "remove", "value": {"bom": "bom"}},
+                        {"operator": "replace", "value": {"emma": "sophia"}}]}}]}}),
         ),
     ]
 }
@@ -346,6 +356,9 @@ async fn serve(args: &DemoArgs, fleet: &Fleet, sim_dir: &Path, total: usize) -> 
         sim_dir.display()
     );
     println!("  the gRPC API: kairship ctl --state-dir {d} instances list");
+    println!(
+        "  placement:   kairship ctl --state-dir {d} workloads get {first} nginx   (per-cluster replicas, overrides)"
+    );
     println!(
         "                grpcurl -plaintext -H 'authorization: Bearer {admin}' {} kairship.v1alpha1.InstanceService/ListInstances",
         running.grpc_addr
