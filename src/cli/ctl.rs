@@ -54,6 +54,10 @@ pub enum CtlCommand {
     /// The supervision tree.
     #[command(subcommand)]
     Actors(ActorsCmd),
+    /// Mark a member cluster unschedulable (new placements go elsewhere).
+    Cordon { instance: String, cluster: String },
+    /// Make a cordoned member cluster schedulable again.
+    Uncordon { instance: String, cluster: String },
     /// Workloads of one instance and where Karmada placed them.
     #[command(subcommand)]
     Workloads(super::ctl_workloads::WorkloadsCmd),
@@ -393,6 +397,12 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
                 }
                 rows
             })
+        }
+        CtlCommand::Cordon { instance, cluster } => {
+            super::ctl_clusters::cordon(&conn, out, instance, cluster, true).await
+        }
+        CtlCommand::Uncordon { instance, cluster } => {
+            super::ctl_clusters::cordon(&conn, out, instance, cluster, false).await
         }
         CtlCommand::Workloads(cmd) => super::ctl_workloads::run(&conn, out, cmd).await,
         CtlCommand::Actors(cmd) => {

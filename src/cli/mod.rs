@@ -1,6 +1,7 @@
 //! The `kairship` command line.
 
 pub mod ctl;
+pub mod ctl_clusters;
 pub mod ctl_workloads;
 pub mod demo;
 pub mod run;

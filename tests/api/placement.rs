@@ -147,3 +147,143 @@ async fn nginx_sample_placement_through_grpc_and_rest() {
     );
     api.stop().await;
 }
+
+fn deployment_and_policy(name: &str) -> (String, String) {
+    let d = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    let p = serde_json::json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name}],
+            "placement": {"replicaScheduling": {"replicaSchedulingType": "Duplicated"}}}});
+    (d.to_string(), p.to_string())
+}
+
+async fn place(api: &Api, name: &str) -> Vec<String> {
+    use kairship::proto::policy_service_client::PolicyServiceClient;
+    let mut w = WorkloadServiceClient::new(api.channel.clone());
+    let mut p = PolicyServiceClient::new(api.channel.clone());
+    let (d, pp) = deployment_and_policy(name);
+    w.create_workload(CreateWorkloadRequest {
+        instance: "karmada-1".into(),
+        object_json: d,
+    })
+    .await
+    .expect("create workload");
+    p.create_policy(CreatePolicyRequest {
+        instance: "karmada-1".into(),
+        object_json: pp,
+    })
+    .await
+    .expect("create policy");
+    eventually(
+        Duration::from_secs(30),
+        &format!("{name} scheduled"),
+        || {
+            let mut w = w.clone();
+            async move {
+                let x = w.get_workload(get(name)).await.ok()?.into_inner();
+                let p = x.placement?;
+                let scheduled = p
+                    .conditions
+                    .iter()
+                    .any(|c| c.r#type == "Scheduled" && c.status == "True");
+                scheduled.then(|| p.clusters.into_iter().map(|c| c.name).collect())
+            }
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cordon_moves_new_placements_away_and_taints_are_checked() {
+    use kairship::proto::cluster_service_client::ClusterServiceClient;
+    let api = Api::start(1).await;
+    let mut c = ClusterServiceClient::new(api.channel.clone());
+    let req = |name: &str| CordonClusterRequest {
+        instance: "karmada-1".into(),
+        name: name.into(),
+    };
+    let cordoned = c
+        .cordon_cluster(req("member1"))
+        .await
+        .expect("cordon")
+        .into_inner();
+    assert!(cordoned.unschedulable);
+    assert!(cordoned
+        .taints
+        .iter()
+        .any(|t| t.key == "cluster.karmada.io/unschedulable" && t.effect == "NoSchedule"));
+    // Cordoning twice keeps one taint.
+    let again = c
+        .cordon_cluster(req("member1"))
+        .await
+        .expect("cordon")
+        .into_inner();
+    assert_eq!(again.taints.len(), 1, "{:?}", again.taints);
+    assert_eq!(place(&api, "web-a").await, vec!["member2"]);
+
+    let open = c
+        .uncordon_cluster(req("member1"))
+        .await
+        .expect("uncordon")
+        .into_inner();
+    assert!(!open.unschedulable);
+    assert!(open.taints.is_empty(), "{:?}", open.taints);
+    assert_eq!(place(&api, "web-b").await, vec!["member1", "member2"]);
+
+    // Taints: replaced as given, checked first.
+    let bad = c
+        .set_cluster_taints(SetClusterTaintsRequest {
+            instance: "karmada-1".into(),
+            name: "member2".into(),
+            taints: vec![Taint {
+                key: "k".into(),
+                effect: "Sometimes".into(),
+                ..Default::default()
+            }],
+        })
+        .await
+        .expect_err("bad effect");
+    assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+    assert!(
+        bad.message().contains("taints[0].effect"),
+        "{}",
+        bad.message()
+    );
+    let tainted = c
+        .set_cluster_taints(SetClusterTaintsRequest {
+            instance: "karmada-1".into(),
+            name: "member2".into(),
+            taints: vec![Taint {
+                key: "dedicated".into(),
+                value: "gpu".into(),
+                effect: "NoSchedule".into(),
+                ..Default::default()
+            }],
+        })
+        .await
+        .expect("taints")
+        .into_inner();
+    assert_eq!(tainted.taints.len(), 1);
+    assert_eq!(place(&api, "web-c").await, vec!["member1"]);
+    let missing = c
+        .cordon_cluster(req("member9"))
+        .await
+        .expect_err("no such cluster");
+    assert_eq!(missing.code(), tonic::Code::NotFound, "{missing:?}");
+
+    // REST: the custom verb.
+    let h = api.https_client("rest-test-token").await;
+    let (code, body) = call(
+        &h,
+        "POST",
+        &format!("{P}/instances/karmada-1/clusters/member2:cordon"),
+        Some(serde_json::json!({})),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["unschedulable"], true);
+    api.stop().await;
+}
