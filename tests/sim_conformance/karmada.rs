@@ -229,14 +229,12 @@ async fn nginx_sample_ends_as_karmada_leaves_it() {
     sim.kubectl(
         "karmada-1",
         &[
-            "patch",
+            "scale",
             "deployment",
             "nginx",
             "-n",
             "default",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"replicas":4}}"#,
+            "--replicas=4",
         ],
     );
     wait_placement(&rbs, &[("member1", 2), ("member2", 2)]).await;
