@@ -34,8 +34,8 @@ pub struct FleetConfig {
     pub state_dir: Option<PathBuf>,
     /// Port for the admin API (0: any free port).
     pub admin_port: u16,
-    /// Timing of each instance's simulated Karmada control plane.
-    pub karmada: crate::karmada::ControlPlaneConfig,
+    /// Timings of each instance's simulated Karmada controllers.
+    pub karmada: crate::karmada::KarmadaConfig,
 }
 
 impl Default for FleetConfig {
@@ -48,7 +48,7 @@ impl Default for FleetConfig {
             provision_delay: Duration::from_secs(2),
             state_dir: None,
             admin_port: 0,
-            karmada: crate::karmada::ControlPlaneConfig::default(),
+            karmada: Default::default(),
         }
     }
 }
@@ -58,6 +58,8 @@ pub struct Instance {
     pub name: String,
     pub server: Arc<ApiServer>,
     pub clusters: Arc<ClusterSim>,
+    /// The member clusters' own objects, written by the simulated Karmada controllers.
+    pub members: Arc<crate::karmada::Members>,
     /// The `Karmada` object (namespace, name) that provisioned it, for operator-made ones.
     pub managed_by: Option<(String, String)>,
     tasks: Vec<JoinHandle<()>>,
@@ -184,14 +186,20 @@ impl Fleet {
             .map_err(Error::io(format!("binding the API of instance {name}")))?;
         let (sim, ticker) =
             ClusterSim::start(server.clone(), clusters, self.inner.config.cluster_tick)?;
-        let control_plane =
-            crate::karmada::start(server.clone(), self.inner.config.karmada.clone());
+        let members = Arc::new(crate::karmada::Members::default());
+        let controller = Arc::new(crate::karmada::Controller::new(
+            server.clone(),
+            members.clone(),
+            self.inner.config.karmada.clone(),
+        ));
+        let karmada = tokio::spawn(controller.run());
         let inst = Arc::new(Instance {
             name: name.to_string(),
             server,
             clusters: sim,
+            members,
             managed_by,
-            tasks: vec![ticker, control_plane],
+            tasks: vec![ticker, karmada],
         });
         self.inner
             .instances

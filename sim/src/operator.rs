@@ -119,6 +119,24 @@ fn reconcile(
             in_flight.lock().remove(&format!("{ns}/{name}"));
         });
         Ok(())
+    } else if is_ready(obj)
+        && obj.pointer("/status/observedGeneration") != obj.pointer("/metadata/generation")
+        && in_flight.lock().insert(format!("{ns}/{name}"))
+    {
+        let (fleet, def, in_flight, name, obj) = (
+            fleet.clone(),
+            def.clone(),
+            in_flight.clone(),
+            name.clone(),
+            obj.clone(),
+        );
+        tokio::spawn(async move {
+            if let Err(e) = upgrade(&fleet, &def, &ns, &name, &obj).await {
+                warn!(karmada = %name, namespace = %ns, error = %e, "upgrade failed");
+            }
+            in_flight.lock().remove(&format!("{ns}/{name}"));
+        });
+        Ok(())
     } else {
         Ok(())
     };
@@ -208,16 +226,62 @@ async fn provision(
             other?;
         }
     }
+    let current = host
+        .store
+        .get(def, Some(ns), name)
+        .map(|o| o.value.clone())
+        .unwrap_or_default();
     let status = json!({"status": {
         "observedGeneration": generation,
         "conditions": [condition(true, "Completed", "karmada init job is completed")],
         "secretRef": {"namespace": ns, "name": secret_name},
-        "karmadaVersion": KARMADA_VERSION,
+        "karmadaVersion": wanted_version(&current),
         "kubernetesVersion": "v1.31.3",
         "apiServerService": {"name": format!("{name}-karmada-apiserver"), "port": 5443},
     }});
     patch(fleet, def, ns, name, status, true)?;
     info!(karmada = %name, instance = %inst_name, "simulated Karmada control plane ready");
+    Ok(())
+}
+
+/// The version a Karmada spec asks for: its components' image tag, as karmada-operator
+/// installs them (controller-manager first, then the API server).
+pub fn wanted_version(obj: &Value) -> String {
+    ["karmadaControllerManager", "karmadaAPIServer"]
+        .iter()
+        .find_map(|c| {
+            obj.pointer(&format!("/spec/components/{c}/imageTag"))
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+        })
+        .unwrap_or(KARMADA_VERSION)
+        .to_string()
+}
+
+/// A spec change on a ready control plane: Ready=False/Upgrading, then the new version.
+async fn upgrade(
+    fleet: &Fleet,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    obj: &Value,
+) -> Result<(), crate::Error> {
+    let version = wanted_version(obj);
+    let generation = obj
+        .pointer("/metadata/generation")
+        .cloned()
+        .unwrap_or(json!(1));
+    info!(karmada = %name, namespace = %ns, version = %version, "upgrading simulated Karmada control plane");
+    let upgrading = json!({"status": {"conditions": [condition(false, "Upgrading", &format!("upgrading karmada control plane to {version}"))]}});
+    patch(fleet, def, ns, name, upgrading, true)?;
+    tokio::time::sleep(fleet.config().provision_delay).await;
+    let done = json!({"status": {
+        "observedGeneration": generation,
+        "karmadaVersion": version,
+        "conditions": [condition(true, "Completed", "karmada init job is completed")],
+    }});
+    patch(fleet, def, ns, name, done, true)?;
+    info!(karmada = %name, version = %version, "simulated Karmada control plane upgraded");
     Ok(())
 }
 

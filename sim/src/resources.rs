@@ -203,6 +203,9 @@ const COMMON: &[Builtin] = &[
     ),
 ];
 
+/// Served by member clusters only.
+const MEMBER_NODES: Builtin = b("", "v1", "Node", "nodes", &["no"], false, true);
+
 /// Served by karmada-aggregated-apiserver, not a CRD (see shared/karmada/README.md).
 const KARMADA_AGGREGATED: &[Builtin] = &[b(
     "cluster.karmada.io",
@@ -264,6 +267,8 @@ pub enum Flavor {
     Host,
     /// A karmada-apiserver (with karmada-aggregated-apiserver).
     Karmada,
+    /// A member cluster's kube-apiserver (holds what Karmada propagates, and Nodes).
+    Member,
 }
 
 /// Facts of a CRD a server starts with, turned into a CRD object at start-up.
@@ -424,6 +429,10 @@ pub fn initial(flavor: Flavor) -> (Vec<ResourceDef>, Vec<Value>) {
         Flavor::Karmada => {
             defs.extend(KARMADA_AGGREGATED.iter().map(builtin_def));
             KARMADA_CRDS
+        }
+        Flavor::Member => {
+            defs.push(builtin_def(&MEMBER_NODES));
+            &[]
         }
     };
     (defs, crds.iter().map(CrdFacts::to_object).collect())

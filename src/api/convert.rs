@@ -222,23 +222,29 @@ pub fn cluster(c: &DynamicObject) -> proto::Cluster {
         allocating: Some(resources(&summary["allocating"])),
         conditions: conditions(&d["status"]["conditions"]),
         object_json: object_json(c),
-        taints: d["spec"]["taints"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|t| proto::Taint {
-                key: str_at(t, "/key"),
-                value: str_at(t, "/value"),
-                effect: str_at(t, "/effect"),
-            })
-            .collect(),
-        unschedulable: d["spec"]["taints"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|t| t["key"] == UNSCHEDULABLE_TAINT),
+        taints: taints(&d["spec"]["taints"]),
+        unschedulable: d
+            .pointer("/spec/taints")
+            .and_then(Value::as_array)
+            .is_some_and(|ts| {
+                ts.iter()
+                    .any(|t| t["key"] == UNSCHEDULABLE && t["effect"] == "NoSchedule")
+            }),
     }
 }
 
-/// Karmada's taint for a cordoned cluster.
-pub const UNSCHEDULABLE_TAINT: &str = "cluster.karmada.io/unschedulable";
+/// Karmada's cordon taint (`karmadactl cordon`).
+pub const UNSCHEDULABLE: &str = "cluster.karmada.io/unschedulable";
+
+pub fn taints(v: &Value) -> Vec<proto::Taint> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| proto::Taint {
+            key: str_at(t, "/key"),
+            value: str_at(t, "/value"),
+            effect: str_at(t, "/effect"),
+            time_added: str_at(t, "/timeAdded"),
+        })
+        .collect()
+}

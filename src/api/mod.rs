@@ -8,6 +8,7 @@ pub mod error;
 pub mod grpc;
 pub mod http;
 pub mod objects;
+pub mod override_diff;
 pub mod paging;
 pub mod rest;
 pub mod router;

@@ -119,6 +119,37 @@ pub async fn replace(
     .await
 }
 
+/// A JSON merge patch (carry `metadata.resourceVersion` in it to guard against races).
+pub async fn merge_patch(
+    routed: &Routed,
+    kind: Kind,
+    namespace: Option<&str>,
+    name: &str,
+    patch: &serde_json::Value,
+) -> Result<DynamicObject, ApiError> {
+    let what = format!("{} {name:?}", kind.resource().kind);
+    bounded(
+        &what,
+        api(routed, kind, namespace)?.patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(patch),
+        ),
+    )
+    .await
+}
+
+/// A live read (not the cache), for read-modify-write.
+pub async fn get_live(
+    routed: &Routed,
+    kind: Kind,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<DynamicObject, ApiError> {
+    let what = format!("{} {name:?}", kind.resource().kind);
+    bounded(&what, api(routed, kind, namespace)?.get(name)).await
+}
+
 pub async fn delete(
     routed: &Routed,
     kind: Kind,

@@ -51,16 +51,16 @@ pub enum CtlCommand {
     Stats { name: String },
     /// Member clusters of one instance.
     Clusters { name: String },
-    /// Mark a member cluster unschedulable (Karmada's unschedulable taint), as `karmadactl cordon`.
-    Cordon { instance: String, cluster: String },
-    /// Make a cordoned member cluster schedulable again.
-    Uncordon { instance: String, cluster: String },
-    /// Workloads of an instance and where each runs.
-    #[command(subcommand)]
-    Workloads(super::ctl_workloads::WorkloadsCmd),
     /// The supervision tree.
     #[command(subcommand)]
     Actors(ActorsCmd),
+    /// Mark a member cluster unschedulable (new placements go elsewhere).
+    Cordon { instance: String, cluster: String },
+    /// Make a cordoned member cluster schedulable again.
+    Uncordon { instance: String, cluster: String },
+    /// Workloads of one instance and where Karmada placed them.
+    #[command(subcommand)]
+    Workloads(super::ctl_workloads::WorkloadsCmd),
 }
 
 #[derive(Debug, Subcommand)]
@@ -399,12 +399,12 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
             })
         }
         CtlCommand::Cordon { instance, cluster } => {
-            super::ctl_workloads::cordon(&conn, out, instance.clone(), cluster.clone(), true).await
+            super::ctl_clusters::cordon(&conn, out, instance, cluster, true).await
         }
         CtlCommand::Uncordon { instance, cluster } => {
-            super::ctl_workloads::cordon(&conn, out, instance.clone(), cluster.clone(), false).await
+            super::ctl_clusters::cordon(&conn, out, instance, cluster, false).await
         }
-        CtlCommand::Workloads(cmd) => super::ctl_workloads::run(&conn, out, cmd.clone()).await,
+        CtlCommand::Workloads(cmd) => super::ctl_workloads::run(&conn, out, cmd).await,
         CtlCommand::Actors(cmd) => {
             let mut c = SupervisorServiceClient::new(conn.channel.clone());
             let actor_rows = |actors: &[Value]| {

@@ -1,108 +1,194 @@
-//! `kairship ctl workloads` and `cordon`/`uncordon`: where each workload runs (per-cluster
-//! replicas and readiness, the binding's conditions, the policies that apply), and taking a
-//! member cluster out of scheduling.
+//! `kairship ctl workloads list|get INSTANCE [NAME]`: where each workload runs (cluster,
+//! replicas, ready), its binding's conditions, the policies that apply, and what the
+//! override policies changed for each cluster.
 
 use clap::Subcommand;
 use serde_json::Value;
 
 use super::ctl::{n, print, s, status, Conn, Output};
-use crate::proto::{
-    self, cluster_service_client::ClusterServiceClient,
-    workload_service_client::WorkloadServiceClient,
-};
+use crate::proto::{self, workload_service_client::WorkloadServiceClient};
 use crate::Error;
 
-#[derive(Debug, Clone, Subcommand)]
+#[derive(Debug, Subcommand)]
 pub enum WorkloadsCmd {
-    /// Every workload with its placement summary.
-    List { instance: String },
-    /// One workload: per-cluster placement and readiness, conditions, policies.
+    /// Workloads of an instance with their placement.
+    List {
+        instance: String,
+        /// Only this namespace (default: all).
+        #[arg(short, long, default_value = "")]
+        namespace: String,
+    },
+    /// One workload: per-cluster placement, conditions, policies, override changes.
     Get {
         instance: String,
         name: String,
         #[arg(short, long, default_value = "default")]
         namespace: String,
-        #[arg(long, default_value = "Deployment")]
+        /// Deployment, StatefulSet, DaemonSet or Job.
+        #[arg(short, long, default_value = "Deployment")]
         kind: String,
     },
 }
 
-/// `member1:1/1 member2:1/1`: each target cluster with ready/desired replicas.
-fn placement_summary(w: &Value) -> String {
-    let p = &w["placement"];
-    let ready = |cluster: &str| {
-        p["aggregatedStatus"]
+/// "member1:1 member2:1" from a workload's placement.
+fn clusters_cell(w: &Value) -> String {
+    w.pointer("/placement/clusters")
+        .and_then(Value::as_array)
+        .map(|cs| {
+            cs.iter()
+                .map(|c| format!("{}:{}", s(c, "/name"), n(c, "/replicas")))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
+fn list_rows(ws: &[Value]) -> Vec<Vec<String>> {
+    let mut rows = vec![vec![
+        "NAMESPACE".into(),
+        "KIND".into(),
+        "NAME".into(),
+        "READY".into(),
+        "CLUSTERS".into(),
+        "POLICIES".into(),
+    ]];
+    for w in ws {
+        let policies: Vec<String> = w["policies"]
             .as_array()
             .into_iter()
             .flatten()
-            .find(|a| a["clusterName"] == cluster)
-            .map(|a| n(a, "/readyReplicas"))
-            .unwrap_or_else(|| "0".into())
-    };
-    let parts: Vec<String> = p["clusters"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| {
-            let name = s(c, "/name");
-            format!("{name}:{}/{}", ready(&name), n(c, "/replicas"))
-        })
-        .collect();
-    if parts.is_empty() {
-        "-".into()
-    } else {
-        parts.join(" ")
+            .map(|p| s(p, "/name"))
+            .collect();
+        rows.push(vec![
+            s(w, "/metadata/namespace"),
+            s(w, "/kind"),
+            s(w, "/metadata/name"),
+            format!("{}/{}", n(w, "/readyReplicas"), n(w, "/replicas")),
+            clusters_cell(w),
+            policies.join(","),
+        ]);
     }
+    rows
 }
 
-fn policies(w: &Value) -> String {
-    let names: Vec<String> = w["policies"]
-        .as_array()
+/// The sections of `get`: placement table, then conditions, policies and overrides.
+fn get_rows(w: &Value) -> Vec<Vec<String>> {
+    let mut rows = vec![vec![
+        "CLUSTER".into(),
+        "REPLICAS".into(),
+        "READY".into(),
+        "APPLIED".into(),
+        "HEALTH".into(),
+    ]];
+    let agg: Vec<Value> = w
+        .pointer("/placement/aggregatedStatus")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for c in w
+        .pointer("/placement/clusters")
+        .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .map(|p| format!("{}/{}", s(p, "/kind"), s(p, "/name")))
-        .collect();
-    if names.is_empty() {
-        "-".into()
-    } else {
-        names.join(",")
+    {
+        let name = s(c, "/name");
+        let a = agg.iter().find(|a| s(a, "/clusterName") == name);
+        rows.push(vec![
+            name.clone(),
+            n(c, "/replicas"),
+            a.map(|a| n(a, "/readyReplicas"))
+                .unwrap_or_else(|| "0".into()),
+            a.map(|a| (a["applied"] == true).to_string())
+                .unwrap_or_else(|| "false".into()),
+            a.map(|a| s(a, "/health")).unwrap_or_default(),
+        ]);
     }
+    let mut more = vec![
+        vec![],
+        vec![format!(
+            "{} {}/{}: {}/{} ready, binding {}",
+            s(w, "/kind"),
+            s(w, "/metadata/namespace"),
+            s(w, "/metadata/name"),
+            n(w, "/readyReplicas"),
+            n(w, "/replicas"),
+            s(w, "/placement/bindingName"),
+        )],
+    ];
+    for c in w
+        .pointer("/placement/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        more.push(vec![format!(
+            "condition {}={} ({}): {}",
+            s(c, "/type"),
+            s(c, "/status"),
+            s(c, "/reason"),
+            s(c, "/message")
+        )]);
+    }
+    for p in w["policies"].as_array().into_iter().flatten() {
+        let ns = s(p, "/namespace");
+        let at = if ns.is_empty() {
+            String::new()
+        } else {
+            format!("{ns}/")
+        };
+        more.push(vec![format!(
+            "policy {} {at}{}",
+            s(p, "/kind"),
+            s(p, "/name")
+        )]);
+    }
+    for o in w
+        .pointer("/placement/overrides")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let policies: Vec<String> = o["policies"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.as_str().map(String::from))
+            .collect();
+        more.push(vec![format!(
+            "overrides on {} ({}):",
+            s(o, "/cluster"),
+            if policies.is_empty() {
+                "none".into()
+            } else {
+                policies.join(", ")
+            }
+        )]);
+        for c in o["changes"].as_array().into_iter().flatten() {
+            more.push(vec![format!("  {}", c.as_str().unwrap_or_default())]);
+        }
+    }
+    rows.extend(more);
+    rows
 }
 
-pub async fn run(conn: &Conn, out: Output, cmd: WorkloadsCmd) -> Result<(), Error> {
+pub(crate) async fn run(conn: &Conn, out: Output, cmd: &WorkloadsCmd) -> Result<(), Error> {
     let mut c = WorkloadServiceClient::new(conn.channel.clone());
     match cmd {
-        WorkloadsCmd::List { instance } => {
+        WorkloadsCmd::List {
+            instance,
+            namespace,
+        } => {
             let r = c
                 .list_workloads(conn.request(proto::ListWorkloadsRequest {
-                    instance,
+                    instance: instance.clone(),
+                    namespace: namespace.clone(),
                     ..Default::default()
                 }))
                 .await
                 .map_err(status)?
                 .into_inner();
             print(out, "kairship.v1alpha1.ListWorkloadsResponse", &r, |j| {
-                let mut rows = vec![[
-                    "NAMESPACE",
-                    "NAME",
-                    "KIND",
-                    "READY",
-                    "PLACEMENT (ready/replicas)",
-                    "POLICIES",
-                ]
-                .map(String::from)
-                .to_vec()];
-                for w in j["workloads"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
-                    rows.push(vec![
-                        s(w, "/metadata/namespace"),
-                        s(w, "/metadata/name"),
-                        s(w, "/kind"),
-                        format!("{}/{}", n(w, "/readyReplicas"), n(w, "/replicas")),
-                        placement_summary(w),
-                        policies(w),
-                    ]);
-                }
-                rows
+                list_rows(j["workloads"].as_array().map(Vec::as_slice).unwrap_or(&[]))
             })
         }
         WorkloadsCmd::Get {
@@ -111,91 +197,17 @@ pub async fn run(conn: &Conn, out: Output, cmd: WorkloadsCmd) -> Result<(), Erro
             namespace,
             kind,
         } => {
-            let w = c
+            let r = c
                 .get_workload(conn.request(proto::GetWorkloadRequest {
-                    instance,
-                    namespace,
-                    kind,
-                    name,
+                    instance: instance.clone(),
+                    namespace: namespace.clone(),
+                    kind: kind.clone(),
+                    name: name.clone(),
                 }))
                 .await
                 .map_err(status)?
                 .into_inner();
-            print(out, "kairship.v1alpha1.Workload", &w, |j| {
-                let mut rows = vec![["CLUSTER", "REPLICAS", "READY", "APPLIED", "HEALTH"]
-                    .map(String::from)
-                    .to_vec()];
-                let p = &j["placement"];
-                for c in p["clusters"].as_array().into_iter().flatten() {
-                    let name = s(c, "/name");
-                    let agg = p["aggregatedStatus"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .find(|a| a["clusterName"] == name.as_str())
-                        .cloned()
-                        .unwrap_or_default();
-                    rows.push(vec![
-                        name,
-                        n(c, "/replicas"),
-                        n(&agg, "/readyReplicas"),
-                        (agg["applied"] == Value::Bool(true)).to_string(),
-                        s(&agg, "/health"),
-                    ]);
-                }
-                rows.push(vec![]);
-                rows.push(vec![
-                    format!(
-                        "{} {}/{}",
-                        s(j, "/kind"),
-                        s(j, "/metadata/namespace"),
-                        s(j, "/metadata/name")
-                    ),
-                    format!("ready {}/{}", n(j, "/readyReplicas"), n(j, "/replicas")),
-                    format!("binding {}", s(p, "/bindingName")),
-                    format!("policies {}", policies(j)),
-                ]);
-                for cond in p["conditions"].as_array().into_iter().flatten() {
-                    rows.push(vec![
-                        format!("condition {}", s(cond, "/type")),
-                        s(cond, "/status"),
-                        s(cond, "/reason"),
-                        s(cond, "/message"),
-                    ]);
-                }
-                rows
-            })
+            print(out, "kairship.v1alpha1.Workload", &r, get_rows)
         }
     }
-}
-
-pub async fn cordon(
-    conn: &Conn,
-    out: Output,
-    instance: String,
-    cluster: String,
-    on: bool,
-) -> Result<(), Error> {
-    let mut c = ClusterServiceClient::new(conn.channel.clone());
-    let req = conn.request(proto::CordonClusterRequest {
-        instance,
-        name: cluster,
-    });
-    let r = if on {
-        c.cordon_cluster(req).await
-    } else {
-        c.uncordon_cluster(req).await
-    }
-    .map_err(status)?
-    .into_inner();
-    print(out, "kairship.v1alpha1.Cluster", &r, |j| {
-        vec![
-            vec!["NAME".into(), "READY".into(), "SCHEDULABLE".into()],
-            vec![
-                s(j, "/metadata/name"),
-                (j["ready"] == Value::Bool(true)).to_string(),
-                (j["unschedulable"] != Value::Bool(true)).to_string(),
-            ],
-        ]
-    })
 }

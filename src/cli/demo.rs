@@ -467,6 +467,9 @@ async fn serve(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<(), E
     );
     println!("  the gRPC API: kairship ctl --state-dir {d} instances list");
     println!(
+        "  placement:   kairship ctl --state-dir {d} workloads get {first} nginx   (per-cluster replicas, overrides)"
+    );
+    println!(
         "                grpcurl -plaintext -H 'authorization: Bearer {admin}' {} kairship.v1alpha1.InstanceService/ListInstances",
         running.grpc_addr
     );

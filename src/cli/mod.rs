@@ -1,7 +1,8 @@
 //! The `kairship` command line.
 
 pub mod ctl;
-mod ctl_workloads;
+pub mod ctl_clusters;
+pub mod ctl_workloads;
 pub mod demo;
 pub mod run;
 pub mod sim;

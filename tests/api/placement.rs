@@ -1,111 +1,118 @@
-//! Where workloads run, as Kairship shows it: Karmada's nginx sample created over gRPC is
-//! placed by the instance's Karmada, and WorkloadService, REST and `kairship ctl
-//! workloads` show the per-cluster replicas and readiness; cordoning a cluster keeps new
-//! placements off it.
+//! Where workloads run, as Kairship shows it: the nginx sample applied to a simulated
+//! instance (whose Karmada controllers bind, schedule, override and aggregate), read back
+//! through WorkloadService over gRPC and REST.
 
 use std::time::Duration;
 
-use kairship::proto::cluster_service_client::ClusterServiceClient;
-use kairship::proto::policy_service_client::PolicyServiceClient;
 use kairship::proto::workload_service_client::WorkloadServiceClient;
 use kairship::proto::*;
-use serde_json::{json, Value};
 
-use crate::common::eventually;
+use crate::common::{eventually, shared_karmada};
 use crate::rest::{call, P};
 use crate::server::Api;
 
-fn sample(file: &str) -> Value {
-    let path = format!(
-        "{}/../shared/karmada/samples/{file}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let text = std::fs::read_to_string(&path).expect("the upstream sample");
-    let mut v: Value = serde_saphyr::from_str(&text).expect("YAML");
-    v["metadata"]["namespace"] = json!("default");
-    v
-}
-
-fn placed(w: &Workload) -> Vec<(String, i32, i32)> {
-    let Some(p) = &w.placement else { return vec![] };
-    let mut out: Vec<(String, i32, i32)> = p
-        .clusters
-        .iter()
-        .map(|c| {
-            let ready = p
-                .aggregated_status
-                .iter()
-                .find(|a| a.cluster_name == c.name)
-                .map_or(0, |a| a.ready_replicas);
-            (c.name.clone(), c.replicas, ready)
-        })
-        .collect();
-    out.sort();
-    out
-}
-
-async fn workload(api: &Api, name: &str) -> Option<Workload> {
-    WorkloadServiceClient::new(api.channel.clone())
-        .get_workload(GetWorkloadRequest {
-            instance: "karmada-1".into(),
-            namespace: "default".into(),
-            kind: "Deployment".into(),
-            name: name.into(),
-        })
-        .await
-        .ok()
-        .map(|r| r.into_inner())
+fn get(name: &str) -> GetWorkloadRequest {
+    GetWorkloadRequest {
+        instance: "karmada-1".into(),
+        namespace: "default".into(),
+        kind: "Deployment".into(),
+        name: name.into(),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn placement_readiness_and_cordon() {
+async fn nginx_sample_placement_through_grpc_and_rest() {
     let api = Api::start(1).await;
-    let mut policies = PolicyServiceClient::new(api.channel.clone());
-    for file in ["nginx-propagationpolicy.yaml", "nginx-overridepolicy.yaml"] {
-        policies
-            .create_policy(CreatePolicyRequest {
-                instance: "karmada-1".into(),
-                object_json: sample(file).to_string(),
-            })
-            .await
-            .expect("policy created");
+    for f in [
+        "nginx-deployment.yaml",
+        "nginx-propagationpolicy.yaml",
+        "nginx-overridepolicy.yaml",
+    ] {
+        let path = shared_karmada(&format!("samples/{f}"));
+        api.env.sim.kubectl(
+            "karmada-1",
+            &[
+                "apply",
+                "--validate=false",
+                "-n",
+                "default",
+                "-f",
+                &path.display().to_string(),
+            ],
+        );
     }
-    WorkloadServiceClient::new(api.channel.clone())
-        .create_workload(CreateWorkloadRequest {
-            instance: "karmada-1".into(),
-            object_json: sample("nginx-deployment.yaml").to_string(),
-        })
-        .await
-        .expect("workload created");
-
-    // 1 replica on member1 and 1 on member2, both ready; the template aggregates 2.
-    let w = eventually(
+    let w = WorkloadServiceClient::new(api.channel.clone());
+    let got = eventually(
         Duration::from_secs(30),
-        "nginx placed and ready",
-        || async {
-            let w = workload(&api, "nginx").await?;
-            (placed(&w) == vec![("member1".into(), 1, 1), ("member2".into(), 1, 1)]
-                && w.ready_replicas == 2)
-                .then_some(w)
+        "nginx placed 1/1, ready 2, with both clusters' overrides",
+        || {
+            let mut w = w.clone();
+            async move {
+                let x = w.get_workload(get("nginx")).await.ok()?.into_inner();
+                let p = x.placement.as_ref()?;
+                let placed: Vec<(String, i32)> = p
+                    .clusters
+                    .iter()
+                    .map(|c| (c.name.clone(), c.replicas))
+                    .collect();
+                let ready = p.aggregated_status.iter().all(|a| a.ready_replicas == 1)
+                    && p.aggregated_status.len() == 2;
+                let overridden = p.overrides.iter().any(|o| {
+                    o.changes
+                        .iter()
+                        .any(|c| c == "+ /metadata/labels/env: skoala-dev")
+                });
+                (placed == vec![("member1".into(), 1), ("member2".into(), 1)]
+                    && x.ready_replicas == 2
+                    && ready
+                    && overridden)
+                    .then_some(x)
+            }
         },
     )
     .await;
-    let p = w.placement.clone().expect("placement");
+    let p = got.placement.expect("placement");
     assert_eq!(p.binding_name, "nginx-deployment");
+    let scheduled = p
+        .conditions
+        .iter()
+        .find(|c| c.r#type == "Scheduled")
+        .expect("Scheduled condition");
+    assert_eq!(scheduled.status, "True");
+    let kinds: Vec<(String, String)> = got
+        .policies
+        .iter()
+        .map(|x| (x.kind.clone(), x.name.clone()))
+        .collect();
     assert!(
-        p.conditions
-            .iter()
-            .any(|c| c.r#type == "Scheduled" && c.status == "True"),
-        "{p:?}"
+        kinds.contains(&("PropagationPolicy".into(), "nginx-propagation".into())),
+        "{kinds:?}"
     );
-    let names: Vec<&str> = w.policies.iter().map(|p| p.name.as_str()).collect();
     assert!(
-        names.contains(&"nginx-propagation") && names.contains(&"nginx-op"),
-        "{names:?}"
+        kinds.contains(&("OverridePolicy".into(), "nginx-op".into())),
+        "{kinds:?}"
+    );
+    let on = |cluster: &str| {
+        p.overrides
+            .iter()
+            .find(|o| o.cluster == cluster)
+            .unwrap_or_else(|| panic!("overrides of {cluster}: {:?}", p.overrides))
+    };
+    assert_eq!(
+        on("member2").changes,
+        vec![
+            "+ /metadata/labels/env: skoala-dev",
+            "+ /metadata/labels/env-stat: skoala-stage"
+        ]
+    );
+    assert_eq!(on("member2").policies, vec!["OverridePolicy/nginx-op"]);
+    assert_eq!(
+        on("member1").changes,
+        vec!["+ /metadata/annotations/env: skoala-stage"]
     );
 
-    // The same through REST.
-    let c = crate::rest::client(&api).await;
+    // The same through REST, in proto3 JSON.
+    let c = api.https_client("rest-test-token").await;
     let (code, body) = call(
         &c,
         "GET",
@@ -114,107 +121,169 @@ async fn placement_readiness_and_cordon() {
     )
     .await;
     assert_eq!(code, 200, "{body}");
-    let clusters: Vec<&str> = body["placement"]["clusters"]
+    assert_eq!(body["readyReplicas"], 2);
+    assert_eq!(body["placement"]["clusters"][0]["name"], "member1");
+    assert_eq!(body["placement"]["clusters"][1]["replicas"], 1);
+    assert_eq!(body["placement"]["aggregatedStatus"][0]["readyReplicas"], 1);
+    let overrides = body["placement"]["overrides"]
         .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c["name"].as_str())
-        .collect();
-    assert_eq!(clusters, ["member1", "member2"], "{body}");
-    assert_eq!(
-        body["placement"]["aggregatedStatus"][0]["readyReplicas"], 1,
-        "{body}"
-    );
-
-    // And through `kairship ctl`.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kairship"))
-        .args([
-            "ctl",
-            "--grpc",
-            &api.grpc_addr.to_string(),
-            "workloads",
-            "get",
-            "karmada-1",
-            "nginx",
-        ])
-        .output()
-        .expect("kairship ctl runs");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        text.lines()
-            .any(|l| l.starts_with("member1") && l.contains("Healthy")),
-        "{text}"
-    );
-    assert!(
-        text.contains("nginx-deployment") && text.contains("ready 2/2"),
-        "{text}"
-    );
-
-    // Cordon member2: a new workload is placed on member1 only.
-    let mut clusters = ClusterServiceClient::new(api.channel.clone());
-    let cordoned = clusters
-        .cordon_cluster(CordonClusterRequest {
-            instance: "karmada-1".into(),
-            name: "member2".into(),
-        })
-        .await
-        .expect("cordoned")
-        .into_inner();
-    assert!(
-        cordoned.unschedulable && cordoned.taints.iter().any(|t| t.effect == "NoSchedule"),
-        "{cordoned:?}"
-    );
-    let missing = clusters
-        .cordon_cluster(CordonClusterRequest {
-            instance: "karmada-1".into(),
-            name: "member9".into(),
-        })
-        .await
-        .expect_err("no such cluster");
-    assert_eq!(missing.code(), tonic::Code::NotFound);
-    let pp = json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}],
-                 "placement": {"clusterAffinity": {"clusterNames": ["member1", "member2"]}}}});
-    policies
-        .create_policy(CreatePolicyRequest {
-            instance: "karmada-1".into(),
-            object_json: pp.to_string(),
-        })
-        .await
-        .expect("policy");
-    let mut web = sample("nginx-deployment.yaml");
-    web["metadata"]["name"] = json!("web");
-    WorkloadServiceClient::new(api.channel.clone())
-        .create_workload(CreateWorkloadRequest {
-            instance: "karmada-1".into(),
-            object_json: web.to_string(),
-        })
-        .await
-        .expect("workload");
-    eventually(
-        Duration::from_secs(30),
-        "web placed on member1 only",
-        || async {
-            let w = workload(&api, "web").await?;
-            (placed(&w).iter().map(|p| p.0.as_str()).collect::<Vec<_>>() == ["member1"])
-                .then_some(())
-        },
+        .expect("overrides");
+    assert_eq!(overrides.len(), 2, "{body}");
+    let (code, list) = call(
+        &c,
+        "GET",
+        &format!("{P}/instances/karmada-1/workloads"),
+        None,
     )
     .await;
-    let back = clusters
-        .uncordon_cluster(CordonClusterRequest {
+    assert_eq!(code, 200, "{list}");
+    let nginx = list["workloads"]
+        .as_array()
+        .and_then(|ws| ws.iter().find(|w| w["metadata"]["name"] == "nginx"))
+        .expect("nginx listed");
+    assert_eq!(
+        nginx["placement"]["clusters"].as_array().map(Vec::len),
+        Some(2)
+    );
+    api.stop().await;
+}
+
+fn deployment_and_policy(name: &str) -> (String, String) {
+    let d = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    let p = serde_json::json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name}],
+            "placement": {"replicaScheduling": {"replicaSchedulingType": "Duplicated"}}}});
+    (d.to_string(), p.to_string())
+}
+
+async fn place(api: &Api, name: &str) -> Vec<String> {
+    use kairship::proto::policy_service_client::PolicyServiceClient;
+    let mut w = WorkloadServiceClient::new(api.channel.clone());
+    let mut p = PolicyServiceClient::new(api.channel.clone());
+    let (d, pp) = deployment_and_policy(name);
+    w.create_workload(CreateWorkloadRequest {
+        instance: "karmada-1".into(),
+        object_json: d,
+    })
+    .await
+    .expect("create workload");
+    p.create_policy(CreatePolicyRequest {
+        instance: "karmada-1".into(),
+        object_json: pp,
+    })
+    .await
+    .expect("create policy");
+    eventually(
+        Duration::from_secs(30),
+        &format!("{name} scheduled"),
+        || {
+            let mut w = w.clone();
+            async move {
+                let x = w.get_workload(get(name)).await.ok()?.into_inner();
+                let p = x.placement?;
+                let scheduled = p
+                    .conditions
+                    .iter()
+                    .any(|c| c.r#type == "Scheduled" && c.status == "True");
+                scheduled.then(|| p.clusters.into_iter().map(|c| c.name).collect())
+            }
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cordon_moves_new_placements_away_and_taints_are_checked() {
+    use kairship::proto::cluster_service_client::ClusterServiceClient;
+    let api = Api::start(1).await;
+    let mut c = ClusterServiceClient::new(api.channel.clone());
+    let req = |name: &str| CordonClusterRequest {
+        instance: "karmada-1".into(),
+        name: name.into(),
+    };
+    let cordoned = c
+        .cordon_cluster(req("member1"))
+        .await
+        .expect("cordon")
+        .into_inner();
+    assert!(cordoned.unschedulable);
+    assert!(cordoned
+        .taints
+        .iter()
+        .any(|t| t.key == "cluster.karmada.io/unschedulable" && t.effect == "NoSchedule"));
+    // Cordoning twice keeps one taint.
+    let again = c
+        .cordon_cluster(req("member1"))
+        .await
+        .expect("cordon")
+        .into_inner();
+    assert_eq!(again.taints.len(), 1, "{:?}", again.taints);
+    assert_eq!(place(&api, "web-a").await, vec!["member2"]);
+
+    let open = c
+        .uncordon_cluster(req("member1"))
+        .await
+        .expect("uncordon")
+        .into_inner();
+    assert!(!open.unschedulable);
+    assert!(open.taints.is_empty(), "{:?}", open.taints);
+    assert_eq!(place(&api, "web-b").await, vec!["member1", "member2"]);
+
+    // Taints: replaced as given, checked first.
+    let bad = c
+        .set_cluster_taints(SetClusterTaintsRequest {
             instance: "karmada-1".into(),
             name: "member2".into(),
+            taints: vec![Taint {
+                key: "k".into(),
+                effect: "Sometimes".into(),
+                ..Default::default()
+            }],
         })
         .await
-        .expect("uncordoned")
+        .expect_err("bad effect");
+    assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+    assert!(
+        bad.message().contains("taints[0].effect"),
+        "{}",
+        bad.message()
+    );
+    let tainted = c
+        .set_cluster_taints(SetClusterTaintsRequest {
+            instance: "karmada-1".into(),
+            name: "member2".into(),
+            taints: vec![Taint {
+                key: "dedicated".into(),
+                value: "gpu".into(),
+                effect: "NoSchedule".into(),
+                ..Default::default()
+            }],
+        })
+        .await
+        .expect("taints")
         .into_inner();
-    assert!(!back.unschedulable && back.taints.is_empty(), "{back:?}");
+    assert_eq!(tainted.taints.len(), 1);
+    assert_eq!(place(&api, "web-c").await, vec!["member1"]);
+    let missing = c
+        .cordon_cluster(req("member9"))
+        .await
+        .expect_err("no such cluster");
+    assert_eq!(missing.code(), tonic::Code::NotFound, "{missing:?}");
+
+    // REST: the custom verb.
+    let h = api.https_client("rest-test-token").await;
+    let (code, body) = call(
+        &h,
+        "POST",
+        &format!("{P}/instances/karmada-1/clusters/member2:cordon"),
+        Some(serde_json::json!({})),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["unschedulable"], true);
     api.stop().await;
 }

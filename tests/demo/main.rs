@@ -189,6 +189,27 @@ async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
         ok && restarted.contains("instance/karmada-2"),
         "{restarted}"
     );
+    // The seeded nginx sample, placed by the simulated Karmada as real Karmada would.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let placed = loop {
+        let (ok, out, err) = ctl(&["workloads", "get", "karmada-1", "nginx"]);
+        let done =
+            ok && out.lines().any(|l| {
+                l.split_whitespace().collect::<Vec<_>>() == ["member1", "1", "1", "true", "Healthy"]
+            }) && out.lines().any(|l| {
+                l.split_whitespace().collect::<Vec<_>>() == ["member2", "1", "1", "true", "Healthy"]
+            }) && out.contains("+ /metadata/labels/env: skoala-dev")
+                && out.contains("+ /metadata/annotations/env: skoala-stage");
+        if done {
+            break out;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nginx not placed in time:\n{out}\n{err}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert!(!placed.contains("member3"), "{placed}");
     let (ok, _, err) = ctl(&["instances", "get", "nope"]);
     assert!(!ok && err.contains("NotFound"), "{err}");
 

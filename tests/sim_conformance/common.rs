@@ -32,9 +32,11 @@ impl Sim {
                 bookmark_interval: Duration::from_millis(300),
                 ..ServerConfig::default()
             },
-            karmada: kairship_sim::karmada::ControlPlaneConfig {
-                ready_delay: Duration::from_millis(500),
-                resync: Duration::from_millis(200),
+            karmada: kairship_sim::karmada::KarmadaConfig {
+                ready_delay: Duration::from_millis(300),
+                failover_grace: Duration::from_millis(500),
+                eviction_toleration: Duration::from_millis(500),
+                resync: Duration::from_millis(100),
             },
             ..FleetConfig::default()
         };

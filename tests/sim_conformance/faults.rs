@@ -253,6 +253,36 @@ async fn operator_provisions_and_tears_down_karmada_objects() {
         .await
         .expect("clusters of the new instance");
     assert_eq!(listed.items.len(), 2);
+    assert_eq!(ready.data["status"]["karmadaVersion"], "v1.12.0");
+
+    // A new image tag is an upgrade: the operator reports the new version once done.
+    let bump =
+        json!({"spec": {"components": {"karmadaControllerManager": {"imageTag": "v1.13.0"}}}});
+    let patched = karmadas
+        .patch(
+            "team-a",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&bump),
+        )
+        .await
+        .expect("patch Karmada");
+    let generation = patched.metadata.generation;
+    eventually(
+        Duration::from_secs(15),
+        "Karmada team-a upgraded",
+        || async {
+            let k = karmadas.get("team-a").await.ok()?;
+            let ready = k.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            (ready
+                && k.data["status"]["karmadaVersion"] == "v1.13.0"
+                && k.data["status"]["observedGeneration"].as_i64() == generation)
+                .then_some(())
+        },
+    )
+    .await;
 
     karmadas
         .delete("team-a", &DeleteParams::default())

@@ -1,17 +1,361 @@
-//! Karmada's job in a simulated instance, seen through kubectl: the upstream nginx sample
-//! scheduled, executed and aggregated as real Karmada does it (the same scenario runs
-//! against real Karmada in tests/real).
+//! The simulated Karmada control plane seen through real clients: the nginx sample from
+//! shared/karmada/samples ends as real Karmada leaves it, scaling re-divides, and a
+//! cluster leaving the placement loses its Work and member object.
 
 use std::time::Duration;
+
+use kairship_sim::karmada::KarmadaConfig;
+use kairship_sim::server::ServerConfig;
+use kairship_sim::{Fleet, FleetConfig};
+use kube::api::{Api, DynamicObject};
+use kube::discovery::ApiResource;
+use serde_json::Value;
+
+use crate::common::{eventually, shared_karmada, Sim};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn start(clusters: usize) -> Sim {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = FleetConfig {
+        instances: 1,
+        clusters,
+        state_dir: Some(dir.path().to_path_buf()),
+        cluster_tick: Duration::from_millis(500),
+        provision_delay: Duration::from_millis(100),
+        server: ServerConfig::default(),
+        karmada: KarmadaConfig {
+            ready_delay: Duration::from_millis(300),
+            failover_grace: Duration::from_millis(500),
+            eviction_toleration: Duration::from_millis(500),
+            resync: Duration::from_millis(100),
+        },
+        ..FleetConfig::default()
+    };
+    let fleet = Fleet::start(config).await.expect("fleet starts");
+    Sim { fleet, dir }
+}
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: if group.is_empty() {
+            version.into()
+        } else {
+            format!("{group}/{version}")
+        },
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+fn bindings(client: kube::Client) -> Api<DynamicObject> {
+    let r = resource(
+        "work.karmada.io",
+        "v1alpha2",
+        "ResourceBinding",
+        "resourcebindings",
+    );
+    Api::namespaced_with(client, "default", &r)
+}
+
+fn works(client: kube::Client, cluster: &str) -> Api<DynamicObject> {
+    let r = resource("work.karmada.io", "v1alpha1", "Work", "works");
+    Api::namespaced_with(client, &format!("karmada-es-{cluster}"), &r)
+}
+
+/// `spec.clusters` of a binding as (name, replicas).
+fn placement(b: &DynamicObject) -> Vec<(String, i64)> {
+    b.data["spec"]["clusters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap_or_default().to_string(),
+                t["replicas"].as_i64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+async fn wait_placement(api: &Api<DynamicObject>, want: &[(&str, i64)]) -> DynamicObject {
+    let want: Vec<(String, i64)> = want.iter().map(|(n, r)| (n.to_string(), *r)).collect();
+    eventually(WAIT, &format!("binding placed as {want:?}"), || async {
+        let b = api.get_opt("nginx-deployment").await.ok().flatten()?;
+        (placement(&b) == want).then_some(b)
+    })
+    .await
+}
+
+fn manifest(work: &DynamicObject) -> Value {
+    work.data["spec"]["workload"]["manifests"][0].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nginx_sample_ends_as_karmada_leaves_it() {
+    let sim = start(3).await;
+    let inst = sim.fleet.instance("karmada-1").expect("instance");
+    for f in [
+        "nginx-deployment.yaml",
+        "nginx-propagationpolicy.yaml",
+        "nginx-overridepolicy.yaml",
+    ] {
+        let path = shared_karmada(&format!("samples/{f}"));
+        sim.kubectl(
+            "karmada-1",
+            &[
+                "apply",
+                "--validate=false",
+                "-n",
+                "default",
+                "-f",
+                &path.display().to_string(),
+            ],
+        );
+    }
+    let client = sim.client("karmada-1").await;
+    let rbs = bindings(client.clone());
+    let b = wait_placement(&rbs, &[("member1", 1), ("member2", 1)]).await;
+    // Named and labelled as Karmada's detector does.
+    let ann = &b.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        ann.get("propagationpolicy.karmada.io/name")
+            .map(String::as_str),
+        Some("nginx-propagation")
+    );
+    assert_eq!(
+        ann.get("propagationpolicy.karmada.io/namespace")
+            .map(String::as_str),
+        Some("default")
+    );
+    let labels = b.metadata.labels.clone().unwrap_or_default();
+    assert!(
+        labels.contains_key("propagationpolicy.karmada.io/permanent-id"),
+        "{labels:?}"
+    );
+    assert!(
+        labels.contains_key("resourcebinding.karmada.io/permanent-id"),
+        "{labels:?}"
+    );
+    assert_eq!(b.data["spec"]["resource"]["kind"], "Deployment");
+    assert_eq!(b.data["spec"]["resource"]["name"], "nginx");
+    assert_eq!(b.data["spec"]["replicas"], 2);
+    let scheduled = b.data["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Scheduled").cloned())
+        .expect("a Scheduled condition");
+    assert_eq!(scheduled["status"], "True");
+
+    // Works in the execution namespaces carry the OverridePolicy's changes.
+    // The OverridePolicy came last: the Works follow it once the override manager sees it.
+    let w2 = eventually(WAIT, "overridden work on member2", || async {
+        works(client.clone(), "member2")
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|w| manifest(w)["metadata"]["labels"]["env"] == "skoala-dev")
+    })
+    .await;
+    let m2 = manifest(&w2);
+    assert_eq!(m2["spec"]["replicas"], 1);
+    assert_eq!(m2["metadata"]["labels"]["env"], "skoala-dev");
+    assert_eq!(m2["metadata"]["labels"]["env-stat"], "skoala-stage");
+    assert!(m2["metadata"]["labels"].get("bar").is_none());
+    assert!(m2["metadata"]["annotations"].get("env").is_none());
+    let w1 = eventually(WAIT, "overridden work on member1", || async {
+        works(client.clone(), "member1")
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|w| manifest(w)["metadata"]["annotations"]["env"] == "skoala-stage")
+    })
+    .await;
+    let m1 = manifest(&w1);
+    assert_eq!(m1["metadata"]["annotations"]["env"], "skoala-stage");
+    assert!(m1["metadata"]["labels"].get("env").is_none());
+    assert_eq!(
+        w1.metadata.name, w2.metadata.name,
+        "one Work name per template"
+    );
+    assert!(w1
+        .metadata
+        .name
+        .as_deref()
+        .is_some_and(|n| n.starts_with("nginx-")));
+    let on3 = works(client.clone(), "member3")
+        .list(&Default::default())
+        .await
+        .expect("list");
+    assert!(on3.items.is_empty(), "nothing on member3");
+
+    // Members hold the objects; the template's status is aggregated from them.
+    let deploys = resource("apps", "v1", "Deployment", "deployments");
+    let templates: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &deploys);
+    eventually(WAIT, "template readyReplicas 2", || async {
+        let t = templates.get("nginx").await.ok()?;
+        (t.data["status"]["readyReplicas"] == 2).then_some(())
+    })
+    .await;
+    let member_deploy = |cluster: &str| {
+        let store = inst.members.store(cluster).expect("member store");
+        let def = store
+            .lookup("apps", "v1", "deployments")
+            .expect("deployments served");
+        store
+            .get(&def, Some("default"), "nginx")
+            .ok()
+            .map(|o| o.value.clone())
+    };
+    assert_eq!(
+        member_deploy("member2").expect("on member2")["metadata"]["labels"]["env"],
+        "skoala-dev"
+    );
+    assert!(member_deploy("member3").is_none());
+    let b = rbs.get("nginx-deployment").await.expect("binding");
+    let agg = b.data["status"]["aggregatedStatus"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(agg.len(), 2, "{agg:?}");
+    assert!(agg.iter().all(|a| a["applied"] == true));
+
+    // Scaling re-divides 2/2.
+    sim.kubectl(
+        "karmada-1",
+        &[
+            "scale",
+            "deployment",
+            "nginx",
+            "-n",
+            "default",
+            "--replicas=4",
+        ],
+    );
+    wait_placement(&rbs, &[("member1", 2), ("member2", 2)]).await;
+    eventually(WAIT, "template readyReplicas 4", || async {
+        let t = templates.get("nginx").await.ok()?;
+        (t.data["status"]["readyReplicas"] == 4).then_some(())
+    })
+    .await;
+
+    // Taking member2 out of the placement deletes its Work and its member object.
+    sim.kubectl(
+        "karmada-1",
+        &[
+            "patch",
+            "propagationpolicy",
+            "nginx-propagation",
+            "-n",
+            "default",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"placement":{"clusterAffinity":{"clusterNames":["member1"]}}}}"#,
+        ],
+    );
+    wait_placement(&rbs, &[("member1", 4)]).await;
+    eventually(WAIT, "member2's work deleted", || async {
+        let l = works(client.clone(), "member2")
+            .list(&Default::default())
+            .await
+            .ok()?;
+        l.items.is_empty().then_some(())
+    })
+    .await;
+    eventually(WAIT, "member2's deployment deleted", || async {
+        member_deploy("member2").is_none().then_some(())
+    })
+    .await;
+    sim.fleet.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_not_ready_cluster_is_tainted_and_its_replicas_move() {
+    let sim = start(3).await;
+    for f in ["nginx-deployment.yaml", "nginx-propagationpolicy.yaml"] {
+        let path = shared_karmada(&format!("samples/{f}"));
+        sim.kubectl(
+            "karmada-1",
+            &[
+                "apply",
+                "--validate=false",
+                "-n",
+                "default",
+                "-f",
+                &path.display().to_string(),
+            ],
+        );
+    }
+    let client = sim.client("karmada-1").await;
+    let rbs = bindings(client.clone());
+    wait_placement(&rbs, &[("member1", 1), ("member2", 1)]).await;
+
+    let url = format!("{}/clusters/karmada-1/member2", sim.fleet.admin_url());
+    let (code, _) =
+        kairship_sim::admin::call("POST", &url, Some(serde_json::json!({"ready": false})))
+            .await
+            .expect("admin");
+    assert_eq!(code, 200);
+    let clusters: Api<DynamicObject> =
+        Api::all_with(client.clone(), &crate::common::cluster_resource());
+    let taints = |c: &DynamicObject| -> Vec<(String, String)> {
+        c.data["spec"]["taints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|t| {
+                (
+                    t["key"].as_str().unwrap_or_default().to_string(),
+                    t["effect"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect()
+    };
+    let not_ready = "cluster.karmada.io/not-ready".to_string();
+    eventually(WAIT, "member2 tainted NoExecute", || async {
+        let c = clusters.get("member2").await.ok()?;
+        taints(&c)
+            .contains(&(not_ready.clone(), "NoExecute".to_string()))
+            .then_some(())
+    })
+    .await;
+    // The sample tolerates nothing: after the default toleration both replicas are on member1
+    // (member3 is outside the affinity), and member2's Work is gone.
+    wait_placement(&rbs, &[("member1", 2)]).await;
+    eventually(WAIT, "member2's work deleted", || async {
+        let l = works(client.clone(), "member2")
+            .list(&Default::default())
+            .await
+            .ok()?;
+        l.items.is_empty().then_some(())
+    })
+    .await;
+
+    let (code, _) = kairship_sim::admin::call("POST", &url, Some(serde_json::json!({})))
+        .await
+        .expect("admin");
+    assert_eq!(code, 200);
+    eventually(WAIT, "member2's taints lifted", || async {
+        let c = clusters.get("member2").await.ok()?;
+        taints(&c).is_empty().then_some(())
+    })
+    .await;
+    sim.fleet.shutdown();
+}
 
 #[path = "../scenarios/nginx.rs"]
 mod nginx;
 
-use crate::common::Sim;
-
+/// The scenario the real tier runs against real Karmada (tests/real), run here against
+/// the simulated one, so both must agree.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_nginx_sample_is_placed_overridden_and_aggregated() {
-    let sim = Sim::start_with(1, 3).await;
+async fn the_shared_nginx_scenario() {
+    let sim = crate::common::Sim::start_with(1, 3).await;
     let kubectl = |args: &[&str]| {
         // The simulator serves no OpenAPI document, so kubectl cannot validate locally.
         let mut a: Vec<&str> = args.to_vec();
@@ -24,32 +368,4 @@ async fn the_nginx_sample_is_placed_overridden_and_aggregated() {
     tokio::task::block_in_place(|| {
         nginx::nginx_sample(&kubectl, Some(samples), Duration::from_secs(30))
     });
-
-    // Removing a cluster from the placement removes its Work.
-    let patch = r#"{"spec":{"placement":{"clusterAffinity":{"clusterNames":["member1"]},"replicaScheduling":null}}}"#;
-    sim.kubectl(
-        "karmada-1",
-        &[
-            "patch",
-            "propagationpolicy",
-            "nginx-propagation",
-            "-n",
-            "default",
-            "--type=merge",
-            "-p",
-            patch,
-        ],
-    );
-    crate::common::eventually(
-        Duration::from_secs(30),
-        "member2's Work removed",
-        || async {
-            let out = sim.kubectl(
-                "karmada-1",
-                &["get", "works", "-n", "karmada-es-member2", "-o", "name"],
-            );
-            out.trim().is_empty().then_some(())
-        },
-    )
-    .await;
 }

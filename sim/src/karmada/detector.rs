@@ -1,176 +1,226 @@
-//! The resource detector's choice of policy, as Karmada documents it: a
-//! PropagationPolicy in the template's namespace before any ClusterPropagationPolicy;
-//! among candidates, the higher explicit `spec.priority`, then the implicit priority of
-//! the selector that matched (name > label selector > kind only), then the name.
+//! The resource detector: which (Cluster)PropagationPolicy claims a resource template,
+//! and the ResourceBinding it leads to, named and labelled as Karmada does.
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
-/// How specifically a selector matched a template (Karmada's implicit priority).
+use super::selector::label_selector_matches;
+
+/// How specifically a resource selector matches a template (Karmada's implicit priority).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Match {
-    KindOnly = 1,
-    Labels = 2,
+pub enum Implicit {
+    /// apiVersion and kind only.
+    All = 1,
+    LabelSelector = 2,
     Name = 3,
 }
 
-fn s<'a>(v: &'a Value, path: &str) -> &'a str {
-    v.pointer(path).and_then(Value::as_str).unwrap_or_default()
-}
+pub const PP_NAME: &str = "propagationpolicy.karmada.io/name";
+pub const PP_NAMESPACE: &str = "propagationpolicy.karmada.io/namespace";
+pub const PP_ID: &str = "propagationpolicy.karmada.io/permanent-id";
+pub const CPP_NAME: &str = "clusterpropagationpolicy.karmada.io/name";
+pub const CPP_ID: &str = "clusterpropagationpolicy.karmada.io/permanent-id";
+pub const RB_ID: &str = "resourcebinding.karmada.io/permanent-id";
 
-pub fn labels_match(selector: &Value, labels: &Value) -> bool {
-    let label = |k: &str| labels.get(k).and_then(Value::as_str);
-    let ok_labels = selector["matchLabels"]
-        .as_object()
-        .is_none_or(|m| m.iter().all(|(k, v)| label(k) == v.as_str()));
-    ok_labels
-        && selector["matchExpressions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .all(|e| {
-                let values: Vec<&str> = e["values"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .collect();
-                let key = e["key"].as_str().unwrap_or_default();
-                match e["operator"].as_str() {
-                    Some("In") => label(key).is_some_and(|v| values.contains(&v)),
-                    Some("NotIn") => label(key).is_none_or(|v| !values.contains(&v)),
-                    Some("Exists") => label(key).is_some(),
-                    Some("DoesNotExist") => label(key).is_none(),
-                    _ => false,
-                }
-            })
-}
-
-/// How one `resourceSelectors` entry matches a template, if it does.
-pub fn selector_match(sel: &Value, template: &Value) -> Option<Match> {
-    if s(sel, "/apiVersion") != s(template, "/apiVersion")
-        || s(sel, "/kind") != s(template, "/kind")
+/// How one `resourceSelectors` entry matches `template`, if it does.
+pub fn selector_match(sel: &Value, template: &Value) -> Option<Implicit> {
+    if sel["apiVersion"].as_str() != template["apiVersion"].as_str()
+        || sel["kind"].as_str() != template["kind"].as_str()
     {
         return None;
     }
-    let ns = s(template, "/metadata/namespace");
-    if let Some(want) = sel["namespace"].as_str().filter(|n| !n.is_empty()) {
-        if want != ns {
+    let meta = &template["metadata"];
+    if let Some(ns) = sel["namespace"].as_str().filter(|s| !s.is_empty()) {
+        if meta["namespace"].as_str() != Some(ns) {
             return None;
         }
     }
-    if let Some(name) = sel["name"].as_str().filter(|n| !n.is_empty()) {
-        return (name == s(template, "/metadata/name")).then_some(Match::Name);
+    if let Some(name) = sel["name"].as_str().filter(|s| !s.is_empty()) {
+        // A name wins over a label selector: Karmada ignores the selector then.
+        return (meta["name"].as_str() == Some(name)).then_some(Implicit::Name);
     }
     if sel.get("labelSelector").is_some_and(|l| !l.is_null()) {
-        return labels_match(&sel["labelSelector"], &template["metadata"]["labels"])
-            .then_some(Match::Labels);
+        let empty = json!({});
+        let labels = meta.get("labels").unwrap_or(&empty);
+        return label_selector_matches(&sel["labelSelector"], labels)
+            .then_some(Implicit::LabelSelector);
     }
-    Some(Match::KindOnly)
+    Some(Implicit::All)
 }
 
-/// The best match of a policy's selectors for a template.
-pub fn policy_match(policy: &Value, template: &Value) -> Option<Match> {
+/// The best match among a policy's selectors.
+pub fn policy_match(policy: &Value, template: &Value) -> Option<Implicit> {
     policy["spec"]["resourceSelectors"]
         .as_array()?
         .iter()
-        .filter_map(|sel| selector_match(sel, template))
+        .filter_map(|s| selector_match(s, template))
         .max()
 }
 
-/// The policy that claims `template`: namespaced policies (same namespace) first, then
-/// cluster-wide ones. Returns its index in `policies` (namespaced) or `cluster` (offset by
-/// `policies.len()`).
-pub fn choose(policies: &[&Value], cluster: &[&Value], template: &Value) -> Option<usize> {
-    let ns = s(template, "/metadata/namespace");
-    let best = |cands: &[&Value], offset: usize, cluster_wide: bool| {
-        cands
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| cluster_wide || s(p, "/metadata/namespace") == ns)
-            .filter_map(|(i, p)| {
-                let m = policy_match(p, template)?;
-                let prio = p["spec"]["priority"].as_i64().unwrap_or(0);
-                Some((
-                    prio,
-                    m,
-                    std::cmp::Reverse(s(p, "/metadata/name").to_string()),
-                    i + offset,
-                ))
-            })
-            .max()
-            .map(|t| t.3)
-    };
-    if ns.is_empty() {
-        return best(cluster, policies.len(), true);
+/// The policy that claims `template`: highest explicit `spec.priority`, then implicit
+/// priority, then the alphabetically first name.
+pub fn pick<'a>(policies: &'a [Value], template: &Value) -> Option<&'a Value> {
+    policies
+        .iter()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter_map(|p| policy_match(p, template).map(|m| (p, m)))
+        .min_by(|(a, ma), (b, mb)| {
+            let prio = |p: &Value| p["spec"]["priority"].as_i64().unwrap_or(0);
+            prio(b).cmp(&prio(a)).then(mb.cmp(ma)).then(
+                a["metadata"]["name"]
+                    .as_str()
+                    .cmp(&b["metadata"]["name"].as_str()),
+            )
+        })
+        .map(|(p, _)| p)
+}
+
+/// Karmada's binding name: `<name>-<kind lowercased>`.
+pub fn binding_name(name: &str, kind: &str) -> String {
+    format!("{name}-{}", kind.to_lowercase())
+}
+
+/// Replicas a template asks for, as the default resource interpreter reads them.
+pub fn replicas(template: &Value) -> i64 {
+    match template["kind"].as_str() {
+        Some("Deployment") | Some("StatefulSet") => {
+            template["spec"]["replicas"].as_i64().unwrap_or(1)
+        }
+        Some("Job") => template["spec"]["parallelism"].as_i64().unwrap_or(1),
+        _ => 0,
     }
-    best(policies, 0, false).or_else(|| best(cluster, policies.len(), true))
+}
+
+/// The per-replica resource request: the sum of the pod template's container requests.
+pub fn replica_requirements(template: &Value) -> Option<Value> {
+    let containers = template
+        .pointer("/spec/template/spec/containers")?
+        .as_array()?;
+    let mut sums: std::collections::BTreeMap<String, f64> = Default::default();
+    for c in containers {
+        if let Some(reqs) = c.pointer("/resources/requests").and_then(Value::as_object) {
+            for (k, v) in reqs {
+                if let Some(q) = v.as_str().and_then(super::scheduler::parse_quantity) {
+                    *sums.entry(k.clone()).or_default() += q;
+                }
+            }
+        }
+    }
+    if sums.is_empty() {
+        return None;
+    }
+    let request: serde_json::Map<String, Value> = sums
+        .into_iter()
+        .map(|(k, v)| {
+            let q = if k == "cpu" {
+                format!("{}m", (v * 1000.0).round() as i64)
+            } else {
+                format!("{}", v.round() as i64)
+            };
+            (k, q.into())
+        })
+        .collect();
+    Some(json!({"resourceRequest": request}))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
-    fn deploy(name: &str, labels: Value) -> Value {
-        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default", "labels": labels}})
+    fn policy(name: &str, priority: Option<i64>, sel: Value) -> Value {
+        let mut p = json!({"metadata": {"name": name}, "spec": {"resourceSelectors": [sel]}});
+        if let Some(pr) = priority {
+            p["spec"]["priority"] = pr.into();
+        }
+        p
     }
 
-    fn pp(name: &str, prio: i64, sel: Value) -> Value {
-        json!({"metadata": {"name": name, "namespace": "default"}, "spec": {"priority": prio, "resourceSelectors": [sel]}})
-    }
-
-    #[test]
-    fn name_beats_labels_beats_kind_and_explicit_priority_beats_all() {
-        let d = deploy("web", json!({"app": "web"}));
-        let kind = pp(
-            "a-kind",
-            0,
-            json!({"apiVersion": "apps/v1", "kind": "Deployment"}),
-        );
-        let labels = pp(
-            "b-labels",
-            0,
-            json!({"apiVersion": "apps/v1", "kind": "Deployment", "labelSelector": {"matchLabels": {"app": "web"}}}),
-        );
-        let name = pp(
-            "c-name",
-            0,
-            json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}),
-        );
-        assert_eq!(choose(&[&kind, &labels], &[], &d), Some(1));
-        assert_eq!(choose(&[&kind, &labels, &name], &[], &d), Some(2));
-        let urgent = pp(
-            "d-kind",
-            5,
-            json!({"apiVersion": "apps/v1", "kind": "Deployment"}),
-        );
-        assert_eq!(choose(&[&kind, &labels, &name, &urgent], &[], &d), Some(3));
-        let other = pp(
-            "x",
-            0,
-            json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "api"}),
-        );
-        assert_eq!(choose(&[&other], &[], &d), None);
+    fn nginx() -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "nginx", "namespace": "default", "labels": {"app": "nginx"}}})
     }
 
     #[test]
-    fn namespaced_policies_win_over_cluster_policies() {
-        let d = deploy("web", json!({}));
-        let cpp = json!({"metadata": {"name": "all"}, "spec": {"priority": 100, "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}]}});
-        let kind = pp(
-            "kind",
-            0,
-            json!({"apiVersion": "apps/v1", "kind": "Deployment"}),
+    fn selector_matching() {
+        let t = nginx();
+        let sel = |v: Value| selector_match(&v, &t);
+        assert_eq!(
+            sel(json!({"apiVersion": "apps/v1", "kind": "Deployment"})),
+            Some(Implicit::All)
         );
-        assert_eq!(choose(&[&kind], &[&cpp], &d), Some(0));
-        assert_eq!(choose(&[], &[&cpp], &d), Some(0));
+        assert_eq!(
+            sel(json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx"})),
+            Some(Implicit::Name)
+        );
+        assert_eq!(
+            sel(
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "labelSelector": {"matchLabels": {"app": "nginx"}}})
+            ),
+            Some(Implicit::LabelSelector)
+        );
+        assert_eq!(
+            sel(json!({"apiVersion": "apps/v1", "kind": "StatefulSet"})),
+            None
+        );
+        assert_eq!(sel(json!({"apiVersion": "v1", "kind": "Deployment"})), None);
+        assert_eq!(
+            sel(json!({"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "other"})),
+            None
+        );
+        // A name that does not match is no match, whatever the label selector says.
+        assert_eq!(
+            sel(
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "x", "labelSelector": {"matchLabels": {"app": "nginx"}}})
+            ),
+            None
+        );
     }
 
     #[test]
-    fn match_expressions() {
-        let sel = json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}, {"key": "x", "operator": "DoesNotExist"}]});
-        assert!(labels_match(&sel, &json!({"tier": "a"})));
-        assert!(!labels_match(&sel, &json!({"tier": "c"})));
-        assert!(!labels_match(&sel, &json!({"tier": "a", "x": "1"})));
+    fn explicit_then_implicit_priority_then_name() {
+        let t = nginx();
+        let kind_only = json!({"apiVersion": "apps/v1", "kind": "Deployment"});
+        let by_name = json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx"});
+        let by_label = json!({"apiVersion": "apps/v1", "kind": "Deployment", "labelSelector": {"matchLabels": {"app": "nginx"}}});
+        let ps = vec![
+            policy("a-all", None, kind_only.clone()),
+            policy("b-label", None, by_label.clone()),
+            policy("c-name", None, by_name.clone()),
+        ];
+        assert_eq!(
+            pick(&ps, &t).expect("a value")["metadata"]["name"],
+            "c-name"
+        );
+        let ps = vec![
+            policy("a-all", Some(5), kind_only.clone()),
+            policy("c-name", None, by_name),
+        ];
+        assert_eq!(pick(&ps, &t).expect("a value")["metadata"]["name"], "a-all");
+        let ps = vec![
+            policy("z", None, by_label.clone()),
+            policy("m", None, by_label),
+        ];
+        assert_eq!(pick(&ps, &t).expect("a value")["metadata"]["name"], "m");
+        assert!(pick(&[], &t).is_none());
+    }
+
+    #[test]
+    fn names_and_replicas() {
+        assert_eq!(binding_name("nginx", "Deployment"), "nginx-deployment");
+        assert_eq!(
+            replicas(&json!({"kind": "Deployment", "spec": {"replicas": 4}})),
+            4
+        );
+        assert_eq!(replicas(&json!({"kind": "Deployment", "spec": {}})), 1);
+        assert_eq!(replicas(&json!({"kind": "ConfigMap"})), 0);
+        let t = json!({"spec": {"template": {"spec": {"containers": [
+            {"resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}},
+            {"resources": {"requests": {"cpu": "1"}}},
+        ]}}}});
+        let r = replica_requirements(&t).expect("a value");
+        assert_eq!(r["resourceRequest"]["cpu"], "1250m");
+        assert_eq!(
+            r["resourceRequest"]["memory"],
+            (64 * 1024 * 1024).to_string()
+        );
     }
 }

@@ -1,313 +1,411 @@
-//! OverridePolicies and ClusterOverridePolicies applied to the manifest sent to one
-//! cluster, in Karmada's order (cluster-wide policies first, then namespaced; each group by
-//! implicit priority then name, so later ones win): plaintext JSON patches, image,
-//! command, args, labels and annotations overriders.
+//! OverridePolicies and ClusterOverridePolicies applied to a manifest for one member
+//! cluster, in Karmada's order: cluster-scoped policies first, then namespaced ones, each
+//! from the least to the most specific match (then by name), so the most specific wins;
+//! within a rule: image, command, args, labels, annotations, then plaintext patches.
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
-use super::detector::policy_match;
-use super::scheduler::{affinity_ok, ClusterInfo};
+use super::detector::{policy_match, Implicit};
 
-/// Applies every rule of `cluster_policies` then `policies` that selects `template` and
-/// targets `cluster`; returns the names of the policies that changed something.
-pub fn apply(
-    manifest: &mut Value,
-    template: &Value,
-    cluster: &ClusterInfo,
-    cluster_policies: &[&Value],
-    policies: &[&Value],
-) -> Vec<String> {
-    let mut applied = Vec::new();
-    for group in [cluster_policies, policies] {
-        let mut chosen: Vec<(super::detector::Match, String, &Value)> = group
-            .iter()
-            .filter_map(|p| {
-                let m = policy_match(p, template)?;
-                let name = p["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                Some((m, name, *p))
-            })
-            .collect();
-        chosen.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
-        for (_, name, policy) in chosen {
-            let before = manifest.clone();
-            for rule in policy["spec"]["overrideRules"]
+/// Recorded on the manifest like Karmada's `policy.karmada.io/applied-overrides`.
+pub const APPLIED_OVERRIDES: &str = "policy.karmada.io/applied-overrides";
+pub const APPLIED_CLUSTER_OVERRIDES: &str = "policy.karmada.io/applied-cluster-overrides";
+
+#[derive(Debug, thiserror::Error)]
+#[error("override policy {policy}: {message}")]
+pub struct OverrideError {
+    pub policy: String,
+    pub message: String,
+}
+
+/// Override policies that select `template`, in the order they apply.
+pub fn applicable<'a>(policies: &'a [Value], template: &Value) -> Vec<&'a Value> {
+    let mut hits: Vec<(&Value, Implicit)> = policies
+        .iter()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter(|p| {
+            p["metadata"]["namespace"]
+                .as_str()
+                .is_none_or(|ns| Some(ns) == template["metadata"]["namespace"].as_str())
+        })
+        .filter_map(|p| {
+            let empty = p["spec"]["resourceSelectors"]
                 .as_array()
-                .into_iter()
-                .flatten()
+                .is_none_or(|a| a.is_empty());
+            if empty {
+                Some((p, Implicit::All))
+            } else {
+                policy_match(p, template).map(|m| (p, m))
+            }
+        })
+        .collect();
+    hits.sort_by(|(a, ma), (b, mb)| {
+        ma.cmp(mb).then(
+            a["metadata"]["name"]
+                .as_str()
+                .cmp(&b["metadata"]["name"].as_str()),
+        )
+    });
+    hits.into_iter().map(|(p, _)| p).collect()
+}
+
+fn target_matches(target: &Value, cluster: &Value) -> bool {
+    if target.is_null() || target.as_object().is_some_and(Map::is_empty) {
+        return true;
+    }
+    let name = cluster["metadata"]["name"].as_str().unwrap_or_default();
+    let names: Vec<&str> = target["clusterNames"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if !names.is_empty() && !names.contains(&name) {
+        return false;
+    }
+    if target["exclude"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|e| e.as_str() == Some(name)))
+    {
+        return false;
+    }
+    let empty = json!({});
+    if let Some(sel) = target.get("labelSelector").filter(|s| !s.is_null()) {
+        if !super::selector::label_selector_matches(
+            sel,
+            cluster["metadata"].get("labels").unwrap_or(&empty),
+        ) {
+            return false;
+        }
+    }
+    if let Some(sel) = target.get("fieldSelector").filter(|s| !s.is_null()) {
+        if !super::selector::field_selector_matches(sel, cluster) {
+            return false;
+        }
+    }
+    true
+}
+
+/// The overriders of every rule of `policy` that targets `cluster`.
+fn rules_for<'a>(policy: &'a Value, cluster: &Value) -> Vec<&'a Value> {
+    let spec = &policy["spec"];
+    let mut out: Vec<&Value> = spec["overrideRules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| target_matches(&r["targetCluster"], cluster))
+        .map(|r| &r["overriders"])
+        .collect();
+    // The deprecated top-level form: one targetCluster and one overriders.
+    if !spec["overriders"].is_null() && target_matches(&spec["targetCluster"], cluster) {
+        out.push(&spec["overriders"]);
+    }
+    out
+}
+
+/// Image parts as Karmada's image overrider sees them.
+struct Image {
+    registry: String,
+    repository: String,
+    tag: String,
+}
+
+impl Image {
+    fn parse(s: &str) -> Self {
+        let (rest, _digest) = s.split_once('@').unwrap_or((s, ""));
+        let (registry, path) = match rest.split_once('/') {
+            Some((first, path))
+                if first.contains('.') || first.contains(':') || first == "localhost" =>
             {
-                let target = &rule["targetCluster"];
-                if target.is_null() || affinity_ok(target, cluster) {
-                    overriders(manifest, &rule["overriders"]);
-                }
+                (first.to_string(), path.to_string())
             }
-            if *manifest != before {
-                applied.push(name);
-            }
-        }
-    }
-    applied
-}
-
-fn overriders(m: &mut Value, o: &Value) {
-    let list = |k: &str| o[k].as_array().cloned().unwrap_or_default();
-    for p in list("plaintext") {
-        plaintext(m, &p);
-    }
-    for i in list("imageOverrider") {
-        image(m, &i);
-    }
-    for c in list("commandOverrider") {
-        container_list(m, &c, "command");
-    }
-    for a in list("argsOverrider") {
-        container_list(m, &a, "args");
-    }
-    for l in list("labelsOverrider") {
-        map_overrider(m, "labels", &l);
-    }
-    for a in list("annotationsOverrider") {
-        map_overrider(m, "annotations", &a);
-    }
-}
-
-fn plaintext(m: &mut Value, p: &Value) {
-    let path = p["path"].as_str().unwrap_or_default();
-    let op = match p["operator"].as_str() {
-        Some("add") => "add",
-        Some("remove") => "remove",
-        Some("replace") => "replace",
-        _ => return,
-    };
-    let mut patch = serde_json::json!({"op": op, "path": path});
-    if op != "remove" {
-        patch["value"] = p["value"].clone();
-    }
-    if let Ok(patch) = serde_json::from_value::<json_patch::Patch>(Value::Array(vec![patch])) {
-        let mut next = m.clone();
-        // Karmada skips a patch that does not apply rather than failing the Work.
-        if json_patch::patch(&mut next, &patch).is_ok() {
-            *m = next;
-        }
-    }
-}
-
-/// `[registry/]repository[:tag]`, split as Karmada's image overrider sees it.
-fn split_image(image: &str) -> (String, String, String) {
-    let (rest, tag) = match image.rsplit_once(':') {
-        Some((r, t)) if !t.contains('/') => (r.to_string(), t.to_string()),
-        _ => (image.to_string(), String::new()),
-    };
-    match rest.split_once('/') {
-        Some((first, repo))
-            if first.contains('.') || first.contains(':') || first == "localhost" =>
-        {
-            (first.to_string(), repo.to_string(), tag)
-        }
-        _ => (String::new(), rest, tag),
-    }
-}
-
-fn join_image(registry: &str, repo: &str, tag: &str) -> String {
-    let mut s = String::new();
-    if !registry.is_empty() {
-        s.push_str(registry);
-        s.push('/');
-    }
-    s.push_str(repo);
-    if !tag.is_empty() {
-        s.push(':');
-        s.push_str(tag);
-    }
-    s
-}
-
-fn containers(m: &mut Value) -> Vec<&mut Value> {
-    let spec = if m.pointer("/spec/template/spec").is_some() {
-        "/spec/template/spec"
-    } else if m.pointer("/spec/jobTemplate/spec/template/spec").is_some() {
-        "/spec/jobTemplate/spec/template/spec"
-    } else {
-        "/spec"
-    };
-    match m.pointer_mut(spec).and_then(Value::as_object_mut) {
-        Some(pod) => pod
-            .iter_mut()
-            .filter(|(k, _)| *k == "containers" || *k == "initContainers")
-            .filter_map(|(_, v)| v.as_array_mut())
-            .flat_map(|a| a.iter_mut())
-            .collect(),
-        None => Vec::new(),
-    }
-}
-
-fn image(m: &mut Value, o: &Value) {
-    let value = o["value"].as_str().unwrap_or_default();
-    let op = o["operator"].as_str().unwrap_or_default();
-    let component = o["component"].as_str().unwrap_or_default();
-    let edit = |img: &str| -> String {
-        let (mut reg, mut repo, mut tag) = split_image(img);
-        let field = match component {
-            "Registry" => &mut reg,
-            "Repository" => &mut repo,
-            "Tag" => &mut tag,
-            _ => return img.to_string(),
+            _ => (String::new(), rest.to_string()),
         };
-        match op {
-            "add" if component == "Registry" => *field = format!("{field}{value}"),
-            "add" => *field = format!("{field}{value}"),
-            "replace" => *field = value.to_string(),
-            "remove" => field.clear(),
-            _ => {}
+        let (repository, tag) = match path.rsplit_once(':') {
+            Some((r, t)) => (r.to_string(), t.to_string()),
+            None => (path, String::new()),
+        };
+        Self {
+            registry,
+            repository,
+            tag,
         }
-        join_image(&reg, &repo, &tag)
+    }
+
+    fn render(&self) -> String {
+        let mut s = String::new();
+        if !self.registry.is_empty() {
+            s.push_str(&self.registry);
+            s.push('/');
+        }
+        s.push_str(&self.repository);
+        if !self.tag.is_empty() {
+            s.push(':');
+            s.push_str(&self.tag);
+        }
+        s
+    }
+}
+
+fn override_image(image: &str, o: &Value) -> String {
+    let mut img = Image::parse(image);
+    let value = o["value"].as_str().unwrap_or_default();
+    let part = match o["component"].as_str() {
+        Some("Registry") => &mut img.registry,
+        Some("Repository") => &mut img.repository,
+        _ => &mut img.tag,
     };
-    if let Some(path) = o["predicate"]["path"].as_str() {
-        if let Some(v) = m.pointer_mut(path) {
-            if let Some(img) = v.as_str().map(String::from) {
-                *v = Value::String(edit(&img));
+    match o["operator"].as_str() {
+        Some("add") => part.push_str(value),
+        Some("remove") => part.clear(),
+        _ => *part = value.to_string(),
+    }
+    img.render()
+}
+
+fn containers_mut(manifest: &mut Value) -> Vec<&mut Value> {
+    let path = if manifest["kind"] == "Pod" {
+        "/spec/containers"
+    } else {
+        "/spec/template/spec/containers"
+    };
+    manifest
+        .pointer_mut(path)
+        .and_then(Value::as_array_mut)
+        .map(|a| a.iter_mut().collect())
+        .unwrap_or_default()
+}
+
+fn apply_image(manifest: &mut Value, o: &Value) {
+    if let Some(path) = o["predicate"]["path"].as_str().filter(|p| !p.is_empty()) {
+        if let Some(slot) = manifest.pointer_mut(path) {
+            if let Some(img) = slot.as_str().map(|s| override_image(s, o)) {
+                *slot = img.into();
             }
         }
         return;
     }
-    for c in containers(m) {
-        if let Some(img) = c["image"].as_str().map(String::from) {
-            c["image"] = Value::String(edit(&img));
+    for c in containers_mut(manifest) {
+        if let Some(img) = c["image"].as_str().map(|s| override_image(s, o)) {
+            c["image"] = img.into();
         }
     }
 }
 
-fn container_list(m: &mut Value, o: &Value, field: &str) {
+fn apply_list(manifest: &mut Value, o: &Value, field: &str) {
     let name = o["containerName"].as_str().unwrap_or_default();
     let values: Vec<Value> = o["value"].as_array().cloned().unwrap_or_default();
-    for c in containers(m) {
+    for c in containers_mut(manifest) {
         if c["name"].as_str() != Some(name) {
             continue;
         }
         let mut list = c[field].as_array().cloned().unwrap_or_default();
         match o["operator"].as_str() {
-            Some("add") => list.extend(values.iter().cloned()),
             Some("remove") => list.retain(|v| !values.contains(v)),
-            _ => {}
+            _ => list.extend(values.iter().cloned()),
         }
         c[field] = Value::Array(list);
     }
 }
 
-fn map_overrider(m: &mut Value, field: &str, o: &Value) {
-    let Some(meta) = m["metadata"].as_object_mut() else {
+fn apply_map(manifest: &mut Value, o: &Value, field: &str) {
+    let Some(values) = o["value"].as_object() else {
         return;
     };
-    let map = meta
-        .entry(field)
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !map.is_object() {
-        *map = Value::Object(Map::new());
+    let meta = &mut manifest["metadata"];
+    if !meta[field].is_object() {
+        meta[field] = json!({});
     }
-    let Some(map) = map.as_object_mut() else {
+    let Some(map) = meta[field].as_object_mut() else {
         return;
     };
-    for (k, v) in o["value"].as_object().into_iter().flatten() {
+    for (k, v) in values {
         match o["operator"].as_str() {
             Some("add") => {
-                map.insert(k.clone(), v.clone());
-            }
-            Some("replace") if map.contains_key(k) => {
                 map.insert(k.clone(), v.clone());
             }
             Some("remove") => {
                 map.remove(k);
             }
-            _ => {}
+            // replace only touches keys that are there
+            _ => {
+                if map.contains_key(k) {
+                    map.insert(k.clone(), v.clone());
+                }
+            }
         }
     }
+}
+
+fn apply_overriders(manifest: &mut Value, ov: &Value) -> Result<(), String> {
+    let each = |key: &str| ov[key].as_array().cloned().unwrap_or_default();
+    for o in each("imageOverrider") {
+        apply_image(manifest, &o);
+    }
+    for o in each("commandOverrider") {
+        apply_list(manifest, &o, "command");
+    }
+    for o in each("argsOverrider") {
+        apply_list(manifest, &o, "args");
+    }
+    for o in each("labelsOverrider") {
+        apply_map(manifest, &o, "labels");
+    }
+    for o in each("annotationsOverrider") {
+        apply_map(manifest, &o, "annotations");
+    }
+    let ops: Vec<Value> = each("plaintext")
+        .into_iter()
+        .map(|p| {
+            let mut op = json!({"op": p["operator"], "path": p["path"]});
+            if p["operator"] != "remove" {
+                op["value"] = p["value"].clone();
+            }
+            op
+        })
+        .collect();
+    if !ops.is_empty() {
+        let patch: json_patch::Patch =
+            serde_json::from_value(Value::Array(ops)).map_err(|e| e.to_string())?;
+        json_patch::patch(manifest, &patch).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Applies cluster then namespaced override policies (each already in order) for one
+/// cluster, and records what applied in the manifest's annotations.
+pub fn apply(
+    manifest: &mut Value,
+    cluster: &Value,
+    cluster_policies: &[&Value],
+    policies: &[&Value],
+) -> Result<(), OverrideError> {
+    for (list, note) in [
+        (cluster_policies, APPLIED_CLUSTER_OVERRIDES),
+        (policies, APPLIED_OVERRIDES),
+    ] {
+        let mut applied = Vec::new();
+        for p in list {
+            let name = p["metadata"]["name"].as_str().unwrap_or_default();
+            for ov in rules_for(p, cluster) {
+                apply_overriders(manifest, ov).map_err(|message| OverrideError {
+                    policy: name.to_string(),
+                    message,
+                })?;
+                applied.push(json!({"policyName": name, "overriders": ov}));
+            }
+        }
+        if !applied.is_empty() {
+            if !manifest["metadata"]["annotations"].is_object() {
+                manifest["metadata"]["annotations"] = json!({});
+            }
+            manifest["metadata"]["annotations"][note] =
+                Value::String(Value::Array(applied).to_string());
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
-    fn cluster(name: &str) -> ClusterInfo {
-        ClusterInfo {
-            name: name.into(),
-            ready: true,
-            labels: json!({}),
-            provider: String::new(),
-            region: String::new(),
-            zone: String::new(),
-            taints: vec![],
-            available: 10,
-        }
+    fn cluster(name: &str) -> Value {
+        json!({"metadata": {"name": name, "labels": {}}, "spec": {}})
     }
 
     fn nginx() -> Value {
         json!({"apiVersion": "apps/v1", "kind": "Deployment",
-               "metadata": {"name": "nginx", "namespace": "default", "labels": {"app": "nginx", "bar": "x"}},
-               "spec": {"template": {"spec": {"containers": [{"name": "nginx", "image": "nginx", "args": ["-a"]}]}}}})
+            "metadata": {"name": "nginx", "namespace": "default", "labels": {"app": "nginx"}},
+            "spec": {"replicas": 2, "template": {"spec": {"containers": [
+                {"name": "nginx", "image": "nginx", "command": ["nginx"], "args": ["-g", "daemon off;"]}]}}}})
     }
 
-    #[test]
-    fn the_sample_override_policy_changes_labels_on_member2_and_annotations_on_member1() {
-        let op = json!({"metadata": {"name": "nginx-op", "namespace": "default"}, "spec": {
+    fn sample_op() -> Value {
+        // shared/karmada/samples/nginx-overridepolicy.yaml in JSON form.
+        json!({"metadata": {"name": "nginx-op", "namespace": "default"}, "spec": {
             "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx"}],
             "overrideRules": [
                 {"targetCluster": {"clusterNames": ["member2"]}, "overriders": {"labelsOverrider": [
                     {"operator": "add", "value": {"env": "skoala-dev"}},
+                    {"operator": "add", "value": {"env-stat": "skoala-stage"}},
                     {"operator": "remove", "value": {"for": "for"}},
                     {"operator": "replace", "value": {"bar": "test"}}]}},
                 {"targetCluster": {"clusterNames": ["member1"]}, "overriders": {"annotationsOverrider": [
                     {"operator": "add", "value": {"env": "skoala-stage"}},
-                    {"operator": "replace", "value": {"emma": "sophia"}}]}}]}});
-        let t = nginx();
-        let mut m2 = t.clone();
-        assert_eq!(
-            apply(&mut m2, &t, &cluster("member2"), &[], &[&op]),
-            vec!["nginx-op"]
-        );
+                    {"operator": "remove", "value": {"bom": "bom"}},
+                    {"operator": "replace", "value": {"emma": "sophia"}}]}}]}})
+    }
+
+    #[test]
+    fn the_nginx_sample_labels_member2_and_annotates_member1() {
+        let op = sample_op();
+        let ops = [&op];
+        let mut m2 = nginx();
+        apply(&mut m2, &cluster("member2"), &[], &ops).expect("a value");
         assert_eq!(
             m2["metadata"]["labels"],
-            json!({"app": "nginx", "bar": "test", "env": "skoala-dev"})
+            json!({"app": "nginx", "env": "skoala-dev", "env-stat": "skoala-stage"})
         );
-        let mut m1 = t.clone();
-        apply(&mut m1, &t, &cluster("member1"), &[], &[&op]);
-        assert_eq!(
-            m1["metadata"]["annotations"],
-            json!({"env": "skoala-stage"})
-        );
-        assert_eq!(m1["metadata"]["labels"], t["metadata"]["labels"]);
-        let mut m3 = t.clone();
-        assert!(apply(&mut m3, &t, &cluster("member3"), &[], &[&op]).is_empty());
+        assert!(m2["metadata"]["annotations"][APPLIED_OVERRIDES]
+            .as_str()
+            .expect("a value")
+            .contains("nginx-op"));
+        let mut m1 = nginx();
+        apply(&mut m1, &cluster("member1"), &[], &ops).expect("a value");
+        assert_eq!(m1["metadata"]["labels"], json!({"app": "nginx"}));
+        assert_eq!(m1["metadata"]["annotations"]["env"], "skoala-stage");
+        assert!(m1["metadata"]["annotations"].get("emma").is_none());
+        let mut m3 = nginx();
+        apply(&mut m3, &cluster("member3"), &[], &ops).expect("a value");
+        assert_eq!(m3, nginx());
     }
 
     #[test]
     fn image_command_args_and_plaintext() {
-        let op = json!({"metadata": {"name": "o"}, "spec": {
-            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
-            "overrideRules": [{"overriders": {
-                "imageOverrider": [{"component": "Registry", "operator": "replace", "value": "registry.eu.example"},
-                                   {"component": "Tag", "operator": "replace", "value": "1.27"}],
-                "argsOverrider": [{"containerName": "nginx", "operator": "add", "value": ["-b"]}],
-                "commandOverrider": [{"containerName": "nginx", "operator": "add", "value": ["/run"]}],
-                "plaintext": [{"path": "/spec/replicas", "operator": "replace", "value": 7}]}}]}});
-        let mut t = nginx();
-        t["spec"]["replicas"] = json!(1);
-        let mut m = t.clone();
-        apply(&mut m, &t, &cluster("member1"), &[&op], &[]);
+        let op = json!({"metadata": {"name": "op"}, "spec": {"overrideRules": [{"overriders": {
+            "imageOverrider": [
+                {"component": "Registry", "operator": "replace", "value": "registry.example.com"},
+                {"component": "Tag", "operator": "replace", "value": "1.27"}],
+            "commandOverrider": [{"containerName": "nginx", "operator": "add", "value": ["-v"]}],
+            "argsOverrider": [{"containerName": "nginx", "operator": "remove", "value": ["-g"]}],
+            "plaintext": [{"path": "/spec/replicas", "operator": "replace", "value": 7}]}}]}});
+        let mut m = nginx();
+        apply(&mut m, &cluster("member1"), &[], &[&op]).expect("a value");
         let c = &m["spec"]["template"]["spec"]["containers"][0];
-        assert_eq!(c["image"], "registry.eu.example/nginx:1.27");
-        assert_eq!(c["args"], json!(["-a", "-b"]));
-        assert_eq!(c["command"], json!(["/run"]));
+        assert_eq!(c["image"], "registry.example.com/nginx:1.27");
+        assert_eq!(c["command"], json!(["nginx", "-v"]));
+        assert_eq!(c["args"], json!(["daemon off;"]));
         assert_eq!(m["spec"]["replicas"], 7);
+        let bad = json!({"metadata": {"name": "bad"}, "spec": {"overrideRules": [{"overriders": {
+            "plaintext": [{"path": "/spec/nothing/here", "operator": "replace", "value": 1}]}}]}});
+        let err = apply(&mut nginx(), &cluster("member1"), &[], &[&bad]).expect_err("an error");
+        assert_eq!(err.policy, "bad");
         assert_eq!(
-            split_image("docker.io/library/nginx:1.2"),
-            ("docker.io".into(), "library/nginx".into(), "1.2".into())
+            Image::parse("localhost:5000/a/b:1").registry,
+            "localhost:5000"
         );
-        assert_eq!(
-            split_image("localhost:5000/app"),
-            ("localhost:5000".into(), "app".into(), String::new())
-        );
+        assert_eq!(Image::parse("a/b@sha256:x").render(), "a/b");
+    }
+
+    #[test]
+    fn order_cluster_policies_first_most_specific_last() {
+        let t = nginx();
+        let kind_only = json!({"metadata": {"name": "a", "namespace": "default"}, "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}]}});
+        let by_name = json!({"metadata": {"name": "b", "namespace": "default"}, "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx"}]}});
+        let elsewhere = json!({"metadata": {"name": "c", "namespace": "other"}, "spec": {}});
+        let ps = vec![by_name.clone(), kind_only.clone(), elsewhere];
+        let got: Vec<&str> = applicable(&ps, &t)
+            .iter()
+            .map(|p| p["metadata"]["name"].as_str().expect("a value"))
+            .collect();
+        assert_eq!(got, vec!["a", "b"]);
+        let set = |name: &str, v: &str| {
+            json!({"metadata": {"name": name}, "spec": {"overrideRules": [{"overriders": {
+            "labelsOverrider": [{"operator": "add", "value": {"who": v}}]}}]}})
+        };
+        let (cop, op) = (set("cop", "cluster"), set("op", "namespaced"));
+        let mut m = nginx();
+        apply(&mut m, &cluster("member1"), &[&cop], &[&op]).expect("a value");
+        assert_eq!(m["metadata"]["labels"]["who"], "namespaced");
+        assert!(m["metadata"]["annotations"][APPLIED_CLUSTER_OVERRIDES].is_string());
     }
 }

@@ -1,230 +1,333 @@
-//! The scheduler's decisions, as Karmada documents them: which clusters fit a placement
-//! (Ready, cluster affinity, taints and tolerations, spread by cluster), and how replicas
-//! are given to them (Duplicated; Divided by static weights, by available replicas, or
-//! Aggregated onto as few clusters as possible).
+//! The scheduler: which member clusters a binding lands on and how many replicas each
+//! gets, from the placement (affinity, taints and tolerations, spread, replica scheduling)
+//! and the Clusters' readiness and resource summaries.
+
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::detector::labels_match;
+use super::selector::{field_selector_matches, label_selector_matches};
 
-/// What the scheduler knows of a member cluster.
-#[derive(Debug, Clone)]
-pub struct ClusterInfo {
+/// One scheduling decision: a cluster and its replicas (`None` for replica-less kinds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
     pub name: String,
-    pub ready: bool,
-    pub labels: Value,
-    pub provider: String,
-    pub region: String,
-    pub zone: String,
-    pub taints: Vec<Value>,
-    /// Replicas it could still run (free pods from its resource summary).
-    pub available: i64,
+    pub replicas: Option<i64>,
 }
 
-fn strs(v: &Value) -> Vec<&str> {
-    v.as_array()
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default()
+/// Parses a Kubernetes quantity ("250m", "2", "64Mi", "1G") into a plain number.
+pub fn parse_quantity(q: &str) -> Option<f64> {
+    let q = q.trim();
+    let split = q
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
+        .unwrap_or(q.len());
+    let (num, suffix) = q.split_at(split);
+    let n: f64 = num.parse().ok()?;
+    let mult = match suffix {
+        "" => 1.0,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "Ki" => 1024.0,
+        "Mi" => 1024.0 * 1024.0,
+        "Gi" => 1024.0f64.powi(3),
+        "Ti" => 1024.0f64.powi(4),
+        _ => return None,
+    };
+    Some(n * mult)
 }
 
-fn tolerated(taint: &Value, tolerations: &Value) -> bool {
-    let effect = taint["effect"].as_str().unwrap_or_default();
-    if effect != "NoSchedule" && effect != "NoExecute" {
-        return true;
+pub fn cluster_ready(cluster: &Value) -> bool {
+    cluster["status"]["conditions"]
+        .as_array()
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+}
+
+/// How many more replicas of the given per-replica request a cluster can take, as the
+/// general estimator reads the resource summary (free pods bound it when there is no request).
+pub fn available_replicas(cluster: &Value, requirements: Option<&Value>) -> i64 {
+    let summary = &cluster["status"]["resourceSummary"];
+    let free = |res: &str| {
+        let get = |part: &str| {
+            summary[part][res]
+                .as_str()
+                .and_then(parse_quantity)
+                .unwrap_or(0.0)
+        };
+        (get("allocatable") - get("allocated") - get("allocating")).max(0.0)
+    };
+    let mut avail = free("pods").floor() as i64;
+    if let Some(req) = requirements.and_then(|r| r["resourceRequest"].as_object()) {
+        for (res, q) in req {
+            let Some(per) = q.as_str().and_then(parse_quantity).filter(|p| *p > 0.0) else {
+                continue;
+            };
+            avail = avail.min((free(res) / per).floor() as i64);
+        }
     }
-    tolerations.as_array().into_iter().flatten().any(|t| {
+    avail
+}
+
+fn tolerates(tolerations: &[Value], taint: &Value) -> bool {
+    tolerations.iter().any(|t| {
         let effect_ok = t["effect"]
             .as_str()
-            .is_none_or(|e| e.is_empty() || e == effect);
+            .is_none_or(|e| e.is_empty() || Some(e) == taint["effect"].as_str());
         let key = t["key"].as_str().unwrap_or_default();
-        let key_ok = key.is_empty() || key == taint["key"].as_str().unwrap_or_default();
-        let value_ok = match t["operator"].as_str() {
-            Some("Exists") => true,
+        let key_ok = key.is_empty() || Some(key) == taint["key"].as_str();
+        let value_ok = match t["operator"].as_str().unwrap_or("Equal") {
+            "Exists" => true,
             _ => {
-                t["value"].as_str().unwrap_or_default()
-                    == taint["value"].as_str().unwrap_or_default()
+                !key.is_empty()
+                    && t["value"].as_str().unwrap_or_default()
+                        == taint["value"].as_str().unwrap_or_default()
             }
         };
         effect_ok && key_ok && value_ok
     })
 }
 
-fn field_ok(selector: &Value, c: &ClusterInfo) -> bool {
-    selector["matchExpressions"]
+/// The first taint a cluster has that the placement does not tolerate.
+pub fn untolerated_taint<'a>(placement: &Value, cluster: &'a Value) -> Option<&'a Value> {
+    let tolerations = placement["clusterTolerations"]
         .as_array()
-        .into_iter()
-        .flatten()
-        .all(|e| {
-            let have = match e["key"].as_str() {
-                Some("provider") => c.provider.as_str(),
-                Some("region") => c.region.as_str(),
-                Some("zone") => c.zone.as_str(),
-                _ => return false,
-            };
-            let values = strs(&e["values"]);
-            match e["operator"].as_str() {
-                Some("In") => values.contains(&have),
-                Some("NotIn") => !values.contains(&have),
-                _ => false,
-            }
-        })
+        .cloned()
+        .unwrap_or_default();
+    cluster["spec"]["taints"].as_array()?.iter().find(|t| {
+        matches!(t["effect"].as_str(), Some("NoSchedule") | Some("NoExecute"))
+            && !tolerates(&tolerations, t)
+    })
 }
 
-/// Whether `c` is in a `clusterAffinity` (or a weight rule's `targetCluster`).
-pub fn affinity_ok(aff: &Value, c: &ClusterInfo) -> bool {
-    let names = strs(&aff["clusterNames"]);
-    (names.is_empty() || names.contains(&c.name.as_str()))
-        && !strs(&aff["exclude"]).contains(&c.name.as_str())
-        && aff
-            .get("labelSelector")
-            .is_none_or(|l| l.is_null() || labels_match(l, &c.labels))
-        && aff
-            .get("fieldSelector")
-            .is_none_or(|f| f.is_null() || field_ok(f, c))
+pub fn affinity_matches(affinity: &Value, cluster: &Value) -> bool {
+    let name = cluster["metadata"]["name"].as_str().unwrap_or_default();
+    let names: Vec<&str> = affinity["clusterNames"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if !names.is_empty() && !names.contains(&name) {
+        return false;
+    }
+    if affinity["exclude"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|e| e.as_str() == Some(name)))
+    {
+        return false;
+    }
+    let empty = Value::Object(Default::default());
+    if let Some(sel) = affinity.get("labelSelector").filter(|s| !s.is_null()) {
+        if !label_selector_matches(sel, cluster["metadata"].get("labels").unwrap_or(&empty)) {
+            return false;
+        }
+    }
+    if let Some(sel) = affinity.get("fieldSelector").filter(|s| !s.is_null()) {
+        if !field_selector_matches(sel, cluster) {
+            return false;
+        }
+    }
+    true
 }
 
-/// The clusters a placement may use, by name; or why none fits.
-pub fn feasible<'a>(
-    placement: &Value,
-    clusters: &'a [ClusterInfo],
-) -> Result<Vec<&'a ClusterInfo>, String> {
-    let aff = &placement["clusterAffinity"];
-    let tolerations = &placement["clusterTolerations"];
-    let mut out: Vec<&ClusterInfo> = clusters
-        .iter()
-        .filter(|c| c.ready)
-        .filter(|c| aff.is_null() || affinity_ok(aff, c))
-        .filter(|c| c.taints.iter().all(|t| tolerated(t, tolerations)))
-        .collect();
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    if out.is_empty() {
+/// Clusters that pass the filters, or the reason none does (the `Scheduled` message).
+fn feasible<'a>(placement: &Value, clusters: &'a [Value]) -> Result<Vec<&'a Value>, String> {
+    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+    let mut fit = Vec::new();
+    let affinity = &placement["clusterAffinity"];
+    for c in clusters {
+        let why = if !affinity.is_null() && !affinity_matches(affinity, c) {
+            Some("did not match the placement cluster affinity constraint".to_string())
+        } else if let Some(t) = untolerated_taint(placement, c) {
+            Some(format!(
+                "had untolerated taint {{{}: {}}}",
+                t["key"].as_str().unwrap_or_default(),
+                t["value"].as_str().unwrap_or_default()
+            ))
+        } else if !cluster_ready(c) {
+            Some("is not ready".to_string())
+        } else {
+            None
+        };
+        match why {
+            Some(w) => *reasons.entry(w).or_default() += 1,
+            None => fit.push(c),
+        }
+    }
+    if fit.is_empty() {
+        let detail: Vec<String> = reasons
+            .iter()
+            .map(|(why, n)| format!("{n} cluster(s) {why}"))
+            .collect();
         return Err(format!(
-            "0/{} clusters are available: none is Ready, matches the cluster affinity and tolerates its taints",
-            clusters.len()
+            "0/{} clusters are available: {}.",
+            clusters.len(),
+            detail.join(", ")
         ));
     }
-    Ok(out)
+    Ok(fit)
 }
 
-/// Divides `replicas` by `weights` (floor shares, then one each to the largest weights,
-/// ties by name), leaving out clusters that get none.
-pub fn divide(replicas: i64, weights: &[(String, i64)]) -> Vec<(String, i64)> {
-    let total: i64 = weights.iter().map(|w| w.1.max(0)).sum();
-    if total == 0 || replicas <= 0 {
+/// Splits `replicas` by weight: floor shares first, then the remainder one by one in
+/// order of weight, then of the previous assignment (stability), then of name.
+pub fn divide_by_weight(
+    replicas: i64,
+    weights: &[(String, i64)],
+    previous: &BTreeMap<String, i64>,
+) -> Vec<(String, i64)> {
+    let total: i64 = weights.iter().map(|(_, w)| *w).sum();
+    if total <= 0 || replicas <= 0 {
         return Vec::new();
     }
-    let mut shares: Vec<(String, i64, i64)> = weights
-        .iter()
-        .map(|(n, w)| (n.clone(), *w.max(&0), replicas * w.max(&0) / total))
-        .collect();
-    let mut left = replicas - shares.iter().map(|s| s.2).sum::<i64>();
-    let mut order: Vec<usize> = (0..shares.len()).collect();
-    order.sort_by(|&a, &b| {
-        shares[b]
-            .1
-            .cmp(&shares[a].1)
-            .then(shares[a].0.cmp(&shares[b].0))
+    let mut order: Vec<&(String, i64)> = weights.iter().filter(|(_, w)| *w > 0).collect();
+    order.sort_by(|a, b| {
+        b.1.cmp(&a.1)
+            .then(
+                previous
+                    .get(&b.0)
+                    .unwrap_or(&0)
+                    .cmp(previous.get(&a.0).unwrap_or(&0)),
+            )
+            .then(a.0.cmp(&b.0))
     });
-    for i in order.iter().cycle().take(order.len() * 2) {
-        if left == 0 {
+    let mut out: Vec<(String, i64)> = order
+        .iter()
+        .map(|(n, w)| (n.clone(), replicas * w / total))
+        .collect();
+    let mut remain = replicas - out.iter().map(|(_, r)| r).sum::<i64>();
+    for slot in out.iter_mut() {
+        if remain == 0 {
             break;
         }
-        if shares[*i].1 > 0 {
-            shares[*i].2 += 1;
-            left -= 1;
-        }
+        slot.1 += 1;
+        remain -= 1;
     }
-    let mut out: Vec<(String, i64)> = shares
-        .into_iter()
-        .filter(|s| s.2 > 0)
-        .map(|s| (s.0, s.2))
-        .collect();
-    out.sort();
+    out.retain(|(_, r)| *r > 0);
+    out.sort_by(|a, b| a.0.cmp(&b.0));
     out
 }
 
-/// Target clusters and their replicas for a binding of `replicas` (0 for kinds without
-/// replicas: every feasible cluster, no count).
+fn static_weight(placement: &Value, cluster: &Value) -> i64 {
+    placement["replicaScheduling"]["weightPreference"]["staticWeightList"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|w| affinity_matches(&w["targetCluster"], cluster))
+        .map(|w| w["weight"].as_i64().unwrap_or(0))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Schedules a binding: the clusters and replicas Karmada would write to `spec.clusters`.
 pub fn schedule(
     placement: &Value,
     replicas: i64,
-    clusters: &[ClusterInfo],
-) -> Result<Vec<(String, i64)>, String> {
+    requirements: Option<&Value>,
+    clusters: &[Value],
+    previous: &BTreeMap<String, i64>,
+) -> Result<Vec<Target>, String> {
     let mut fit = feasible(placement, clusters)?;
-    // spreadConstraints by cluster: at most maxGroups clusters, the roomiest first.
+    let name = |c: &Value| {
+        c["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let avail = |c: &Value| available_replicas(c, requirements);
+    // Spread by cluster: at most maxGroups clusters, the roomiest first.
     if let Some(max) = placement["spreadConstraints"]
         .as_array()
         .into_iter()
         .flatten()
-        .find_map(|s| {
-            (s["spreadByField"].as_str() == Some("cluster"))
-                .then(|| s["maxGroups"].as_i64())
-                .flatten()
-        })
+        .filter(|s| s["spreadByField"] == "cluster")
+        .find_map(|s| s["maxGroups"].as_i64())
     {
-        let mut by_room = fit.clone();
-        by_room.sort_by(|a, b| b.available.cmp(&a.available).then(a.name.cmp(&b.name)));
-        by_room.truncate(usize::try_from(max.max(1)).unwrap_or(1));
-        by_room.sort_by(|a, b| a.name.cmp(&b.name));
-        fit = by_room;
+        fit.sort_by(|a, b| avail(b).cmp(&avail(a)).then(name(a).cmp(&name(b))));
+        fit.truncate(max.max(0) as usize);
+        fit.sort_by_key(|c| name(c));
     }
     let rs = &placement["replicaScheduling"];
-    let divided = rs["replicaSchedulingType"].as_str() == Some("Divided");
-    if replicas == 0 || !divided {
-        return Ok(fit.iter().map(|c| (c.name.clone(), replicas)).collect());
+    let whole = |fit: &[&Value], r: Option<i64>| {
+        fit.iter()
+            .map(|c| Target {
+                name: name(c),
+                replicas: r,
+            })
+            .collect::<Vec<_>>()
+    };
+    if replicas == 0 {
+        return Ok(whole(&fit, None));
+    }
+    if rs["replicaSchedulingType"].as_str() != Some("Divided") {
+        return Ok(whole(&fit, Some(replicas)));
     }
     let weights: Vec<(String, i64)> = match rs["replicaDivisionPreference"].as_str() {
         Some("Aggregated") => {
-            // As few clusters as possible: the roomiest first until the replicas fit.
-            let mut by_room = fit.clone();
-            by_room.sort_by(|a, b| b.available.cmp(&a.available).then(a.name.cmp(&b.name)));
-            let (mut left, mut out) = (replicas, Vec::new());
-            for c in by_room {
-                if left <= 0 {
+            let mut by_room: Vec<(String, i64)> = fit.iter().map(|c| (name(c), avail(c))).collect();
+            by_room.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            let mut taken = Vec::new();
+            let mut room = 0;
+            for (n, a) in by_room {
+                if room >= replicas {
                     break;
                 }
-                let take = left.min(c.available.max(0));
-                if take > 0 {
-                    out.push((c.name.clone(), take));
-                    left -= take;
-                }
+                room += a;
+                taken.push((n, a));
             }
-            if left > 0 {
+            if room < replicas {
                 return Err(format!(
-                    "not enough room: {left} of {replicas} replicas fit nowhere"
+                    "0/{} clusters are available: clusters available replicas {room} are not enough to schedule {replicas}.",
+                    clusters.len()
                 ));
             }
-            out.sort();
-            return Ok(out);
+            taken
+        }
+        _ if rs["weightPreference"]["dynamicWeight"] == "AvailableReplicas" => {
+            let w: Vec<(String, i64)> = fit.iter().map(|c| (name(c), avail(c))).collect();
+            let room: i64 = w.iter().map(|(_, a)| a).sum();
+            if room < replicas {
+                return Err(format!(
+                    "0/{} clusters are available: clusters available replicas {room} are not enough to schedule {replicas}.",
+                    clusters.len()
+                ));
+            }
+            w
         }
         _ => {
-            let pref = &rs["weightPreference"];
-            if let Some(list) = pref["staticWeightList"].as_array() {
-                fit.iter()
-                    .map(|c| {
-                        let w = list
-                            .iter()
-                            .filter(|r| affinity_ok(&r["targetCluster"], c))
-                            .map(|r| r["weight"].as_i64().unwrap_or(0))
-                            .max()
-                            .unwrap_or(0);
-                        (c.name.clone(), w)
-                    })
-                    .collect()
-            } else if pref["dynamicWeight"].as_str() == Some("AvailableReplicas") {
-                fit.iter()
-                    .map(|c| (c.name.clone(), c.available.max(0)))
-                    .collect()
-            } else {
-                fit.iter().map(|c| (c.name.clone(), 1)).collect()
-            }
+            let has_list = rs["weightPreference"]["staticWeightList"]
+                .as_array()
+                .is_some_and(|l| !l.is_empty());
+            fit.iter()
+                .map(|c| {
+                    (
+                        name(c),
+                        if has_list {
+                            static_weight(placement, c)
+                        } else {
+                            1
+                        },
+                    )
+                })
+                .collect()
         }
     };
-    let out = divide(replicas, &weights);
-    if out.is_empty() {
-        return Err("no cluster has a weight above zero".into());
+    let divided = divide_by_weight(replicas, &weights, previous);
+    if divided.is_empty() {
+        return Err(format!(
+            "0/{} clusters are available: no cluster has a weight for this placement.",
+            clusters.len()
+        ));
     }
-    Ok(out)
+    Ok(divided
+        .into_iter()
+        .map(|(name, r)| Target {
+            name,
+            replicas: Some(r),
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -232,93 +335,174 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn cluster(name: &str, available: i64) -> ClusterInfo {
-        ClusterInfo {
-            name: name.into(),
-            ready: true,
-            labels: json!({}),
-            provider: String::new(),
-            region: String::new(),
-            zone: String::new(),
-            taints: vec![],
-            available,
-        }
+    fn cluster(name: &str, ready: bool, free_pods: i64, taints: Value) -> Value {
+        json!({
+            "metadata": {"name": name, "labels": {"region": if name == "member3" { "us" } else { "eu" }}},
+            "spec": {"provider": "sim", "region": "eu-west-1", "zone": "z", "taints": taints},
+            "status": {
+                "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
+                "resourceSummary": {
+                    "allocatable": {"pods": (free_pods + 10).to_string(), "cpu": "8"},
+                    "allocated": {"pods": "10", "cpu": "2"},
+                },
+            }
+        })
+    }
+
+    fn fleet() -> Vec<Value> {
+        vec![
+            cluster("member1", true, 10, json!([])),
+            cluster("member2", true, 30, json!([])),
+            cluster("member3", true, 60, json!([])),
+        ]
+    }
+
+    fn names(ts: &[Target]) -> Vec<(String, Option<i64>)> {
+        ts.iter().map(|t| (t.name.clone(), t.replicas)).collect()
+    }
+
+    fn sample_placement() -> Value {
+        serde_json::from_str(
+            r#"{"clusterAffinity": {"clusterNames": ["member1", "member2"]},
+                "replicaScheduling": {"replicaDivisionPreference": "Weighted", "replicaSchedulingType": "Divided",
+                  "weightPreference": {"staticWeightList": [
+                    {"targetCluster": {"clusterNames": ["member1"]}, "weight": 1},
+                    {"targetCluster": {"clusterNames": ["member2"]}, "weight": 1}]}}}"#,
+        )
+        .expect("a value")
     }
 
     #[test]
-    fn static_weights_divide_with_remainder_to_the_heaviest() {
+    fn the_nginx_sample_splits_evenly() {
+        let none = BTreeMap::new();
+        let p = sample_placement();
+        let got = schedule(&p, 2, None, &fleet(), &none).expect("a value");
+        assert_eq!(
+            names(&got),
+            vec![("member1".into(), Some(1)), ("member2".into(), Some(1))]
+        );
+        let got = schedule(&p, 4, None, &fleet(), &none).expect("a value");
+        assert_eq!(
+            names(&got),
+            vec![("member1".into(), Some(2)), ("member2".into(), Some(2))]
+        );
+    }
+
+    #[test]
+    fn weights_and_remainders() {
+        let none = BTreeMap::new();
         let w = |v: &[(&str, i64)]| {
             v.iter()
                 .map(|(n, w)| (n.to_string(), *w))
                 .collect::<Vec<_>>()
         };
         assert_eq!(
-            divide(2, &w(&[("member1", 1), ("member2", 1)])),
-            w(&[("member1", 1), ("member2", 1)])
+            divide_by_weight(5, &w(&[("a", 1), ("b", 2)]), &none),
+            vec![("a".into(), 1), ("b".into(), 4)]
+        );
+        // 3 over equal weights: the remainder goes to the first by name.
+        assert_eq!(
+            divide_by_weight(3, &w(&[("b", 1), ("a", 1)]), &none),
+            vec![("a".into(), 2), ("b".into(), 1)]
+        );
+        // ...unless b held more before, which keeps placements stable.
+        let prev = BTreeMap::from([("b".to_string(), 2)]);
+        assert_eq!(
+            divide_by_weight(3, &w(&[("a", 1), ("b", 1)]), &prev),
+            vec![("a".into(), 1), ("b".into(), 2)]
         );
         assert_eq!(
-            divide(3, &w(&[("member1", 2), ("member2", 1)])),
-            w(&[("member1", 2), ("member2", 1)])
+            divide_by_weight(1, &w(&[("a", 1), ("b", 1), ("c", 1)]), &none),
+            vec![("a".into(), 1)]
         );
-        assert_eq!(
-            divide(3, &w(&[("a", 1), ("b", 1)])),
-            w(&[("a", 2), ("b", 1)])
-        );
-        assert_eq!(divide(1, &w(&[("a", 1), ("b", 3)])), w(&[("b", 1)]));
+        assert!(divide_by_weight(3, &w(&[("a", 0)]), &none).is_empty());
     }
 
     #[test]
-    fn the_nginx_sample_is_one_and_one_then_two_and_two() {
-        let placement = json!({"clusterAffinity": {"clusterNames": ["member1", "member2"]},
-            "replicaScheduling": {"replicaDivisionPreference": "Weighted", "replicaSchedulingType": "Divided",
-                "weightPreference": {"staticWeightList": [
-                    {"targetCluster": {"clusterNames": ["member1"]}, "weight": 1},
-                    {"targetCluster": {"clusterNames": ["member2"]}, "weight": 1}]}}});
-        let cs = [
-            cluster("member1", 10),
-            cluster("member2", 10),
-            cluster("member3", 10),
+    fn dynamic_aggregated_and_duplicated() {
+        let none = BTreeMap::new();
+        let dynamic = json!({"replicaScheduling": {"replicaSchedulingType": "Divided",
+            "replicaDivisionPreference": "Weighted", "weightPreference": {"dynamicWeight": "AvailableReplicas"}}});
+        // Free pods 10/30/60: 10 replicas split 1/3/6 (10*10/100, 10*30/100, 10*60/100).
+        let got = schedule(&dynamic, 10, None, &fleet(), &none).expect("a value");
+        assert_eq!(
+            names(&got),
+            vec![
+                ("member1".into(), Some(1)),
+                ("member2".into(), Some(3)),
+                ("member3".into(), Some(6))
+            ]
+        );
+        assert!(schedule(&dynamic, 1000, None, &fleet(), &none)
+            .expect_err("an error")
+            .contains("not enough"));
+        let aggregated = json!({"replicaScheduling": {"replicaSchedulingType": "Divided",
+            "replicaDivisionPreference": "Aggregated"}});
+        let got = schedule(&aggregated, 50, None, &fleet(), &none).expect("a value");
+        assert_eq!(names(&got), vec![("member3".into(), Some(50))]);
+        let got = schedule(&aggregated, 80, None, &fleet(), &none).expect("a value");
+        assert_eq!(
+            names(&got),
+            vec![("member2".into(), Some(26)), ("member3".into(), Some(54))]
+        );
+        let dup = json!({"replicaScheduling": {"replicaSchedulingType": "Duplicated"}});
+        let got = schedule(&dup, 2, None, &fleet(), &none).expect("a value");
+        assert_eq!(got.len(), 3);
+        assert!(got.iter().all(|t| t.replicas == Some(2)));
+        // CPU requests bound room: 6 free cores at 2 cores a replica is 3.
+        let req = json!({"resourceRequest": {"cpu": "2"}});
+        assert_eq!(available_replicas(&fleet()[2], Some(&req)), 3);
+    }
+
+    #[test]
+    fn affinity_taints_readiness_and_spread() {
+        let none = BTreeMap::new();
+        let taint = json!([{"key": "cluster.karmada.io/unschedulable", "effect": "NoSchedule"}]);
+        let clusters = vec![
+            cluster("member1", true, 10, taint.clone()),
+            cluster("member2", false, 10, json!([])),
+            cluster("member3", true, 10, json!([])),
         ];
-        assert_eq!(
-            schedule(&placement, 2, &cs),
-            Ok(vec![("member1".into(), 1), ("member2".into(), 1)])
-        );
-        assert_eq!(
-            schedule(&placement, 4, &cs),
-            Ok(vec![("member1".into(), 2), ("member2".into(), 2)])
-        );
-    }
-
-    #[test]
-    fn not_ready_tainted_and_excluded_clusters_are_not_chosen() {
-        let mut cs = vec![cluster("a", 5), cluster("b", 5), cluster("c", 5)];
-        cs[0].ready = false;
-        cs[1].taints =
-            vec![json!({"key": "cluster.karmada.io/unschedulable", "effect": "NoSchedule"})];
-        assert_eq!(schedule(&json!({}), 2, &cs), Ok(vec![("c".into(), 2)]));
+        let dup = json!({});
+        let got = schedule(&dup, 1, None, &clusters, &none).expect("a value");
+        assert_eq!(names(&got), vec![("member3".into(), Some(1))]);
         let tolerating = json!({"clusterTolerations": [{"key": "cluster.karmada.io/unschedulable", "operator": "Exists"}]});
-        assert_eq!(
-            schedule(&tolerating, 1, &cs),
-            Ok(vec![("b".into(), 1), ("c".into(), 1)])
+        let got = schedule(&tolerating, 1, None, &clusters, &none).expect("a value");
+        assert_eq!(got.len(), 2);
+        let only1 = json!({"clusterAffinity": {"clusterNames": ["member1"]}});
+        let err = schedule(&only1, 1, None, &clusters, &none).expect_err("an error");
+        assert!(err.starts_with("0/3 clusters are available"), "{err}");
+        assert!(
+            err.contains("untolerated taint {cluster.karmada.io/unschedulable: }"),
+            "{err}"
         );
-        let excluded = json!({"clusterAffinity": {"exclude": ["c"]}});
-        assert!(schedule(&excluded, 1, &cs).is_err());
+        let by_label =
+            json!({"clusterAffinity": {"labelSelector": {"matchLabels": {"region": "us"}}}});
+        assert_eq!(
+            names(&schedule(&by_label, 1, None, &fleet(), &none).expect("a value")),
+            vec![("member3".into(), Some(1))]
+        );
+        let exclude = json!({"clusterAffinity": {"exclude": ["member1", "member3"]}});
+        assert_eq!(
+            names(&schedule(&exclude, 1, None, &fleet(), &none).expect("a value")),
+            vec![("member2".into(), Some(1))]
+        );
+        let spread = json!({"spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 2, "minGroups": 1}]});
+        assert_eq!(
+            names(&schedule(&spread, 1, None, &fleet(), &none).expect("a value")),
+            vec![("member2".into(), Some(1)), ("member3".into(), Some(1))]
+        );
+        assert_eq!(
+            names(&schedule(&dup, 0, None, &fleet(), &none).expect("a value"))[0].1,
+            None
+        );
     }
 
     #[test]
-    fn aggregated_and_dynamic_weights_follow_available_replicas() {
-        let cs = [cluster("a", 3), cluster("b", 10)];
-        let agg = json!({"replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"}});
-        assert_eq!(schedule(&agg, 5, &cs), Ok(vec![("b".into(), 5)]));
-        assert_eq!(
-            schedule(&agg, 12, &cs),
-            Ok(vec![("a".into(), 2), ("b".into(), 10)])
-        );
-        let dynamic = json!({"replicaScheduling": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted",
-            "weightPreference": {"dynamicWeight": "AvailableReplicas"}}});
-        assert_eq!(
-            schedule(&dynamic, 13, &cs),
-            Ok(vec![("a".into(), 3), ("b".into(), 10)])
-        );
+    fn quantities() {
+        assert_eq!(parse_quantity("250m"), Some(0.25));
+        assert_eq!(parse_quantity("2Gi"), Some(2.0 * 1024.0 * 1024.0 * 1024.0));
+        assert_eq!(parse_quantity("110"), Some(110.0));
+        assert_eq!(parse_quantity("1x"), None);
     }
 }

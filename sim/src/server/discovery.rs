@@ -60,6 +60,12 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
             "name": d.plural, "singularName": d.singular, "namespaced": d.namespaced, "kind": d.kind,
             "verbs": VERBS, "shortNames": d.short_names, "categories": d.categories,
         }));
+        if super::scale::served(d) {
+            resources.push(json!({
+                "name": format!("{}/scale", d.plural), "singularName": "", "namespaced": d.namespaced,
+                "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"],
+            }));
+        }
         if d.status_subresource {
             resources.push(json!({
                 "name": format!("{}/status", d.plural), "singularName": "", "namespaced": d.namespaced,

@@ -3,6 +3,7 @@
 
 mod discovery;
 pub mod routes;
+pub mod scale;
 pub mod table;
 pub mod watch;
 
@@ -359,9 +360,7 @@ impl ApiServer {
         let status_sub = match rp.subresource.as_deref() {
             None => false,
             Some("status") if def.status_subresource => true,
-            Some("scale") if scalable(&def) => {
-                return self.scale(req, &def, &rp).await;
-            }
+            Some("scale") if scale::served(&def) => return self.scale(req, &def, &rp, user).await,
             Some(_) => return Err(ApiError::path_not_found(req.uri().path())),
         };
         let q = Query::parse(req.uri().query().unwrap_or(""))?;
@@ -460,71 +459,6 @@ impl ApiServer {
             }
             (m, _) => Err(ApiError::method_not_allowed(m.as_str())),
         }
-    }
-
-    /// The `scale` subresource (`autoscaling/v1 Scale`), as `kubectl scale` uses it.
-    async fn scale(
-        &self,
-        req: Request<Body>,
-        def: &ResourceDef,
-        rp: &ResourcePath,
-    ) -> ApiResult<Response<Body>> {
-        let ns = rp.namespace.as_deref();
-        let name = rp
-            .name
-            .as_deref()
-            .ok_or_else(|| ApiError::method_not_allowed(req.method().as_str()))?;
-        let as_scale = |o: &Value| {
-            let selector = o["spec"]["selector"]["matchLabels"]
-                .as_object()
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                        .collect::<Vec<_>>()
-                        .join(",")
-                })
-                .unwrap_or_default();
-            json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
-                "metadata": {"name": o["metadata"]["name"], "namespace": o["metadata"]["namespace"],
-                    "uid": o["metadata"]["uid"], "resourceVersion": o["metadata"]["resourceVersion"],
-                    "creationTimestamp": o["metadata"]["creationTimestamp"]},
-                "spec": {"replicas": o["spec"]["replicas"].as_i64().unwrap_or(1)},
-                "status": {"replicas": o["status"]["replicas"].as_i64().unwrap_or(0), "selector": selector}})
-        };
-        let method = req.method().clone();
-        let content_type = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
-        let current = self.store.get(def, ns, name)?;
-        let wanted = match method {
-            Method::GET => return Ok(json_response(StatusCode::OK, &as_scale(&current.value))),
-            Method::PUT => self.read_json(req).await?,
-            Method::PATCH => {
-                let kind = PatchKind::from_content_type(&content_type)?;
-                let body = self.read_body(req).await?;
-                let mut scale = as_scale(&current.value);
-                crate::patch::apply(kind, &mut scale, &body)?;
-                scale
-            }
-            m => return Err(ApiError::method_not_allowed(m.as_str())),
-        };
-        let replicas = wanted["spec"]["replicas"].as_i64().ok_or_else(|| {
-            ApiError::invalid(def.target(name), "spec.replicas", "Required value")
-        })?;
-        if replicas < 0 {
-            return Err(ApiError::invalid(
-                def.target(name),
-                "spec.replicas",
-                format!("Invalid value: {replicas}: must be greater than or equal to 0"),
-            ));
-        }
-        let mut next = current.value.clone();
-        next["spec"]["replicas"] = json!(replicas);
-        let updated = self.store.update(def, ns, name, next, false)?;
-        Ok(json_response(StatusCode::OK, &as_scale(&updated.value)))
     }
 
     fn list(
@@ -635,6 +569,42 @@ impl ApiServer {
         ))))
     }
 
+    /// GET, PUT and PATCH of a workload's `scale` subresource.
+    async fn scale(
+        &self,
+        req: Request<Body>,
+        def: &ResourceDef,
+        rp: &ResourcePath,
+        user: &str,
+    ) -> ApiResult<Response<Body>> {
+        self.record(user, req.method(), rp, false);
+        let ns = rp.namespace.as_deref();
+        let name = rp
+            .name
+            .clone()
+            .ok_or_else(|| ApiError::method_not_allowed(req.method().as_str()))?;
+        let content_type = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let scale = match req.method().clone() {
+            Method::GET => scale::view(&self.store.get(def, ns, &name)?),
+            Method::PUT => {
+                let body = self.read_body(req).await?;
+                scale::write(&self.store, def, ns, &name, None, &body)?
+            }
+            Method::PATCH => {
+                let kind = PatchKind::from_content_type(&content_type)?;
+                let body = self.read_body(req).await?;
+                scale::write(&self.store, def, ns, &name, Some(kind), &body)?
+            }
+            m => return Err(ApiError::method_not_allowed(m.as_str())),
+        };
+        Ok(json_response(StatusCode::OK, &scale))
+    }
+
     async fn read_body(&self, req: Request<Body>) -> ApiResult<Bytes> {
         let limit = self.config.max_body_bytes;
         let limited = http_body_util::Limited::new(req.into_body(), limit);
@@ -678,14 +648,6 @@ fn preconditions(body: &[u8]) -> ApiResult<Preconditions> {
         uid: p["uid"].as_str().map(String::from),
         resource_version: p["resourceVersion"].as_str().map(String::from),
     })
-}
-
-/// Kinds that serve a `scale` subresource.
-fn scalable(def: &ResourceDef) -> bool {
-    matches!(
-        (def.group.as_str(), def.plural.as_str()),
-        ("apps", "deployments" | "statefulsets" | "replicasets") | ("", "replicationcontrollers")
-    )
 }
 
 /// kube-apiserver's conversion of a boolean query parameter: `0` and `false` (any case)

@@ -1,19 +1,101 @@
-//! ClusterService: member clusters, served from the instance's Cluster cache.
+//! ClusterService: member clusters, served from the instance's Cluster cache; cordon,
+//! uncordon and taints written to the instance (read-modify-write on the live object).
 
-use kube::api::{Api, DynamicObject, PostParams};
 use kube::runtime::reflector::ObjectRef;
-use serde_json::Value;
+use serde_json::{json, Value};
 use tonic::{Request, Response, Status};
 
 use crate::actors::instance::caches::Kind;
 use crate::api::convert;
 use crate::api::error::{check_name, ApiError};
-use crate::api::paging;
+use crate::api::router::Routed;
 use crate::api::router::Router;
+use crate::api::{objects, paging};
 use crate::auth::Role;
 use crate::proto::{self, cluster_service_server::ClusterService};
 
 pub struct Clusters(pub Router);
+
+use crate::api::convert::UNSCHEDULABLE;
+const EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
+
+fn taint_json(t: &proto::Taint) -> Value {
+    let mut v = json!({"key": t.key, "effect": t.effect});
+    if !t.value.is_empty() {
+        v["value"] = t.value.clone().into();
+    }
+    if !t.time_added.is_empty() {
+        v["timeAdded"] = t.time_added.clone().into();
+    }
+    v
+}
+
+fn check_taints(taints: &[proto::Taint]) -> Result<(), ApiError> {
+    for (i, t) in taints.iter().enumerate() {
+        if t.key.is_empty() {
+            return Err(ApiError::InvalidArgument {
+                field: format!("taints[{i}].key"),
+                message: "required".into(),
+            });
+        }
+        if !EFFECTS.contains(&t.effect.as_str()) {
+            return Err(ApiError::InvalidArgument {
+                field: format!("taints[{i}].effect"),
+                message: format!("{:?} is not one of {EFFECTS:?}", t.effect),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Rewrites a cluster's taints from the live object, guarded by its resourceVersion.
+async fn edit_taints(
+    routed: &Routed,
+    name: &str,
+    edit: impl FnOnce(Vec<Value>) -> Vec<Value>,
+) -> Result<proto::Cluster, ApiError> {
+    let live = objects::get_live(routed, Kind::Cluster, None, name).await?;
+    let current: Vec<Value> = live
+        .data
+        .pointer("/spec/taints")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let patch = json!({
+        "metadata": {"resourceVersion": live.metadata.resource_version},
+        "spec": {"taints": edit(current)},
+    });
+    let updated = objects::merge_patch(routed, Kind::Cluster, None, name, &patch).await?;
+    Ok(convert::cluster(&updated))
+}
+
+impl Clusters {
+    async fn cordon(
+        &self,
+        req: Request<proto::CordonClusterRequest>,
+        cordon: bool,
+    ) -> Result<Response<proto::Cluster>, Status> {
+        let caller = self.0.caller(req.metadata())?;
+        let req = req.into_inner();
+        let verb = if cordon {
+            "cordon clusters"
+        } else {
+            "uncordon clusters"
+        };
+        self.0.authorize(&caller, Role::Edit, &req.instance, verb)?;
+        check_name("name", &req.name)?;
+        let routed = self.0.route("instance", &req.instance).await?;
+        let c = edit_taints(&routed, &req.name, |mut taints| {
+            taints.retain(|t| !(t["key"] == UNSCHEDULABLE && t["effect"] == "NoSchedule"));
+            if cordon {
+                taints.push(json!({"key": UNSCHEDULABLE, "effect": "NoSchedule"}));
+            }
+            taints
+        })
+        .await?;
+        Ok(Response::new(c))
+    }
+}
 
 #[tonic::async_trait]
 impl ClusterService for Clusters {
@@ -77,75 +159,29 @@ impl ClusterService for Clusters {
         &self,
         req: Request<proto::CordonClusterRequest>,
     ) -> Result<Response<proto::Cluster>, Status> {
-        self.set_unschedulable(req, true).await
+        self.cordon(req, true).await
     }
 
     async fn uncordon_cluster(
         &self,
         req: Request<proto::CordonClusterRequest>,
     ) -> Result<Response<proto::Cluster>, Status> {
-        self.set_unschedulable(req, false).await
+        self.cordon(req, false).await
     }
-}
 
-impl Clusters {
-    /// Adds or removes the unschedulable taint on the instance's Cluster object; a
-    /// conflicting concurrent write is retried once from the fresh object.
-    async fn set_unschedulable(
+    async fn set_cluster_taints(
         &self,
-        req: Request<proto::CordonClusterRequest>,
-        cordon: bool,
+        req: Request<proto::SetClusterTaintsRequest>,
     ) -> Result<Response<proto::Cluster>, Status> {
         let caller = self.0.caller(req.metadata())?;
         let req = req.into_inner();
-        let action = if cordon {
-            "cordon clusters"
-        } else {
-            "uncordon clusters"
-        };
         self.0
-            .authorize(&caller, Role::Admin, &req.instance, action)?;
+            .authorize(&caller, Role::Edit, &req.instance, "taint clusters")?;
         check_name("name", &req.name)?;
+        check_taints(&req.taints)?;
         let routed = self.0.route("instance", &req.instance).await?;
-        let client = routed.client.clone().ok_or_else(|| {
-            ApiError::Unavailable(format!("instance {:?} is not connected", req.instance))
-        })?;
-        let api: Api<DynamicObject> = Api::all_with(client, &Kind::Cluster.resource());
-        let what = format!("cluster {:?} in instance {:?}", req.name, req.instance);
-        let not_found = |e: kube::Error| Status::from(ApiError::from_kube(e, &what));
-        for attempt in 0..2 {
-            let mut c = bounded(api.get(&req.name)).await?.map_err(not_found)?;
-            let mut taints: Vec<Value> = c.data["spec"]["taints"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            let had = taints
-                .iter()
-                .any(|t| t["key"] == convert::UNSCHEDULABLE_TAINT);
-            if had == cordon {
-                return Ok(Response::new(convert::cluster(&c)));
-            }
-            taints.retain(|t| t["key"] != convert::UNSCHEDULABLE_TAINT);
-            if cordon {
-                taints.push(serde_json::json!({"key": convert::UNSCHEDULABLE_TAINT, "effect": "NoSchedule",
-                    "timeAdded": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()}));
-            }
-            c.data["spec"]["taints"] = Value::Array(taints);
-            match bounded(api.replace(&req.name, &PostParams::default(), &c)).await? {
-                Ok(updated) => return Ok(Response::new(convert::cluster(&updated))),
-                Err(kube::Error::Api(s)) if s.code == 409 && attempt == 0 => continue,
-                Err(e) => return Err(not_found(e)),
-            }
-        }
-        Err(ApiError::Aborted(format!("cluster {:?} kept changing; try again", req.name)).into())
+        let taints: Vec<Value> = req.taints.iter().map(taint_json).collect();
+        let c = edit_taints(&routed, &req.name, |_| taints).await?;
+        Ok(Response::new(c))
     }
-}
-
-/// Writes to an instance answer within this, or fail with DEADLINE_EXCEEDED.
-async fn bounded<T>(f: impl std::future::Future<Output = T>) -> Result<T, Status> {
-    tokio::time::timeout(std::time::Duration::from_secs(15), f)
-        .await
-        .map_err(|_| {
-            ApiError::DeadlineExceeded("the instance did not answer within 15s".into()).into()
-        })
 }

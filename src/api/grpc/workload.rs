@@ -11,7 +11,7 @@ use crate::actors::instance::caches::Kind;
 use crate::api::convert;
 use crate::api::error::{check_name, ApiError};
 use crate::api::router::{Routed, Router};
-use crate::api::{objects, paging};
+use crate::api::{objects, override_diff, paging};
 use crate::proto::{self, workload_service_server::WorkloadService};
 
 pub struct Workloads(pub Router);
@@ -63,13 +63,6 @@ fn policies_for(routed: &Routed, kind: Kind, o: &DynamicObject) -> Vec<proto::Po
     out
 }
 
-fn num(v: &Value, path: &str) -> i32 {
-    v.pointer(path)
-        .and_then(Value::as_i64)
-        .and_then(|n| i32::try_from(n).ok())
-        .unwrap_or_default()
-}
-
 /// Karmada names a workload's binding `<name>-<kind in lowercase>`.
 fn placement(routed: &Routed, kind: Kind, o: &DynamicObject) -> Option<proto::Placement> {
     let store = routed.stores.get(&Kind::ResourceBinding)?;
@@ -110,16 +103,88 @@ fn placement(routed: &Routed, kind: Kind, o: &DynamicObject) -> Option<proto::Pl
             .collect(),
         aggregated_status: arr("/status/aggregatedStatus")
             .iter()
-            .map(|a| proto::AggregatedStatus {
-                cluster_name: s(a, "clusterName"),
-                applied: a.get("applied").and_then(Value::as_bool).unwrap_or(false),
-                health: s(a, "health"),
-                replicas: num(a, "/status/replicas"),
-                ready_replicas: num(a, "/status/readyReplicas"),
+            .map(|a| {
+                let count = |k: &str| {
+                    a.pointer(&format!("/status/{k}"))
+                        .and_then(Value::as_i64)
+                        .and_then(|r| i32::try_from(r).ok())
+                        .unwrap_or_default()
+                };
+                proto::AggregatedStatus {
+                    cluster_name: s(a, "clusterName"),
+                    applied: a.get("applied").and_then(Value::as_bool).unwrap_or(false),
+                    health: s(a, "health"),
+                    replicas: count("replicas"),
+                    ready_replicas: count("readyReplicas"),
+                }
             })
             .collect(),
         conditions: convert::conditions(&rb.data["status"]["conditions"]),
+        overrides: Vec::new(),
     })
+}
+
+/// How long GetWorkload waits for the Works it reads live from the instance.
+const WORKS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Per-cluster override diffs, read from the binding's Works in `karmada-es-<cluster>`.
+async fn overrides(
+    routed: &Routed,
+    o: &DynamicObject,
+    placement: &proto::Placement,
+) -> Result<Vec<proto::ClusterOverrides>, ApiError> {
+    let Some(client) = routed.client.clone() else {
+        return Ok(Vec::new());
+    };
+    let works = kube::discovery::ApiResource {
+        group: "work.karmada.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "work.karmada.io/v1alpha1".into(),
+        kind: "Work".into(),
+        plural: "works".into(),
+    };
+    let template = serde_json::to_value(o).unwrap_or_default();
+    let ns = o.metadata.namespace.clone().unwrap_or_default();
+    let mut out = Vec::new();
+    for target in &placement.clusters {
+        let api: kube::Api<DynamicObject> = kube::Api::namespaced_with(
+            client.clone(),
+            &format!("karmada-es-{}", target.name),
+            &works,
+        );
+        let listed = tokio::time::timeout(WORKS_TIMEOUT, api.list(&Default::default()))
+            .await
+            .map_err(|_| {
+                ApiError::Unavailable(format!(
+                    "instance {:?}: listing Works of cluster {} timed out",
+                    routed.name, target.name
+                ))
+            })?
+            .map_err(|e| {
+                ApiError::Unavailable(format!(
+                    "instance {:?}: listing Works of cluster {}: {e}",
+                    routed.name, target.name
+                ))
+            })?;
+        // Karmada marks each Work with the binding it came from.
+        let work = listed.items.into_iter().find(|w| {
+            let a = w.metadata.annotations.clone().unwrap_or_default();
+            a.get("resourcebinding.karmada.io/name") == Some(&placement.binding_name)
+                && a.get("resourcebinding.karmada.io/namespace") == Some(&ns)
+        });
+        let Some(manifest) = work
+            .as_ref()
+            .and_then(|w| w.data.pointer("/spec/workload/manifests/0"))
+        else {
+            continue;
+        };
+        out.push(proto::ClusterOverrides {
+            cluster: target.name.clone(),
+            policies: override_diff::applied_policies(manifest),
+            changes: override_diff::changes(&template, manifest),
+        });
+    }
+    Ok(out)
 }
 
 fn workload(routed: &Routed, kind: Kind, o: &DynamicObject) -> proto::Workload {
@@ -203,7 +268,11 @@ impl WorkloadService for Workloads {
                     req.kind, req.namespace, req.name, req.instance
                 ))
             })?;
-        Ok(Response::new(workload(&routed, kind, &o)))
+        let mut w = workload(&routed, kind, &o);
+        if let Some(p) = w.placement.as_mut() {
+            p.overrides = overrides(&routed, &o, p).await?;
+        }
+        Ok(Response::new(w))
     }
 
     async fn create_workload(
