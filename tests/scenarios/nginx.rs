@@ -112,45 +112,35 @@ pub fn nginx_sample(kubectl: &dyn Fn(&[&str]) -> Output, samples: Option<&str>, 
             "nginx must not run on member3"
         );
     }
-    wait(within, "the template's readyReplicas 2", || {
-        let d = json(
-            kubectl,
-            &["get", "deployment", "nginx", "-n", "default", "-o", "json"],
-        );
-        (d["status"]["readyReplicas"] == 2).then_some(())
-    });
+    wait_ready(kubectl, within, 2);
     // Scaling re-divides: 2 and 2.
-    run(
-        kubectl,
-        &[
-            "scale",
-            "deployment",
-            "nginx",
-            "-n",
-            "default",
-            "--replicas=4",
-        ],
-    );
+    scale(kubectl, 4);
     let four = vec![("member1".to_string(), 2), ("member2".to_string(), 2)];
     wait(within, "nginx re-divided 2/2", || {
         (placement(kubectl) == four).then_some(())
     });
-    wait(within, "the template's readyReplicas 4", || {
-        let d = json(
-            kubectl,
-            &["get", "deployment", "nginx", "-n", "default", "-o", "json"],
-        );
-        (d["status"]["readyReplicas"] == 4).then_some(())
-    });
+    wait_ready(kubectl, within, 4);
+    scale(kubectl, 2);
+}
+
+fn scale(kubectl: &dyn Fn(&[&str]) -> Output, replicas: u32) {
+    let to = format!("--replicas={replicas}");
     run(
         kubectl,
-        &[
-            "scale",
-            "deployment",
-            "nginx",
-            "-n",
-            "default",
-            "--replicas=2",
-        ],
+        &["scale", "deployment", "nginx", "-n", "default", &to],
+    );
+}
+
+fn wait_ready(kubectl: &dyn Fn(&[&str]) -> Output, within: Duration, replicas: i64) {
+    wait(
+        within,
+        &format!("the template's readyReplicas {replicas}"),
+        || {
+            let d = json(
+                kubectl,
+                &["get", "deployment", "nginx", "-n", "default", "-o", "json"],
+            );
+            (d["status"]["readyReplicas"] == replicas).then_some(())
+        },
     );
 }

@@ -4,9 +4,6 @@
 
 use std::time::Duration;
 
-use kairship_sim::karmada::KarmadaConfig;
-use kairship_sim::server::ServerConfig;
-use kairship_sim::{Fleet, FleetConfig};
 use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
 use serde_json::Value;
@@ -16,24 +13,7 @@ use crate::common::{eventually, shared_karmada, Sim};
 const WAIT: Duration = Duration::from_secs(30);
 
 async fn start(clusters: usize) -> Sim {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = FleetConfig {
-        instances: 1,
-        clusters,
-        state_dir: Some(dir.path().to_path_buf()),
-        cluster_tick: Duration::from_millis(500),
-        provision_delay: Duration::from_millis(100),
-        server: ServerConfig::default(),
-        karmada: KarmadaConfig {
-            ready_delay: Duration::from_millis(300),
-            failover_grace: Duration::from_millis(500),
-            eviction_toleration: Duration::from_millis(500),
-            resync: Duration::from_millis(100),
-        },
-        ..FleetConfig::default()
-    };
-    let fleet = Fleet::start(config).await.expect("fleet starts");
-    Sim { fleet, dir }
+    Sim::start_with(1, clusters).await
 }
 
 fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
