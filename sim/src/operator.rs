@@ -131,8 +131,23 @@ fn reconcile(
             obj.clone(),
         );
         tokio::spawn(async move {
-            if let Err(e) = upgrade(&fleet, &def, &ns, &name, &obj).await {
-                warn!(karmada = %name, namespace = %ns, error = %e, "upgrade failed");
+            // Spec changes that land during an upgrade are picked up before letting go.
+            let mut obj = obj;
+            loop {
+                if let Err(e) = upgrade(&fleet, &def, &ns, &name, &obj).await {
+                    warn!(karmada = %name, namespace = %ns, error = %e, "upgrade failed");
+                    break;
+                }
+                match fleet.host().store.get(&def, Some(&ns), &name) {
+                    Ok(now)
+                        if now.value.pointer("/metadata/generation")
+                            != obj.pointer("/metadata/generation")
+                            && meta_str(&now.value, "deletionTimestamp").is_none() =>
+                    {
+                        obj = now.value.clone();
+                    }
+                    _ => break,
+                }
             }
             in_flight.lock().remove(&format!("{ns}/{name}"));
         });

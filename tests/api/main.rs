@@ -16,3 +16,4 @@ mod proxy;
 mod rbac;
 mod rest;
 mod server;
+mod upgrade;
