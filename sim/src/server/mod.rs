@@ -1,6 +1,7 @@
 //! One simulated API server: HTTPS with its own certificate, a required bearer token,
 //! its own store, and its own faults.
 
+mod cluster_proxy;
 mod discovery;
 pub mod routes;
 pub mod scale;
@@ -79,6 +80,8 @@ pub struct ApiServer {
     users: parking_lot::RwLock<HashMap<String, String>>,
     /// Every distinct call served, while auditing is on (for RBAC checks in tests).
     audit: parking_lot::Mutex<Option<std::collections::BTreeSet<AuditEntry>>>,
+    /// Member clusters' objects, served through the Cluster `proxy` subresource.
+    members: parking_lot::RwLock<Option<Arc<crate::karmada::Members>>>,
 }
 
 fn random_token() -> String {
@@ -103,6 +106,7 @@ impl ApiServer {
             addr: parking_lot::Mutex::new(None),
             shutdown: tokio_watch::channel(false).0,
             audit: parking_lot::Mutex::new(None),
+            members: parking_lot::RwLock::new(None),
             users: parking_lot::RwLock::new(HashMap::new()),
         }))
     }
@@ -171,6 +175,11 @@ impl ApiServer {
             namespace: rp.namespace.clone(),
             name: rp.name.clone(),
         });
+    }
+
+    /// Serves these member clusters through `clusters/{name}/proxy/...`.
+    pub fn serve_members(&self, members: Arc<crate::karmada::Members>) {
+        *self.members.write() = Some(members);
     }
 
     /// Stops accepting connections and cuts the open ones.
@@ -279,6 +288,9 @@ impl ApiServer {
     async fn route(&self, req: Request<Body>, user: &str) -> ApiResult<Response<Body>> {
         let path = req.uri().path().to_string();
         let route = routes::parse(&path);
+        if let Route::ClusterProxy { cluster, path } = &route {
+            return self.cluster_proxy(&req, cluster, path);
+        }
         if req.method() != Method::GET && !matches!(route, Route::Resource(_)) {
             return Err(ApiError::method_not_allowed(req.method().as_str()));
         }
@@ -306,7 +318,9 @@ impl ApiServer {
                     .map(|d| json_response(StatusCode::OK, &d))
                     .ok_or_else(|| ApiError::path_not_found(&path))
             }
-            Route::OpenApi | Route::NotFound => Err(ApiError::path_not_found(&path)),
+            Route::OpenApi | Route::NotFound | Route::ClusterProxy { .. } => {
+                Err(ApiError::path_not_found(&path))
+            }
             Route::Resource(rp) => self.resource(req, rp, user).await,
         }
     }
