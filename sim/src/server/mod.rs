@@ -544,42 +544,6 @@ impl ApiServer {
         ))))
     }
 
-    /// GET, PUT and PATCH of a workload's `scale` subresource.
-    async fn scale(
-        &self,
-        req: Request<Body>,
-        def: &ResourceDef,
-        rp: &ResourcePath,
-        user: &str,
-    ) -> ApiResult<Response<Body>> {
-        self.record(user, req.method(), rp, false);
-        let ns = rp.namespace.as_deref();
-        let name = rp
-            .name
-            .clone()
-            .ok_or_else(|| ApiError::method_not_allowed(req.method().as_str()))?;
-        let content_type = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
-        let scale = match req.method().clone() {
-            Method::GET => scale::view(&self.store.get(def, ns, &name)?),
-            Method::PUT => {
-                let body = self.read_body(req).await?;
-                scale::write(&self.store, def, ns, &name, None, &body)?
-            }
-            Method::PATCH => {
-                let kind = PatchKind::from_content_type(&content_type)?;
-                let body = self.read_body(req).await?;
-                scale::write(&self.store, def, ns, &name, Some(kind), &body)?
-            }
-            m => return Err(ApiError::method_not_allowed(m.as_str())),
-        };
-        Ok(json_response(StatusCode::OK, &scale))
-    }
-
     async fn read_body(&self, req: Request<Body>) -> ApiResult<Bytes> {
         let limit = self.config.max_body_bytes;
         let limited = http_body_util::Limited::new(req.into_body(), limit);
