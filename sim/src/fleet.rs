@@ -187,6 +187,7 @@ impl Fleet {
         let (sim, ticker) =
             ClusterSim::start(server.clone(), clusters, self.inner.config.cluster_tick)?;
         let members = Arc::new(crate::karmada::Members::default());
+        server.serve_members(members.clone());
         let controller = Arc::new(crate::karmada::Controller::new(
             server.clone(),
             members.clone(),

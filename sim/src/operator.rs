@@ -111,10 +111,13 @@ fn reconcile(
             .cloned()
             .unwrap_or(json!(1));
         tokio::spawn(async move {
-            if let Err(e) = provision(&fleet, &def, &ns, &name, generation).await {
-                warn!(karmada = %name, namespace = %ns, error = %e, "provisioning failed");
-                let status = json!({"status": {"conditions": [condition(false, "InstallFailed", &e.to_string())]}});
-                let _ = patch(&fleet, &def, &ns, &name, status, true);
+            match provision(&fleet, &def, &ns, &name, generation).await {
+                Err(e) => {
+                    warn!(karmada = %name, namespace = %ns, error = %e, "provisioning failed");
+                    let status = json!({"status": {"conditions": [condition(false, "InstallFailed", &e.to_string())]}});
+                    let _ = patch(&fleet, &def, &ns, &name, status, true);
+                }
+                Ok(()) => upgrade_until_current(&fleet, &def, &ns, &name).await,
             }
             in_flight.lock().remove(&format!("{ns}/{name}"));
         });
@@ -123,17 +126,10 @@ fn reconcile(
         && obj.pointer("/status/observedGeneration") != obj.pointer("/metadata/generation")
         && in_flight.lock().insert(format!("{ns}/{name}"))
     {
-        let (fleet, def, in_flight, name, obj) = (
-            fleet.clone(),
-            def.clone(),
-            in_flight.clone(),
-            name.clone(),
-            obj.clone(),
-        );
+        let (fleet, def, in_flight, name) =
+            (fleet.clone(), def.clone(), in_flight.clone(), name.clone());
         tokio::spawn(async move {
-            if let Err(e) = upgrade(&fleet, &def, &ns, &name, &obj).await {
-                warn!(karmada = %name, namespace = %ns, error = %e, "upgrade failed");
-            }
+            upgrade_until_current(&fleet, &def, &ns, &name).await;
             in_flight.lock().remove(&format!("{ns}/{name}"));
         });
         Ok(())
@@ -256,6 +252,28 @@ pub fn wanted_version(obj: &Value) -> String {
         })
         .unwrap_or(KARMADA_VERSION)
         .to_string()
+}
+
+/// Upgrades until the object's generation stops moving: spec changes that land during an
+/// install or upgrade are picked up before the in-flight guard lets go.
+async fn upgrade_until_current(fleet: &Fleet, def: &ResourceDef, ns: &str, name: &str) {
+    loop {
+        let obj = match fleet.host().store.get(def, Some(ns), name) {
+            Ok(now)
+                if now.value.pointer("/status/observedGeneration")
+                    != now.value.pointer("/metadata/generation")
+                    && is_ready(&now.value)
+                    && meta_str(&now.value, "deletionTimestamp").is_none() =>
+            {
+                now.value.clone()
+            }
+            _ => return,
+        };
+        if let Err(e) = upgrade(fleet, def, ns, name, &obj).await {
+            warn!(karmada = %name, namespace = %ns, error = %e, "upgrade failed");
+            return;
+        }
+    }
 }
 
 /// A spec change on a ready control plane: Ready=False/Upgrading, then the new version.

@@ -100,6 +100,12 @@ pub fn instance(i: &crd::Instance) -> proto::Instance {
                 .and_then(|m| m.namespace.clone())
                 .unwrap_or_default(),
             paused: spec.paused,
+            karmada_version: spec
+                .managed
+                .as_ref()
+                .and_then(|m| m.karmada_spec.as_ref())
+                .and_then(super::karmada_spec::version_of)
+                .unwrap_or_default(),
         }),
         status,
     }
@@ -141,9 +147,20 @@ pub fn instance_spec(spec: Option<&proto::InstanceSpec>) -> Result<crd::Instance
         }
         (crd::InstanceMode::Managed, _) => None,
     };
+    if !spec.karmada_version.is_empty() {
+        if mode != crd::InstanceMode::Managed {
+            return Err(ApiError::invalid(
+                "instance.spec.karmada_version",
+                "is only for INSTANCE_MODE_MANAGED (an External instance runs the version it runs)",
+            ));
+        }
+        super::karmada_spec::check_version("instance.spec.karmada_version", &spec.karmada_version)?;
+    }
     let managed = (mode == crd::InstanceMode::Managed).then(|| crd::ManagedSpec {
         namespace: Some(spec.managed_namespace.clone()).filter(|n| !n.is_empty()),
-        karmada_spec: None,
+        karmada_spec: Some(spec.karmada_version.as_str())
+            .filter(|v| !v.is_empty())
+            .map(super::karmada_spec::for_version),
     });
     Ok(crd::InstanceSpec {
         mode,

@@ -7,6 +7,7 @@ pub mod convert;
 pub mod error;
 pub mod grpc;
 pub mod http;
+pub mod karmada_spec;
 pub mod objects;
 pub mod override_diff;
 pub mod paging;

@@ -18,3 +18,4 @@ mod rbac;
 mod rest;
 mod server;
 mod webhook_replicas;
+mod upgrade;

@@ -274,6 +274,43 @@ async fn cordon_moves_new_placements_away_and_taints_are_checked() {
         .expect_err("no such cluster");
     assert_eq!(missing.code(), tonic::Code::NotFound, "{missing:?}");
 
+    // A member's Nodes through the instance's Cluster proxy.
+    let nodes = eventually(Duration::from_secs(30), "member1's nodes", || {
+        let mut c = c.clone();
+        async move {
+            let l = c
+                .list_cluster_nodes(ListClusterNodesRequest {
+                    instance: "karmada-1".into(),
+                    name: "member1".into(),
+                })
+                .await
+                .ok()?
+                .into_inner();
+            (!l.nodes.is_empty()).then_some(l.nodes)
+        }
+    })
+    .await;
+    let cluster = c
+        .get_cluster(GetClusterRequest {
+            instance: "karmada-1".into(),
+            name: "member1".into(),
+        })
+        .await
+        .expect("cluster")
+        .into_inner();
+    assert_eq!(nodes.len() as i32, cluster.nodes_total);
+    assert!(nodes
+        .iter()
+        .all(|n| n.ready && n.name.starts_with("member1-node-")));
+    let err = c
+        .list_cluster_nodes(ListClusterNodesRequest {
+            instance: "karmada-1".into(),
+            name: "member9".into(),
+        })
+        .await
+        .expect_err("no such cluster");
+    assert_eq!(err.code(), tonic::Code::NotFound, "{err:?}");
+
     // REST: the custom verb.
     let h = api.https_client("rest-test-token").await;
     let (code, body) = call(

@@ -205,6 +205,53 @@ async fn nginx_sample_ends_as_karmada_leaves_it() {
     assert_eq!(agg.len(), 2, "{agg:?}");
     assert!(agg.iter().all(|a| a["applied"] == true));
 
+    // The member's own API through the Cluster proxy subresource, as karmadactl reads it.
+    let proxy = "/apis/cluster.karmada.io/v1alpha1/clusters/member2/proxy";
+    let deploys: Value = serde_json::from_str(&sim.kubectl(
+        "karmada-1",
+        &[
+            "get",
+            "--raw",
+            &format!("{proxy}/apis/apps/v1/namespaces/default/deployments"),
+        ],
+    ))
+    .expect("deployment list");
+    assert_eq!(
+        deploys["items"][0]["metadata"]["labels"]["env"],
+        "skoala-dev"
+    );
+    assert_eq!(deploys["items"][0]["spec"]["replicas"], 1);
+    let nodes: Value = serde_json::from_str(&sim.kubectl(
+        "karmada-1",
+        &["get", "--raw", &format!("{proxy}/api/v1/nodes")],
+    ))
+    .expect("node list");
+    let cluster = sim.kubectl("karmada-1", &["get", "clusters", "member2", "-o", "json"]);
+    let cluster: Value = serde_json::from_str(&cluster).expect("cluster json");
+    assert_eq!(
+        nodes["items"].as_array().map(|a| a.len() as u64),
+        cluster["status"]["nodeSummary"]["totalNum"].as_u64()
+    );
+    let none: Value = serde_json::from_str(&sim.kubectl(
+        "karmada-1",
+        &[
+            "get",
+            "--raw",
+            "/apis/cluster.karmada.io/v1alpha1/clusters/member3/proxy/apis/apps/v1/deployments",
+        ],
+    ))
+    .expect("member3 list");
+    assert_eq!(none["items"].as_array().map(Vec::len), Some(0));
+    let missing = sim.kubectl_raw(
+        "karmada-1",
+        &[
+            "get",
+            "--raw",
+            "/apis/cluster.karmada.io/v1alpha1/clusters/member9/proxy/api/v1/nodes",
+        ],
+    );
+    assert!(!missing.status.success());
+
     // Scaling re-divides 2/2.
     sim.kubectl(
         "karmada-1",

@@ -12,6 +12,7 @@ pub mod detector;
 pub mod execution;
 pub mod failover;
 pub mod members;
+pub mod nodes;
 pub mod overrides;
 pub mod scheduler;
 pub mod selector;
@@ -114,6 +115,7 @@ impl Controller {
     /// One reconcile pass over the whole instance.
     pub fn pass(&self) -> ApiResult<()> {
         failover::run(self)?;
+        nodes::run(self)?;
         binding::run(self)?;
         execution::run(self)?;
         status::run(self)?;

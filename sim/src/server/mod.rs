@@ -1,6 +1,7 @@
 //! One simulated API server: HTTPS with its own certificate, a required bearer token,
 //! its own store, and its own faults.
 
+mod cluster_proxy;
 mod discovery;
 pub mod routes;
 pub mod scale;
@@ -80,6 +81,8 @@ pub struct ApiServer {
     users: parking_lot::RwLock<HashMap<String, Identity>>,
     /// Every distinct call served, while auditing is on (for RBAC checks in tests).
     audit: parking_lot::Mutex<Option<std::collections::BTreeSet<AuditEntry>>>,
+    /// Member clusters' objects, served through the Cluster `proxy` subresource.
+    members: parking_lot::RwLock<Option<Arc<crate::karmada::Members>>>,
 }
 
 fn random_token() -> String {
@@ -104,6 +107,7 @@ impl ApiServer {
             addr: parking_lot::Mutex::new(None),
             shutdown: tokio_watch::channel(false).0,
             audit: parking_lot::Mutex::new(None),
+            members: parking_lot::RwLock::new(None),
             users: parking_lot::RwLock::new(HashMap::new()),
         }))
     }
@@ -189,6 +193,11 @@ impl ApiServer {
             namespace: rp.namespace.clone(),
             name: rp.name.clone(),
         });
+    }
+
+    /// Serves these member clusters through `clusters/{name}/proxy/...`.
+    pub fn serve_members(&self, members: Arc<crate::karmada::Members>) {
+        *self.members.write() = Some(members);
     }
 
     /// Stops accepting connections and cuts the open ones.
@@ -311,6 +320,9 @@ impl ApiServer {
         if rbac::authorize(&self.store, who, &attrs).is_none() {
             return Err(rbac::forbidden(who, &attrs));
         }
+        if let Route::ClusterProxy { cluster, path } = &route {
+            return self.cluster_proxy(&req, cluster, path);
+        }
         if req.method() != Method::GET && !matches!(route, Route::Resource(_)) {
             return Err(ApiError::method_not_allowed(req.method().as_str()));
         }
@@ -338,7 +350,9 @@ impl ApiServer {
                     .map(|d| json_response(StatusCode::OK, &d))
                     .ok_or_else(|| ApiError::path_not_found(&path))
             }
-            Route::OpenApi | Route::NotFound => Err(ApiError::path_not_found(&path)),
+            Route::OpenApi | Route::NotFound | Route::ClusterProxy { .. } => {
+                Err(ApiError::path_not_found(&path))
+            }
             Route::Resource(rp) => self.resource(req, rp, user, who).await,
         }
     }
@@ -567,42 +581,6 @@ impl ApiServer {
             opts,
             &self.faults,
         ))))
-    }
-
-    /// GET, PUT and PATCH of a workload's `scale` subresource.
-    async fn scale(
-        &self,
-        req: Request<Body>,
-        def: &ResourceDef,
-        rp: &ResourcePath,
-        user: &str,
-    ) -> ApiResult<Response<Body>> {
-        self.record(user, req.method(), rp, false);
-        let ns = rp.namespace.as_deref();
-        let name = rp
-            .name
-            .clone()
-            .ok_or_else(|| ApiError::method_not_allowed(req.method().as_str()))?;
-        let content_type = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
-        let scale = match req.method().clone() {
-            Method::GET => scale::view(&self.store.get(def, ns, &name)?),
-            Method::PUT => {
-                let body = self.read_body(req).await?;
-                scale::write(&self.store, def, ns, &name, None, &body)?
-            }
-            Method::PATCH => {
-                let kind = PatchKind::from_content_type(&content_type)?;
-                let body = self.read_body(req).await?;
-                scale::write(&self.store, def, ns, &name, Some(kind), &body)?
-            }
-            m => return Err(ApiError::method_not_allowed(m.as_str())),
-        };
-        Ok(json_response(StatusCode::OK, &scale))
     }
 
     async fn read_body(&self, req: Request<Body>) -> ApiResult<Bytes> {

@@ -22,8 +22,16 @@ pub enum Route {
     CoreVersions,
     GroupList,
     Group(String),
-    ResourceList { group: String, version: String },
+    ResourceList {
+        group: String,
+        version: String,
+    },
     Resource(ResourcePath),
+    /// `clusters/{cluster}/proxy/{path}` of cluster.karmada.io: a member cluster's API.
+    ClusterProxy {
+        cluster: String,
+        path: String,
+    },
     NotFound,
 }
 
@@ -50,6 +58,12 @@ pub fn parse(path: &str) -> Route {
             group: g.to_string(),
             version: v.to_string(),
         },
+        ["apis", "cluster.karmada.io", "v1alpha1", "clusters", cluster, "proxy", rest @ ..] => {
+            Route::ClusterProxy {
+                cluster: cluster.to_string(),
+                path: format!("/{}", rest.join("/")),
+            }
+        }
         ["apis", g, v, rest @ ..] => resource(g, v, rest),
         _ => Route::NotFound,
     }

@@ -1,8 +1,12 @@
 //! The `scale` subresource of Deployments and StatefulSets (`autoscaling/v1` Scale), which
 //! `kubectl scale` reads and patches.
 
+use axum::body::Body;
+use http::{header, Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
+use super::routes::ResourcePath;
+use super::{json_response, ApiServer};
 use crate::error::{ApiError, ApiResult};
 use crate::patch::{self, PatchKind};
 use crate::resources::ResourceDef;
@@ -82,4 +86,42 @@ pub fn write(
         false,
     )?;
     Ok(view(&updated))
+}
+
+impl ApiServer {
+    /// GET, PUT and PATCH of a workload's `scale` subresource.
+    pub(super) async fn scale(
+        &self,
+        req: Request<Body>,
+        def: &ResourceDef,
+        rp: &ResourcePath,
+        user: &str,
+    ) -> ApiResult<Response<Body>> {
+        self.record(user, req.method(), rp, false);
+        let ns = rp.namespace.as_deref();
+        let name = rp
+            .name
+            .clone()
+            .ok_or_else(|| ApiError::method_not_allowed(req.method().as_str()))?;
+        let content_type = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let scale = match req.method().clone() {
+            Method::GET => view(&self.store.get(def, ns, &name)?),
+            Method::PUT => {
+                let body = self.read_body(req).await?;
+                write(&self.store, def, ns, &name, None, &body)?
+            }
+            Method::PATCH => {
+                let kind = PatchKind::from_content_type(&content_type)?;
+                let body = self.read_body(req).await?;
+                write(&self.store, def, ns, &name, Some(kind), &body)?
+            }
+            m => return Err(ApiError::method_not_allowed(m.as_str())),
+        };
+        Ok(json_response(StatusCode::OK, &scale))
+    }
 }

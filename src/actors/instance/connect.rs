@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::discovery::ApiResource;
 use serde_json::{json, Value};
@@ -66,6 +66,12 @@ pub async fn connect(ctx: &Context, instance: &Instance) -> Result<Connected, Co
                     cs.iter()
                         .any(|c| c["type"] == "Ready" && c["status"] == "True")
                 });
+            // A spec the operator has not acted on yet (an upgrade under way) is not ready.
+            let observed = karmada
+                .data
+                .pointer("/status/observedGeneration")
+                .and_then(Value::as_i64);
+            let ready = ready && observed.is_none_or(|g| Some(g) == karmada.metadata.generation);
             let secret = karmada.data.pointer("/status/secretRef").cloned();
             let (true, Some(secret)) = (ready, secret) else {
                 return Err(ConnectError::Provisioning(format!("{ns}/{name}")));
@@ -128,10 +134,33 @@ async fn ensure_karmada(
     let failed = |what: &str, e: kube::Error| {
         ConnectError::Failed(format!("{what} Karmada {ns}/{name}: {e}"))
     };
+    let wanted = instance
+        .spec
+        .managed
+        .as_ref()
+        .and_then(|m| m.karmada_spec.clone());
     if let Some(k) = bounded(ctx, api.get_opt(name))
         .await?
         .map_err(|e| failed("reading", e))?
     {
+        // The Instance asks for more than the object has (a new version): patch it, and
+        // karmada-operator upgrades; the leader alone writes.
+        let stale = wanted.as_ref().is_some_and(|w| {
+            !crate::api::karmada_spec::contains(k.data.get("spec").unwrap_or(&Value::Null), w)
+        });
+        if stale && ctx.leadership.is_leader() {
+            let patch = json!({"spec": wanted});
+            tracing::info!(karmada = %name, namespace = %ns, "patching the Karmada object's spec (upgrade)");
+            bounded(
+                ctx,
+                api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)),
+            )
+            .await?
+            .map_err(|e| failed("patching", e))?;
+            return Err(ConnectError::Provisioning(format!(
+                "{ns}/{name} (upgrading)"
+            )));
+        }
         return Ok(k);
     }
     if !ctx.leadership.is_leader() {

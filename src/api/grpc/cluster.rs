@@ -17,6 +17,8 @@ use crate::proto::{self, cluster_service_server::ClusterService};
 pub struct Clusters(pub Router);
 
 use crate::api::convert::UNSCHEDULABLE;
+/// How long a read through the Cluster proxy may take.
+const NODES_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 const EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
 
 fn taint_json(t: &proto::Taint) -> Value {
@@ -167,6 +169,55 @@ impl ClusterService for Clusters {
         req: Request<proto::CordonClusterRequest>,
     ) -> Result<Response<proto::Cluster>, Status> {
         self.cordon(req, false).await
+    }
+
+    async fn list_cluster_nodes(
+        &self,
+        req: Request<proto::ListClusterNodesRequest>,
+    ) -> Result<Response<proto::ListClusterNodesResponse>, Status> {
+        let caller = self.0.caller(req.metadata())?;
+        let req = req.into_inner();
+        self.0
+            .authorize(&caller, Role::View, &req.instance, "list cluster nodes")?;
+        check_name("name", &req.name)?;
+        let routed = self.0.route("instance", &req.instance).await?;
+        let client = routed.client.clone().ok_or_else(|| {
+            ApiError::Unavailable(format!("instance {:?} is not connected", routed.name))
+        })?;
+        let path = format!(
+            "/apis/cluster.karmada.io/v1alpha1/clusters/{}/proxy/api/v1/nodes",
+            req.name
+        );
+        let request = http::Request::get(&path)
+            .body(Vec::new())
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        let what = format!("nodes of cluster {:?}", req.name);
+        let list: Value = match tokio::time::timeout(NODES_TIMEOUT, client.request(request)).await {
+            Ok(r) => r.map_err(|e| ApiError::from_kube(e, &what))?,
+            Err(_) => {
+                return Err(ApiError::DeadlineExceeded(format!(
+                    "{what}: the instance did not answer within {NODES_TIMEOUT:?}"
+                ))
+                .into())
+            }
+        };
+        let nodes = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|n| proto::ClusterNode {
+                name: n["metadata"]["name"].as_str().unwrap_or_default().into(),
+                ready: n["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                }),
+                kubelet_version: n["status"]["nodeInfo"]["kubeletVersion"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .into(),
+            })
+            .collect();
+        Ok(Response::new(proto::ListClusterNodesResponse { nodes }))
     }
 
     async fn set_cluster_taints(

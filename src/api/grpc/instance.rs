@@ -114,6 +114,22 @@ impl InstanceService for Instances {
         if !meta.resource_version.is_empty() {
             current.metadata.resource_version = Some(meta.resource_version);
         }
+        // Merge: what the request does not model (the rest of the Karmada spec) survives.
+        let mut spec = spec;
+        if let (Some(old), Some(new)) = (current.spec.managed.as_ref(), spec.managed.as_mut()) {
+            let mut merged = old
+                .karmada_spec
+                .clone()
+                .unwrap_or_else(|| serde_json::json!({}));
+            if let Some(change) = &new.karmada_spec {
+                crate::api::karmada_spec::merge(&mut merged, change);
+            }
+            new.karmada_spec =
+                Some(merged).filter(|m| m.as_object().is_some_and(|o| !o.is_empty()));
+            if new.namespace.is_none() {
+                new.namespace = old.namespace.clone();
+            }
+        }
         current.spec = spec;
         if !meta.labels.is_empty() {
             current.metadata.labels = Some(meta.labels.into_iter().collect());

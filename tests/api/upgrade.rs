@@ -1,0 +1,171 @@
+//! A managed instance's Karmada version through the API: set at creation, changed by
+//! UpdateInstance (which merges, so the rest of the Karmada spec survives), carried out by
+//! the simulated karmada-operator, and reported back as the instance's karmadaVersion.
+
+use std::time::Duration;
+
+use kairship::crd::Phase;
+use kairship::proto::instance_service_client::InstanceServiceClient;
+use kairship::proto::*;
+use kube::api::{Api as KubeApi, DynamicObject, Patch, PatchParams};
+use serde_json::json;
+use tonic::Code;
+
+use crate::common::eventually;
+use crate::harness::NS;
+use crate::server::Api;
+
+fn managed(name: &str, version: &str) -> Instance {
+    Instance {
+        metadata: Some(ObjectMeta {
+            name: name.into(),
+            ..Default::default()
+        }),
+        spec: Some(InstanceSpec {
+            mode: InstanceMode::Managed as i32,
+            managed_namespace: NS.into(),
+            karmada_version: version.into(),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+async fn status_version(
+    c: &InstanceServiceClient<tonic::transport::Channel>,
+    name: &str,
+) -> Option<String> {
+    let i = c
+        .clone()
+        .get_instance(GetInstanceRequest { name: name.into() })
+        .await
+        .ok()?
+        .into_inner();
+    let s = i.status?;
+    (s.phase == "Running").then_some(s.karmada_version)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_instance_upgrade_end_to_end() {
+    let api = Api::start(1).await;
+    let c = InstanceServiceClient::new(api.channel.clone());
+    let bad = c
+        .clone()
+        .create_instance(CreateInstanceRequest {
+            instance: Some(managed("team-u", "latest")),
+        })
+        .await
+        .expect_err("a bad version");
+    assert_eq!(bad.code(), Code::InvalidArgument);
+    assert!(
+        bad.message().contains("karmada_version"),
+        "{}",
+        bad.message()
+    );
+
+    let created = c
+        .clone()
+        .create_instance(CreateInstanceRequest {
+            instance: Some(managed("team-u", "v1.12.0")),
+        })
+        .await
+        .expect("create")
+        .into_inner();
+    assert_eq!(
+        created.spec.as_ref().map(|s| s.karmada_version.as_str()),
+        Some("v1.12.0")
+    );
+    api.env
+        .wait_phase("team-u", Phase::Running, Duration::from_secs(30))
+        .await;
+    let v = eventually(
+        Duration::from_secs(30),
+        "team-u reports its version",
+        || status_version(&c, "team-u"),
+    )
+    .await;
+    assert_eq!(v, "v1.12.0");
+
+    // A field the API does not model, set on the Instance directly.
+    let instances = api.env.instances();
+    instances
+        .patch(
+            "team-u",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"managed": {"karmadaSpec": {"featureGates": {"Failover": true}}}}}),
+            ),
+        )
+        .await
+        .expect("patch instance");
+
+    let mut upgrade = managed("team-u", "v1.13.0");
+    upgrade.spec.as_mut().expect("spec").managed_namespace = String::new();
+    let updated = c
+        .clone()
+        .update_instance(UpdateInstanceRequest {
+            instance: Some(upgrade),
+        })
+        .await
+        .expect("update")
+        .into_inner();
+    assert_eq!(
+        updated.spec.as_ref().map(|s| s.karmada_version.as_str()),
+        Some("v1.13.0")
+    );
+    let cr = instances.get("team-u").await.expect("instance");
+    let managed_spec = cr.spec.managed.clone().expect("managed");
+    assert_eq!(
+        managed_spec.namespace.as_deref(),
+        Some(NS),
+        "namespace kept"
+    );
+    let ks = managed_spec.karmada_spec.expect("karmada spec");
+    assert_eq!(
+        ks["featureGates"]["Failover"], true,
+        "unknown fields kept: {ks}"
+    );
+
+    eventually(
+        Duration::from_secs(60),
+        "team-u upgraded to v1.13.0",
+        || async { (status_version(&c, "team-u").await? == "v1.13.0").then_some(()) },
+    )
+    .await;
+    // The Karmada object the operator acted on carries both.
+    let karmadas: KubeApi<DynamicObject> = KubeApi::namespaced_with(
+        api.env.host.clone(),
+        NS,
+        &kairship::actors::instance::connect::karmada_resource(),
+    );
+    let k = karmadas.get("team-u").await.expect("Karmada object");
+    assert_eq!(
+        k.data["spec"]["components"]["karmadaScheduler"]["imageTag"],
+        "v1.13.0"
+    );
+    assert_eq!(k.data["spec"]["featureGates"]["Failover"], true);
+    assert_eq!(k.data["status"]["karmadaVersion"], "v1.13.0");
+
+    let external = Instance {
+        spec: Some(InstanceSpec {
+            mode: InstanceMode::External as i32,
+            kubeconfig_secret_ref: Some(SecretKeyRef {
+                namespace: NS.into(),
+                name: "karmada-1-kubeconfig".into(),
+                key: String::new(),
+            }),
+            karmada_version: "v1.13.0".into(),
+            ..Default::default()
+        }),
+        ..managed("karmada-1", "")
+    };
+    let e = c
+        .clone()
+        .update_instance(UpdateInstanceRequest {
+            instance: Some(external),
+        })
+        .await
+        .expect_err("version on External");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    api.stop().await;
+}
