@@ -157,22 +157,22 @@ impl RealFleet {
             components.extend(karmada::controllers(bin, &api)?);
             for m in ms.iter_mut() {
                 let mc = m.wait_ready(READY).await?;
-                // Karmada names the member by the Cluster object: strip the instance prefix.
                 members::create_nodes(&mc, config.nodes_per_cluster).await?;
                 tasks.push(tokio::spawn(members::fill_deployment_status(
                     mc,
                     Duration::from_secs(2),
                 )));
             }
-            for m in ms.iter_mut() {
-                let short = m.name.rsplit('-').next().unwrap_or(&m.name).to_string();
-                let joined = ApiServerRef {
+            for m in &ms {
+                // The Cluster is named as the member (`member1`), without the instance prefix.
+                let short = m.name.rsplit('-').next().unwrap_or(&m.name);
+                let member = karmada::Member {
                     name: short,
-                    url: m.url.clone(),
-                    token: m.token.clone(),
-                    ca_pem: m.ca_pem.clone(),
+                    url: &m.url,
+                    token: &m.token,
+                    ca_pem: &m.ca_pem,
                 };
-                karmada::join(&client, &joined.as_member(m)).await?;
+                karmada::join(&client, &member).await?;
             }
             progress(&format!(
                 "{name}: joined {} member cluster(s) in Push mode",
@@ -227,25 +227,6 @@ impl Drop for RealFleet {
     fn drop(&mut self) {
         for t in &self.tasks {
             t.abort();
-        }
-    }
-}
-
-/// A member as its Cluster object names it (`member1`), with its own credentials.
-struct ApiServerRef {
-    name: String,
-    url: String,
-    token: String,
-    ca_pem: String,
-}
-
-impl ApiServerRef {
-    fn as_member<'a>(&'a self, _server: &'a ApiServer) -> karmada::Member<'a> {
-        karmada::Member {
-            name: &self.name,
-            url: &self.url,
-            token: &self.token,
-            ca_pem: &self.ca_pem,
         }
     }
 }

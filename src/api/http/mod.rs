@@ -4,6 +4,7 @@
 
 mod cache_watch;
 pub mod proxy;
+mod proxy_access;
 mod tls;
 mod webhook;
 
