@@ -75,9 +75,10 @@ pub struct Metrics {
     latency: Family<DurationLabels, Histogram>,
 }
 
-const PHASES: [&str; 6] = [
+const PHASES: [&str; 7] = [
     "Pending",
     "Provisioning",
+    "Upgrading",
     "Running",
     "Degraded",
     "Unreachable",

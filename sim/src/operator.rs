@@ -243,7 +243,7 @@ async fn provision(
 /// The version a Karmada spec asks for: its components' image tag, as karmada-operator
 /// installs them (controller-manager first, then the API server).
 pub fn wanted_version(obj: &Value) -> String {
-    ["karmadaControllerManager", "karmadaAPIServer"]
+    ["karmadaControllerManager", "karmadaScheduler"]
         .iter()
         .find_map(|c| {
             obj.pointer(&format!("/spec/components/{c}/imageTag"))

@@ -6,9 +6,9 @@ use serde_json::{json, Map, Value};
 
 use super::error::ApiError;
 
-/// Components whose image tag carries the Karmada version.
+/// Components whose image tag carries the Karmada version. Not karmadaAPIServer: its
+/// image is kube-apiserver, tagged with a Kubernetes version.
 pub const COMPONENTS: &[&str] = &[
-    "karmadaAPIServer",
     "karmadaAggregatedAPIServer",
     "karmadaControllerManager",
     "karmadaScheduler",
@@ -45,7 +45,7 @@ pub fn for_version(version: &str) -> Value {
 
 /// The version a Karmada spec asks for, if any.
 pub fn version_of(spec: &Value) -> Option<String> {
-    ["karmadaControllerManager", "karmadaAPIServer"]
+    ["karmadaControllerManager", "karmadaScheduler"]
         .iter()
         .find_map(|c| spec.pointer(&format!("/components/{c}/imageTag"))?.as_str())
         .map(String::from)
@@ -84,11 +84,15 @@ mod tests {
         for bad in ["1.13.0", "v1.13", "latest", "v1.x.0", ""] {
             assert!(check_version("v", bad).is_err(), "{bad}");
         }
-        let mut spec = json!({"components": {"etcd": {"local": {}}, "karmadaAPIServer": {"replicas": 2}}, "hostCluster": {}});
+        let mut spec = json!({"components": {"etcd": {"local": {}}, "karmadaScheduler": {"replicas": 2}, "karmadaAPIServer": {"imageTag": "v1.31.3"}}, "hostCluster": {}});
         merge(&mut spec, &for_version("v1.13.0"));
         assert_eq!(
-            spec["components"]["karmadaAPIServer"],
+            spec["components"]["karmadaScheduler"],
             json!({"replicas": 2, "imageTag": "v1.13.0"})
+        );
+        assert_eq!(
+            spec["components"]["karmadaAPIServer"]["imageTag"], "v1.31.3",
+            "the kube-apiserver image keeps its Kubernetes version"
         );
         assert_eq!(spec["components"]["etcd"], json!({"local": {}}));
         assert_eq!(version_of(&spec).as_deref(), Some("v1.13.0"));

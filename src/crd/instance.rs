@@ -83,6 +83,8 @@ pub enum Phase {
     #[default]
     Pending,
     Provisioning,
+    /// karmada-operator is moving the managed control plane to a new spec.
+    Upgrading,
     Running,
     Degraded,
     Unreachable,

@@ -99,6 +99,27 @@ async fn managed_instance_upgrade_end_to_end() {
         .await
         .expect("patch instance");
 
+    // Every status the Instance passes through during the upgrade, from a watch.
+    let seen = std::sync::Arc::new(parking_lot::Mutex::new(Vec::<(String, String)>::new()));
+    let recorder = {
+        use futures::StreamExt;
+        let seen = seen.clone();
+        let stream = kube::runtime::watcher(
+            instances.clone(),
+            kube::runtime::watcher::Config::default().fields("metadata.name=team-u"),
+        );
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(kube::runtime::WatchStreamExt::applied_objects(stream));
+            while let Some(Ok(i)) = stream.next().await {
+                if let Some(s) = i.status {
+                    let ready = s.conditions.iter().find(|c| c.type_ == "Ready");
+                    let msg = ready.map(|c| c.message.clone()).unwrap_or_default();
+                    seen.lock().push((format!("{:?}", s.phase), msg));
+                }
+            }
+        })
+    };
+
     let mut upgrade = managed("team-u", "v1.13.0");
     upgrade.spec.as_mut().expect("spec").managed_namespace = String::new();
     let updated = c
@@ -132,6 +153,13 @@ async fn managed_instance_upgrade_end_to_end() {
         || async { (status_version(&c, "team-u").await? == "v1.13.0").then_some(()) },
     )
     .await;
+    recorder.abort();
+    let seen = seen.lock().clone();
+    assert!(
+        seen.iter()
+            .any(|(p, m)| p == "Upgrading" && m.contains("from v1.12.0 to v1.13.0")),
+        "the Instance showed Upgrading with both versions: {seen:?}"
+    );
     // The Karmada object the operator acted on carries both.
     let karmadas: KubeApi<DynamicObject> = KubeApi::namespaced_with(
         api.env.host.clone(),

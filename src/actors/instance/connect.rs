@@ -18,6 +18,9 @@ pub enum ConnectError {
     /// The managed control plane is still being installed.
     #[error("waiting for Karmada {0} to become Ready")]
     Provisioning(String),
+    /// karmada-operator is moving an installed control plane to a new spec.
+    #[error("upgrading Karmada {0}")]
+    Upgrading(String),
     #[error("{0}")]
     Failed(String),
 }
@@ -74,7 +77,7 @@ pub async fn connect(ctx: &Context, instance: &Instance) -> Result<Connected, Co
             let ready = ready && observed.is_none_or(|g| Some(g) == karmada.metadata.generation);
             let secret = karmada.data.pointer("/status/secretRef").cloned();
             let (true, Some(secret)) = (ready, secret) else {
-                return Err(ConnectError::Provisioning(format!("{ns}/{name}")));
+                return Err(not_ready(&karmada, &ns, &name));
             };
             let sns = secret["namespace"].as_str().unwrap_or(&ns).to_string();
             let sname = secret["name"].as_str().ok_or_else(|| {
@@ -90,6 +93,30 @@ pub async fn connect(ctx: &Context, instance: &Instance) -> Result<Connected, Co
                 .map(String::from);
             client_from(ctx, &config, version).await
         }
+    }
+}
+
+/// Why a Karmada object is not usable yet: an installed control plane (it reported a
+/// version) that is not Ready is being upgraded; anything else is still provisioning.
+fn not_ready(karmada: &DynamicObject, ns: &str, name: &str) -> ConnectError {
+    if karmada.data.pointer("/status/karmadaVersion").is_some() {
+        let wanted = karmada.data.get("spec");
+        ConnectError::Upgrading(upgrade_message(karmada, ns, name, wanted))
+    } else {
+        ConnectError::Provisioning(format!("{ns}/{name}"))
+    }
+}
+
+fn upgrade_message(karmada: &DynamicObject, ns: &str, name: &str, spec: Option<&Value>) -> String {
+    let from = karmada
+        .data
+        .pointer("/status/karmadaVersion")
+        .and_then(Value::as_str);
+    let to = spec.and_then(crate::api::karmada_spec::version_of);
+    match (from, to.as_deref()) {
+        (Some(f), Some(t)) if f != t => format!("{ns}/{name} from {f} to {t}"),
+        (_, Some(t)) => format!("{ns}/{name} to {t}"),
+        _ => format!("{ns}/{name}"),
     }
 }
 
@@ -157,8 +184,11 @@ async fn ensure_karmada(
             )
             .await?
             .map_err(|e| failed("patching", e))?;
-            return Err(ConnectError::Provisioning(format!(
-                "{ns}/{name} (upgrading)"
+            return Err(ConnectError::Upgrading(upgrade_message(
+                &k,
+                ns,
+                name,
+                wanted.as_ref(),
             )));
         }
         return Ok(k);

@@ -219,6 +219,7 @@ impl Actor for InstanceActor {
                 });
                 state.observed.connected = true;
                 state.observed.provisioning = false;
+                state.observed.upgrading = false;
                 state.observed.endpoint = Some(c.endpoint);
                 state.observed.karmada_version = c.karmada_version;
                 state.observed.message = None;
@@ -232,8 +233,9 @@ impl Actor for InstanceActor {
                 let delay = reconnect_delay(state.connect_attempts);
                 state.connect_attempts += 1;
                 state.observed.provisioning = matches!(e, connect::ConnectError::Provisioning(_));
+                state.observed.upgrading = matches!(e, connect::ConnectError::Upgrading(_));
                 state.observed.message = Some(e.to_string());
-                if !state.observed.provisioning {
+                if !state.observed.provisioning && !state.observed.upgrading {
                     warn!(error = %e, retry_in = ?delay, "cannot connect to instance");
                     state.last_error = Some(e.to_string());
                 }

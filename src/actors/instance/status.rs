@@ -11,6 +11,8 @@ pub struct Observed {
     pub connected: bool,
     /// Waiting for a managed control plane.
     pub provisioning: bool,
+    /// A managed control plane is being upgraded by karmada-operator.
+    pub upgrading: bool,
     /// `None` before the first probe.
     pub reachable: Option<bool>,
     pub synced: bool,
@@ -27,6 +29,8 @@ pub fn phase(o: &Observed) -> Phase {
         Phase::Degraded
     } else if o.reachable == Some(false) {
         Phase::Unreachable
+    } else if o.upgrading {
+        Phase::Upgrading
     } else if o.provisioning {
         Phase::Provisioning
     } else if o.connected && o.synced && o.reachable == Some(true) {
@@ -89,11 +93,15 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
             o.generation,
             now,
         ),
-        None if o.provisioning => condition(
+        None if o.provisioning || o.upgrading => condition(
             prev_conds,
             "Reachable",
             None,
-            "Provisioning",
+            if o.upgrading {
+                "Upgrading"
+            } else {
+                "Provisioning"
+            },
             msg,
             o.generation,
             now,
@@ -241,6 +249,13 @@ mod tests {
                 ..Default::default()
             }),
             Phase::Provisioning
+        );
+        assert_eq!(
+            phase(&Observed {
+                upgrading: true,
+                ..Default::default()
+            }),
+            Phase::Upgrading
         );
         assert_eq!(
             phase(&Observed {
