@@ -9,6 +9,8 @@
 //! One fleet serves every check (it takes about a minute to start). Without the binaries
 //! the tier fails under CI and is skipped, loudly, elsewhere.
 
+#[path = "../scenarios/cluster_scoped.rs"]
+mod cluster_scoped;
 #[path = "../sim_conformance/common.rs"]
 #[allow(dead_code)]
 mod common;
@@ -310,6 +312,9 @@ async fn kairship_against_real_karmada() {
     // against the simulator in tests/sim_conformance), through Kairship's proxy.
     let kubectl = |args: &[&str]| demo.kubectl(&proxy1, args);
     tokio::task::block_in_place(|| nginx::nginx_sample(&kubectl, None, Duration::from_secs(90)));
+    tokio::task::block_in_place(|| {
+        cluster_scoped::cluster_role(&kubectl, demo.dir.path(), Duration::from_secs(90))
+    });
 
     // A Deployment and its PropagationPolicy created through the gRPC API are scheduled by
     // real Karmada; WorkloadService shows the real placement.

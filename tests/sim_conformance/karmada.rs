@@ -375,6 +375,8 @@ async fn a_not_ready_cluster_is_tainted_and_its_replicas_move() {
     sim.fleet.shutdown();
 }
 
+#[path = "../scenarios/cluster_scoped.rs"]
+mod cluster_scoped;
 #[path = "../scenarios/nginx.rs"]
 mod nginx;
 
@@ -394,5 +396,136 @@ async fn the_shared_nginx_scenario() {
     let samples = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/karmada/samples");
     tokio::task::block_in_place(|| {
         nginx::nginx_sample(&kubectl, Some(samples), Duration::from_secs(30))
+    });
+}
+
+/// A ClusterPropagationPolicy claims a cluster-scoped template (a Namespace): a
+/// ClusterResourceBinding `<name>-namespace`, Works that name it, the Namespace on the
+/// chosen members; deleting the Namespace takes them all away again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_scoped_templates_get_cluster_resource_bindings() {
+    let sim = start(3).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("team-a.yaml");
+    std::fs::write(
+        &path,
+        r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: team-a
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterPropagationPolicy
+metadata:
+  name: team-namespaces
+spec:
+  resourceSelectors:
+    - apiVersion: v1
+      kind: Namespace
+      name: team-a
+  placement:
+    clusterAffinity:
+      clusterNames: [member1, member3]
+"#,
+    )
+    .expect("write manifest");
+    sim.kubectl(
+        "karmada-1",
+        &[
+            "apply",
+            "--validate=false",
+            "-f",
+            &path.display().to_string(),
+        ],
+    );
+    let client = sim.client("karmada-1").await;
+    let crbs: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &resource(
+            "work.karmada.io",
+            "v1alpha2",
+            "ClusterResourceBinding",
+            "clusterresourcebindings",
+        ),
+    );
+    let crb = eventually(WAIT, "team-a's ClusterResourceBinding placed", || async {
+        let b = crbs.get_opt("team-a-namespace").await.ok().flatten()?;
+        let names: Vec<String> = placement(&b).into_iter().map(|(n, _)| n).collect();
+        (names == ["member1", "member3"]).then_some(b)
+    })
+    .await;
+    assert_eq!(crb.metadata.namespace, None, "cluster-scoped");
+    assert_eq!(crb.data["spec"]["resource"]["kind"], "Namespace");
+    let labels = crb.metadata.labels.clone().unwrap_or_default();
+    assert!(
+        labels.contains_key("clusterresourcebinding.karmada.io/permanent-id")
+            && labels.contains_key("clusterpropagationpolicy.karmada.io/permanent-id"),
+        "{labels:?}"
+    );
+    let work = eventually(WAIT, "team-a's work on member3", || async {
+        works(client.clone(), "member3")
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|w| manifest(w)["metadata"]["name"] == "team-a")
+    })
+    .await;
+    let annotations = work.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        annotations
+            .get("clusterresourcebinding.karmada.io/name")
+            .map(String::as_str),
+        Some("team-a-namespace")
+    );
+    let on = |cluster: &'static str| {
+        let raw =
+            format!("/apis/cluster.karmada.io/v1alpha1/clusters/{cluster}/proxy/api/v1/namespaces");
+        let client = client.clone();
+        async move {
+            let list: Value = client
+                .request(http::Request::get(raw).body(Vec::new()).expect("request"))
+                .await
+                .ok()?;
+            Some(
+                list["items"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|n| n["metadata"]["name"] == "team-a"),
+            )
+        }
+    };
+    eventually(WAIT, "team-a on member1 and member3", || async {
+        (on("member1").await? && on("member3").await?).then_some(())
+    })
+    .await;
+    assert_eq!(on("member2").await, Some(false), "nothing on member2");
+
+    // The template goes: its binding and what it put on the members go with it (real
+    // Karmada's binding is owned by the template; deleting only the policy keeps both).
+    sim.kubectl("karmada-1", &["delete", "namespace", "team-a"]);
+    eventually(WAIT, "binding and member namespaces gone", || async {
+        let gone = crbs.get_opt("team-a-namespace").await.ok()?.is_none();
+        (gone && !on("member1").await? && !on("member3").await?).then_some(())
+    })
+    .await;
+}
+
+/// The cluster-scoped scenario the real tier also runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shared_cluster_scoped_scenario() {
+    let sim = crate::common::Sim::start_with(1, 2).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubectl = |args: &[&str]| {
+        let mut a: Vec<&str> = args.to_vec();
+        if a.first() == Some(&"apply") {
+            a.push("--validate=false");
+        }
+        sim.kubectl_raw("karmada-1", &a)
+    };
+    tokio::task::block_in_place(|| {
+        cluster_scoped::cluster_role(&kubectl, dir.path(), Duration::from_secs(30))
     });
 }

@@ -7,10 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{json, Value};
 use tracing::info;
 
-use super::detector::{self, CPP_ID, CPP_NAME, PP_ID, PP_NAME, PP_NAMESPACE, RB_ID};
+use super::detector::{self, CPP_ID, CPP_NAME, CRB_ID, PP_ID, PP_NAME, PP_NAMESPACE, RB_ID};
 use super::members::upsert;
 use super::scheduler;
-use super::{skipped_namespace, Controller, TEMPLATE_KINDS};
+use super::{skipped_namespace, Controller, CLUSTER_TEMPLATE_KINDS, TEMPLATE_KINDS};
 use crate::error::ApiResult;
 use crate::patch::PatchKind;
 use crate::store::meta::{new_uid, now_rfc3339};
@@ -50,9 +50,37 @@ pub fn run(c: &Controller) -> ApiResult<()> {
         "clusterpropagationpolicies",
     )?;
     let clusters = c.list("cluster.karmada.io", "v1alpha1", "clusters")?;
-    let rb_def = c.def(GROUP, V, "resourcebindings")?;
+    sync(
+        c,
+        "resourcebindings",
+        TEMPLATE_KINDS,
+        &pps,
+        &cpps,
+        &clusters,
+    )?;
+    // Only ClusterPropagationPolicies reach cluster-scoped templates.
+    sync(
+        c,
+        "clusterresourcebindings",
+        CLUSTER_TEMPLATE_KINDS,
+        &[],
+        &cpps,
+        &clusters,
+    )
+}
+
+/// The bindings of one kind: made for every claimed template, deleted when nothing claims.
+fn sync(
+    c: &Controller,
+    binding_plural: &str,
+    kinds: &[(&str, &str, &str)],
+    pps: &[Value],
+    cpps: &[Value],
+    clusters: &[Value],
+) -> ApiResult<()> {
+    let rb_def = c.def(GROUP, V, binding_plural)?;
     let existing: BTreeMap<(String, String), Value> = c
-        .list(GROUP, V, "resourcebindings")?
+        .list(GROUP, V, binding_plural)?
         .into_iter()
         .map(|b| {
             let key = (
@@ -69,13 +97,19 @@ pub fn run(c: &Controller) -> ApiResult<()> {
         })
         .collect();
     let mut wanted = BTreeSet::new();
-    for (group, version, plural) in TEMPLATE_KINDS {
+    for (group, version, plural) in kinds {
         let Some(def) = c.store().lookup(group, version, plural) else {
             continue;
         };
         for t in c.list(group, version, plural)? {
             let ns = t["metadata"]["namespace"].as_str().unwrap_or_default();
-            if skipped_namespace(ns) || !t["metadata"]["deletionTimestamp"].is_null() {
+            // Karmada's own and kube's namespaces stay put, as their contents do.
+            let skipped_itself = t["kind"] == "Namespace"
+                && skipped_namespace(t["metadata"]["name"].as_str().unwrap_or_default());
+            if skipped_namespace(ns)
+                || skipped_itself
+                || !t["metadata"]["deletionTimestamp"].is_null()
+            {
                 continue;
             }
             let local: Vec<Value> = pps
@@ -85,7 +119,7 @@ pub fn run(c: &Controller) -> ApiResult<()> {
                 .collect();
             let (policy, cluster_scoped) = match detector::pick(&local, &t) {
                 Some(p) => (p, false),
-                None => match detector::pick(&cpps, &t) {
+                None => match detector::pick(cpps, &t) {
                     Some(p) => (p, true),
                     None => continue,
                 },
@@ -101,16 +135,18 @@ pub fn run(c: &Controller) -> ApiResult<()> {
             if upsert(c.store(), &rb_def, binding)? {
                 info!(binding = %name, namespace = %ns, "resource binding synced");
             }
-            schedule(c, &rb_def, ns, &name, &clusters)?;
+            schedule(c, &rb_def, ns, &name, clusters)?;
             wanted.insert(key);
         }
     }
     for (key, _) in existing.iter().filter(|(k, _)| !wanted.contains(*k)) {
         info!(binding = %key.1, namespace = %key.0, "template or policy gone; deleting binding");
-        match c
-            .store()
-            .delete(&rb_def, Some(&key.0), &key.1, Default::default())
-        {
+        match c.store().delete(
+            &rb_def,
+            Some(key.0.as_str()).filter(|s| !s.is_empty()),
+            &key.1,
+            Default::default(),
+        ) {
             Err(e) if e.code != 404 => return Err(e),
             _ => {}
         }
@@ -165,10 +201,6 @@ fn desired_binding(
 ) -> Value {
     let meta = &t["metadata"];
     let id = permanent_id(policy);
-    let rb_id = prev["metadata"]["labels"][RB_ID]
-        .as_str()
-        .map(String::from)
-        .unwrap_or_else(new_uid);
     let (mut labels, annotations) = if cluster_scoped {
         (
             json!({CPP_ID: id}),
@@ -180,7 +212,13 @@ fn desired_binding(
             json!({PP_NAME: policy["metadata"]["name"], PP_NAMESPACE: policy["metadata"]["namespace"]}),
         )
     };
-    labels[RB_ID] = rb_id.into();
+    let namespaced = !meta["namespace"].as_str().unwrap_or_default().is_empty();
+    let id_label = if namespaced { RB_ID } else { CRB_ID };
+    let rb_id = prev["metadata"]["labels"][id_label]
+        .as_str()
+        .map(String::from)
+        .unwrap_or_else(new_uid);
+    labels[id_label] = rb_id.into();
     let mut annotations = annotations;
     if let Some(s) = prev["metadata"]["annotations"][SCHEDULED_FOR].as_str() {
         annotations[SCHEDULED_FOR] = s.into();
@@ -206,9 +244,14 @@ fn desired_binding(
     if !prev["spec"]["clusters"].is_null() {
         spec["clusters"] = prev["spec"]["clusters"].clone();
     }
+    let mut metadata = json!({"name": name, "labels": labels, "annotations": annotations});
+    if namespaced {
+        metadata["namespace"] = meta["namespace"].clone();
+    }
     json!({
-        "apiVersion": format!("{GROUP}/{V}"), "kind": "ResourceBinding",
-        "metadata": {"name": name, "namespace": meta["namespace"], "labels": labels, "annotations": annotations},
+        "apiVersion": format!("{GROUP}/{V}"),
+        "kind": if namespaced { "ResourceBinding" } else { "ClusterResourceBinding" },
+        "metadata": metadata,
         "spec": spec,
     })
 }
@@ -229,7 +272,8 @@ fn schedule(
     name: &str,
     clusters: &[Value],
 ) -> ApiResult<()> {
-    let b = c.store().get(def, Some(ns), name)?.value.clone();
+    let ns = Some(ns).filter(|s| !s.is_empty());
+    let b = c.store().get(def, ns, name)?.value.clone();
     let spec = &b["spec"];
     let placement = &spec["placement"];
     let replicas = spec["replicas"].as_i64().unwrap_or(0);
@@ -304,7 +348,7 @@ fn schedule(
     });
     c.store().patch(
         def,
-        Some(ns),
+        ns,
         name,
         PatchKind::Merge,
         body.to_string().as_bytes(),
@@ -322,12 +366,12 @@ fn schedule(
         "lastScheduledTime": now_rfc3339()}});
     c.store().patch(
         def,
-        Some(ns),
+        ns,
         name,
         PatchKind::Merge,
         status.to_string().as_bytes(),
         true,
     )?;
-    info!(binding = %name, namespace = %ns, clusters = %body["spec"]["clusters"], scheduled = ok, "binding scheduled");
+    info!(binding = %name, namespace = ns.unwrap_or_default(), clusters = %body["spec"]["clusters"], scheduled = ok, "binding scheduled");
     Ok(())
 }

@@ -20,6 +20,7 @@ pub const PP_ID: &str = "propagationpolicy.karmada.io/permanent-id";
 pub const CPP_NAME: &str = "clusterpropagationpolicy.karmada.io/name";
 pub const CPP_ID: &str = "clusterpropagationpolicy.karmada.io/permanent-id";
 pub const RB_ID: &str = "resourcebinding.karmada.io/permanent-id";
+pub const CRB_ID: &str = "clusterresourcebinding.karmada.io/permanent-id";
 
 /// How one `resourceSelectors` entry matches `template`, if it does.
 pub fn selector_match(sel: &Value, template: &Value) -> Option<Implicit> {

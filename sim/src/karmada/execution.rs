@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use tracing::{info, warn};
 
 use super::binding::condition;
-use super::detector::{PP_ID, RB_ID};
+use super::detector::{CPP_ID, CRB_ID, PP_ID, RB_ID};
 use super::members::{def_for, upsert};
 use super::{overrides, Controller};
 use crate::error::ApiResult;
@@ -22,6 +22,7 @@ pub const WORK_NAME: &str = "work.karmada.io/name";
 pub const WORK_NAMESPACE: &str = "work.karmada.io/namespace";
 pub const RB_NAME: &str = "resourcebinding.karmada.io/name";
 pub const RB_NAMESPACE: &str = "resourcebinding.karmada.io/namespace";
+pub const CRB_NAME: &str = "clusterresourcebinding.karmada.io/name";
 
 /// The execution namespace of a member cluster.
 pub fn execution_namespace(cluster: &str) -> String {
@@ -56,8 +57,7 @@ fn manifest_for(
     template: &Value,
     replicas: Option<i64>,
     work: (&str, &str),
-    rb: (&str, &str),
-    pp_id: &str,
+    binding: &BindingRef,
     work_id: &str,
 ) -> Value {
     let mut m = template.clone();
@@ -91,15 +91,56 @@ fn manifest_for(
         m["metadata"]["annotations"] = json!({});
     }
     m["metadata"]["labels"][WORK_ID] = work_id.into();
-    if !pp_id.is_empty() {
-        m["metadata"]["labels"][PP_ID] = pp_id.into();
+    if let Some((k, v)) = &binding.policy_id {
+        m["metadata"]["labels"][*k] = v.as_str().into();
     }
     let a = &mut m["metadata"]["annotations"];
     a[WORK_NAME] = work.1.into();
     a[WORK_NAMESPACE] = work.0.into();
-    a[RB_NAME] = rb.1.into();
-    a[RB_NAMESPACE] = rb.0.into();
+    for (k, v) in binding.annotations() {
+        a[k] = v.into();
+    }
     m
+}
+
+/// What Works and member objects say about the binding they came from: a
+/// ResourceBinding's name and namespace, or a ClusterResourceBinding's name.
+pub struct BindingRef {
+    pub namespace: Option<String>,
+    pub name: String,
+    /// The binding's permanent-id label (key, value).
+    pub id: (&'static str, String),
+    /// The claiming policy's permanent-id label, carried onto member objects.
+    pub policy_id: Option<(&'static str, String)>,
+}
+
+impl BindingRef {
+    pub fn of(b: &Value) -> Self {
+        let meta = &b["metadata"];
+        let labels = &meta["labels"];
+        let namespace = meta["namespace"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(String::from);
+        let label = |k: &'static str| labels[k].as_str().map(|v| (k, v.to_string()));
+        let id_key = if namespace.is_some() { RB_ID } else { CRB_ID };
+        Self {
+            name: meta["name"].as_str().unwrap_or_default().to_string(),
+            id: (
+                id_key,
+                labels[id_key].as_str().unwrap_or_default().to_string(),
+            ),
+            policy_id: label(PP_ID).or_else(|| label(CPP_ID)),
+            namespace,
+        }
+    }
+
+    fn annotations(&self) -> Vec<(&'static str, String)> {
+        match &self.namespace {
+            Some(ns) => vec![(RB_NAME, self.name.clone()), (RB_NAMESPACE, ns.clone())],
+            None => vec![(CRB_NAME, self.name.clone())],
+        }
+    }
 }
 
 pub fn run(c: &Controller) -> ApiResult<()> {
@@ -126,7 +167,11 @@ pub fn run(c: &Controller) -> ApiResult<()> {
         })
         .collect();
     let mut wanted = BTreeSet::new();
-    for b in c.list("work.karmada.io", "v1alpha2", "resourcebindings")? {
+    let mut bindings = Vec::new();
+    for plural in super::BINDING_PLURALS {
+        bindings.extend(c.list("work.karmada.io", "v1alpha2", plural)?);
+    }
+    for b in bindings {
         let res = &b["spec"]["resource"];
         let (Some(api_version), Some(kind), Some(name)) = (
             res["apiVersion"].as_str(),
@@ -146,12 +191,7 @@ pub fn run(c: &Controller) -> ApiResult<()> {
             continue;
         };
         let template = &template.value;
-        let pp_id = b["metadata"]["labels"][PP_ID].as_str().unwrap_or_default();
-        let rb_id = b["metadata"]["labels"][RB_ID].as_str().unwrap_or_default();
-        let rb = (
-            b["metadata"]["namespace"].as_str().unwrap_or_default(),
-            b["metadata"]["name"].as_str().unwrap_or_default(),
-        );
+        let rb = BindingRef::of(&b);
         let cluster_ops = overrides::applicable(&cops, template);
         let ns_ops = overrides::applicable(&ops, template);
         let wname = work_name(tns, name, kind);
@@ -172,12 +212,11 @@ pub fn run(c: &Controller) -> ApiResult<()> {
                 template,
                 target["replicas"].as_i64(),
                 (&wns, &wname),
-                rb,
-                pp_id,
+                &rb,
                 &work_id,
             );
             if let Err(e) = overrides::apply(&mut manifest, cluster, &cluster_ops, &ns_ops) {
-                warn!(binding = %rb.1, cluster = cname, error = %e, "overrides failed; work not updated");
+                warn!(binding = %rb.name, cluster = cname, error = %e, "overrides failed; work not updated");
                 wanted.insert(key);
                 continue;
             }
@@ -188,15 +227,17 @@ pub fn run(c: &Controller) -> ApiResult<()> {
                     json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": wns}}),
                 );
             }
-            let work = json!({
+            let mut work = json!({
                 "apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
                 "metadata": {"name": wname, "namespace": wns,
-                    "labels": {RB_ID: rb_id, WORK_ID: work_id},
-                    "annotations": {RB_NAME: rb.1, RB_NAMESPACE: rb.0}},
+                    "labels": {rb.id.0: rb.id.1, WORK_ID: work_id}, "annotations": {}},
                 "spec": {"workload": {"manifests": [manifest]}},
             });
+            for (k, v) in rb.annotations() {
+                work["metadata"]["annotations"][k] = v.into();
+            }
             if upsert(c.store(), &work_def, work)? {
-                info!(work = %wname, cluster = cname, binding = %rb.1, "work synced");
+                info!(work = %wname, cluster = cname, binding = %rb.name, "work synced");
             }
             wanted.insert(key);
         }
@@ -301,7 +342,7 @@ fn apply_works(c: &Controller, clusters: &[Value]) -> ApiResult<()> {
             }
         }
         // Objects Karmada put on this member whose Work no longer carries them.
-        for def in member.registry().all().filter(|d| d.namespaced) {
+        for def in member.registry().all() {
             for obj in member.list(def, &Filter::default(), None, None)?.items {
                 if obj.value["metadata"]["annotations"][WORK_NAME].is_null() {
                     continue;

@@ -67,6 +67,18 @@ pub const TEMPLATE_KINDS: &[(&str, &str, &str)] = &[
     ("", "v1", "serviceaccounts"),
 ];
 
+/// Cluster-scoped kinds the detector propagates (ClusterPropagationPolicies only; their
+/// bindings are ClusterResourceBindings).
+pub const CLUSTER_TEMPLATE_KINDS: &[(&str, &str, &str)] = &[
+    ("", "v1", "namespaces"),
+    ("rbac.authorization.k8s.io", "v1", "clusterroles"),
+    ("rbac.authorization.k8s.io", "v1", "clusterrolebindings"),
+];
+
+/// The binding kinds: namespaced templates get ResourceBindings, cluster-scoped ones
+/// ClusterResourceBindings (same group and version).
+pub const BINDING_PLURALS: [&str; 2] = ["resourcebindings", "clusterresourcebindings"];
+
 /// Namespaces the detector leaves alone, as Karmada skips its own and kube's.
 pub fn skipped_namespace(ns: &str) -> bool {
     ns.starts_with("karmada-") || ns.starts_with("kube-")

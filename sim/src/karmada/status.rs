@@ -136,119 +136,131 @@ pub fn aggregate_template(kind: &str, members: &[&Value], generation: &Value) ->
 
 pub fn run(c: &Controller) -> ApiResult<()> {
     settle_members(c)?;
-    let rb_def = c.def("work.karmada.io", "v1alpha2", "resourcebindings")?;
     let work_def = c.def("work.karmada.io", "v1alpha1", "works")?;
-    for b in c.list("work.karmada.io", "v1alpha2", "resourcebindings")? {
-        let res = &b["spec"]["resource"];
-        let (Some(av), Some(kind), Some(name)) = (
-            res["apiVersion"].as_str(),
-            res["kind"].as_str(),
-            res["name"].as_str(),
-        ) else {
-            continue;
-        };
-        let tns = res["namespace"].as_str().unwrap_or_default();
-        let wname = work_name(tns, name, kind);
-        let mut aggregated = Vec::new();
-        let mut all_applied = true;
-        let mut member_statuses = Vec::new();
-        let targets: Vec<&str> = b["spec"]["clusters"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|t| t["name"].as_str())
-            .collect();
-        for cname in &targets {
-            let work = c
-                .store()
-                .get(&work_def, Some(&execution_namespace(cname)), &wname)
-                .ok();
-            let applied = work.as_ref().and_then(|w| {
-                w.value["status"]["conditions"]
-                    .as_array()?
-                    .iter()
-                    .find(|x| x["type"] == "Applied")
-                    .map(|x| x["status"] == "True")
-            });
-            all_applied &= applied == Some(true);
-            let Some(w) = work else {
-                continue;
-            };
-            let ms = &w.value["status"]["manifestStatuses"][0];
-            let mut entry = json!({"clusterName": cname, "applied": applied == Some(true),
-                "health": if ms["health"] == "Healthy" { "Healthy" } else { "Unhealthy" }});
-            if !ms["status"].is_null() {
-                let mut st = ms["status"].clone();
-                st["resourceTemplateGeneration"] = b["spec"]["resource"]["generation"].clone();
-                st["generation"] = ms["status"]["observedGeneration"].clone();
-                entry["status"] = st;
-                member_statuses.push(ms["status"].clone());
-            }
-            aggregated.push(entry);
+    for plural in super::BINDING_PLURALS {
+        let rb_def = c.def("work.karmada.io", "v1alpha2", plural)?;
+        for b in c.list("work.karmada.io", "v1alpha2", plural)? {
+            aggregate(c, &rb_def, &work_def, &b)?;
         }
-        let fully = condition(
-            &b,
-            "FullyApplied",
-            all_applied && !targets.is_empty(),
-            if all_applied {
-                "FullyAppliedSuccess"
-            } else {
-                "FullyAppliedFailed"
-            },
-            if all_applied {
-                "All works have been successfully applied"
-            } else {
-                "Failed to apply all works, see status.aggregatedStatus for details"
-            },
-        );
-        let mut conditions: Vec<Value> = b["status"]["conditions"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|x| x["type"] != "FullyApplied")
-            .collect();
-        conditions.push(fully);
-        let status = json!({"aggregatedStatus": aggregated, "conditions": conditions});
-        let differs = b["status"]["aggregatedStatus"] != status["aggregatedStatus"]
-            || b["status"]["conditions"] != status["conditions"];
-        let bns = b["metadata"]["namespace"].as_str().unwrap_or_default();
-        let bname = b["metadata"]["name"].as_str().unwrap_or_default();
-        if differs {
-            c.store().patch(
-                &rb_def,
-                Some(bns),
-                bname,
-                PatchKind::Merge,
-                json!({"status": status}).to_string().as_bytes(),
-                true,
-            )?;
-        }
-        // The template's own status, summed from the members.
-        let Ok(tdef) = def_for(c.store(), av, kind) else {
-            continue;
-        };
-        let Ok(t) = c
+    }
+    Ok(())
+}
+
+/// One binding's `aggregatedStatus` and `FullyApplied`, and its template's status.
+fn aggregate(
+    c: &Controller,
+    rb_def: &crate::resources::ResourceDef,
+    work_def: &crate::resources::ResourceDef,
+    b: &Value,
+) -> ApiResult<()> {
+    let res = &b["spec"]["resource"];
+    let (Some(av), Some(kind), Some(name)) = (
+        res["apiVersion"].as_str(),
+        res["kind"].as_str(),
+        res["name"].as_str(),
+    ) else {
+        return Ok(());
+    };
+    let tns = res["namespace"].as_str().unwrap_or_default();
+    let wname = work_name(tns, name, kind);
+    let mut aggregated = Vec::new();
+    let mut all_applied = true;
+    let mut member_statuses = Vec::new();
+    let targets: Vec<&str> = b["spec"]["clusters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    for cname in &targets {
+        let work = c
             .store()
-            .get(&tdef, Some(tns).filter(|s| !s.is_empty()), name)
-        else {
-            continue;
+            .get(work_def, Some(&execution_namespace(cname)), &wname)
+            .ok();
+        let applied = work.as_ref().and_then(|w| {
+            w.value["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|x| x["type"] == "Applied")
+                .map(|x| x["status"] == "True")
+        });
+        all_applied &= applied == Some(true);
+        let Some(w) = work else {
+            return Ok(());
         };
-        let refs: Vec<&Value> = member_statuses.iter().collect();
-        let Some(tstatus) = aggregate_template(kind, &refs, &t.value["metadata"]["generation"])
-        else {
-            continue;
-        };
-        if t.value["status"] != tstatus && tdef.status_subresource {
-            c.store().patch(
-                &tdef,
-                Some(tns),
-                name,
-                PatchKind::Merge,
-                json!({"status": tstatus}).to_string().as_bytes(),
-                true,
-            )?;
+        let ms = &w.value["status"]["manifestStatuses"][0];
+        let mut entry = json!({"clusterName": cname, "applied": applied == Some(true),
+                "health": if ms["health"] == "Healthy" { "Healthy" } else { "Unhealthy" }});
+        if !ms["status"].is_null() {
+            let mut st = ms["status"].clone();
+            st["resourceTemplateGeneration"] = b["spec"]["resource"]["generation"].clone();
+            st["generation"] = ms["status"]["observedGeneration"].clone();
+            entry["status"] = st;
+            member_statuses.push(ms["status"].clone());
         }
+        aggregated.push(entry);
+    }
+    let fully = condition(
+        b,
+        "FullyApplied",
+        all_applied && !targets.is_empty(),
+        if all_applied {
+            "FullyAppliedSuccess"
+        } else {
+            "FullyAppliedFailed"
+        },
+        if all_applied {
+            "All works have been successfully applied"
+        } else {
+            "Failed to apply all works, see status.aggregatedStatus for details"
+        },
+    );
+    let mut conditions: Vec<Value> = b["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|x| x["type"] != "FullyApplied")
+        .collect();
+    conditions.push(fully);
+    let status = json!({"aggregatedStatus": aggregated, "conditions": conditions});
+    let differs = b["status"]["aggregatedStatus"] != status["aggregatedStatus"]
+        || b["status"]["conditions"] != status["conditions"];
+    let bns = b["metadata"]["namespace"].as_str().unwrap_or_default();
+    let bname = b["metadata"]["name"].as_str().unwrap_or_default();
+    if differs {
+        c.store().patch(
+            rb_def,
+            Some(bns).filter(|s| !s.is_empty()),
+            bname,
+            PatchKind::Merge,
+            json!({"status": status}).to_string().as_bytes(),
+            true,
+        )?;
+    }
+    // The template's own status, summed from the members.
+    let Ok(tdef) = def_for(c.store(), av, kind) else {
+        return Ok(());
+    };
+    let Ok(t) = c
+        .store()
+        .get(&tdef, Some(tns).filter(|s| !s.is_empty()), name)
+    else {
+        return Ok(());
+    };
+    let refs: Vec<&Value> = member_statuses.iter().collect();
+    let Some(tstatus) = aggregate_template(kind, &refs, &t.value["metadata"]["generation"]) else {
+        return Ok(());
+    };
+    if t.value["status"] != tstatus && tdef.status_subresource {
+        c.store().patch(
+            &tdef,
+            Some(tns).filter(|s| !s.is_empty()),
+            name,
+            PatchKind::Merge,
+            json!({"status": tstatus}).to_string().as_bytes(),
+            true,
+        )?;
     }
     Ok(())
 }
