@@ -39,6 +39,8 @@ impl LeaderConfig {
 
 #[derive(Debug, Default)]
 struct Shared {
+    /// When the last successful renewal was sent (not answered): another replica can
+    /// count the lease from no earlier than that.
     last_renew: Option<Instant>,
     holder: Option<String>,
     renew_time: Option<String>,
@@ -49,6 +51,7 @@ struct Shared {
 pub struct Leadership {
     identity: String,
     renew_deadline: Duration,
+    lease_duration: Duration,
     shared: Arc<Mutex<Shared>>,
     changes: watch::Receiver<bool>,
     /// Keeps the channel open when no elector owns it (`always`).
@@ -65,6 +68,34 @@ impl Leadership {
                 .lock()
                 .last_renew
                 .is_some_and(|t| t.elapsed() < self.renew_deadline)
+    }
+
+    /// How long a leader-only write may still take and land safely: until the lease this
+    /// replica last renewed could be claimed by another (the lease duration from when that
+    /// renewal was sent, less a tenth for clock-rate drift). `None` when not leading.
+    pub fn fence(&self) -> Option<Duration> {
+        if !self.is_leader() {
+            return None;
+        }
+        let since = self.shared.lock().last_renew?.elapsed();
+        let safe = self.lease_duration.saturating_sub(self.lease_duration / 10);
+        safe.checked_sub(since).filter(|d| !d.is_zero())
+    }
+
+    /// Runs one leader-only write, fenced: refused unless this replica leads now, and
+    /// abandoned once it can no longer land within the lease (see [`Self::fence`]) or after
+    /// `limit`, whichever comes first. Writes also carry resourceVersion preconditions, so
+    /// a request that reaches the server late (after a new leader wrote) is refused there.
+    pub async fn fenced<T>(
+        &self,
+        limit: Duration,
+        write: impl std::future::Future<Output = T>,
+    ) -> Result<T, Fenced> {
+        let window = self.fence().ok_or(Fenced::NotLeader)?;
+        let bound = window.min(limit);
+        tokio::time::timeout(bound, write)
+            .await
+            .map_err(|_| Fenced::TimedOut(bound))
     }
 
     /// Resolves whenever leadership flips.
@@ -88,6 +119,7 @@ impl Leadership {
         Self {
             identity: identity.into(),
             renew_deadline: Duration::ZERO,
+            lease_duration: Duration::ZERO,
             shared: Arc::new(Mutex::new(Shared::default())),
             changes: rx,
             _fixed: Some(Arc::new(tx)),
@@ -105,11 +137,21 @@ impl Leadership {
         Self {
             identity: identity.into(),
             renew_deadline: Duration::MAX,
+            lease_duration: Duration::MAX,
             shared: Arc::new(Mutex::new(shared)),
             changes: rx,
             _fixed: Some(Arc::new(tx)),
         }
     }
+}
+
+/// Why a leader-only write did not run to the end.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Fenced {
+    #[error("not the leader")]
+    NotLeader,
+    #[error("leader-only write abandoned after {0:?} (its lease could have passed on)")]
+    TimedOut(Duration),
 }
 
 /// The elector task's handle: stop it to release the lease.
@@ -148,6 +190,7 @@ pub fn spawn(client: kube::Client, config: LeaderConfig) -> Elector {
     let leadership = Leadership {
         identity: config.identity.clone(),
         renew_deadline: config.renew_deadline,
+        lease_duration: config.lease_duration,
         shared: shared.clone(),
         changes: rx,
         _fixed: None,
@@ -155,6 +198,7 @@ pub fn spawn(client: kube::Client, config: LeaderConfig) -> Elector {
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
     let task = tokio::spawn(async move {
         loop {
+            let sent = Instant::now();
             let attempt = tokio::time::timeout(
                 config.retry_period.max(Duration::from_secs(1)),
                 try_acquire_or_renew(&api, &config, &shared),
@@ -162,7 +206,7 @@ pub fn spawn(client: kube::Client, config: LeaderConfig) -> Elector {
             .await;
             let leading_now = match attempt {
                 Ok(Ok(Outcome::Leading)) => {
-                    shared.lock().last_renew = Some(Instant::now());
+                    shared.lock().last_renew = Some(sent);
                     true
                 }
                 Ok(Ok(Outcome::Following)) => false,
@@ -310,5 +354,29 @@ async fn release(api: &Api<Lease>, config: &LeaderConfig) {
         Err(e) => {
             warn!(lease = %config.name, error = %e, "releasing the lease failed; a successor waits for it to expire")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn fenced_writes_need_leadership_and_a_bound() {
+        let never = Leadership::never("x");
+        assert_eq!(never.fence(), None);
+        assert_eq!(
+            never.fenced(Duration::from_secs(1), async { 1 }).await,
+            Err(Fenced::NotLeader)
+        );
+        let always = Leadership::always("x");
+        assert_eq!(
+            always.fenced(Duration::from_secs(1), async { 1 }).await,
+            Ok(1)
+        );
+        let slow = always
+            .fenced(Duration::from_millis(10), std::future::pending::<()>())
+            .await;
+        assert_eq!(slow, Err(Fenced::TimedOut(Duration::from_millis(10))));
     }
 }

@@ -10,4 +10,5 @@ mod common;
 mod harness;
 mod leader;
 mod lifecycle;
+mod partition;
 mod supervision;

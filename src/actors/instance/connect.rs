@@ -120,6 +120,17 @@ fn upgrade_message(karmada: &DynamicObject, ns: &str, name: &str, spec: Option<&
     }
 }
 
+/// A leader-only write on the host (see [`crate::actors::leader::Leadership::fenced`]).
+async fn fenced<T>(
+    ctx: &Context,
+    write: impl std::future::Future<Output = T>,
+) -> Result<T, ConnectError> {
+    ctx.leadership
+        .fenced(ctx.settings.request_timeout, write)
+        .await
+        .map_err(|e| ConnectError::Failed(format!("writing the Karmada object: {e}")))
+}
+
 async fn read_secret_key(
     ctx: &Context,
     ns: &str,
@@ -176,14 +187,13 @@ async fn ensure_karmada(
             !crate::api::karmada_spec::contains(k.data.get("spec").unwrap_or(&Value::Null), w)
         });
         if stale && ctx.leadership.is_leader() {
-            let patch = json!({"spec": wanted});
+            // Conditional on the version just read, so a deposed leader's late patch fails.
+            let patch = json!({"metadata": {"resourceVersion": k.metadata.resource_version}, "spec": wanted});
             tracing::info!(karmada = %name, namespace = %ns, "patching the Karmada object's spec (upgrade)");
-            bounded(
-                ctx,
-                api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)),
-            )
-            .await?
-            .map_err(|e| failed("patching", e))?;
+            let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
+            fenced(ctx, api.patch(name, &params, &patch))
+                .await?
+                .map_err(|e| failed("patching", e))?;
             return Err(ConnectError::Upgrading(upgrade_message(
                 &k,
                 ns,
@@ -208,7 +218,8 @@ async fn ensure_karmada(
         .within(ns)
         .data(json!({"spec": spec}));
     obj.metadata.labels = Some([("kairship.io/instance".to_string(), name.to_string())].into());
-    match bounded(ctx, api.create(&PostParams::default(), &obj)).await? {
+    let params = PostParams::default();
+    match fenced(ctx, api.create(&params, &obj)).await? {
         Ok(k) => Ok(k),
         Err(kube::Error::Api(s)) if s.code == 404 => Err(ConnectError::Failed(format!(
             "namespace {ns} for managed Karmada objects does not exist"

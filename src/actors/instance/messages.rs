@@ -38,6 +38,13 @@ pub struct InstanceReader {
     pub watch_restarts: u64,
 }
 
+/// How a status write ended, and the Instance's resourceVersion it leaves behind (the
+/// precondition of the next write), when known.
+pub struct StatusWrite {
+    pub result: Result<Box<crate::crd::InstanceStatus>, String>,
+    pub resource_version: Option<String>,
+}
+
 pub enum InstanceMsg {
     /// Try to build the instance client (first at start, then with backoff).
     Connect,
@@ -47,7 +54,7 @@ pub enum InstanceMsg {
     /// Periodic: stats, probe, status sync.
     Tick,
     Probed(Result<String, String>),
-    StatusWritten(Result<Box<crate::crd::InstanceStatus>, String>),
+    StatusWritten(StatusWrite),
     Registered(Result<(), String>),
     /// The latest view, for the API and the tests.
     View(RpcReplyPort<InstanceView>),

@@ -24,7 +24,7 @@ use tracing::{debug, info, warn};
 use super::context::{Context, Counters};
 use crate::crd::{Instance, InstanceStatus};
 use caches::{Caches, Kind};
-pub use messages::{InstanceMsg, InstanceReader, InstanceView};
+pub use messages::{InstanceMsg, InstanceReader, InstanceView, StatusWrite};
 use status::Observed;
 
 pub struct InstanceActor;
@@ -49,6 +49,9 @@ pub struct InstanceState {
     probe_in_flight: bool,
     write_in_flight: bool,
     last_written: Option<InstanceStatus>,
+    /// The Instance's resourceVersion as last seen: status writes are conditional on it,
+    /// so a write that reaches the host after another replica's is refused (fencing).
+    resource_version: Option<String>,
     last_write_at: Option<Instant>,
     registered: bool,
     last_error: Option<String>,
@@ -154,6 +157,7 @@ impl Actor for InstanceActor {
         Ok(InstanceState {
             name,
             last_written: args.instance.status.clone(),
+            resource_version: args.instance.metadata.resource_version.clone(),
             instance: args.instance,
             ctx: args.ctx,
             client: None,
@@ -272,8 +276,14 @@ impl Actor for InstanceActor {
                     }
                 }
             }
-            InstanceMsg::StatusWritten(result) => {
+            InstanceMsg::StatusWritten(StatusWrite {
+                result,
+                resource_version,
+            }) => {
                 state.write_in_flight = false;
+                if resource_version.is_some() {
+                    state.resource_version = resource_version;
+                }
                 match result {
                     Ok(written) => {
                         state.last_written = Some(*written);
@@ -351,6 +361,52 @@ fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
     sync_status(myself, state);
 }
 
+/// One fenced, conditional status write. On a conflict the fresh resourceVersion is read
+/// for the next attempt (someone else wrote: a user, the manager, or another replica).
+async fn write_status(
+    ctx: &Context,
+    name: &str,
+    next: InstanceStatus,
+    rv: Option<String>,
+) -> StatusWrite {
+    let api: Api<Instance> = Api::all(ctx.host.clone());
+    let patch = Patch::Merge(json!({"metadata": {"resourceVersion": rv}, "status": next}));
+    let params = PatchParams::default();
+    let call = api.patch_status(name, &params, &patch);
+    let fail = |e: String| StatusWrite {
+        result: Err(e),
+        resource_version: None,
+    };
+    match ctx
+        .leadership
+        .fenced(ctx.settings.request_timeout, call)
+        .await
+    {
+        Ok(Ok(written)) => {
+            Counters::bump(&ctx.counters.status_writes);
+            StatusWrite {
+                result: Ok(Box::new(next)),
+                resource_version: written.metadata.resource_version,
+            }
+        }
+        Ok(Err(kube::Error::Api(s))) if s.code == 409 => {
+            let fresh = tokio::time::timeout(ctx.settings.request_timeout, api.get_opt(name))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .flatten();
+            StatusWrite {
+                result: Err(
+                    "status write conflicted; retrying with a fresh resourceVersion".into(),
+                ),
+                resource_version: fresh.and_then(|i| i.metadata.resource_version),
+            }
+        }
+        Ok(Err(e)) => fail(format!("patching status: {e}")),
+        Err(e) => fail(format!("patching status: {e}")),
+    }
+}
+
 fn compute_stats(caches: &Caches) -> crate::crd::InstanceStats {
     let clusters = caches
         .store(Kind::Cluster)
@@ -383,27 +439,9 @@ fn sync_status(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
     }
     state.write_in_flight = true;
     let (ctx, name, me) = (state.ctx.clone(), state.name.clone(), myself.clone());
+    let rv = state.resource_version.clone();
     tokio::spawn(async move {
-        let api: Api<Instance> = Api::all(ctx.host.clone());
-        // Checked again right before the write: leadership may have moved meanwhile.
-        let result = if !ctx.leadership.is_leader() {
-            Err("not the leader any more".to_string())
-        } else {
-            let patch = Patch::Merge(json!({"status": next}));
-            match tokio::time::timeout(
-                ctx.settings.request_timeout,
-                api.patch_status(&name, &PatchParams::default(), &patch),
-            )
-            .await
-            {
-                Ok(Ok(_)) => {
-                    Counters::bump(&ctx.counters.status_writes);
-                    Ok(Box::new(next))
-                }
-                Ok(Err(e)) => Err(format!("patching status: {e}")),
-                Err(_) => Err("patching status timed out".to_string()),
-            }
-        };
-        let _ = me.send_message(InstanceMsg::StatusWritten(result));
+        let written = write_status(&ctx, &name, next, rv).await;
+        let _ = me.send_message(InstanceMsg::StatusWritten(written));
     });
 }

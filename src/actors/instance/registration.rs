@@ -33,13 +33,13 @@ pub async fn ensure(
         Ok(Some(existing)) if existing.spec == spec => Ok(()),
         Ok(Some(mut existing)) => {
             existing.spec = spec;
-            tokio::time::timeout(
-                timeout,
-                api.replace(&name, &PostParams::default(), &existing),
-            )
-            .await
-            .map_err(bounded("updating"))?
-            .map_err(|e| format!("updating registration: {e}"))?;
+            // The resourceVersion read above is the replace's precondition.
+            let params = PostParams::default();
+            ctx.leadership
+                .fenced(timeout, api.replace(&name, &params, &existing))
+                .await
+                .map_err(|e| format!("updating registration: {e}"))?
+                .map_err(|e| format!("updating registration: {e}"))?;
             Counters::bump(&ctx.counters.registration_writes);
             Ok(())
         }
@@ -47,9 +47,11 @@ pub async fn ensure(
             let mut reg = InstanceRegistration::new(&name, spec);
             // Owned by the Instance, so a real host garbage-collects it too.
             reg.metadata.owner_references = instance.controller_owner_ref(&()).map(|o| vec![o]);
-            tokio::time::timeout(timeout, api.create(&PostParams::default(), &reg))
+            let params = PostParams::default();
+            ctx.leadership
+                .fenced(timeout, api.create(&params, &reg))
                 .await
-                .map_err(bounded("creating"))?
+                .map_err(|e| format!("creating registration: {e}"))?
                 .map_err(|e| format!("creating registration: {e}"))?;
             Counters::bump(&ctx.counters.registration_writes);
             Ok(())
@@ -61,15 +63,15 @@ pub async fn ensure(
 /// Removes the registration of a deleted instance.
 pub async fn remove(ctx: &Context, name: &str) -> Result<(), String> {
     let api: Api<InstanceRegistration> = Api::all(ctx.host.clone());
-    match tokio::time::timeout(
-        ctx.settings.request_timeout,
-        api.delete(name, &Default::default()),
-    )
-    .await
+    let params = Default::default();
+    match ctx
+        .leadership
+        .fenced(ctx.settings.request_timeout, api.delete(name, &params))
+        .await
     {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(kube::Error::Api(s))) if s.code == 404 => Ok(()),
         Ok(Err(e)) => Err(format!("deleting registration: {e}")),
-        Err(_) => Err("deleting registration timed out".into()),
+        Err(e) => Err(format!("deleting registration: {e}")),
     }
 }

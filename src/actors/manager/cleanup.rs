@@ -24,9 +24,6 @@ async fn patch_instance(
     patch: serde_json::Value,
     status: bool,
 ) -> Result<(), String> {
-    if !ctx.leadership.is_leader() {
-        return Err("not the leader".into());
-    }
     let api: Api<Instance> = Api::all(ctx.host.clone());
     let p = Patch::Merge(patch);
     let call = async {
@@ -36,11 +33,15 @@ async fn patch_instance(
             api.patch(name, &PatchParams::default(), &p).await
         }
     };
-    match tokio::time::timeout(ctx.settings.request_timeout, call).await {
+    match ctx
+        .leadership
+        .fenced(ctx.settings.request_timeout, call)
+        .await
+    {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(kube::Error::Api(s))) if s.code == 404 => Ok(()),
         Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("timed out".into()),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -130,16 +131,16 @@ async fn cleanup(ctx: &Context, instance: &Instance, name: &str) -> Result<(), S
             .unwrap_or_else(|| ctx.settings.managed_namespace.clone());
         let api: Api<DynamicObject> =
             Api::namespaced_with(ctx.host.clone(), &ns, &karmada_resource());
-        match tokio::time::timeout(
-            ctx.settings.request_timeout,
-            api.delete(name, &Default::default()),
-        )
-        .await
+        let params = Default::default();
+        match ctx
+            .leadership
+            .fenced(ctx.settings.request_timeout, api.delete(name, &params))
+            .await
         {
             Ok(Ok(_)) => info!(instance = %name, "managed Karmada object deleted"),
             Ok(Err(kube::Error::Api(s))) if s.code == 404 => {}
             Ok(Err(e)) => return Err(format!("deleting Karmada {ns}/{name}: {e}")),
-            Err(_) => return Err(format!("deleting Karmada {ns}/{name} timed out")),
+            Err(e) => return Err(format!("deleting Karmada {ns}/{name}: {e}")),
         }
     }
     registration::remove(ctx, name).await?;
