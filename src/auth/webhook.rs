@@ -309,7 +309,8 @@ fn decode_hex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-fn parse_event(body: &[u8]) -> Result<RoleEvent, ApiError> {
+/// A role event from the request body, checked field by field.
+pub fn parse_event(body: &[u8]) -> Result<RoleEvent, ApiError> {
     let event: RoleEvent = serde_json::from_slice(body)
         .map_err(|e| ApiError::invalid("body", format!("not a role event: {e}")))?;
     if event.id.is_empty() {

@@ -228,13 +228,45 @@ async fn ensure_karmada(
     }
 }
 
+/// An instance's kubeconfig, as read from its Secret: self-contained credentials only.
+/// Exec plugins and auth providers would run commands inside Kairship, and file paths
+/// would read Kairship's own files, on behalf of whoever can write that Secret.
+pub fn parse_kubeconfig(text: &str) -> Result<Kubeconfig, String> {
+    let kc = Kubeconfig::from_yaml(text).map_err(|e| format!("invalid kubeconfig: {e}"))?;
+    let refuse = |what: &str, name: &str| {
+        Err(format!(
+            "kubeconfig {what} {name:?} is not allowed for an instance: use inline data (a token or *-data fields)"
+        ))
+    };
+    for c in &kc.clusters {
+        if c.cluster.as_ref().is_some_and(|c| c.certificate_authority.is_some()) {
+            return refuse("cluster with a certificate-authority file", &c.name);
+        }
+    }
+    for a in &kc.auth_infos {
+        let Some(info) = &a.auth_info else { continue };
+        if info.exec.is_some() {
+            return refuse("user with an exec plugin", &a.name);
+        }
+        if info.auth_provider.is_some() {
+            return refuse("user with an auth-provider", &a.name);
+        }
+        if info.client_certificate.is_some() || info.client_key.is_some() {
+            return refuse("user with client-certificate/client-key files", &a.name);
+        }
+        if info.token_file.is_some() {
+            return refuse("user with a tokenFile", &a.name);
+        }
+    }
+    Ok(kc)
+}
+
 async fn client_from(
     ctx: &Context,
     kubeconfig: &str,
     karmada_version: Option<String>,
 ) -> Result<Connected, ConnectError> {
-    let kc = Kubeconfig::from_yaml(kubeconfig)
-        .map_err(|e| ConnectError::Failed(format!("invalid kubeconfig: {e}")))?;
+    let kc = parse_kubeconfig(kubeconfig).map_err(ConnectError::Failed)?;
     let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .map_err(|e| ConnectError::Failed(format!("invalid kubeconfig: {e}")))?;
@@ -250,4 +282,31 @@ async fn client_from(
         endpoint,
         karmada_version,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_kubeconfig;
+
+    fn kubeconfig(user: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:6443\n    certificate-authority-data: AAAA\nusers:\n- name: u\n  user:\n{user}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"
+        )
+    }
+
+    #[test]
+    fn only_self_contained_kubeconfigs_are_accepted() {
+        assert!(parse_kubeconfig(&kubeconfig("    token: abc")).is_ok());
+        for (user, named) in [
+            ("    exec: {command: /bin/sh, apiVersion: client.authentication.k8s.io/v1}", "exec"),
+            ("    auth-provider: {name: gcp}", "auth-provider"),
+            ("    client-certificate: /etc/passwd", "client-certificate"),
+            ("    tokenFile: /var/run/secrets/token", "tokenFile"),
+        ] {
+            let e = parse_kubeconfig(&kubeconfig(user)).expect_err(named);
+            assert!(e.contains(named), "{e}");
+        }
+        let e = parse_kubeconfig("clusters: [").expect_err("not YAML");
+        assert!(e.starts_with("invalid kubeconfig"), "{e}");
+    }
 }

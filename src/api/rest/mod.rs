@@ -45,13 +45,6 @@ impl Rest {
 
     async fn dispatch(&self, req: Request) -> Result<Response, Status> {
         let (parts, body) = req.into_parts();
-        let (rule, vars) = self
-            .rules
-            .iter()
-            .find_map(|r| r.matches(&parts.method, parts.uri.path()).map(|v| (r, v)))
-            .ok_or_else(|| {
-                Status::not_found(format!("no API at {} {}", parts.method, parts.uri.path()))
-            })?;
         let body = crate::api::body::read_limited(body, MAX_BODY, "the request body")
             .await
             .map_err(|e| match e {
@@ -60,37 +53,17 @@ impl Rest {
                 }
                 other => other.into(),
             })?;
-        let mut msg = DynamicMessage::new(rule.input.clone());
-        match rule.body.as_str() {
-            "" => {}
-            "*" => msg = from_json(&rule.input, &body, "body")?,
-            field => {
-                let fd = rule
-                    .input
-                    .get_field_by_name(field)
-                    .ok_or_else(|| Status::internal(format!("body field {field} missing")))?;
-                let Kind::Message(md) = fd.kind() else {
-                    return Err(Status::internal(format!(
-                        "body field {field} is not a message"
-                    )));
-                };
-                msg.set_field(&fd, Value::Message(from_json(&md, &body, field)?));
-            }
-        }
-        for (path, value) in vars {
-            set_path(&mut msg, &path, &value)?;
-        }
-        if let Some(q) = parts.uri.query() {
-            let pairs: Vec<(String, String)> = serde_urlencoded::from_str(q)
-                .map_err(|e| Status::invalid_argument(format!("query string: {e}")))?;
-            for (k, v) in pairs {
-                set_path(&mut msg, &k, &v)?;
-            }
-        }
+        let (rule, message) = transcode(
+            &self.rules,
+            &parts.method,
+            parts.uri.path(),
+            parts.uri.query(),
+            &body,
+        )?;
         let answer = codec::unary(
             self.grpc.clone(),
             &rule.grpc_path,
-            Bytes::from(msg.encode_to_vec()),
+            Bytes::from(message.encode_to_vec()),
             parts.headers.get(header::AUTHORIZATION),
         )
         .await?;
@@ -101,6 +74,50 @@ impl Rest {
             .map_err(|e| Status::internal(e.to_string()))?;
         Ok(json_response(StatusCode::OK, Bytes::from(ser.into_inner())))
     }
+}
+
+/// The pure half of a REST call: the rule its method and path match, and the request
+/// message built from path variables, query parameters and the JSON body. Every failure
+/// is the caller's (not found, invalid argument) except a broken rule set.
+pub fn transcode<'r>(
+    rules: &'r [rules::Rule],
+    method: &http::Method,
+    path: &str,
+    query: Option<&str>,
+    body: &[u8],
+) -> Result<(&'r rules::Rule, DynamicMessage), Status> {
+    let (rule, vars) = rules
+        .iter()
+        .find_map(|r| r.matches(method, path).map(|v| (r, v)))
+        .ok_or_else(|| Status::not_found(format!("no API at {method} {path}")))?;
+    let mut msg = DynamicMessage::new(rule.input.clone());
+    match rule.body.as_str() {
+        "" => {}
+        "*" => msg = from_json(&rule.input, body, "body")?,
+        field => {
+            let fd = rule
+                .input
+                .get_field_by_name(field)
+                .ok_or_else(|| Status::internal(format!("body field {field} missing")))?;
+            let Kind::Message(md) = fd.kind() else {
+                return Err(Status::internal(format!(
+                    "body field {field} is not a message"
+                )));
+            };
+            msg.set_field(&fd, Value::Message(from_json(&md, body, field)?));
+        }
+    }
+    for (path, value) in vars {
+        set_path(&mut msg, &path, &value)?;
+    }
+    if let Some(q) = query {
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(q)
+            .map_err(|e| Status::invalid_argument(format!("query string: {e}")))?;
+        for (k, v) in pairs {
+            set_path(&mut msg, &k, &v)?;
+        }
+    }
+    Ok((rule, msg))
 }
 
 /// A message (encoded as `bytes`) as proto3 JSON, by its full name in the API's descriptors.
