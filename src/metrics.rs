@@ -18,7 +18,6 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 use crate::actors::instance::caches::Kind;
-use crate::actors::instance::InstanceMsg;
 use crate::api::router::Router;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -208,13 +207,16 @@ impl Metrics {
                 count(&self.nodes, "ready", s.nodes_ready);
                 count(&self.nodes, "total", s.nodes_total);
             }
-            if let Ok(Some(actor)) = router.tree.instance(&name).await {
-                if let Ok(reader) = ractor::call_t!(actor, InstanceMsg::Reader, 1000) {
+            if let Some(reader) = router.tree.reader(&name) {
+                {
+                    let restarts = reader
+                        .watch_restarts
+                        .load(std::sync::atomic::Ordering::Relaxed);
                     self.watch_restarts
                         .get_or_create(&InstanceLabels {
                             karmada_instance: name.clone(),
                         })
-                        .set(i64::try_from(reader.watch_restarts).unwrap_or(i64::MAX));
+                        .set(i64::try_from(restarts).unwrap_or(i64::MAX));
                     for kind in Kind::ALL {
                         let n = reader.stores.get(&kind).map_or(0, |s| s.state().len());
                         self.cached

@@ -60,4 +60,6 @@ pub struct Context {
     pub leadership: Leadership,
     pub settings: Arc<Settings>,
     pub counters: Arc<Counters>,
+    /// Instance readers published for routing (see [`super::routes`]).
+    pub routes: super::routes::Routes,
 }

@@ -6,5 +6,6 @@ pub mod instance;
 pub mod leader;
 pub mod manager;
 pub mod root;
+pub mod routes;
 pub mod supervision;
 pub mod tree;

@@ -89,6 +89,7 @@ impl Tree {
             leadership,
             settings: Arc::new(settings),
             counters: Arc::new(Counters::default()),
+            routes: Default::default(),
         };
         let (root, root_task) = Actor::spawn(None, RootSupervisor, ctx.clone())
             .await
@@ -154,13 +155,17 @@ impl TreeHandle {
     pub async fn actors(&self) -> Result<Vec<ActorSnapshot>, TreeError> {
         let root = ractor::call_t!(self.root, RootMsg::Snapshot, QUERY_TIMEOUT_MS)
             .map_err(|e| TreeError::Unavailable(e.to_string()))?;
-        let rest = ractor::call_t!(
+        let mut rest = ractor::call_t!(
             self.manager().await?,
             ManagerMsg::Snapshot,
             QUERY_TIMEOUT_MS
         )
         .map_err(|e| TreeError::Unavailable(e.to_string()))?;
-        Ok(std::iter::once(root).chain(rest).collect())
+        if let Some(m) = rest.iter_mut().find(|s| s.name == "instance-manager") {
+            m.restart_count = root.manager_restarts;
+            m.last_error = root.manager_last_error;
+        }
+        Ok(std::iter::once(root.root).chain(rest).collect())
     }
 
     pub async fn restart_instance(&self, name: &str) -> Result<(), TreeError> {
@@ -184,7 +189,12 @@ impl TreeHandle {
         .map_err(TreeError::NotFound)
     }
 
-    /// The live actor of an instance, for request routing.
+    /// The reader an instance actor published, for request routing: no mailbox is asked.
+    pub fn reader(&self, name: &str) -> Option<Arc<crate::actors::instance::InstanceReader>> {
+        self.ctx.routes.get(name)
+    }
+
+    /// The live actor of an instance.
     pub async fn instance(&self, name: &str) -> Result<Option<ActorRef<InstanceMsg>>, TreeError> {
         let n = name.to_string();
         ractor::call_t!(
@@ -193,6 +203,14 @@ impl TreeHandle {
             QUERY_TIMEOUT_MS
         )
         .map_err(|e| TreeError::Unavailable(e.to_string()))
+    }
+
+    /// Chaos: crash the instance manager (its children go with it; the root restarts it).
+    pub async fn crash_manager(&self) -> Result<(), TreeError> {
+        self.manager()
+            .await?
+            .send_message(ManagerMsg::Crash)
+            .map_err(|e| TreeError::Unavailable(e.to_string()))
     }
 
     /// Chaos: panic one instance actor. False when it has no live actor.

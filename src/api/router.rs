@@ -11,14 +11,13 @@ use kube::runtime::{watcher, WatchStreamExt};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::error::{check_name, ApiError};
-use crate::actors::instance::{InstanceMsg, InstanceReader};
+use crate::actors::instance::InstanceReader;
 use crate::actors::tree::TreeHandle;
 use crate::auth::{Auth, Caller, Role};
 use crate::crd::Instance;
 
 /// How long a request may wait for a free slot of a busy instance.
 const PERMIT_WAIT: Duration = Duration::from_secs(2);
-const ACTOR_TIMEOUT_MS: u64 = 2_000;
 
 #[derive(Clone)]
 pub struct Router {
@@ -43,7 +42,7 @@ impl Drop for AbortOnDrop {
 
 /// A reader plus the permit that counts this request against the instance's limit.
 pub struct Routed {
-    pub reader: InstanceReader,
+    pub reader: Arc<InstanceReader>,
     _permit: OwnedSemaphorePermit,
 }
 
@@ -134,12 +133,7 @@ impl Router {
     pub async fn route(&self, field: &str, name: &str) -> Result<Routed, ApiError> {
         check_name(field, name)?;
         let instance = self.instance(name)?;
-        let actor = self
-            .tree
-            .instance(name)
-            .await
-            .map_err(|e| ApiError::Unavailable(e.to_string()))?;
-        let Some(actor) = actor else {
+        let Some(reader) = self.tree.reader(name) else {
             let why = match instance.spec.paused {
                 true => "it is paused".to_string(),
                 false => format!(
@@ -155,8 +149,6 @@ impl Router {
                 "instance {name:?} cannot serve requests: {why}"
             )));
         };
-        let reader = ractor::call_t!(actor, InstanceMsg::Reader, ACTOR_TIMEOUT_MS)
-            .map_err(|e| ApiError::Unavailable(format!("instance {name:?} did not answer: {e}")))?;
         reader.health.clone().map_err(ApiError::Unavailable)?;
         let permit = tokio::time::timeout(PERMIT_WAIT, reader.limiter.clone().acquire_owned())
             .await

@@ -17,6 +17,7 @@ mod policies;
 mod proxy;
 mod rbac;
 mod rest;
+mod routing;
 mod server;
 mod upgrade;
 mod webhook_replicas;

@@ -239,7 +239,10 @@ pub fn parse_kubeconfig(text: &str) -> Result<Kubeconfig, String> {
         ))
     };
     for c in &kc.clusters {
-        if c.cluster.as_ref().is_some_and(|c| c.certificate_authority.is_some()) {
+        if c.cluster
+            .as_ref()
+            .is_some_and(|c| c.certificate_authority.is_some())
+        {
             return refuse("cluster with a certificate-authority file", &c.name);
         }
     }
@@ -298,7 +301,10 @@ mod tests {
     fn only_self_contained_kubeconfigs_are_accepted() {
         assert!(parse_kubeconfig(&kubeconfig("    token: abc")).is_ok());
         for (user, named) in [
-            ("    exec: {command: /bin/sh, apiVersion: client.authentication.k8s.io/v1}", "exec"),
+            (
+                "    exec: {command: /bin/sh, apiVersion: client.authentication.k8s.io/v1}",
+                "exec",
+            ),
             ("    auth-provider: {name: gcp}", "auth-provider"),
             ("    client-certificate: /etc/passwd", "client-certificate"),
             ("    tokenFile: /var/run/secrets/token", "tokenFile"),

@@ -34,8 +34,8 @@ pub struct InstanceReader {
     pub limiter: std::sync::Arc<tokio::sync::Semaphore>,
     /// Each cached kind's change feed, for watches served from the cache.
     pub feeds: std::collections::BTreeMap<super::caches::Kind, super::feed::Feed>,
-    /// Watch restarts of the caches since the actor started.
-    pub watch_restarts: u64,
+    /// Watch restarts of the caches since the actor started (live).
+    pub watch_restarts: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// How a status write ended, and the Instance's resourceVersion it leaves behind (the
@@ -58,8 +58,6 @@ pub enum InstanceMsg {
     Registered(Result<(), String>),
     /// The latest view, for the API and the tests.
     View(RpcReplyPort<InstanceView>),
-    /// Handles for serving reads from this instance's caches and passing writes through.
-    Reader(RpcReplyPort<InstanceReader>),
     /// Chaos: panic inside the handler, to exercise supervision.
     Panic,
 }

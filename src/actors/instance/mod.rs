@@ -64,6 +64,8 @@ pub struct InstanceState {
     writes: write_marks::WriteMarks,
     /// Bounds concurrent API requests to this instance, so a slow one cannot take all workers.
     limiter: std::sync::Arc<tokio::sync::Semaphore>,
+    /// What the published reader was built from, to republish only on change.
+    published: Option<(bool, bool, Result<(), String>)>,
 }
 
 impl InstanceState {
@@ -103,9 +105,25 @@ impl InstanceState {
                 .as_ref()
                 .map(|c| c.feeds.clone())
                 .unwrap_or_default(),
-            watch_restarts: self.caches.as_ref().map_or(0, |c| {
-                c.watch_restarts.load(std::sync::atomic::Ordering::Relaxed)
-            }),
+            watch_restarts: self
+                .caches
+                .as_ref()
+                .map(|c| c.watch_restarts.clone())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Publishes the reader for routing when what requests see of it changed.
+    fn publish(&mut self, me: &ActorRef<InstanceMsg>) {
+        let reader = self.reader();
+        let key = (
+            self.client.is_some(),
+            self.caches.is_some(),
+            reader.health.clone(),
+        );
+        if self.published.as_ref() != Some(&key) {
+            self.ctx.routes.publish(&self.name, me.get_id(), reader);
+            self.published = Some(key);
         }
     }
 
@@ -175,17 +193,19 @@ impl Actor for InstanceActor {
             json: json_memo::JsonMemo::default(),
             access: access::AccessReviews::default(),
             writes: write_marks::WriteMarks::default(),
+            published: None,
         })
     }
 
     async fn post_stop(
         &self,
-        _myself: ActorRef<InstanceMsg>,
+        myself: ActorRef<InstanceMsg>,
         state: &mut InstanceState,
     ) -> Result<(), ActorProcessingErr> {
         if let Some(t) = state.ticker.take() {
             t.abort();
         }
+        state.ctx.routes.withdraw(&state.name, myself.get_id());
         // Dropping the caches aborts their watch tasks.
         state.caches = None;
         debug!(instance = %state.name, "instance actor stopped");
@@ -306,13 +326,11 @@ impl Actor for InstanceActor {
             InstanceMsg::View(reply) => {
                 let _ = reply.send(state.view());
             }
-            InstanceMsg::Reader(reply) => {
-                let _ = reply.send(state.reader());
-            }
             InstanceMsg::Panic => {
                 panic!("chaos: panic injected into instance actor {}", state.name)
             }
         }
+        state.publish(&myself);
         Ok(())
     }
 }

@@ -28,4 +28,6 @@ pub enum ManagerMsg {
     Lookup(String, RpcReplyPort<Option<ActorRef<InstanceMsg>>>),
     /// Chaos: make an instance actor panic.
     InjectPanic(String, RpcReplyPort<bool>),
+    /// Chaos: make the manager itself panic (the root restarts it).
+    Crash,
 }

@@ -342,6 +342,8 @@ impl Actor for InstanceManager {
                 state.children.remove(&name);
             }
             ManagerMsg::Resync(names) => {
+                // Readers left by a crashed predecessor's actors, for instances now gone.
+                state.ctx.routes.retain(&names);
                 let gone: Vec<String> = state
                     .children
                     .keys()
@@ -433,6 +435,7 @@ impl Actor for InstanceManager {
                         .unwrap_or(false),
                 );
             }
+            ManagerMsg::Crash => panic!("chaos: the instance manager was told to crash"),
         }
         Ok(())
     }
@@ -453,6 +456,8 @@ impl Actor for InstanceManager {
         };
         // Only children we did not stop ourselves are still in by_actor.
         if let Some(name) = state.by_actor.remove(&cell.get_id()) {
+            // A panicked actor never ran post_stop: take down what it published.
+            state.ctx.routes.withdraw(&name, cell.get_id());
             self.on_failure(&myself, state, &name, error);
         }
         Ok(())

@@ -12,7 +12,7 @@ use tracing::{error, info};
 use super::context::Context;
 use super::manager::{InstanceManager, ManagerMsg};
 use super::supervision::{ActorSnapshot, ActorState, Decision, RestartTracker};
-pub use messages::RootMsg;
+pub use messages::{RootMsg, RootSnapshot};
 
 pub struct RootSupervisor;
 
@@ -102,14 +102,18 @@ impl Actor for RootSupervisor {
                 let _ = reply.send(state.manager.clone());
             }
             RootMsg::Snapshot(reply) => {
-                let _ = reply.send(ActorSnapshot {
-                    name: "root".into(),
-                    parent: String::new(),
-                    state: ActorState::Running,
-                    restart_count: 0,
-                    last_error: state.last_error.clone(),
-                    uptime: state.started.elapsed(),
-                    instance: None,
+                let _ = reply.send(RootSnapshot {
+                    root: ActorSnapshot {
+                        name: "root".into(),
+                        parent: String::new(),
+                        state: ActorState::Running,
+                        restart_count: 0,
+                        last_error: None,
+                        uptime: state.started.elapsed(),
+                        instance: None,
+                    },
+                    manager_restarts: state.tracker.total_restarts,
+                    manager_last_error: state.last_error.clone(),
                 });
             }
             RootMsg::RespawnManager => Self::spawn_manager(&myself, state).await?,
