@@ -8,6 +8,7 @@ pub mod actors;
 pub mod api;
 pub mod auth;
 pub mod bootstrap;
+pub mod chaos;
 pub mod cli;
 pub mod crd;
 pub mod metrics;

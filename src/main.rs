@@ -8,7 +8,12 @@ use kairship::cli::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    kairship::telemetry::init(&cli.log);
+    // The chaos report is the output; the fleet it runs speaks up only about trouble.
+    let default_filter = match cli.command {
+        Command::Chaos(_) => "warn,kube_client=off",
+        _ => "info",
+    };
+    kairship::telemetry::init(&cli.log, default_filter);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -25,6 +30,7 @@ fn main() -> ExitCode {
             Command::Run(args) => kairship::cli::run::run(*args).await,
             Command::Demo(args) => kairship::cli::demo::run(args).await,
             Command::Ctl(args) => kairship::cli::ctl::run(args).await,
+            Command::Chaos(args) => kairship::cli::chaos::run(args).await,
             Command::Crds => kairship::crd::crds_yaml()
                 .map(|y| print!("{y}"))
                 .map_err(|e| kairship::Error::Usage(format!("rendering CRDs: {e}"))),

@@ -20,13 +20,14 @@ pub struct LogArgs {
     pub log: Option<String>,
 }
 
-pub fn init(args: &LogArgs) {
+/// `default`: the filter when neither `--log` nor `RUST_LOG` says otherwise.
+pub fn init(args: &LogArgs, default: &str) {
     let filter = args
         .log
         .as_deref()
         .and_then(|f| EnvFilter::try_new(f).ok())
         .or_else(|| EnvFilter::try_from_default_env().ok())
-        .unwrap_or_else(|| EnvFilter::new("info"));
+        .unwrap_or_else(|| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

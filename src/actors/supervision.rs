@@ -24,9 +24,11 @@ pub struct RestartPolicy {
 impl Default for RestartPolicy {
     fn default() -> Self {
         Self {
-            min_delay: Duration::from_millis(500),
+            // A crash loop ends Degraded within seconds (0.25 + 0.5 + 1 + 2 s of back-off),
+            // so it is reported while people are still looking; the retry comes later.
+            min_delay: Duration::from_millis(250),
             max_delay: Duration::from_secs(30),
-            max_restarts: 5,
+            max_restarts: 4,
             window: Duration::from_secs(60),
             degraded_retry: Duration::from_secs(60),
         }

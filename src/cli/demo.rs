@@ -252,22 +252,7 @@ pub async fn run(args: DemoArgs) -> Result<(), Error> {
         ..Default::default()
     })
     .await?;
-    let view = FleetView {
-        host_kubeconfig: sim_dir.join("kubeconfigs/host.kubeconfig"),
-        instances: fleet
-            .instances()
-            .iter()
-            .map(|i| {
-                let path = sim_dir.join(format!("kubeconfigs/{}.kubeconfig", i.name));
-                (i.name.clone(), path)
-            })
-            .collect(),
-        admin_url: Some(fleet.admin_url()),
-        fault_hint: format!(
-            "kairship sim fault --state-dir {} {{instance}} --mode down",
-            sim_dir.display()
-        ),
-    };
+    let view = sim_view(&fleet, &sim_dir);
     let result = serve(&args, &view, total).await;
     fleet.shutdown();
     result
@@ -325,7 +310,61 @@ async fn run_real(args: &DemoArgs, total: usize) -> Result<(), Error> {
     result
 }
 
-async fn serve(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<(), Error> {
+/// Kairship up on a fleet, with what the demo prints.
+pub(crate) struct Up {
+    pub running: server::Running,
+    pub names: Vec<String>,
+    pub admin: String,
+    pub viewer: String,
+    pub https: String,
+    pub host_kubeconfig: PathBuf,
+}
+
+/// A simulated fleet and Kairship on it, in this process, for `kairship chaos run`.
+pub(crate) struct SimDemo {
+    pub fleet: Fleet,
+    pub up: Up,
+}
+
+pub(crate) async fn start_sim(args: &DemoArgs) -> Result<SimDemo, Error> {
+    let dir = &args.state_dir;
+    std::fs::create_dir_all(dir.join("kubeconfigs"))
+        .map_err(io(format!("creating {}", dir.display())))?;
+    let sim_dir = dir.join("sim");
+    let fleet = Fleet::start(FleetConfig {
+        instances: args.instances,
+        clusters: args.clusters,
+        state_dir: Some(sim_dir.clone()),
+        ..Default::default()
+    })
+    .await?;
+    let view = sim_view(&fleet, &sim_dir);
+    let up = bring_up(args, &view, 5).await?;
+    Ok(SimDemo { fleet, up })
+}
+
+fn sim_view(fleet: &Fleet, sim_dir: &Path) -> FleetView {
+    FleetView {
+        host_kubeconfig: sim_dir.join("kubeconfigs/host.kubeconfig"),
+        instances: fleet
+            .instances()
+            .iter()
+            .map(|i| {
+                let path = sim_dir.join(format!("kubeconfigs/{}.kubeconfig", i.name));
+                (i.name.clone(), path)
+            })
+            .collect(),
+        admin_url: Some(fleet.admin_url()),
+        fault_hint: format!(
+            "kairship sim fault --state-dir {} {{instance}} --mode down",
+            sim_dir.display()
+        ),
+    }
+}
+
+/// Installs CRDs, attaches and seeds the instances, starts Kairship, waits for Running
+/// and writes endpoints.json.
+async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up, Error> {
     let dir = &args.state_dir;
     let host_kubeconfig = fleet.host_kubeconfig.clone();
     let host = client_from(&host_kubeconfig).await?;
@@ -441,6 +480,26 @@ async fn serve(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<(), E
     kubeconfig::write_atomic(&dir.join("endpoints.json"), &text)
         .map_err(io("writing endpoints.json".into()))?;
 
+    Ok(Up {
+        running,
+        names,
+        admin,
+        viewer,
+        https,
+        host_kubeconfig,
+    })
+}
+
+async fn serve(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<(), Error> {
+    let dir = &args.state_dir;
+    let Up {
+        running,
+        names,
+        admin,
+        viewer,
+        https,
+        host_kubeconfig,
+    } = bring_up(args, fleet, total).await?;
     let d = dir.display();
     let first = names.first().cloned().unwrap_or_default();
     println!();

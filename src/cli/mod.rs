@@ -1,5 +1,6 @@
 //! The `kairship` command line.
 
+pub mod chaos;
 pub mod ctl;
 pub mod ctl_clusters;
 pub mod ctl_workloads;
@@ -34,6 +35,8 @@ pub enum Command {
     Ctl(ctl::CtlArgs),
     /// Run Kairship against a host cluster (production).
     Run(Box<run::RunArgs>),
+    /// Chaos experiments: faults against one instance while the others carry load.
+    Chaos(chaos::ChaosArgs),
     /// Print Kairship's CustomResourceDefinitions as YAML (the same bytes as deploy/crds/).
     Crds,
 }

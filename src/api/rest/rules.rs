@@ -138,9 +138,11 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
+        // On bytes: a `%` before a multi-byte character is no escape (and no char boundary).
         if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(b);
+            let hex = |b: u8| char::from(b).to_digit(16);
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push(u8::try_from(h * 16 + l).unwrap_or(b'?'));
                 i += 3;
                 continue;
             }
@@ -154,6 +156,22 @@ fn percent_decode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by fuzz/rest_transcode: `%` before a multi-byte character split it.
+    #[test]
+    fn percent_before_a_multibyte_character_is_kept_as_is() {
+        assert_eq!(percent_decode("a%\u{e9}b"), "a%\u{e9}b");
+        assert_eq!(percent_decode("%?%d%m%aa"), "%?%d%m\u{fffd}");
+        assert_eq!(percent_decode("team%2Da"), "team-a");
+        assert_eq!(percent_decode("100%"), "100%");
+        let rules = rules(crate::proto::FILE_DESCRIPTOR_SET).expect("rules");
+        let path = "/apis/kairship.io/v1alpha1/instances/x%\u{e9}";
+        let hit = rules.iter().find_map(|r| r.matches(&Method::GET, path));
+        assert_eq!(
+            hit,
+            Some(vec![("name".to_string(), "x%\u{e9}".to_string())])
+        );
+    }
 
     #[test]
     fn reads_the_pinned_paths_from_the_descriptors() {
