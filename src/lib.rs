@@ -11,6 +11,7 @@ pub mod bootstrap;
 pub mod chaos;
 pub mod cli;
 pub mod crd;
+pub mod limits;
 pub mod metrics;
 pub mod proto;
 pub mod quantity;

@@ -5,12 +5,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
 use parking_lot::Mutex;
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 #[derive(Debug, Clone)]
 pub struct LeaderConfig {
@@ -44,6 +45,10 @@ struct Shared {
     last_renew: Option<Instant>,
     holder: Option<String>,
     renew_time: Option<String>,
+    elector_restarts: u32,
+    elector_error: Option<String>,
+    /// Chaos: the elector panics at its next round.
+    panic_next: bool,
 }
 
 /// What the rest of the tree asks: am I the leader right now, and who is?
@@ -98,6 +103,22 @@ impl Leadership {
             .map_err(|_| Fenced::TimedOut(bound))
     }
 
+    /// How often the elector failed and was restarted, and its last failure.
+    pub fn elector_health(&self) -> (u32, Option<String>) {
+        let s = self.shared.lock();
+        (s.elector_restarts, s.elector_error.clone())
+    }
+
+    /// Whether an elector runs (not a fixed `always`/`never`).
+    pub fn has_elector(&self) -> bool {
+        self._fixed.is_none()
+    }
+
+    /// Chaos: make the elector panic at its next round (it is restarted).
+    pub fn inject_elector_panic(&self) {
+        self.shared.lock().panic_next = true;
+    }
+
     /// Resolves whenever leadership flips.
     pub fn subscribe(&self) -> watch::Receiver<bool> {
         self.changes.clone()
@@ -132,7 +153,7 @@ impl Leadership {
         let shared = Shared {
             last_renew: Some(Instant::now()),
             holder: Some(identity.into()),
-            renew_time: None,
+            ..Default::default()
         };
         Self {
             identity: identity.into(),
@@ -196,47 +217,36 @@ pub fn spawn(client: kube::Client, config: LeaderConfig) -> Elector {
         _fixed: None,
     };
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
+    // The elector is supervised: a panic in a round is caught, counted and reported, and
+    // the elector restarts with back-off, not leading meanwhile (nothing renews).
     let task = tokio::spawn(async move {
+        let mut failures = 0u32;
         loop {
-            let sent = Instant::now();
-            let attempt = tokio::time::timeout(
-                config.retry_period.max(Duration::from_secs(1)),
-                try_acquire_or_renew(&api, &config, &shared),
-            )
-            .await;
-            let leading_now = match attempt {
-                Ok(Ok(Outcome::Leading)) => {
-                    shared.lock().last_renew = Some(sent);
-                    true
-                }
-                Ok(Ok(Outcome::Following)) => false,
-                Ok(Err(e)) => {
-                    warn!(lease = %config.name, error = %e, "lease renewal failed");
-                    shared
-                        .lock()
-                        .last_renew
-                        .is_some_and(|t| t.elapsed() < config.renew_deadline)
-                        && *tx.borrow()
-                }
-                Err(_) => {
-                    warn!(lease = %config.name, "lease renewal timed out");
-                    shared
-                        .lock()
-                        .last_renew
-                        .is_some_and(|t| t.elapsed() < config.renew_deadline)
-                        && *tx.borrow()
-                }
-            };
-            if leading_now != *tx.borrow() {
-                info!(lease = %config.name, identity = %config.identity, leader = leading_now, "leadership changed");
-                if !leading_now {
-                    shared.lock().last_renew = None;
-                }
-                tx.send_replace(leading_now);
+            let round =
+                std::panic::AssertUnwindSafe(elect(&api, &config, &shared, &tx, &mut stop_rx))
+                    .catch_unwind()
+                    .await;
+            let Err(panic) = round else { break };
+            failures += 1;
+            let why = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panicked".into());
+            error!(lease = %config.name, error = %why, restarts = failures, "leader elector failed; restarting it");
+            {
+                let mut s = shared.lock();
+                s.last_renew = None;
+                s.elector_restarts = failures;
+                s.elector_error = Some(why);
             }
-            let jitter = Duration::from_millis(rand_jitter_ms(config.retry_period));
+            if *tx.borrow() {
+                tx.send_replace(false);
+            }
+            let delay =
+                Duration::from_millis(250 * 2u64.pow(failures.min(6))).min(Duration::from_secs(10));
             tokio::select! {
-                _ = tokio::time::sleep(config.retry_period + jitter) => {}
+                _ = tokio::time::sleep(delay) => {}
                 _ = stop_rx.changed() => break,
             }
         }
@@ -250,6 +260,62 @@ pub fn spawn(client: kube::Client, config: LeaderConfig) -> Elector {
         leadership,
         stop: stop_tx,
         task,
+    }
+}
+
+/// Rounds of acquire-or-renew until told to stop.
+async fn elect(
+    api: &Api<Lease>,
+    config: &LeaderConfig,
+    shared: &Mutex<Shared>,
+    tx: &watch::Sender<bool>,
+    stop_rx: &mut watch::Receiver<bool>,
+) {
+    loop {
+        if std::mem::take(&mut shared.lock().panic_next) {
+            panic!("chaos: the leader elector was told to panic");
+        }
+        let sent = Instant::now();
+        let attempt = tokio::time::timeout(
+            config.retry_period.max(Duration::from_secs(1)),
+            try_acquire_or_renew(api, config, shared),
+        )
+        .await;
+        let leading_now = match attempt {
+            Ok(Ok(Outcome::Leading)) => {
+                shared.lock().last_renew = Some(sent);
+                true
+            }
+            Ok(Ok(Outcome::Following)) => false,
+            Ok(Err(e)) => {
+                warn!(lease = %config.name, error = %e, "lease renewal failed");
+                shared
+                    .lock()
+                    .last_renew
+                    .is_some_and(|t| t.elapsed() < config.renew_deadline)
+                    && *tx.borrow()
+            }
+            Err(_) => {
+                warn!(lease = %config.name, "lease renewal timed out");
+                shared
+                    .lock()
+                    .last_renew
+                    .is_some_and(|t| t.elapsed() < config.renew_deadline)
+                    && *tx.borrow()
+            }
+        };
+        if leading_now != *tx.borrow() {
+            info!(lease = %config.name, identity = %config.identity, leader = leading_now, "leadership changed");
+            if !leading_now {
+                shared.lock().last_renew = None;
+            }
+            tx.send_replace(leading_now);
+        }
+        let jitter = Duration::from_millis(rand_jitter_ms(config.retry_period));
+        tokio::select! {
+            _ = tokio::time::sleep(config.retry_period + jitter) => {}
+            _ = stop_rx.changed() => return,
+        }
     }
 }
 

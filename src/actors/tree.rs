@@ -165,7 +165,27 @@ impl TreeHandle {
             m.restart_count = root.manager_restarts;
             m.last_error = root.manager_last_error;
         }
-        Ok(std::iter::once(root.root).chain(rest).collect())
+        let leadership = &self.ctx.leadership;
+        let elector = leadership.has_elector().then(|| {
+            let (restarts, error) = leadership.elector_health();
+            ActorSnapshot {
+                name: "leader-elector".into(),
+                parent: "root".into(),
+                state: if leadership.is_leader() || error.is_none() || restarts == 0 {
+                    crate::actors::supervision::ActorState::Running
+                } else {
+                    crate::actors::supervision::ActorState::Backoff
+                },
+                restart_count: restarts,
+                last_error: error,
+                uptime: root.root.uptime,
+                instance: None,
+            }
+        });
+        Ok(std::iter::once(root.root)
+            .chain(elector)
+            .chain(rest)
+            .collect())
     }
 
     pub async fn restart_instance(&self, name: &str) -> Result<(), TreeError> {

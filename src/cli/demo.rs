@@ -233,7 +233,16 @@ async fn demo_auth(
         .map_err(|e| Error::Usage(format!("authentication: {e}")))
 }
 
+/// Descriptors per instance when the fleet runs in this process: 11 cache watches and two
+/// client connections, each open at both ends.
+const FILES_PER_SIM_INSTANCE: u64 = 26;
+
 pub async fn run(args: DemoArgs) -> Result<(), Error> {
+    let limit = crate::limits::raise_open_files();
+    if args.fleet == FleetKind::Sim {
+        crate::limits::check(args.instances, FILES_PER_SIM_INSTANCE, limit)
+            .map_err(Error::Usage)?;
+    }
     let total = 5;
     let dir = &args.state_dir;
     std::fs::create_dir_all(dir.join("kubeconfigs"))

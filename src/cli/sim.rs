@@ -69,7 +69,12 @@ fn parse_mode(s: &str) -> Result<FaultMode, String> {
 
 pub async fn run(args: SimArgs) -> Result<(), Error> {
     match args.action {
-        None => serve(&args).await,
+        None => {
+            // Only the simulator's ends of each connection are in this process.
+            let limit = crate::limits::raise_open_files();
+            crate::limits::check(args.instances, 20, limit).map_err(Error::Usage)?;
+            serve(&args).await
+        }
         Some(SimAction::Fault {
             instance,
             mode,

@@ -276,3 +276,41 @@ async fn a_partitioned_leaders_late_write_does_not_land() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// The elector is supervised: a panic inside it is caught and it restarts with back-off
+/// (not leading meanwhile), leadership comes back, and the actor tree reports the restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_elector_is_restarted_and_reported() {
+    let env = Env::start(1).await;
+    let tree = env.start_tree(Some(lease("replica-a")), "replica-a").await;
+    eventually(Duration::from_secs(10), "replica-a leads", || async {
+        tree.leadership().is_leader().then_some(())
+    })
+    .await;
+    tree.leadership().inject_elector_panic();
+    let row = eventually(
+        Duration::from_secs(10),
+        "the elector's restart reported",
+        || async {
+            tree.handle()
+                .actors()
+                .await
+                .ok()?
+                .into_iter()
+                .find(|a| a.name == "leader-elector" && a.restart_count == 1)
+        },
+    )
+    .await;
+    assert_eq!(row.parent, "root");
+    assert!(
+        row.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("chaos")),
+        "{row:?}"
+    );
+    eventually(Duration::from_secs(10), "leading again", || async {
+        tree.leadership().is_leader().then_some(())
+    })
+    .await;
+    tree.shutdown().await;
+}

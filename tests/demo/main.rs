@@ -272,3 +272,30 @@ async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
         "endpoints.json removed on shutdown"
     );
 }
+
+/// A fleet larger than the open-files hard limit allows is refused up front, with the
+/// number needed, rather than failing later with "Too many open files".
+#[test]
+fn a_fleet_too_large_for_the_open_files_limit_is_refused_with_the_number() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 512 && exec {} demo --instances 1000 --clusters 5 --state-dir {}",
+            env!("CARGO_BIN_EXE_kairship"),
+            dir.path().display()
+        ))
+        .output()
+        .expect("sh runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("1000 instance(s) need about 26256 open files")
+            && stderr.contains("only 512"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("endpoints.json").exists(),
+        "nothing started"
+    );
+}
