@@ -229,6 +229,7 @@ fn builtin_def(x: &Builtin) -> ResourceDef {
                 ".status.conditions[?(@.type==\"Ready\")].status",
                 0,
             ),
+            col("AGE", "date", ".metadata.creationTimestamp", 0),
         ];
     }
     ResourceDef {
@@ -391,7 +392,10 @@ impl CrdFacts {
                     .iter()
                     .map(|(n, p)| json!({"name": n, "type": "string", "jsonPath": p}))
                     .collect();
-                cols.push(json!({"name": "AGE", "type": "date", "jsonPath": ".metadata.creationTimestamp"}));
+                // As Karmada's CRDs do: an AGE column after their own, none without any.
+                if !cols.is_empty() {
+                    cols.push(json!({"name": "AGE", "type": "date", "jsonPath": ".metadata.creationTimestamp"}));
+                }
                 let mut ver = json!({
                     "name": v, "served": true, "storage": storage,
                     "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
@@ -523,7 +527,6 @@ pub fn def_from_crd(crd: &Value) -> ApiResult<ResourceDef> {
         .as_array()
         .map(|cols| {
             cols.iter()
-                .filter(|c| c["jsonPath"].as_str() != Some(".metadata.creationTimestamp"))
                 .filter_map(|c| {
                     Some(col(
                         c["name"].as_str()?,
@@ -637,7 +640,9 @@ mod tests {
             .find(|d| d.plural == "clusterpropagationpolicies")
             .expect("cpp");
         assert!(!cpp.namespaced && !cpp.status_subresource);
-        assert_eq!(cpp.printer_columns.len(), 2);
+        // CONFLICT-RESOLUTION, PRIORITY and AGE, as Karmada's CRD declares them.
+        assert_eq!(cpp.printer_columns.len(), 3);
+        assert_eq!(cpp.printer_columns[2].kind, "date");
     }
 
     #[test]

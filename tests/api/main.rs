@@ -19,5 +19,8 @@ mod rbac;
 mod rest;
 mod routing;
 mod server;
+mod tables;
+#[path = "../scenarios/tables.rs"]
+mod tables_scenario;
 mod upgrade;
 mod webhook_replicas;

@@ -17,6 +17,8 @@ mod common;
 mod differential;
 #[path = "../scenarios/nginx.rs"]
 mod nginx;
+#[path = "../scenarios/tables.rs"]
+mod tables;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -315,6 +317,9 @@ async fn kairship_against_real_karmada() {
     tokio::task::block_in_place(|| {
         cluster_scoped::cluster_role(&kubectl, demo.dir.path(), Duration::from_secs(90))
     });
+    // kubectl's Tables from Kairship's cache print what real kube-apiserver prints.
+    let client = common::client_from(&proxy1).await;
+    tables::tables_match(&client, Duration::from_secs(60)).await;
 
     // A Deployment and its PropagationPolicy created through the gRPC API are scheduled by
     // real Karmada; WorkloadService shows the real placement.

@@ -64,6 +64,19 @@ impl Kind {
         Kind::ClusterOverridePolicy,
     ];
 
+    /// Served from a CustomResourceDefinition on the instance (Karmada's policies and
+    /// bindings), not built into kube-apiserver or aggregated.
+    pub fn is_crd(self) -> bool {
+        matches!(
+            self,
+            Kind::PropagationPolicy
+                | Kind::OverridePolicy
+                | Kind::ClusterPropagationPolicy
+                | Kind::ClusterOverridePolicy
+                | Kind::ResourceBinding
+        )
+    }
+
     pub fn namespaced(self) -> bool {
         !matches!(
             self,

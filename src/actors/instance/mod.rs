@@ -8,6 +8,7 @@ pub mod connect;
 pub mod feed;
 pub mod json_memo;
 pub mod messages;
+pub mod printers;
 pub mod registration;
 pub mod stats;
 pub mod status;
@@ -62,6 +63,7 @@ pub struct InstanceState {
     access: access::AccessReviews,
     /// Versions written through the proxy, for read-your-writes from the cache.
     writes: write_marks::WriteMarks,
+    printers: printers::Printers,
     /// Bounds concurrent API requests to this instance, so a slow one cannot take all workers.
     limiter: std::sync::Arc<tokio::sync::Semaphore>,
     /// What the published reader was built from, to republish only on change.
@@ -98,6 +100,7 @@ impl InstanceState {
             json: self.json.clone(),
             access: self.access.clone(),
             writes: self.writes.clone(),
+            printers: self.printers.clone(),
             health,
             limiter: self.limiter.clone(),
             feeds: self
@@ -193,6 +196,7 @@ impl Actor for InstanceActor {
             json: json_memo::JsonMemo::default(),
             access: access::AccessReviews::default(),
             writes: write_marks::WriteMarks::default(),
+            printers: printers::Printers::default(),
             published: None,
         })
     }

@@ -17,7 +17,8 @@ use kube::api::DynamicObject;
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
-use super::proxy::{status_response, Selection};
+use super::cache_read::Selection;
+use super::proxy::status_response;
 use crate::actors::instance::caches::Kind;
 use crate::actors::instance::feed::{rv_of, FeedEvent};
 use crate::api::router::Routed;
@@ -70,7 +71,7 @@ pub fn serve(
     };
     let bookmarks = q
         .get("allowWatchBookmarks")
-        .is_some_and(|b| super::proxy::parse_bool(b) == Some(true));
+        .is_some_and(|b| super::cache_read::parse_bool(b) == Some(true));
     let timeout = q
         .get("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())

@@ -2,6 +2,7 @@
 //! (everything else under the API prefix, transcoded to the gRPC methods). kubectl sends
 //! bearer tokens only over TLS, so this is served with rustls.
 
+mod cache_read;
 mod cache_watch;
 pub mod proxy;
 mod proxy_access;

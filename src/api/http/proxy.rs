@@ -1,8 +1,8 @@
 //! `/apis/kairship.io/v1alpha1/instances/{name}/proxy/{path}`: the instance's own
 //! Kubernetes API, so kubectl and any client work with a kubeconfig whose server is that
-//! prefix. JSON get, list and watch of cached kinds are answered from the instance's
-//! caches (watches by `cache_watch`, when the cache can be exact); everything else
-//! (Tables, writes, other kinds) is passed through.
+//! prefix. Get, list (JSON or kubectl's Tables) and watch of cached kinds are answered from
+//! the instance's caches (by `cache_read` and `cache_watch`, when the cache can be exact);
+//! everything else (writes, other kinds) is passed through as the caller.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -10,21 +10,15 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::response::Response;
-use base64::Engine;
 use bytes::Bytes;
 use http::{header, Method, StatusCode};
-use kairship_sim::selectors::FieldSelector;
-use kairship_sim::server::routes::{self, ResourcePath, Route};
-use kube::api::DynamicObject;
-use kube::runtime::reflector::ObjectRef;
+use kairship_sim::server::routes::{self, Route};
 use serde_json::json;
 
-use super::proxy_access::{audit, identity_on, review_read};
+use super::cache_read::{self, cached_kind, parse_bool};
+use super::proxy_access::{audit, identity_on};
 use crate::actors::instance::access::Identity;
-use crate::actors::instance::caches::Kind;
-use crate::actors::instance::feed::{rv_of, Feed};
 use crate::api::error::ApiError;
-use crate::api::paging;
 use crate::api::router::{Routed, Router};
 use crate::auth::Role;
 
@@ -174,18 +168,14 @@ async fn serve(router: Router, name: String, rest: String, req: Request) -> Resp
         None => HashMap::new(),
     };
     let identity = identity_on(&router, &caller, &name);
-    if let Some((kind, rp)) = cacheable(&routed, &req, &path) {
-        if let Some(who) = &identity {
-            if let Err(resp) = review_read(&routed, who, &rp, &query).await {
-                return resp;
-            }
-        }
-        if caught_up(&routed, kind).await {
-            if let Some(resp) = from_cache(&routed, kind, &rp, &query) {
-                return tagged(resp, "cache");
-            }
-        }
+    // Only the head: the body cannot be held across an await by a `Send` handler.
+    let (head, body) = req.into_parts();
+    match cache_read::answer(&routed, &head, &path, &query, identity.as_ref()).await {
+        Some(Ok(resp)) => return tagged(resp, "cache"),
+        Some(Err(refused)) => return refused,
+        None => {}
     }
+    let req = Request::from_parts(head, body);
     let (method, writes) = (req.method().clone(), req.method() != Method::GET);
     let answer = pass_through(&routed, req, &path, identity.as_ref()).await;
     if writes {
@@ -195,248 +185,6 @@ async fn serve(router: Router, name: String, rest: String, req: Request) -> Resp
         Ok(r) => tagged(r, "instance"),
         Err(e) => status_response(&e),
     }
-}
-
-/// Whether the cache has seen the newest write of `kind` made through Kairship, waiting
-/// up to a second for it; when it has not, the read goes to the instance.
-async fn caught_up(routed: &Routed, kind: Kind) -> bool {
-    let want = routed.writes.get(kind);
-    let Some(feed) = routed.feeds.get(&kind) else {
-        return want == 0;
-    };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
-    while feed.last_rv() < want {
-        if tokio::time::Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    true
-}
-
-/// The cached kind a path names, if any.
-fn cached_kind(path: &str) -> Option<Kind> {
-    let Route::Resource(rp) = routes::parse(path) else {
-        return None;
-    };
-    Kind::ALL.into_iter().find(|k| {
-        let r = k.resource();
-        r.group == rp.group && r.version == rp.version && r.plural == rp.plural
-    })
-}
-
-/// A boolean query parameter as kube-apiserver converts it: `0` or `false` in any case is
-/// false, anything else (`True`, `TRUE`, `1`, `t`, even empty) true.
-pub fn parse_bool(v: &str) -> Option<bool> {
-    Some(!(v == "0" || v.eq_ignore_ascii_case("false")))
-}
-
-fn wants_table(req: &Request) -> bool {
-    req.headers()
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains("as=Table"))
-}
-
-/// The cached kind a request reads, when the cache may answer it: a JSON GET (not a
-/// Table) of a kind this instance caches, not forced to the instance.
-fn cacheable(routed: &Routed, req: &Request, path: &str) -> Option<(Kind, ResourcePath)> {
-    let forced = req
-        .headers()
-        .get(SOURCE_HEADER)
-        .is_some_and(|v| v == "instance");
-    if forced || req.method() != Method::GET || wants_table(req) {
-        return None;
-    }
-    let Route::Resource(rp) = routes::parse(path) else {
-        return None;
-    };
-    if rp.subresource.is_some() || rp.watch_prefix {
-        return None;
-    }
-    let kind = Kind::ALL.into_iter().find(|k| {
-        let r = k.resource();
-        r.group == rp.group && r.version == rp.version && r.plural == rp.plural
-    })?;
-    routed.stores.contains_key(&kind).then_some((kind, rp))
-}
-
-/// Answers JSON get/list/watch of a cached kind from the cache; `None` passes the request on.
-fn from_cache(
-    routed: &Routed,
-    kind: Kind,
-    rp: &ResourcePath,
-    q: &HashMap<String, String>,
-) -> Option<Response> {
-    let store = routed.stores.get(&kind)?;
-    let ar = kind.resource();
-    if let Some(w) = q.get("watch") {
-        if parse_bool(w) == Some(true) {
-            return super::cache_watch::serve(routed, kind, rp, q);
-        }
-    }
-    if let Some(name) = &rp.name {
-        let mut key = ObjectRef::new_with(name, ar.clone());
-        if let Some(ns) = &rp.namespace {
-            key = key.within(ns);
-        }
-        return Some(match store.get(&key) {
-            // One object: no eviction pass (the next LIST does that).
-            Some(o) => json_response(
-                StatusCode::OK,
-                routed.json.render(&[&*o], usize::MAX / 4).swap_remove(0),
-            ),
-            None => not_found(&ar.plural, &ar.group, name),
-        });
-    }
-    let selection = match Selection::parse(rp.namespace.clone(), q) {
-        Ok(sel) => sel,
-        Err(e) => return Some(status_response(&e)),
-    };
-    let objects = store.state();
-    // The feed's version also counts deletions, which leave no object behind.
-    let newest = objects
-        .iter()
-        .map(|o| rv_of(o))
-        .chain(routed.feeds.get(&kind).map(Feed::last_rv))
-        .max()
-        .unwrap_or(0);
-    // A client asking for a version the cache has not seen yet is served by the instance.
-    if let Some(rv) = q.get("resourceVersion").filter(|r| !r.is_empty()) {
-        match rv.parse::<u64>() {
-            Ok(rv) if rv > newest => return None,
-            Ok(_) => {}
-            Err(_) => {
-                return Some(status_response(&ApiError::invalid(
-                    "resourceVersion",
-                    format!("invalid resourceVersion {rv:?}"),
-                )))
-            }
-        }
-    }
-    let key = |o: &DynamicObject| {
-        (
-            o.metadata.namespace.clone().unwrap_or_default(),
-            o.metadata.name.clone().unwrap_or_default(),
-        )
-    };
-    let mut items: Vec<((String, String), &DynamicObject)> = objects
-        .iter()
-        .filter(|o| selection.matches(o))
-        .map(|o| (key(o), &**o))
-        .collect();
-    items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    if let Some(after) = q.get("continue").filter(|c| !c.is_empty()) {
-        let Some((ns, name)) = engine
-            .decode(after)
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok())
-            .and_then(|s| {
-                s.split_once('/')
-                    .map(|(a, b)| (a.to_string(), b.to_string()))
-            })
-        else {
-            return Some(status_response(&ApiError::invalid(
-                "continue",
-                "not a continue token this server issued",
-            )));
-        };
-        let after = (ns, name);
-        items.retain(|(k, _)| *k > after);
-    }
-    let limit = match q.get("limit").map(|l| (l, l.parse::<usize>())) {
-        None => None,
-        Some((_, Ok(l))) => Some(l).filter(|l| *l > 0),
-        Some((l, Err(_))) => {
-            return Some(status_response(&ApiError::invalid(
-                "limit",
-                format!("invalid limit {l:?}"),
-            )))
-        }
-    };
-    let mut meta = json!({"resourceVersion": newest.to_string()});
-    if let Some(l) = limit {
-        if items.len() > l {
-            meta["remainingItemCount"] = json!(items.len() - l);
-            items.truncate(l);
-            meta["continue"] = json!(items
-                .last()
-                .map(|((ns, name), _)| engine.encode(format!("{ns}/{name}"))));
-        }
-    }
-    let refs: Vec<&DynamicObject> = items.iter().map(|(_, o)| *o).collect();
-    let rendered = routed.json.render(&refs, objects.len());
-    let head =
-        json!({"kind": format!("{}List", ar.kind), "apiVersion": ar.api_version, "metadata": meta})
-            .to_string();
-    let mut body = bytes::BytesMut::with_capacity(
-        head.len() + rendered.iter().map(|b| b.len() + 1).sum::<usize>() + 16,
-    );
-    // The head without its closing brace, then the items copied as they are.
-    body.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
-    body.extend_from_slice(b",\"items\":[");
-    for (i, b) in rendered.iter().enumerate() {
-        if i > 0 {
-            body.extend_from_slice(b",");
-        }
-        body.extend_from_slice(b);
-    }
-    body.extend_from_slice(b"]}");
-    Some(json_response(StatusCode::OK, body.freeze()))
-}
-
-/// What a list or watch selects: namespace, label selector, field selector.
-pub struct Selection {
-    namespace: Option<String>,
-    labels: kairship_sim::selectors::LabelSelector,
-    fields: FieldSelector,
-}
-
-impl Selection {
-    pub fn parse(namespace: Option<String>, q: &HashMap<String, String>) -> Result<Self, ApiError> {
-        let labels = paging::selector(Some(&crate::proto::ListOptions {
-            label_selector: q.get("labelSelector").cloned().unwrap_or_default(),
-            ..Default::default()
-        }))?;
-        let fields = FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""))
-            .map_err(|e| ApiError::invalid("fieldSelector", e.message))?;
-        Ok(Self {
-            namespace,
-            labels,
-            fields,
-        })
-    }
-
-    pub fn matches(&self, o: &DynamicObject) -> bool {
-        let m = &o.metadata;
-        self.namespace
-            .as_ref()
-            .is_none_or(|ns| m.namespace.as_ref() == Some(ns))
-            && paging::labels_match(&self.labels, m.labels.as_ref())
-            && (self.fields.is_empty()
-                || self
-                    .fields
-                    .matches(&json!({"metadata": {"name": m.name, "namespace": m.namespace}})))
-    }
-}
-
-fn not_found(plural: &str, group: &str, name: &str) -> Response {
-    let what = if group.is_empty() {
-        plural.to_string()
-    } else {
-        format!("{plural}.{group}")
-    };
-    let mut details = json!({"name": name, "kind": plural});
-    if !group.is_empty() {
-        details["group"] = json!(group);
-    }
-    k8s_status(
-        404,
-        "NotFound",
-        &format!("{what} \"{name}\" not found"),
-        Some(details),
-    )
 }
 
 /// Forwards the request with the instance's own credentials and streams the answer back.

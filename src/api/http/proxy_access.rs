@@ -9,7 +9,8 @@ use http::Method;
 use kairship_sim::server::routes::{self, ResourcePath, Route};
 use serde_json::json;
 
-use super::proxy::{k8s_status, parse_bool, status_response};
+use super::cache_read::parse_bool;
+use super::proxy::{k8s_status, status_response};
 use crate::actors::instance::access::{Identity, ReadAttributes};
 use crate::api::error::ApiError;
 use crate::api::router::{Routed, Router};

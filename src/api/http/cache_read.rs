@@ -1,0 +1,332 @@
+//! Reads of cached kinds answered from the instance's caches: JSON get and list, and
+//! kubectl's Tables printed with the instance's columns. `None` from here passes the
+//! request on to the instance.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::response::Response;
+use base64::Engine;
+use http::{header, Method, StatusCode};
+use kairship_sim::selectors::FieldSelector;
+use kairship_sim::server::routes::{self, ResourcePath, Route};
+use kairship_sim::server::table::Column;
+use kube::api::DynamicObject;
+use kube::runtime::reflector::ObjectRef;
+use serde_json::{json, Value};
+
+use super::proxy::{json_response, k8s_status, status_response, SOURCE_HEADER};
+use super::proxy_access::review_read;
+use crate::actors::instance::access::Identity;
+use crate::actors::instance::caches::Kind;
+use crate::actors::instance::feed::{rv_of, Feed};
+use crate::api::error::ApiError;
+use crate::api::paging;
+use crate::api::router::Routed;
+
+/// The answer from the cache, when it may give one: `Some(Ok)` served, `Some(Err)` refused
+/// (the caller may not read it), `None` to pass the request on to the instance.
+pub async fn answer(
+    routed: &Routed,
+    req: &http::request::Parts,
+    path: &str,
+    query: &HashMap<String, String>,
+    identity: Option<&Identity>,
+) -> Option<Result<Response, Response>> {
+    let (kind, rp) = cacheable(routed, req, path, query)?;
+    if let Some(who) = identity {
+        if let Err(resp) = review_read(routed, who, &rp, query).await {
+            return Some(Err(resp));
+        }
+    }
+    // A Table needs the columns the instance prints; unknown ones go to the instance.
+    let columns = match (wants_table(req), &routed.client) {
+        (true, Some(client)) => Some(routed.printers.columns(client, kind).await?),
+        (true, None) => return None,
+        (false, _) => None,
+    };
+    if !caught_up(routed, kind).await {
+        return None;
+    }
+    from_cache(
+        routed,
+        kind,
+        &rp,
+        query,
+        columns.as_deref().map(Vec::as_slice),
+    )
+    .map(Ok)
+}
+
+/// Whether the cache has seen the newest write of `kind` made through Kairship, waiting
+/// up to a second for it; when it has not, the read goes to the instance.
+async fn caught_up(routed: &Routed, kind: Kind) -> bool {
+    let want = routed.writes.get(kind);
+    let Some(feed) = routed.feeds.get(&kind) else {
+        return want == 0;
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+    while feed.last_rv() < want {
+        if tokio::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    true
+}
+
+/// The cached kind a path names, if any.
+pub(super) fn cached_kind(path: &str) -> Option<Kind> {
+    let Route::Resource(rp) = routes::parse(path) else {
+        return None;
+    };
+    Kind::ALL.into_iter().find(|k| {
+        let r = k.resource();
+        r.group == rp.group && r.version == rp.version && r.plural == rp.plural
+    })
+}
+
+/// A boolean query parameter as kube-apiserver converts it: `0` or `false` in any case is
+/// false, anything else (`True`, `TRUE`, `1`, `t`, even empty) true.
+pub fn parse_bool(v: &str) -> Option<bool> {
+    Some(!(v == "0" || v.eq_ignore_ascii_case("false")))
+}
+
+fn wants_table(req: &http::request::Parts) -> bool {
+    req.headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("as=Table"))
+}
+
+/// The cached kind a request reads, when the cache may answer it: a GET (JSON, or a
+/// Table with object metadata as kubectl asks) of a kind this instance caches, not forced
+/// to the instance.
+fn cacheable(
+    routed: &Routed,
+    req: &http::request::Parts,
+    path: &str,
+    q: &HashMap<String, String>,
+) -> Option<(Kind, ResourcePath)> {
+    let forced = req
+        .headers
+        .get(SOURCE_HEADER)
+        .is_some_and(|v| v == "instance");
+    if forced || req.method != Method::GET {
+        return None;
+    }
+    let table_as_served = q.get("includeObject").is_none_or(|v| v == "Metadata")
+        && q.get("watch").is_none_or(|w| parse_bool(w) != Some(true));
+    if wants_table(req) && !table_as_served {
+        return None;
+    }
+    let Route::Resource(rp) = routes::parse(path) else {
+        return None;
+    };
+    if rp.subresource.is_some() || rp.watch_prefix {
+        return None;
+    }
+    let kind = Kind::ALL.into_iter().find(|k| {
+        let r = k.resource();
+        r.group == rp.group && r.version == rp.version && r.plural == rp.plural
+    })?;
+    routed.stores.contains_key(&kind).then_some((kind, rp))
+}
+
+/// Answers get/list/watch of a cached kind from the cache, as JSON or (with `columns`) as
+/// a Table; `None` passes the request on.
+fn from_cache(
+    routed: &Routed,
+    kind: Kind,
+    rp: &ResourcePath,
+    q: &HashMap<String, String>,
+    columns: Option<&[Column]>,
+) -> Option<Response> {
+    let store = routed.stores.get(&kind)?;
+    let ar = kind.resource();
+    if let Some(w) = q.get("watch") {
+        if parse_bool(w) == Some(true) {
+            return super::cache_watch::serve(routed, kind, rp, q);
+        }
+    }
+    if let Some(name) = &rp.name {
+        let mut key = ObjectRef::new_with(name, ar.clone());
+        if let Some(ns) = &rp.namespace {
+            key = key.within(ns);
+        }
+        return Some(match (store.get(&key), columns) {
+            (Some(o), Some(columns)) => {
+                let meta = json!({"resourceVersion": rv_of(&o).to_string()});
+                table_response(columns, &[&*o], meta)
+            }
+            // One object: no eviction pass (the next LIST does that).
+            (Some(o), None) => json_response(
+                StatusCode::OK,
+                routed.json.render(&[&*o], usize::MAX / 4).swap_remove(0),
+            ),
+            (None, _) => not_found(&ar.plural, &ar.group, name),
+        });
+    }
+    let selection = match Selection::parse(rp.namespace.clone(), q) {
+        Ok(sel) => sel,
+        Err(e) => return Some(status_response(&e)),
+    };
+    let objects = store.state();
+    // The feed's version also counts deletions, which leave no object behind.
+    let newest = objects
+        .iter()
+        .map(|o| rv_of(o))
+        .chain(routed.feeds.get(&kind).map(Feed::last_rv))
+        .max()
+        .unwrap_or(0);
+    // A client asking for a version the cache has not seen yet is served by the instance.
+    if let Some(rv) = q.get("resourceVersion").filter(|r| !r.is_empty()) {
+        match rv.parse::<u64>() {
+            Ok(rv) if rv > newest => return None,
+            Ok(_) => {}
+            Err(_) => {
+                return Some(status_response(&ApiError::invalid(
+                    "resourceVersion",
+                    format!("invalid resourceVersion {rv:?}"),
+                )))
+            }
+        }
+    }
+    let key = |o: &DynamicObject| {
+        (
+            o.metadata.namespace.clone().unwrap_or_default(),
+            o.metadata.name.clone().unwrap_or_default(),
+        )
+    };
+    let mut items: Vec<((String, String), &DynamicObject)> = objects
+        .iter()
+        .filter(|o| selection.matches(o))
+        .map(|o| (key(o), &**o))
+        .collect();
+    items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    if let Some(after) = q.get("continue").filter(|c| !c.is_empty()) {
+        let Some((ns, name)) = engine
+            .decode(after)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .and_then(|s| {
+                s.split_once('/')
+                    .map(|(a, b)| (a.to_string(), b.to_string()))
+            })
+        else {
+            return Some(status_response(&ApiError::invalid(
+                "continue",
+                "not a continue token this server issued",
+            )));
+        };
+        let after = (ns, name);
+        items.retain(|(k, _)| *k > after);
+    }
+    let limit = match q.get("limit").map(|l| (l, l.parse::<usize>())) {
+        None => None,
+        Some((_, Ok(l))) => Some(l).filter(|l| *l > 0),
+        Some((l, Err(_))) => {
+            return Some(status_response(&ApiError::invalid(
+                "limit",
+                format!("invalid limit {l:?}"),
+            )))
+        }
+    };
+    let mut meta = json!({"resourceVersion": newest.to_string()});
+    if let Some(l) = limit {
+        if items.len() > l {
+            meta["remainingItemCount"] = json!(items.len() - l);
+            items.truncate(l);
+            meta["continue"] = json!(items
+                .last()
+                .map(|((ns, name), _)| engine.encode(format!("{ns}/{name}"))));
+        }
+    }
+    let refs: Vec<&DynamicObject> = items.iter().map(|(_, o)| *o).collect();
+    if let Some(columns) = columns {
+        return Some(table_response(columns, &refs, meta));
+    }
+    let rendered = routed.json.render(&refs, objects.len());
+    let head =
+        json!({"kind": format!("{}List", ar.kind), "apiVersion": ar.api_version, "metadata": meta})
+            .to_string();
+    let mut body = bytes::BytesMut::with_capacity(
+        head.len() + rendered.iter().map(|b| b.len() + 1).sum::<usize>() + 16,
+    );
+    // The head without its closing brace, then the items copied as they are.
+    body.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
+    body.extend_from_slice(b",\"items\":[");
+    for (i, b) in rendered.iter().enumerate() {
+        if i > 0 {
+            body.extend_from_slice(b",");
+        }
+        body.extend_from_slice(b);
+    }
+    body.extend_from_slice(b"]}");
+    Some(json_response(StatusCode::OK, body.freeze()))
+}
+
+/// A `meta.k8s.io/v1` Table of cached objects, printed with the instance's columns.
+fn table_response(columns: &[Column], objects: &[&DynamicObject], meta: Value) -> Response {
+    let values: Vec<Value> = objects
+        .iter()
+        .filter_map(|o| serde_json::to_value(o).ok())
+        .collect();
+    let refs: Vec<&Value> = values.iter().collect();
+    let table = kairship_sim::server::table::render(columns, &refs, true, meta);
+    json_response(StatusCode::OK, bytes::Bytes::from(table.to_string()))
+}
+
+/// What a list or watch selects: namespace, label selector, field selector.
+pub struct Selection {
+    namespace: Option<String>,
+    labels: kairship_sim::selectors::LabelSelector,
+    fields: FieldSelector,
+}
+
+impl Selection {
+    pub fn parse(namespace: Option<String>, q: &HashMap<String, String>) -> Result<Self, ApiError> {
+        let labels = paging::selector(Some(&crate::proto::ListOptions {
+            label_selector: q.get("labelSelector").cloned().unwrap_or_default(),
+            ..Default::default()
+        }))?;
+        let fields = FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""))
+            .map_err(|e| ApiError::invalid("fieldSelector", e.message))?;
+        Ok(Self {
+            namespace,
+            labels,
+            fields,
+        })
+    }
+
+    pub fn matches(&self, o: &DynamicObject) -> bool {
+        let m = &o.metadata;
+        self.namespace
+            .as_ref()
+            .is_none_or(|ns| m.namespace.as_ref() == Some(ns))
+            && paging::labels_match(&self.labels, m.labels.as_ref())
+            && (self.fields.is_empty()
+                || self
+                    .fields
+                    .matches(&json!({"metadata": {"name": m.name, "namespace": m.namespace}})))
+    }
+}
+
+fn not_found(plural: &str, group: &str, name: &str) -> Response {
+    let what = if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    };
+    let mut details = json!({"name": name, "kind": plural});
+    if !group.is_empty() {
+        details["group"] = json!(group);
+    }
+    k8s_status(
+        404,
+        "NotFound",
+        &format!("{what} \"{name}\" not found"),
+        Some(details),
+    )
+}
