@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use kairship::actors::context::Settings;
 use kairship::actors::tree::Election;
 use kairship::server::{self, ServerConfig};
-use kairship_sim::kubeconfig;
+use kairship_wire::kubeconfig;
 use serde_json::json;
 
 mod common;
@@ -72,7 +72,7 @@ async fn main() {
         }),
     );
     let (dir, fleet, host) = (&bench.dir, &bench.fleet, bench.host.clone());
-    let cert = kairship_sim::tls::generate("kairship").expect("cert");
+    let cert = kairship_wire::tls::generate("kairship").expect("cert");
     let running = server::start(ServerConfig {
         host: host.clone(),
         identity: "bench".into(),
@@ -150,7 +150,7 @@ async fn main() {
     // loaded windows alternate, so drift on a shared machine hits both alike.
     let probe_path = "/apis/apps/v1/namespaces/default/deployments/web-00042";
     let url = format!("{}/faults/karmada-2", fleet.admin_url());
-    kairship_sim::admin::call(
+    kairship_wire::admin::call(
         "POST",
         &url,
         Some(json!({"mode": "latency", "latency_ms": 2000})),

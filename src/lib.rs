@@ -2,7 +2,9 @@
 //! Karmada instances, with one supervised actor per instance.
 //!
 //! Layout: [`cli`] holds the subcommands of the `kairship` binary; [`telemetry`] sets up
-//! logging. The Kubernetes-API simulator lives in the `kairship-sim` crate (`sim/`).
+//! logging. The Kubernetes wire format (paths, selectors, `Status`, Tables, TLS) is the
+//! `kairship-wire` crate (`wire/`), shared with the Kubernetes-API simulator, the
+//! `kairship-sim` crate (`sim/`), which only the `demo` and `sim` commands use.
 
 pub mod actors;
 pub mod api;
@@ -21,8 +23,12 @@ pub mod telemetry;
 /// Errors a `kairship` command ends with.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The simulated fleet of `demo` and `sim` (its conversion lives beside those commands,
+    /// so the library itself does not name the simulator).
     #[error(transparent)]
-    Sim(#[from] kairship_sim::Error),
+    Fleet(Box<dyn std::error::Error + Send + Sync>),
+    #[error(transparent)]
+    FaultApi(#[from] kairship_wire::admin::CallError),
     #[error("{context}: {source}")]
     Io {
         context: String,

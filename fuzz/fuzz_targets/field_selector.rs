@@ -6,7 +6,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(s) = std::str::from_utf8(data) else {
         return;
     };
-    if let Ok(sel) = kairship_sim::selectors::FieldSelector::parse(s) {
+    if let Ok(sel) = kairship_wire::selectors::FieldSelector::parse(s) {
         let _ = sel.matches(&serde_json::json!({"metadata": {"name": "x", "namespace": "default"}}));
         let _ = sel.pinned_name();
     }

@@ -77,9 +77,9 @@ impl ApiServer {
         }
         let url = format!("https://127.0.0.1:{port}");
         let kubeconfig = dir.join("admin.kubeconfig");
-        kairship_sim::kubeconfig::write(
+        kairship_wire::kubeconfig::write(
             &kubeconfig,
-            &kairship_sim::kubeconfig::build(name, &url, &serving.ca_pem, &token),
+            &kairship_wire::kubeconfig::build(name, &url, &serving.ca_pem, &token),
         )
         .map_err(Error::io(format!("writing {}", kubeconfig.display())))?;
         let proc = Proc::spawn(

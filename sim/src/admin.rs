@@ -7,7 +7,6 @@
 //! - `GET /instances`, `GET /faults`, `GET /healthz`.
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -128,37 +127,4 @@ pub async fn serve(
         }
     });
     Ok((addr, task))
-}
-
-/// A minimal client for the admin API, used by `kairship sim fault` and tests.
-pub async fn call(method: &str, url: &str, body: Option<Value>) -> Result<(u16, Value), Error> {
-    use http_body_util::{BodyExt, Full};
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<Full<Bytes>>();
-    let payload = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
-    let req = http::Request::builder()
-        .method(method)
-        .uri(url)
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .body(Full::new(payload))
-        .map_err(|e| Error::Invalid(format!("building request to {url}: {e}")))?;
-    let fut = async {
-        let resp = client
-            .request(req)
-            .await
-            .map_err(|e| Error::Invalid(format!("calling {url}: {e}")))?;
-        let code = resp.status().as_u16();
-        let bytes = resp
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| Error::Invalid(format!("reading answer from {url}: {e}")))?
-            .to_bytes();
-        let v = serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-        Ok((code, v))
-    };
-    tokio::time::timeout(Duration::from_secs(10), fut)
-        .await
-        .map_err(|_| Error::Invalid(format!("calling {url}: timed out after 10s")))?
 }

@@ -10,9 +10,9 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::error::ApiResult;
 use crate::server::ApiServer;
 use crate::store::meta::now_rfc3339;
+use kairship_wire::status::ApiResult;
 
 /// What an operator of the simulator can force on one member cluster.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -88,7 +88,7 @@ impl ClusterSim {
         self.server
             .store
             .lookup("cluster.karmada.io", "v1alpha1", "clusters")
-            .ok_or_else(|| crate::error::ApiError::internal("clusters are not served"))
+            .ok_or_else(|| kairship_wire::status::ApiError::internal("clusters are not served"))
     }
 
     fn create(&self, name: &str, index: usize, sizing: Sizing) -> ApiResult<()> {

@@ -14,10 +14,10 @@ use tracing::info;
 
 use crate::clusters::ClusterSim;
 use crate::faults::{Fault, FaultMode};
-use crate::kubeconfig;
 use crate::resources::Flavor;
 use crate::server::{ApiServer, ServerConfig};
 use crate::Error;
+use kairship_wire::kubeconfig;
 
 #[derive(Debug, Clone)]
 pub struct FleetConfig {

@@ -8,23 +8,21 @@
 //!
 //! Layout: [`store`] keeps objects and history; [`server`] speaks HTTP; [`resources`]
 //! says what is served; [`fleet`] puts servers together with [`clusters`],
-//! [`operator`] and the plain-HTTP [`admin`] API for faults.
+//! [`operator`] and the plain-HTTP [`admin`] API for faults. The wire format it shares
+//! with Kairship (paths, selectors, `Status`, Tables, CRDs, TLS) is the `kairship-wire`
+//! crate.
 
 pub mod admin;
 pub mod clusters;
-pub mod error;
 pub mod faults;
 pub mod fleet;
 pub mod karmada;
-pub mod kubeconfig;
 pub mod operator;
 pub mod patch;
 pub mod rbac;
 pub mod resources;
-pub mod selectors;
 pub mod server;
 pub mod store;
-pub mod tls;
 
 pub use fleet::{Fleet, FleetConfig};
 
@@ -32,9 +30,9 @@ pub use fleet::{Fleet, FleetConfig};
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
-    Api(#[from] error::ApiError),
+    Api(#[from] kairship_wire::status::ApiError),
     #[error(transparent)]
-    Tls(#[from] tls::TlsError),
+    Tls(#[from] kairship_wire::tls::TlsError),
     #[error("{context}: {source}")]
     Io {
         context: String,

@@ -10,12 +10,12 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tracing::{info, warn};
 
-use crate::error::ApiResult;
 use crate::fleet::Fleet;
 use crate::patch::PatchKind;
 use crate::resources::ResourceDef;
 use crate::store::meta::{meta_str, now_rfc3339};
 use crate::store::{EventType, Filter, WatchFrom};
+use kairship_wire::status::ApiResult;
 
 pub const FINALIZER: &str = "operator.karmada.io/finalizer";
 pub const KARMADA_VERSION: &str = "v1.12.0";

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::error::{ApiError, ApiResult};
+use kairship_wire::status::{ApiError, ApiResult};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatchKind {
@@ -59,16 +59,6 @@ pub fn apply(kind: PatchKind, target: &mut Value, body: &[u8]) -> ApiResult<()> 
         }
     }
     Ok(())
-}
-
-impl ApiError {
-    fn invalid_patch(message: String) -> Self {
-        // kube-apiserver answers a failing JSON patch with 422.
-        let mut e = ApiError::bad_request(message);
-        e.code = 422;
-        e.reason = "Invalid";
-        e
-    }
 }
 
 /// The merge key of a list, by field name (and for `ports`, by what its items carry).

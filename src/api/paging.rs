@@ -1,7 +1,7 @@
 //! Paging and label filtering shared by every List call.
 
 use base64::Engine;
-use kairship_sim::selectors::LabelSelector;
+use kairship_wire::selectors::LabelSelector;
 use std::collections::BTreeMap;
 
 use super::error::ApiError;

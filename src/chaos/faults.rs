@@ -60,7 +60,7 @@ impl Injector {
         let url = format!("{base}{path}");
         let (code, answer) = tokio::time::timeout(
             Duration::from_secs(5),
-            kairship_sim::admin::call(method, &url, body),
+            kairship_wire::admin::call(method, &url, body),
         )
         .await
         .map_err(|_| format!("{method} {url}: no answer within 5s"))?

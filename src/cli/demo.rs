@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use kairship_sim::{kubeconfig, Fleet, FleetConfig};
+use kairship_sim::{Fleet, FleetConfig};
+use kairship_wire::kubeconfig;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{json, Value};
@@ -409,7 +410,7 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
     let names: Vec<String> = fleet.instances.iter().map(|(n, _)| n.clone()).collect();
     let (admin, viewer) = (random_token()?, random_token()?);
     let auth = demo_auth(dir, &host, &admin, &viewer, names.first()).await?;
-    let cert = kairship_sim::tls::generate("kairship").map_err(|e| Error::Usage(e.to_string()))?;
+    let cert = kairship_wire::tls::generate("kairship").map_err(|e| Error::Usage(e.to_string()))?;
     let ca_path = dir.join("ca.crt");
     std::fs::write(&ca_path, &cert.ca_pem).map_err(io(format!("writing {}", ca_path.display())))?;
     let running = server::start(server::ServerConfig {

@@ -237,7 +237,7 @@ fn load_tls(args: &RunArgs) -> Result<std::sync::Arc<rustls::ServerConfig>, Erro
     }
     let key = PrivateKeyDer::from_pem_file(key)
         .map_err(|e| Error::Usage(format!("--tls-key-file {}: {e}", key.display())))?;
-    kairship_sim::tls::server_config(chain, key)
+    kairship_wire::tls::server_config(chain, key)
         .map_err(|e| Error::Usage(format!("TLS configuration: {e}")))
 }
 

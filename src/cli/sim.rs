@@ -10,6 +10,13 @@ use serde_json::{json, Value};
 
 use crate::Error;
 
+/// Lets `demo` and `sim` use `?` on the simulator's errors.
+impl From<kairship_sim::Error> for Error {
+    fn from(e: kairship_sim::Error) -> Self {
+        Error::Fleet(Box::new(e))
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct SimArgs {
     #[command(subcommand)]
@@ -85,7 +92,7 @@ pub async fn run(args: SimArgs) -> Result<(), Error> {
             let admin = admin_url(&args.state_dir)?;
             let url = format!("{admin}/faults/{instance}");
             let (code, body) = if clear {
-                kairship_sim::admin::call("DELETE", &url, None).await?
+                kairship_wire::admin::call("DELETE", &url, None).await?
             } else {
                 let mode = mode.ok_or_else(|| Error::Usage("--mode is required".into()))?;
                 let fault = Fault {
@@ -94,7 +101,7 @@ pub async fn run(args: SimArgs) -> Result<(), Error> {
                     error_rate,
                 };
                 let body = serde_json::to_value(&fault).map_err(|e| Error::Usage(e.to_string()))?;
-                kairship_sim::admin::call("POST", &url, Some(body)).await?
+                kairship_wire::admin::call("POST", &url, Some(body)).await?
             };
             report(code, body)
         }
@@ -106,7 +113,7 @@ pub async fn run(args: SimArgs) -> Result<(), Error> {
         }) => {
             let admin = admin_url(&args.state_dir)?;
             let url = format!("{admin}/clusters/{instance}/{cluster}");
-            let (code, body) = kairship_sim::admin::call(
+            let (code, body) = kairship_wire::admin::call(
                 "POST",
                 &url,
                 Some(json!({"ready": ready, "flapping": flapping})),

@@ -585,7 +585,7 @@ async fn jwks_from_an_https_url() {
     let dir = tempfile::tempdir().expect("tempdir");
     let key = signer("url-key");
     let jwks = json!({"keys": [key.jwk]});
-    let cert = kairship_sim::tls::generate("idp").expect("cert");
+    let cert = kairship_wire::tls::generate("idp").expect("cert");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

@@ -11,9 +11,9 @@ use crate::server::Api;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_report_instances_leadership_and_requests() {
     let api = Api::start(1).await;
-    let kc = kairship_sim::kubeconfig::build("m", &api.https, &api.ca_pem, "metrics-test");
+    let kc = kairship_wire::kubeconfig::build("m", &api.https, &api.ca_pem, "metrics-test");
     let path = api.env.sim.dir.path().join("metrics.kubeconfig");
-    kairship_sim::kubeconfig::write(&path, &kc).expect("write");
+    kairship_wire::kubeconfig::write(&path, &kc).expect("write");
     let client = crate::common::client_from(&path).await;
     // One proxied request, so the request metrics have something to show.
     let proxy = http::Request::get("/apis/kairship.io/v1alpha1/instances/karmada-1/proxy/apis/cluster.karmada.io/v1alpha1/clusters").body(Vec::new()).expect("request");

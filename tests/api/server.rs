@@ -44,9 +44,9 @@ impl Api {
         let host = env.sim.fleet.host().clone();
         host.enable_audit();
         let token = host.add_user("kairship");
-        let kc = kairship_sim::kubeconfig::build("host", &host.url(), &host.tls.ca_pem, &token);
+        let kc = kairship_wire::kubeconfig::build("host", &host.url(), &host.tls.ca_pem, &token);
         let kc_path = env.sim.dir.path().join("kairship-host.kubeconfig");
-        kairship_sim::kubeconfig::write(&kc_path, &kc).expect("write kubeconfig");
+        kairship_wire::kubeconfig::write(&kc_path, &kc).expect("write kubeconfig");
         let as_kairship = crate::common::client_from(&kc_path).await;
         let tree = Tree::start(
             as_kairship.clone(),
@@ -91,7 +91,7 @@ impl Api {
                 .expect("grpc serves");
         });
 
-        let cert = kairship_sim::tls::generate("kairship").expect("cert");
+        let cert = kairship_wire::tls::generate("kairship").expect("cert");
         let https_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -143,7 +143,7 @@ impl Api {
             "{}/apis/kairship.io/v1alpha1/instances/{instance}/proxy",
             self.https
         );
-        let kc = kairship_sim::kubeconfig::build(instance, &server, &self.ca_pem, token);
+        let kc = kairship_wire::kubeconfig::build(instance, &server, &self.ca_pem, token);
         let digest: String = token.bytes().take(8).map(|b| format!("{b:02x}")).collect();
         let path = self
             .env
@@ -151,7 +151,7 @@ impl Api {
             .dir
             .path()
             .join(format!("proxy-{instance}-{digest}.kubeconfig"));
-        kairship_sim::kubeconfig::write(&path, &kc).expect("write kubeconfig");
+        kairship_wire::kubeconfig::write(&path, &kc).expect("write kubeconfig");
         path
     }
 
@@ -173,7 +173,7 @@ impl Api {
 
     /// An HTTPS client of Kairship's REST API trusting its CA, sending `token`.
     pub async fn https_client(&self, token: &str) -> kube::Client {
-        let kc = kairship_sim::kubeconfig::build("rest", &self.https, &self.ca_pem, token);
+        let kc = kairship_wire::kubeconfig::build("rest", &self.https, &self.ca_pem, token);
         let digest: String = token.bytes().take(8).map(|b| format!("{b:02x}")).collect();
         let path = self
             .env
@@ -181,7 +181,7 @@ impl Api {
             .dir
             .path()
             .join(format!("rest-{digest}.kubeconfig"));
-        kairship_sim::kubeconfig::write(&path, &kc).expect("write");
+        kairship_wire::kubeconfig::write(&path, &kc).expect("write");
         crate::common::client_from(&path).await
     }
 

@@ -324,7 +324,7 @@ async fn a_not_ready_cluster_is_tainted_and_its_replicas_move() {
 
     let url = format!("{}/clusters/karmada-1/member2", sim.fleet.admin_url());
     let (code, _) =
-        kairship_sim::admin::call("POST", &url, Some(serde_json::json!({"ready": false})))
+        kairship_wire::admin::call("POST", &url, Some(serde_json::json!({"ready": false})))
             .await
             .expect("admin");
     assert_eq!(code, 200);
@@ -363,7 +363,7 @@ async fn a_not_ready_cluster_is_tainted_and_its_replicas_move() {
     })
     .await;
 
-    let (code, _) = kairship_sim::admin::call("POST", &url, Some(serde_json::json!({})))
+    let (code, _) = kairship_wire::admin::call("POST", &url, Some(serde_json::json!({})))
         .await
         .expect("admin");
     assert_eq!(code, 200);

@@ -11,9 +11,9 @@ use super::detector::{self, CPP_ID, CPP_NAME, CRB_ID, PP_ID, PP_NAME, PP_NAMESPA
 use super::members::upsert;
 use super::scheduler;
 use super::{skipped_namespace, Controller, CLUSTER_TEMPLATE_KINDS, TEMPLATE_KINDS};
-use crate::error::ApiResult;
 use crate::patch::PatchKind;
 use crate::store::meta::{new_uid, now_rfc3339};
+use kairship_wire::status::ApiResult;
 
 const GROUP: &str = "work.karmada.io";
 const V: &str = "v1alpha2";

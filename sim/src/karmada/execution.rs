@@ -12,10 +12,10 @@ use super::binding::condition;
 use super::detector::{CPP_ID, CRB_ID, PP_ID, RB_ID};
 use super::members::{def_for, upsert};
 use super::{overrides, Controller};
-use crate::error::ApiResult;
 use crate::patch::PatchKind;
 use crate::store::meta::new_uid;
 use crate::store::Filter;
+use kairship_wire::status::ApiResult;
 
 pub const WORK_ID: &str = "work.karmada.io/permanent-id";
 pub const WORK_NAME: &str = "work.karmada.io/name";

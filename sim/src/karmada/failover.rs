@@ -8,9 +8,9 @@ use tracing::info;
 
 use super::scheduler::cluster_ready;
 use super::{Controller, KarmadaConfig};
-use crate::error::ApiResult;
 use crate::patch::PatchKind;
 use crate::store::meta::now_rfc3339;
+use kairship_wire::status::ApiResult;
 
 pub const NOT_READY: &str = "cluster.karmada.io/not-ready";
 pub const UNSCHEDULABLE: &str = "cluster.karmada.io/unschedulable";

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use crate::error::{ApiError, ApiResult};
 use crate::resources::{Flavor, ResourceDef};
 use crate::store::{Store, StoreConfig};
+use kairship_wire::status::{ApiError, ApiResult};
 
 /// Small stores: members only hold what Works put there.
 fn member_store_config() -> StoreConfig {

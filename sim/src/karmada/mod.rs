@@ -24,10 +24,10 @@ use std::time::Duration;
 use serde_json::Value;
 use tracing::{debug, warn, Instrument};
 
-use crate::error::{ApiError, ApiResult};
 use crate::resources::ResourceDef;
 use crate::server::ApiServer;
 use crate::store::{Filter, Store};
+use kairship_wire::status::{ApiError, ApiResult};
 
 pub use members::Members;
 

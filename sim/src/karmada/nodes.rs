@@ -4,9 +4,9 @@
 use serde_json::{json, Value};
 
 use super::Controller;
-use crate::error::ApiResult;
 use crate::patch::PatchKind;
 use crate::store::Filter;
+use kairship_wire::status::ApiResult;
 
 fn count(v: &Value, path: &str) -> u64 {
     v.pointer(path).and_then(Value::as_u64).unwrap_or(0)

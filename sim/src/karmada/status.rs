@@ -12,9 +12,9 @@ use super::binding::condition;
 use super::execution::{execution_namespace, work_name};
 use super::members::def_for;
 use super::Controller;
-use crate::error::ApiResult;
 use crate::patch::PatchKind;
 use crate::store::Filter;
+use kairship_wire::status::ApiResult;
 
 /// When each member object generation was first seen unready.
 #[derive(Default)]

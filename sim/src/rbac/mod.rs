@@ -9,9 +9,9 @@ pub mod rules;
 use http::{HeaderMap, Method};
 use serde_json::{json, Value};
 
-use crate::error::{ApiError, ApiResult};
-use crate::server::routes::{ResourcePath, Route};
 use crate::store::{Filter, Store};
+use kairship_wire::routes::{ResourcePath, Route};
+use kairship_wire::status::{ApiError, ApiResult};
 use rules::Snapshot;
 
 /// Who a request acts as.
@@ -234,7 +234,7 @@ pub fn review(
             .collect();
         if user.is_empty() && groups.is_empty() {
             return Err(ApiError::invalid(
-                crate::error::Target {
+                kairship_wire::status::Target {
                     group: "authorization.k8s.io",
                     kind: "SubjectAccessReview",
                     plural: "subjectaccessreviews",

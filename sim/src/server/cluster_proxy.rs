@@ -5,9 +5,9 @@
 use axum::body::Body;
 use http::{Method, Request, Response, StatusCode};
 
-use super::routes::{self, Route};
 use super::{json_response, list_response, ApiServer, Query};
-use crate::error::{ApiError, ApiResult};
+use kairship_wire::routes::{self, Route};
+use kairship_wire::status::{ApiError, ApiResult};
 
 impl ApiServer {
     pub(super) fn cluster_proxy(

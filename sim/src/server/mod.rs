@@ -3,7 +3,6 @@
 
 mod cluster_proxy;
 mod discovery;
-pub mod routes;
 pub mod scale;
 pub mod table;
 pub mod watch;
@@ -23,15 +22,15 @@ use tokio::net::TcpListener;
 use tokio::sync::watch as tokio_watch;
 use tracing::{debug, warn, Instrument};
 
-use crate::error::{ApiError, ApiResult};
 use crate::faults::{FaultState, Injection};
 use crate::patch::PatchKind;
 use crate::rbac::{self, Identity};
 use crate::resources::{Flavor, ResourceDef};
-use crate::selectors::{FieldSelector, LabelSelector};
 use crate::store::{Filter, Preconditions, Store, StoreConfig, WatchFrom};
-use crate::tls::ServingCert;
-use routes::{ResourcePath, Route};
+use kairship_wire::routes::{self, ResourcePath, Route};
+use kairship_wire::selectors::{FieldSelector, LabelSelector};
+use kairship_wire::status::{ApiError, ApiResult};
+use kairship_wire::tls::ServingCert;
 
 /// Knobs of a simulated API server.
 #[derive(Debug, Clone)]
@@ -102,7 +101,7 @@ impl ApiServer {
             store: Store::new(flavor, config.store.clone())?,
             faults: FaultState::default(),
             token: random_token(),
-            tls: crate::tls::generate(name)?,
+            tls: kairship_wire::tls::generate(name)?,
             config,
             addr: parking_lot::Mutex::new(None),
             shutdown: tokio_watch::channel(false).0,

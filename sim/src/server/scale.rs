@@ -5,12 +5,12 @@ use axum::body::Body;
 use http::{header, Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
-use super::routes::ResourcePath;
 use super::{json_response, ApiServer};
-use crate::error::{ApiError, ApiResult};
 use crate::patch::{self, PatchKind};
 use crate::resources::ResourceDef;
 use crate::store::{Obj, Store};
+use kairship_wire::routes::ResourcePath;
+use kairship_wire::status::{ApiError, ApiResult};
 
 /// Whether `def` serves `/scale`.
 pub fn served(def: &ResourceDef) -> bool {

@@ -11,10 +11,10 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::table;
-use crate::error::ApiError;
 use crate::faults::{FaultMode, FaultState};
 use crate::resources::ResourceDef;
 use crate::store::{Event, EventType, Filter, StoredObject, WatchStart};
+use kairship_wire::status::ApiError;
 
 pub struct WatchOptions {
     pub api_version: String,
@@ -181,7 +181,7 @@ pub fn stream(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::selectors::LabelSelector;
+    use kairship_wire::selectors::LabelSelector;
 
     fn obj(rv: u64, app: &str) -> Arc<StoredObject> {
         let v = json!({"metadata": {"name": "a", "namespace": "d", "labels": {"app": app}}});

@@ -3,7 +3,7 @@
 use rand::Rng;
 use serde_json::{Map, Value};
 
-use crate::error::{ApiError, ApiResult, Target};
+use kairship_wire::status::{ApiError, ApiResult, Target};
 
 /// RFC 3339 with second precision, as Kubernetes writes `metav1.Time`.
 pub fn now_rfc3339() -> String {

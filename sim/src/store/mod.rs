@@ -14,10 +14,10 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
 
-use crate::error::{ApiError, ApiResult};
 use crate::patch::{self, PatchKind};
 use crate::resources::{self, Flavor, Registry, ResourceDef};
-use crate::selectors::{FieldSelector, LabelSelector};
+use kairship_wire::selectors::{FieldSelector, LabelSelector};
+use kairship_wire::status::{ApiError, ApiResult};
 use meta::{finalizers, meta_mut, meta_str};
 
 /// An object as stored: the value and its JSON bytes.
@@ -664,7 +664,7 @@ impl Inner {
             .get(NAMESPACE_KEY)
             .and_then(|c| c.get(&(String::new(), ns.to_string())))
         else {
-            let t = crate::error::Target {
+            let t = kairship_wire::status::Target {
                 group: "",
                 kind: "Namespace",
                 plural: "namespaces",
@@ -687,7 +687,7 @@ impl Inner {
             .find(|d| d.group == def.group && d.plural == def.plural)
         {
             Some(existing) if existing.crd.as_deref() != Some(crd_name) => {
-                Err(ApiError::already_exists(crate::error::Target {
+                Err(ApiError::already_exists(kairship_wire::status::Target {
                     group: "apiextensions.k8s.io",
                     kind: "CustomResourceDefinition",
                     plural: "customresourcedefinitions",

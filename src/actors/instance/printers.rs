@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kairship_sim::server::table::{builtin_columns, custom_columns, Column};
+use kairship_wire::table::{builtin_columns, custom_columns, Column};
 use parking_lot::Mutex;
 
 use super::caches::Kind;
@@ -37,7 +37,7 @@ impl Printers {
                         .await
                         .ok()?
                         .ok()?;
-                let def = kairship_sim::resources::def_from_crd(&crd).ok()?;
+                let def = kairship_wire::resource::def_from_crd(&crd).ok()?;
                 // The storage version comes first: the one the cache holds, or no Table here.
                 if def.versions.first() != Some(&ar.version) {
                     return None;

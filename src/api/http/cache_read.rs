@@ -8,9 +8,9 @@ use std::time::Duration;
 use axum::response::Response;
 use base64::Engine;
 use http::{header, Method, StatusCode};
-use kairship_sim::selectors::FieldSelector;
-use kairship_sim::server::routes::{self, ResourcePath, Route};
-use kairship_sim::server::table::Column;
+use kairship_wire::routes::{self, ResourcePath, Route};
+use kairship_wire::selectors::FieldSelector;
+use kairship_wire::table::Column;
 use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{json, Value};
@@ -274,14 +274,14 @@ fn table_response(columns: &[Column], objects: &[&DynamicObject], meta: Value) -
         .filter_map(|o| serde_json::to_value(o).ok())
         .collect();
     let refs: Vec<&Value> = values.iter().collect();
-    let table = kairship_sim::server::table::render(columns, &refs, true, meta);
+    let table = kairship_wire::table::render(columns, &refs, true, meta);
     json_response(StatusCode::OK, bytes::Bytes::from(table.to_string()))
 }
 
 /// What a list or watch selects: namespace, label selector, field selector.
 pub struct Selection {
     namespace: Option<String>,
-    labels: kairship_sim::selectors::LabelSelector,
+    labels: kairship_wire::selectors::LabelSelector,
     fields: FieldSelector,
 }
 

@@ -12,7 +12,7 @@ use axum::body::Body;
 use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
 use http::{header, StatusCode};
-use kairship_sim::server::routes::ResourcePath;
+use kairship_wire::routes::ResourcePath;
 use kube::api::DynamicObject;
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};

@@ -12,7 +12,7 @@ use axum::extract::{Path, Request, State};
 use axum::response::Response;
 use bytes::Bytes;
 use http::{header, Method, StatusCode};
-use kairship_sim::server::routes::{self, Route};
+use kairship_wire::routes::{self, Route};
 use serde_json::json;
 
 use super::cache_read::{self, cached_kind, parse_bool};

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use axum::response::Response;
 use http::Method;
-use kairship_sim::server::routes::{self, ResourcePath, Route};
+use kairship_wire::routes::{self, ResourcePath, Route};
 use serde_json::json;
 
 use super::cache_read::parse_bool;

@@ -1,4 +1,4 @@
-//! Kubernetes-style API errors: every failure the simulator answers is a `Status` object
+//! Kubernetes-style API errors: every failure is answered as a `Status` object
 //! with the reason and code a real kube-apiserver would use.
 
 use serde_json::{json, Value};
@@ -97,6 +97,11 @@ impl ApiError {
             "causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}]
         }));
         e
+    }
+
+    /// A patch that parses but cannot be applied: kube-apiserver answers 422.
+    pub fn invalid_patch(message: impl Into<String>) -> Self {
+        Self::new(422, "Invalid", message)
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {

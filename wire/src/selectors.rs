@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::error::{ApiError, ApiResult};
+use crate::status::{ApiError, ApiResult};
 
 #[derive(Debug, Clone, PartialEq)]
 enum Req {

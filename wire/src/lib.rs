@@ -1,0 +1,15 @@
+//! The Kubernetes wire format, shared by Kairship and its simulator so neither has to
+//! depend on the other: what a request path addresses ([`routes`]), label and field
+//! selectors ([`selectors`]), `meta/v1 Status` errors ([`status`]), server-side Tables
+//! ([`table`]), resources as CRDs define them ([`resource`]), kubeconfig files
+//! ([`kubeconfig`]), rustls serving configuration ([`tls`]) and the fault API's client
+//! ([`admin`]).
+
+pub mod admin;
+pub mod kubeconfig;
+pub mod resource;
+pub mod routes;
+pub mod selectors;
+pub mod status;
+pub mod table;
+pub mod tls;

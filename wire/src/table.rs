@@ -1,0 +1,350 @@
+//! Server-side printing: `meta.k8s.io/v1 Table` for `kubectl get`, with the resource's
+//! printer columns evaluated from their JSONPath.
+
+use serde_json::{json, Value};
+
+use crate::resource::{PrinterColumn, ResourceDef};
+
+/// Whether the client asked for a Table (kubectl's human-readable output does).
+pub fn wanted(accept: &str) -> bool {
+    accept
+        .split(',')
+        .next()
+        .is_some_and(|first| first.contains("as=Table"))
+}
+
+/// How a column's cell is read from an object.
+#[derive(Clone, Copy, Debug)]
+pub enum Cell {
+    Name,
+    /// A JSONPath (a CRD's printer column); `date` cells print as an age.
+    Path(&'static str, bool),
+    /// A JSONPath owned by the column (from a CRD read at run time).
+    OwnedPath,
+    Builtin(fn(&Value) -> Value),
+}
+
+/// One column of a Table, as `columnDefinitions` carries it, and how to fill it.
+#[derive(Clone, Debug)]
+pub struct Column {
+    pub name: String,
+    pub kind: String,
+    pub format: String,
+    pub description: String,
+    pub priority: i64,
+    pub cell: Cell,
+    /// For [`Cell::OwnedPath`].
+    pub path: String,
+    pub date: bool,
+}
+
+const NAME_DESC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
+const AGE_DESC: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
+
+fn column(name: &str, kind: &str, priority: i64, description: &str, cell: Cell) -> Column {
+    Column {
+        name: name.into(),
+        kind: kind.into(),
+        format: if matches!(cell, Cell::Name) {
+            "name".into()
+        } else {
+            String::new()
+        },
+        description: description.into(),
+        priority,
+        cell,
+        path: String::new(),
+        date: false,
+    }
+}
+
+fn age_column() -> Column {
+    column(
+        "Age",
+        "string",
+        0,
+        AGE_DESC,
+        Cell::Path(".metadata.creationTimestamp", true),
+    )
+}
+
+/// Columns of a resource with printer columns (a CRD's `additionalPrinterColumns`): Name,
+/// then those; Name and Age when there are none, as kube-apiserver prints them.
+pub fn custom_columns(printer: &[PrinterColumn]) -> Vec<Column> {
+    let mut cols = vec![column("Name", "string", 0, NAME_DESC, Cell::Name)];
+    if printer.is_empty() {
+        cols.push(age_column());
+        return cols;
+    }
+    for c in printer {
+        let date = c.kind == "date";
+        cols.push(Column {
+            name: c.name.clone(),
+            kind: c.kind.clone(),
+            format: String::new(),
+            description: String::new(),
+            priority: c.priority,
+            cell: Cell::OwnedPath,
+            path: c.json_path.clone(),
+            date,
+        });
+    }
+    cols
+}
+
+fn i64_at(v: &Value, p: &str) -> i64 {
+    v.pointer(p).and_then(Value::as_i64).unwrap_or(0)
+}
+
+fn containers(v: &Value, field: &str) -> Value {
+    let list: Vec<String> = v
+        .pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c[field].as_str().map(String::from))
+        .collect();
+    Value::String(list.join(","))
+}
+
+/// `metav1.FormatLabelSelector`: `k=v` and set-based requirements, comma-joined.
+fn label_selector(sel: &Value) -> String {
+    let mut parts: Vec<String> = sel["matchLabels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+        .collect();
+    for e in sel["matchExpressions"].as_array().into_iter().flatten() {
+        let key = e["key"].as_str().unwrap_or_default();
+        let values: Vec<&str> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        parts.push(match e["operator"].as_str().unwrap_or_default() {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.to_string(),
+            "DoesNotExist" => format!("!{key}"),
+            other => format!("{key} {other}"),
+        });
+    }
+    if parts.is_empty() {
+        "<none>".into()
+    } else {
+        parts.join(",")
+    }
+}
+
+/// kube-apiserver's own printers for the built-in kinds served here.
+pub fn builtin_columns(group: &str, kind: &str) -> Option<Vec<Column>> {
+    let name = || column("Name", "string", 0, NAME_DESC, Cell::Name);
+    Some(match (group, kind) {
+        ("", "Namespace") => vec![
+            name(),
+            column("Status", "string", 0, "The status of the namespace", Cell::Builtin(|v| {
+                v.pointer("/status/phase").cloned().unwrap_or_else(|| "Active".into())
+            })),
+            age_column(),
+        ],
+        ("apps", "Deployment") => vec![
+            name(),
+            column("Ready", "string", 0, "Number of the pod with ready state", Cell::Builtin(|v| {
+                let want = v.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
+                format!("{}/{want}", i64_at(v, "/status/readyReplicas")).into()
+            })),
+            column("Up-to-date", "string", 0, "Total number of non-terminated pods targeted by this deployment that have the desired template spec.", Cell::Builtin(|v| i64_at(v, "/status/updatedReplicas").into())),
+            column("Available", "string", 0, "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.", Cell::Builtin(|v| i64_at(v, "/status/availableReplicas").into())),
+            age_column(),
+            column("Containers", "string", 1, "Names of each container in the template.", Cell::Builtin(|v| containers(v, "name"))),
+            column("Images", "string", 1, "Images referenced by each container in the template.", Cell::Builtin(|v| containers(v, "image"))),
+            column("Selector", "string", 1, "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment.", Cell::Builtin(|v| label_selector(&v["spec"]["selector"]).into())),
+        ],
+        _ => return None,
+    })
+}
+
+/// The columns `def` prints with.
+pub fn columns_for(def: &ResourceDef) -> Vec<Column> {
+    let builtin = def
+        .builtin
+        .then(|| builtin_columns(&def.group, &def.kind))
+        .flatten();
+    builtin.unwrap_or_else(|| custom_columns(&def.printer_columns))
+}
+
+fn cell(c: &Column, v: &Value) -> Value {
+    let (path, date) = match c.cell {
+        Cell::Name => return v.pointer("/metadata/name").cloned().unwrap_or(Value::Null),
+        Cell::Builtin(f) => return f(v),
+        Cell::Path(p, d) => (p, d),
+        Cell::OwnedPath => (c.path.as_str(), c.date),
+    };
+    let found = eval(v, path);
+    let value = match found.as_slice() {
+        [] => return Value::Null,
+        [one] => (*one).clone(),
+        many => Value::String(many.iter().map(|x| scalar(x)).collect::<Vec<_>>().join(",")),
+    };
+    match (date, value.as_str()) {
+        (true, Some(t)) => Value::String(age(t)),
+        (true, None) => Value::Null,
+        // CRD columns convert as kube-apiserver's table convertor does: `string` prints
+        // the value as text (PRIORITY 0 is "0"), the others keep their JSON type.
+        _ => match c.kind.as_str() {
+            "string" if !value.is_string() => Value::String(scalar(&value)),
+            "integer" => match &value {
+                Value::Number(n) => n
+                    .as_i64()
+                    .or_else(|| n.as_f64().map(|f| f as i64))
+                    .map_or(Value::Null, Value::from),
+                Value::String(s) => s.parse::<i64>().map_or(Value::Null, Value::from),
+                _ => Value::Null,
+            },
+            "number" => match &value {
+                Value::Number(_) => value,
+                Value::String(s) => s.parse::<f64>().map_or(Value::Null, Value::from),
+                _ => Value::Null,
+            },
+            "boolean" => match &value {
+                Value::Bool(_) => value,
+                Value::String(s) => s.parse::<bool>().map_or(Value::Null, Value::from),
+                _ => Value::Null,
+            },
+            _ => value,
+        },
+    }
+}
+
+/// A `meta.k8s.io/v1` Table of `objs` with `columns`; watch events after the first leave
+/// the column definitions out.
+pub fn render(columns: &[Column], objs: &[&Value], with_columns: bool, list_meta: Value) -> Value {
+    let defs: Vec<Value> = if with_columns {
+        columns
+            .iter()
+            .map(|c| json!({"name": c.name, "type": c.kind, "format": c.format, "description": c.description, "priority": c.priority}))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let rows: Vec<Value> = objs
+        .iter()
+        .map(|v| {
+            json!({
+                "cells": columns.iter().map(|c| cell(c, v)).collect::<Vec<_>>(),
+                "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": v.get("metadata").cloned().unwrap_or_default()},
+            })
+        })
+        .collect();
+    json!({
+        "kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta,
+        "columnDefinitions": defs,
+        "rows": rows,
+    })
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// kubectl's short human duration since an RFC 3339 timestamp ("5m", "3h", "2d").
+pub fn age(created: &str) -> String {
+    let Ok(t) = created.parse::<jiff::Timestamp>() else {
+        return "<unknown>".into();
+    };
+    let secs = jiff::Timestamp::now()
+        .as_second()
+        .saturating_sub(t.as_second())
+        .max(0);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 600 => format!("{}m{}s", s / 60, s % 60),
+        s if s < 3 * 3600 => format!("{}m", s / 60),
+        s if s < 8 * 3600 => format!("{}h{}m", s / 3600, (s % 3600) / 60),
+        s if s < 48 * 3600 => format!("{}h", s / 3600),
+        s if s < 8 * 86400 => format!("{}d{}h", s / 86400, (s % 86400) / 3600),
+        s if s < 730 * 86400 => format!("{}d", s / 86400),
+        s => format!("{}y", s / (365 * 86400)),
+    }
+}
+
+/// Evaluates the JSONPath subset CRD printer columns use: `.a.b`, `[n]`, `[*]`,
+/// and `[?(@.key=="value")]`.
+pub fn eval<'a>(root: &'a Value, path: &str) -> Vec<&'a Value> {
+    let mut current = vec![root];
+    let mut rest = path.trim();
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            let key = &r[..end];
+            current = current.into_iter().filter_map(|v| v.get(key)).collect();
+            rest = &r[end..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let Some(end) = r.find(']') else {
+                return vec![];
+            };
+            let inner = &r[..end];
+            rest = &r[end + 1..];
+            let items = current.into_iter().filter_map(Value::as_array).flatten();
+            current = if inner == "*" {
+                items.collect()
+            } else if let Ok(i) = inner.parse::<usize>() {
+                // An index addresses each array once, not each item.
+                return_index(items, i)
+            } else if let Some(filter) =
+                inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')'))
+            {
+                let Some((key, want)) = filter.split_once("==") else {
+                    return vec![];
+                };
+                let want = want.trim().trim_matches('"').trim_matches('\'');
+                items
+                    .filter(|it| it.get(key.trim()).map(scalar).as_deref() == Some(want))
+                    .collect()
+            } else {
+                return vec![];
+            };
+        } else {
+            return vec![];
+        }
+    }
+    current
+}
+
+fn return_index<'a>(items: impl Iterator<Item = &'a Value>, i: usize) -> Vec<&'a Value> {
+    items.skip(i).take(1).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jsonpath_subset() {
+        let v = json!({"status": {"conditions": [{"type": "Scheduled", "status": "True"}, {"type": "Ready", "status": "False"}]},
+            "spec": {"workload": {"manifests": [{"kind": "Deployment"}, {"kind": "Service"}]}}});
+        assert_eq!(
+            eval(&v, ".status.conditions[?(@.type==\"Ready\")].status"),
+            vec![&json!("False")]
+        );
+        assert_eq!(eval(&v, ".spec.workload.manifests[*].kind").len(), 2);
+        assert_eq!(
+            eval(&v, ".status.conditions[0].type"),
+            vec![&json!("Scheduled")]
+        );
+        assert!(eval(&v, ".spec.missing").is_empty());
+    }
+
+    #[test]
+    fn wanted_only_when_table_is_first_choice() {
+        assert!(wanted(
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+        ));
+        assert!(!wanted("application/json"));
+    }
+}
