@@ -18,7 +18,8 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 use crate::actors::instance::caches::Kind;
-use crate::api::router::Router;
+use crate::actors::tree::TreeHandle;
+use crate::crd::Instance;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct InstanceLabels {
@@ -173,8 +174,9 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
-    /// Refreshes the instance gauges and renders everything.
-    pub async fn render(&self, router: &Router) -> String {
+    /// Refreshes the instance gauges from `instances` (the host's Instance objects) and the
+    /// tree, and renders everything.
+    pub async fn render(&self, tree: &TreeHandle, instances: &[Arc<Instance>]) -> String {
         for f in [&self.clusters, &self.nodes] {
             f.clear();
         }
@@ -182,7 +184,7 @@ impl Metrics {
         self.cached.clear();
         self.restarts.clear();
         self.watch_restarts.clear();
-        for inst in router.instances() {
+        for inst in instances {
             let name = inst.metadata.name.clone().unwrap_or_default();
             let status = inst.status.clone().unwrap_or_default();
             let current = format!("{:?}", status.phase);
@@ -207,7 +209,7 @@ impl Metrics {
                 count(&self.nodes, "ready", s.nodes_ready);
                 count(&self.nodes, "total", s.nodes_total);
             }
-            if let Some(reader) = router.tree.reader(&name) {
+            if let Some(reader) = tree.reader(&name) {
                 {
                     let restarts = reader
                         .watch_restarts
@@ -229,7 +231,7 @@ impl Metrics {
                 }
             }
         }
-        if let Ok(actors) = router.tree.actors().await {
+        if let Ok(actors) = tree.actors().await {
             for a in actors {
                 if let Some(i) = a.instance {
                     self.restarts
@@ -244,7 +246,7 @@ impl Metrics {
             .get_or_create(&LeaderLabels {
                 name: "kairship-controller-manager".into(),
             })
-            .set(i64::from(router.tree.leadership().is_leader()));
+            .set(i64::from(tree.leadership().is_leader()));
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             tracing::warn!("encoding metrics failed");

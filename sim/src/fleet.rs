@@ -1,5 +1,6 @@
-//! A simulated fleet: the host API, one Karmada API per instance with its member
-//! clusters, the karmada-operator double, and the fault admin API.
+//! A simulated fleet: the host API and one Karmada API per instance with its member
+//! clusters. [`crate::launch`] starts it with the karmada-operator double and the fault
+//! admin API, which both drive a [`Fleet`].
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -97,41 +98,32 @@ pub struct Fleet {
     pub(crate) inner: Arc<FleetInner>,
 }
 
-fn loopback() -> SocketAddr {
+pub(crate) fn loopback() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 0))
 }
 
 impl Fleet {
-    pub async fn start(config: FleetConfig) -> Result<Self, Error> {
-        if let Some(dir) = &config.state_dir {
-            std::fs::create_dir_all(dir.join("kubeconfigs"))
-                .map_err(Error::io(format!("creating {}", dir.display())))?;
-        }
-        let host = ApiServer::new("host", Flavor::Host, config.server.clone())?;
-        host.start(loopback())
-            .await
-            .map_err(Error::io("binding the host API"))?;
-        let fleet = Self {
+    /// A fleet with its host API and nothing else yet (see [`Fleet::start`]).
+    pub(crate) fn with_host(config: FleetConfig, host: Arc<ApiServer>) -> Self {
+        Self {
             inner: Arc::new(FleetInner {
-                config: config.clone(),
+                config,
                 host,
                 instances: Mutex::new(BTreeMap::new()),
                 admin_addr: Mutex::new(None),
                 tasks: Mutex::new(Vec::new()),
             }),
-        };
-        for i in 1..=config.instances {
-            fleet
-                .start_instance(&format!("karmada-{i}"), config.clusters, None)
-                .await?;
         }
-        let operator = tokio::spawn(crate::operator::run(fleet.clone()));
-        let (admin_addr, admin) = crate::admin::serve(fleet.clone(), config.admin_port).await?;
-        *fleet.inner.admin_addr.lock() = Some(admin_addr);
-        fleet.inner.tasks.lock().extend([operator, admin]);
-        fleet.write_state()?;
-        info!(host = %fleet.inner.host.url(), admin = %admin_addr, instances = config.instances, "simulated fleet ready");
-        Ok(fleet)
+    }
+
+    /// Records the admin API's address and the background tasks to stop on shutdown.
+    pub(crate) fn attach(
+        &self,
+        admin_addr: SocketAddr,
+        tasks: impl IntoIterator<Item = JoinHandle<()>>,
+    ) {
+        *self.inner.admin_addr.lock() = Some(admin_addr);
+        self.inner.tasks.lock().extend(tasks);
     }
 
     pub fn config(&self) -> &FleetConfig {
@@ -170,7 +162,7 @@ impl Fleet {
         Ok(inst)
     }
 
-    async fn start_instance(
+    pub(crate) async fn start_instance(
         &self,
         name: &str,
         clusters: usize,

@@ -17,6 +17,7 @@ pub mod clusters;
 pub mod faults;
 pub mod fleet;
 pub mod karmada;
+mod launch;
 pub mod operator;
 pub mod patch;
 pub mod rbac;

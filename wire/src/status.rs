@@ -165,34 +165,9 @@ impl ApiError {
         Self::new(504, "Timeout", message)
     }
 
-    /// The `meta/v1 Status` as kube-apiserver serializes it, fields in its order (kind,
-    /// apiVersion, metadata, status, message, reason, details, code): clients that compare
-    /// error text see the same bytes.
+    /// The `meta/v1 Status` as kube-apiserver serializes it (see [`failure_bytes`]).
     pub fn to_status_bytes(&self) -> Vec<u8> {
-        #[derive(serde::Serialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Status<'a> {
-            kind: &'static str,
-            api_version: &'static str,
-            metadata: Value,
-            status: &'static str,
-            message: &'a str,
-            reason: &'a str,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            details: Option<&'a Value>,
-            code: u16,
-        }
-        serde_json::to_vec(&Status {
-            kind: "Status",
-            api_version: "v1",
-            metadata: json!({}),
-            status: "Failure",
-            message: &self.message,
-            reason: self.reason,
-            details: self.details.as_ref(),
-            code: self.code,
-        })
-        .unwrap_or_default()
+        failure_bytes(self.code, self.reason, &self.message, self.details.as_ref())
     }
 
     /// The `meta/v1 Status` object for this error.
@@ -214,3 +189,33 @@ impl ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// A failure `meta/v1 Status` as kube-apiserver serializes it, fields in its order (kind,
+/// apiVersion, metadata, status, message, reason, details, code): clients that compare
+/// error text see the same bytes.
+pub fn failure_bytes(code: u16, reason: &str, message: &str, details: Option<&Value>) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Status<'a> {
+        kind: &'static str,
+        api_version: &'static str,
+        metadata: Value,
+        status: &'static str,
+        message: &'a str,
+        reason: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        details: Option<&'a Value>,
+        code: u16,
+    }
+    serde_json::to_vec(&Status {
+        kind: "Status",
+        api_version: "v1",
+        metadata: json!({}),
+        status: "Failure",
+        message,
+        reason,
+        details,
+        code,
+    })
+    .unwrap_or_default()
+}

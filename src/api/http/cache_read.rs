@@ -15,8 +15,8 @@ use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{json, Value};
 
-use super::proxy::{json_response, k8s_status, status_response, SOURCE_HEADER};
 use super::proxy_access::review_read;
+use super::status::{json_response, k8s_status, status_response, SOURCE_HEADER};
 use crate::actors::instance::access::Identity;
 use crate::actors::instance::caches::Kind;
 use crate::actors::instance::feed::{rv_of, Feed};

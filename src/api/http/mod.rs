@@ -6,6 +6,7 @@ mod cache_read;
 mod cache_watch;
 pub mod proxy;
 mod proxy_access;
+mod status;
 mod tls;
 mod webhook;
 
@@ -29,7 +30,7 @@ pub fn probes(router: Router) -> HttpRouter {
         move || {
             let (metrics, router) = (metrics.clone(), router.clone());
             async move {
-                let body = metrics.render(&router).await;
+                let body = metrics.render(&router.tree, &router.instances()).await;
                 (
                     [(
                         http::header::CONTENT_TYPE,

@@ -10,13 +10,13 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::response::Response;
-use bytes::Bytes;
-use http::{header, Method, StatusCode};
+use http::{header, Method};
 use kairship_wire::routes::{self, Route};
-use serde_json::json;
 
 use super::cache_read::{self, cached_kind, parse_bool};
 use super::proxy_access::{audit, identity_on};
+use super::status::status_response;
+pub use super::status::SOURCE_HEADER;
 use crate::actors::instance::access::Identity;
 use crate::api::error::ApiError;
 use crate::api::router::{Routed, Router};
@@ -26,63 +26,6 @@ use crate::auth::Role;
 const PASS_THROUGH_TIMEOUT: Duration = Duration::from_secs(30);
 /// kube-apiserver's own limit on a request body.
 const MAX_BODY: usize = 3 * 1024 * 1024;
-
-/// A `meta/v1 Status` for an API error, as kubectl expects.
-pub fn status_response(e: &ApiError) -> Response {
-    k8s_status(e.http_status(), e.k8s_reason(), &e.to_string(), None)
-}
-
-/// A failure `Status` with kube-apiserver's field order (kind, apiVersion, metadata,
-/// status, message, reason, details, code).
-pub(super) fn k8s_status(
-    code: u16,
-    reason: &str,
-    message: &str,
-    details: Option<serde_json::Value>,
-) -> Response {
-    #[derive(serde::Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Status<'a> {
-        kind: &'static str,
-        api_version: &'static str,
-        metadata: serde_json::Value,
-        status: &'static str,
-        message: &'a str,
-        reason: &'a str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        details: Option<serde_json::Value>,
-        code: u16,
-    }
-    let body = serde_json::to_vec(&Status {
-        kind: "Status",
-        api_version: "v1",
-        metadata: json!({}),
-        status: "Failure",
-        message,
-        reason,
-        details,
-        code,
-    })
-    .unwrap_or_default();
-    json_response(
-        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-        body.into(),
-    )
-}
-
-pub fn json_response(code: StatusCode, body: Bytes) -> Response {
-    let mut r = Response::new(Body::from(body));
-    *r.status_mut() = code;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    r
-}
-
-/// Says where an answer came from: `cache` or `instance`. A request carrying
-/// `x-kairship-source: instance` is passed through, to compare the cache with the instance.
-pub const SOURCE_HEADER: &str = "x-kairship-source";
 
 fn tagged(mut r: Response, source: &'static str) -> Response {
     r.headers_mut()

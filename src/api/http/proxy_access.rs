@@ -10,7 +10,7 @@ use kairship_wire::routes::{self, ResourcePath, Route};
 use serde_json::json;
 
 use super::cache_read::parse_bool;
-use super::proxy::{k8s_status, status_response};
+use super::status::{k8s_status, status_response};
 use crate::actors::instance::access::{Identity, ReadAttributes};
 use crate::api::error::ApiError;
 use crate::api::router::{Routed, Router};
