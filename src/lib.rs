@@ -13,6 +13,7 @@ pub mod bootstrap;
 pub mod chaos;
 pub mod cli;
 pub mod crd;
+pub mod error;
 pub mod limits;
 pub mod metrics;
 pub mod proto;

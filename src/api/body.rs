@@ -5,7 +5,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 
-use super::error::ApiError;
+use crate::error::ApiError;
 
 /// Past the limit, this much more is read and dropped so the client finishes sending and
 /// reads the 413; a connection closed mid-upload shows the client a broken pipe instead.

@@ -5,8 +5,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta as KMeta;
 use kube::api::DynamicObject;
 use serde_json::Value;
 
-use super::error::ApiError;
 use crate::crd;
+use crate::error::ApiError;
 use crate::proto;
 
 pub fn meta(m: &KMeta) -> proto::ObjectMeta {
@@ -132,8 +132,8 @@ pub fn instance_spec(spec: Option<&proto::InstanceSpec>) -> Result<crd::Instance
             ))
         }
         (crd::InstanceMode::External, Some(r)) => {
-            super::error::check_name("instance.spec.kubeconfig_secret_ref.name", &r.name)?;
-            super::error::check_name(
+            crate::error::check_name("instance.spec.kubeconfig_secret_ref.name", &r.name)?;
+            crate::error::check_name(
                 "instance.spec.kubeconfig_secret_ref.namespace",
                 &r.namespace,
             )?;

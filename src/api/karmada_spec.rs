@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::error::ApiError;
+use crate::error::ApiError;
 
 /// Components whose image tag carries the Karmada version. Not karmadaAPIServer: its
 /// image is kube-apiserver, tagged with a Kubernetes version.

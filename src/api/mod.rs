@@ -4,7 +4,6 @@
 
 pub mod body;
 pub mod convert;
-pub mod error;
 pub mod grpc;
 pub mod http;
 pub mod karmada_spec;

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 
-use super::error::{check_name, ApiError};
 use super::router::Routed;
 use crate::actors::instance::caches::Kind;
+use crate::error::{check_name, ApiError};
 
 /// Every write to an instance is bounded by this.
 pub const INSTANCE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -4,7 +4,7 @@ use base64::Engine;
 use kairship_wire::selectors::LabelSelector;
 use std::collections::BTreeMap;
 
-use super::error::ApiError;
+use crate::error::ApiError;
 use crate::proto::ListOptions;
 
 pub const DEFAULT_PAGE_SIZE: usize = 500;

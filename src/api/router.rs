@@ -10,11 +10,11 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::error::{check_name, ApiError};
 use crate::actors::instance::InstanceReader;
 use crate::actors::tree::TreeHandle;
 use crate::auth::{Auth, Caller, Role};
 use crate::crd::Instance;
+use crate::error::{check_name, ApiError};
 
 /// How long a request may wait for a free slot of a busy instance.
 const PERMIT_WAIT: Duration = Duration::from_secs(2);

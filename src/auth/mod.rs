@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::api::error::ApiError;
 pub use crate::crd::Role;
+use crate::error::ApiError;
 use authorizer::{Bindings, Index};
 pub use oidc::{JwksSource, OidcConfig};
 

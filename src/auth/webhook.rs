@@ -14,10 +14,10 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use super::AuthSetupError;
-use crate::api::error::{check_name, ApiError};
 use crate::crd::{
     InstanceRoleBinding, InstanceRoleBindingSpec, Role, Subject, ALL_INSTANCES, SOURCE_LABEL,
 };
+use crate::error::{check_name, ApiError};
 
 /// The Lease name remembering one signature: a digest of it (names must be short).
 fn replay_marker(signature: &str) -> String {

@@ -7,11 +7,11 @@ use tonic::{Request, Response, Status};
 
 use crate::actors::instance::caches::Kind;
 use crate::api::convert;
-use crate::api::error::{check_name, ApiError};
 use crate::api::router::Routed;
 use crate::api::router::Router;
 use crate::api::{objects, paging};
 use crate::auth::Role;
+use crate::error::{check_name, ApiError};
 use crate::proto::{self, cluster_service_server::ClusterService};
 
 pub struct Clusters(pub Router);

@@ -5,11 +5,11 @@ use tonic::{Request, Response, Status};
 
 use super::host_call;
 use crate::api::convert;
-use crate::api::error::{check_name, ApiError};
 use crate::api::paging;
 use crate::api::router::Router;
 use crate::auth::Role;
 use crate::crd::Instance;
+use crate::error::{check_name, ApiError};
 use crate::proto::{self, instance_service_server::InstanceService};
 
 pub struct Instances(pub Router);

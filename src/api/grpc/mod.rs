@@ -10,8 +10,8 @@ mod workload;
 use std::future::Future;
 use std::time::Duration;
 
-use super::error::ApiError;
 use super::router::Router;
+use crate::error::ApiError;
 use crate::proto;
 
 /// Every call this server makes to the host cluster is bounded by this.

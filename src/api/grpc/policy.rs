@@ -7,10 +7,10 @@ use tonic::{Request, Response, Status};
 
 use crate::actors::instance::caches::Kind;
 use crate::api::convert;
-use crate::api::error::{check_name, ApiError};
 use crate::api::router::Router;
 use crate::api::{objects, paging};
 use crate::auth::Role;
+use crate::error::{check_name, ApiError};
 use crate::proto::{self, policy_service_server::PolicyService};
 
 pub struct Policies(pub Router);

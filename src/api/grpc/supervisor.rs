@@ -4,9 +4,9 @@ use tonic::{Request, Response, Status};
 
 use crate::actors::supervision::ActorSnapshot;
 use crate::actors::tree::TreeError;
-use crate::api::error::{check_name, ApiError};
 use crate::api::router::Router;
 use crate::auth::Role;
+use crate::error::{check_name, ApiError};
 use crate::proto::{self, supervisor_service_server::SupervisorService};
 
 pub struct Supervisor(pub Router);

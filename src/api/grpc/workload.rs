@@ -9,9 +9,9 @@ use tonic::{Request, Response, Status};
 
 use crate::actors::instance::caches::Kind;
 use crate::api::convert;
-use crate::api::error::{check_name, ApiError};
 use crate::api::router::{Routed, Router};
 use crate::api::{objects, override_diff, paging};
+use crate::error::{check_name, ApiError};
 use crate::proto::{self, workload_service_server::WorkloadService};
 
 pub struct Workloads(pub Router);

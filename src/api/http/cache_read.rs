@@ -20,9 +20,9 @@ use super::status::{json_response, k8s_status, status_response, SOURCE_HEADER};
 use crate::actors::instance::access::Identity;
 use crate::actors::instance::caches::Kind;
 use crate::actors::instance::feed::{rv_of, Feed};
-use crate::api::error::ApiError;
 use crate::api::paging;
 use crate::api::router::Routed;
+use crate::error::ApiError;
 
 /// The answer from the cache, when it may give one: `Some(Ok)` served, `Some(Err)` refused
 /// (the caller may not read it), `None` to pass the request on to the instance.

@@ -18,9 +18,9 @@ use super::proxy_access::{audit, identity_on};
 use super::status::status_response;
 pub use super::status::SOURCE_HEADER;
 use crate::actors::instance::access::Identity;
-use crate::api::error::ApiError;
 use crate::api::router::{Routed, Router};
 use crate::auth::Role;
+use crate::error::ApiError;
 
 /// Requests other than watches must be answered within this.
 const PASS_THROUGH_TIMEOUT: Duration = Duration::from_secs(30);

@@ -12,9 +12,9 @@ use serde_json::json;
 use super::cache_read::parse_bool;
 use super::status::{k8s_status, status_response};
 use crate::actors::instance::access::{Identity, ReadAttributes};
-use crate::api::error::ApiError;
 use crate::api::router::{Routed, Router};
 use crate::auth::{Caller, Role};
+use crate::error::ApiError;
 
 /// The group that carries a Kairship role to the instance (bound there by
 /// `deploy/instance-rbac.yaml`).

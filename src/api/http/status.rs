@@ -7,7 +7,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use http::{header, StatusCode};
 
-use crate::api::error::ApiError;
+use crate::error::ApiError;
 
 /// A `meta/v1 Status` for an API error, as kubectl expects.
 pub fn status_response(e: &ApiError) -> Response {

@@ -7,9 +7,9 @@ use axum::response::Response;
 use http::{header, StatusCode};
 use serde_json::json;
 
-use crate::api::error::ApiError;
 use crate::api::router::Router;
 use crate::auth::webhook::{SIGNATURE_HEADER, TIMESTAMP_HEADER};
+use crate::error::ApiError;
 
 /// Role events are small; anything bigger is not one.
 const MAX_EVENT: usize = 64 * 1024;

@@ -21,7 +21,7 @@ use serde_json::json;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
-use crate::api::error::ApiError;
+use crate::error::ApiError;
 use rules::Rule;
 
 /// Marks the one RESOURCE_EXHAUSTED that is answered 413 rather than 429.

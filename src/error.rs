@@ -1,5 +1,7 @@
-//! One error type for every API surface, mapped once to a gRPC code, an HTTP status
-//! (grpc-gateway's table) and a Kubernetes `Status` reason.
+//! One error type for every request, whichever surface it came by (gRPC, REST, the proxy,
+//! the auth webhook), mapped once to a gRPC code, an HTTP status (grpc-gateway's table) and
+//! a Kubernetes `Status` reason. It sits below `api` and `auth` so neither imports the other
+//! for it.
 
 use tonic::Code;
 use tonic_types::{ErrorDetails, StatusExt};
