@@ -74,7 +74,7 @@ async fn kubectl_works_through_the_proxy() {
             "nginx never showed up: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        std::thread::sleep(Duration::from_millis(100));
+        tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(deploy["spec"]["replicas"], 2);
 

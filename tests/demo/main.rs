@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn wait_for_file(path: &Path, within: Duration) -> Value {
+async fn wait_for_file(path: &Path, within: Duration) -> Value {
     let deadline = Instant::now() + within;
     loop {
         if let Ok(text) = std::fs::read_to_string(path) {
@@ -21,7 +21,7 @@ fn wait_for_file(path: &Path, within: Duration) -> Value {
             "{} never appeared",
             path.display()
         );
-        std::thread::sleep(Duration::from_millis(100));
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -48,7 +48,8 @@ async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
         .stderr(Stdio::null())
         .spawn()
         .expect("kairship demo starts");
-    let endpoints = wait_for_file(&dir.path().join("endpoints.json"), Duration::from_secs(60));
+    let endpoints =
+        wait_for_file(&dir.path().join("endpoints.json"), Duration::from_secs(60)).await;
     for key in [
         "grpc",
         "http",
@@ -207,7 +208,7 @@ async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
             std::time::Instant::now() < deadline,
             "nginx not placed in time:\n{out}\n{err}"
         );
-        std::thread::sleep(Duration::from_millis(250));
+        tokio::time::sleep(Duration::from_millis(250)).await;
     };
     assert!(!placed.contains("member3"), "{placed}");
     let (ok, _, err) = ctl(&["instances", "get", "nope"]);
@@ -258,7 +259,7 @@ async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
             Instant::now() < deadline,
             "kairship demo did not stop within 30s of SIGTERM"
         );
-        std::thread::sleep(Duration::from_millis(100));
+        tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert!(exit.success(), "demo exited with {exit}");
     for addr in [grpc, https, admin, metrics] {
