@@ -1,8 +1,6 @@
 //! Building the client of one instance: from its kubeconfig Secret (External), or from
 //! the karmada-operator `Karmada` object Kairship creates and waits for (Managed).
 
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -274,11 +272,9 @@ async fn client_from(
         .await
         .map_err(|e| ConnectError::Failed(format!("invalid kubeconfig: {e}")))?;
     config.connect_timeout = Some(ctx.settings.connect_timeout);
-    // Watches hold a response open for minutes; kube's watcher asks for 290 s.
-    config.read_timeout = Some(Duration::from_secs(295));
     config.write_timeout = Some(ctx.settings.request_timeout);
     let endpoint = config.cluster_url.to_string();
-    let client = kube::Client::try_from(config)
+    let client = super::client::build(&config)
         .map_err(|e| ConnectError::Failed(format!("building client for {endpoint}: {e}")))?;
     Ok(Connected {
         client,

@@ -4,6 +4,7 @@
 
 pub mod access;
 pub mod caches;
+pub mod client;
 pub mod connect;
 pub mod feed;
 pub mod json_memo;
