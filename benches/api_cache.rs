@@ -1,7 +1,9 @@
-//! The API's read path, side by side in one process: LIST and GET of 5,000 Deployments
-//! through Kairship's cache vs passed through to the instance, and a healthy instance's
-//! p99 while another instance has 2 s of latency injected. Prints figures only.
-//! Run: `cargo bench --bench api_cache`.
+//! The API's read path, side by side in one process: JSON LIST, Table LIST (what
+//! `kubectl get` asks for), label-selected LIST, GET and a watch start over 10,000
+//! Deployments through Kairship's cache vs passed through to the instance, the memory the
+//! cache keeps per object, and a healthy instance's p99 while another instance has 2 s of
+//! latency injected. Prints figures only.
+//! Run: `cargo bench --bench api_cache` (DEPLOYMENTS=n to change the count).
 
 use std::time::{Duration, Instant};
 
@@ -14,10 +16,32 @@ use serde_json::json;
 mod common;
 use common::{client, deployment, BenchFleet};
 
-const DEPLOYMENTS: usize = 5_000;
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+
+fn deployments() -> usize {
+    std::env::var("DEPLOYMENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000)
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
 
 async fn get(c: &kube::Client, path: &str, pass_through: bool) -> Duration {
-    let mut req = http::Request::get(path);
+    get_as(c, path, pass_through, "application/json").await
+}
+
+async fn get_as(c: &kube::Client, path: &str, pass_through: bool, accept: &str) -> Duration {
+    let mut req = http::Request::get(path).header("accept", accept);
     if pass_through {
         req = req.header("x-kairship-source", "instance");
     }
@@ -37,10 +61,48 @@ struct Stats {
 }
 
 async fn measure(c: &kube::Client, path: &str, pass_through: bool, n: usize) -> Stats {
+    measure_as(c, path, pass_through, n, "application/json").await
+}
+
+async fn measure_as(
+    c: &kube::Client,
+    path: &str,
+    pass_through: bool,
+    n: usize,
+    accept: &str,
+) -> Stats {
     let start = Instant::now();
     let mut v = Vec::with_capacity(n);
     for _ in 0..n {
-        v.push(get(c, path, pass_through).await);
+        v.push(get_as(c, path, pass_through, accept).await);
+    }
+    let total = start.elapsed();
+    v.sort();
+    let at = |p: f64| v[((v.len() as f64 - 1.0) * p).round() as usize];
+    Stats {
+        p50: at(0.5),
+        p99: at(0.99),
+        per_sec: n as f64 / total.as_secs_f64(),
+    }
+}
+
+/// Time to the response headers of a request whose body is not awaited (a watch).
+async fn measure_start(c: &kube::Client, path: &str, pass_through: bool, n: usize) -> Stats {
+    let start = Instant::now();
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut req = http::Request::get(path);
+        if pass_through {
+            req = req.header("x-kairship-source", "instance");
+        }
+        let t = Instant::now();
+        let resp = c
+            .send(req.body(Vec::new()).expect("request").map(Into::into))
+            .await
+            .expect("watch");
+        v.push(t.elapsed());
+        assert!(resp.status().is_success(), "{}", resp.status());
+        drop(resp);
     }
     let total = start.elapsed();
     v.sort();
@@ -61,6 +123,8 @@ fn row(what: &str, s: &Stats) {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    #[allow(non_snake_case)]
+    let DEPLOYMENTS = deployments();
     let bench = BenchFleet::start(2).await;
     bench.seed_deployments(
         "karmada-1",
@@ -72,6 +136,7 @@ async fn main() {
         }),
     );
     let (dir, fleet, host) = (&bench.dir, &bench.fleet, bench.host.clone());
+    let rss_before = rss_kib();
     let cert = kairship_sim::tls::generate("kairship").expect("cert");
     let running = server::start(ServerConfig {
         host: host.clone(),
@@ -121,6 +186,12 @@ async fn main() {
     // The first cached LIST serializes every object once (then reused until it changes).
     let cold = get(&one, list, false).await;
     println!("  first LIST from cache (cold, fills the JSON memo): {cold:.2?}");
+    // Both instances' caches (karmada-2's are nearly empty) and the JSON memo, against
+    // the simulator's own copy of the same objects, which was there before.
+    println!(
+        "  memory kept by Kairship per cached Deployment (reflector object + JSON memo): ~{:.1} KiB",
+        rss_kib().saturating_sub(rss_before) as f64 / DEPLOYMENTS as f64
+    );
     get(&one, list, true).await;
     let cached_list = measure(&one, list, false, 20).await;
     let passed_list = measure(&one, list, true, 20).await;
@@ -131,14 +202,33 @@ async fn main() {
         passed_list.p50.as_secs_f64() / cached_list.p50.as_secs_f64(),
         cached_list.per_sec / passed_list.per_sec
     );
+    let cached_table = measure_as(&one, list, false, 20, TABLE).await;
+    let passed_table = measure_as(&one, list, true, 20, TABLE).await;
+    row("Table LIST all, from cache", &cached_table);
+    row("Table LIST all, passed through", &passed_table);
+    println!(
+        "  -> cached Table LIST is {:.1}x faster at p50",
+        passed_table.p50.as_secs_f64() / cached_table.p50.as_secs_f64()
+    );
     let sel = format!("{list}?labelSelector=shard%3D3");
+    let label = format!("LIST label selector ({})", DEPLOYMENTS / 10);
     row(
-        "LIST label selector (500), cache",
+        &format!("{label}, cache"),
         &measure(&one, &sel, false, 20).await,
     );
     row(
-        "LIST label selector (500), through",
+        &format!("{label}, through"),
         &measure(&one, &sel, true, 20).await,
+    );
+    // A watch start: the request until its answer's headers (the stream then stays open).
+    let watch = format!("{list}?watch=1&resourceVersion=0&timeoutSeconds=1");
+    row(
+        "watch start (headers), cache",
+        &measure_start(&one, &watch, false, 20).await,
+    );
+    row(
+        "watch start (headers), through",
+        &measure_start(&one, &watch, true, 20).await,
     );
     let item = format!("{list}/web-02500");
     let cached_get = measure(&one, &item, false, 500).await;

@@ -233,9 +233,10 @@ async fn demo_auth(
         .map_err(|e| Error::Usage(format!("authentication: {e}")))
 }
 
-/// Descriptors per instance when the fleet runs in this process: 11 cache watches and two
-/// client connections, each open at both ends.
-const FILES_PER_SIM_INSTANCE: u64 = 26;
+/// Descriptors per instance when the fleet runs in this process: the simulated API
+/// server's listener, and the instance client's one HTTP/2 connection and the demo's
+/// seeding client, each open at both ends, with room for reconnects.
+const FILES_PER_SIM_INSTANCE: u64 = 8;
 
 pub async fn run(args: DemoArgs) -> Result<(), Error> {
     let limit = crate::limits::raise_open_files();
