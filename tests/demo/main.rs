@@ -290,7 +290,7 @@ fn a_fleet_too_large_for_the_open_files_limit_is_refused_with_the_number() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("1000 instance(s) need about 26256 open files")
+        stderr.contains("1000 instance(s) need about 8256 open files")
             && stderr.contains("only 512"),
         "{stderr}"
     );
