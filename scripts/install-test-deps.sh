@@ -23,3 +23,23 @@ if ! .venv/bin/python -c "import kubernetes, grpc, grpc_reflection, grpc_health,
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
 fi
 .venv/bin/python -c "import kubernetes; print('python kubernetes client', kubernetes.__version__)"
+
+# The console's browser tests: Debian's Chromium (Playwright never downloads a browser
+# here) and the console's npm packages from its lockfile, in ui/node_modules (npm's cache
+# stays in ~/.npm, outside the clone). Reinstalled only when package-lock.json changed.
+if [ ! -x /usr/bin/chromium ]; then
+  echo "installing chromium (Debian package)"
+  if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+if ! command -v npm >/dev/null 2>&1; then
+  echo "the console's tests need Node.js >= 20.19 with npm (e.g. the nodejs package)" >&2
+  exit 1
+fi
+if ! cmp -s ui/package-lock.json ui/node_modules/.package-lock.json.installed; then
+  echo "installing the console's npm packages (npm ci in ui/)"
+  (cd ui && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
+  cp ui/package-lock.json ui/node_modules/.package-lock.json.installed
+fi
+echo "node $(node --version), $(/usr/bin/chromium --version 2>/dev/null | awk 'NR == 1')"

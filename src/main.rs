@@ -34,6 +34,9 @@ fn main() -> ExitCode {
             Command::Crds => kairship::crd::crds_yaml()
                 .map(|y| print!("{y}"))
                 .map_err(|e| kairship::Error::Usage(format!("rendering CRDs: {e}"))),
+            Command::Openapi => kairship::api::openapi::document_text()
+                .map(|t| print!("{t}"))
+                .map_err(|e| kairship::Error::Usage(format!("rendering OpenAPI: {e}"))),
         }
     });
     match result {

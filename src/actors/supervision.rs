@@ -114,6 +114,8 @@ pub struct ActorSnapshot {
     pub parent: String,
     pub state: ActorState,
     pub restart_count: u32,
+    /// Restarts an SRE asked for (RestartInstance), counted apart from failures.
+    pub requested_restarts: u32,
     pub last_error: Option<String>,
     pub uptime: Duration,
     pub instance: Option<String>,

@@ -177,6 +177,7 @@ impl TreeHandle {
                     crate::actors::supervision::ActorState::Backoff
                 },
                 restart_count: restarts,
+                requested_restarts: 0,
                 last_error: error,
                 uptime: root.root.uptime,
                 instance: None,

@@ -8,6 +8,7 @@ pub mod grpc;
 pub mod http;
 pub mod karmada_spec;
 pub mod objects;
+pub mod openapi;
 pub mod override_diff;
 pub mod paging;
 pub mod rest;

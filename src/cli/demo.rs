@@ -520,6 +520,10 @@ async fn serve(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<(), E
         running.grpc_addr
     );
     println!("  HTTPS:       {https} (CA: {d}/ca.crt)");
+    println!(
+        "  console:     {https}/ui/#token={admin}   (signs in as admin; the CA is self-signed)"
+    );
+    println!("  OpenAPI:     {https}/openapi.json");
     println!("  endpoints:   {d}/endpoints.json");
     if let Some(a) = running.probes_addr {
         println!("  metrics:     http://{a}/metrics (plain HTTP, with /healthz and /readyz)");

@@ -39,6 +39,8 @@ pub enum Command {
     Chaos(chaos::ChaosArgs),
     /// Print Kairship's CustomResourceDefinitions as YAML (the same bytes as deploy/crds/).
     Crds,
+    /// Print the REST API's OpenAPI 3.0 document (as served at /openapi.json; ui/openapi.json).
+    Openapi,
 }
 
 /// Waits for Ctrl-C or SIGTERM.

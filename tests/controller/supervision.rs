@@ -191,9 +191,9 @@ async fn an_sre_restart_replaces_the_actor_and_resyncs() {
     ));
     let snap = actor(&tree, "karmada-1").await.expect("snapshot");
     assert_eq!(
-        (snap.state, snap.restart_count),
-        (ActorState::Running, 0),
-        "a requested restart is not a failure"
+        (snap.state, snap.restart_count, snap.requested_restarts),
+        (ActorState::Running, 0, 1),
+        "a requested restart is not a failure, and is counted as requested"
     );
     tree.shutdown().await;
 }

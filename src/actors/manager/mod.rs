@@ -36,6 +36,7 @@ struct Child {
     /// The Instance's restart annotation last acted on: a new value restarts the actor on
     /// every replica, as `kubectl rollout restart` does for pods.
     restarted_at: Option<String>,
+    requested_restarts: u32,
 }
 
 fn restart_stamp(i: &Instance) -> Option<String> {
@@ -113,6 +114,7 @@ impl InstanceManager {
         if let Some(child) = state.children.get_mut(name) {
             child.tracker.reset();
             child.respawn_pending = false;
+            child.requested_restarts = child.requested_restarts.saturating_add(1);
         }
         Self::stop_child(state, name, "restart requested");
         self.spawn_child(myself, state, name).await;
@@ -246,6 +248,7 @@ impl InstanceManager {
 fn new_child(instance: Instance) -> Child {
     Child {
         restarted_at: restart_stamp(&instance),
+        requested_restarts: 0,
         instance,
         actor: None,
         state: ActorState::Starting,
@@ -389,6 +392,7 @@ impl Actor for InstanceManager {
                     parent: "root".into(),
                     state: ActorState::Running,
                     restart_count: 0,
+                    requested_restarts: 0,
                     last_error: None,
                     uptime: state.started.elapsed(),
                     instance: None,
@@ -402,6 +406,7 @@ impl Actor for InstanceManager {
                         parent: "instance-manager".into(),
                         state: c.state,
                         restart_count: c.tracker.total_restarts,
+                        requested_restarts: c.requested_restarts,
                         last_error: c.last_error.clone(),
                         uptime: c.since.elapsed(),
                         instance: Some(n.clone()),

@@ -108,6 +108,7 @@ impl Actor for RootSupervisor {
                         parent: String::new(),
                         state: ActorState::Running,
                         restart_count: 0,
+                        requested_restarts: 0,
                         last_error: None,
                         uptime: state.started.elapsed(),
                         instance: None,

@@ -18,6 +18,7 @@ fn snapshot(a: &ActorSnapshot, replica: &str) -> proto::ActorSnapshot {
         parent: a.parent.clone(),
         state: a.state.as_str().to_string(),
         restart_count: i32::try_from(a.restart_count).unwrap_or(i32::MAX),
+        requested_restarts: i32::try_from(a.requested_restarts).unwrap_or(i32::MAX),
         last_error: a.last_error.clone().unwrap_or_default(),
         uptime_seconds: i64::try_from(a.uptime.as_secs()).unwrap_or(i64::MAX),
         instance: a.instance.clone().unwrap_or_default(),

@@ -4,6 +4,7 @@
 
 mod cache_read;
 mod cache_watch;
+mod console;
 pub mod proxy;
 mod proxy_access;
 mod status;
@@ -64,6 +65,13 @@ pub fn probes(router: Router) -> HttpRouter {
 pub fn app(router: Router, rest: Arc<Rest>) -> HttpRouter {
     let metrics = router.metrics.clone();
     HttpRouter::new()
+        .route(console::PREFIX, get(console::redirect))
+        .route(&format!("{}/", console::PREFIX), get(console::index))
+        .route(
+            &format!("{}/{{*path}}", console::PREFIX),
+            get(console::file),
+        )
+        .route(crate::api::openapi::PATH, get(console::openapi))
         .route(
             &format!("{API_PREFIX}/webhooks/global-management"),
             post(webhook::handle),

@@ -1,0 +1,359 @@
+//! The console and the OpenAPI document: the document covers every REST route of the
+//! proto and the README's REST examples; the committed `ui/openapi.json`, generated
+//! client types and `ui/dist` are what the sources rebuild to; and the Playwright suite
+//! (`ui/tests/`) drives Debian's Chromium against the real `kairship demo`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kairship::api::openapi;
+use kairship::api::rest::rules::rules;
+use serde_json::Value;
+
+/// The UI build and the browser suite take turns: on a 2-core machine a build beside the
+/// browser would eat into the suite's 15 s deadlines.
+static NODE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn document() -> Value {
+    openapi::document().expect("the document builds")
+}
+
+#[test]
+fn every_rest_route_of_the_proto_is_in_the_document() {
+    let doc = document();
+    let rules = rules(kairship::proto::FILE_DESCRIPTOR_SET).expect("rules");
+    assert!(rules.len() >= 25, "only {} rules", rules.len());
+    for rule in &rules {
+        let path = openapi::template(rule);
+        let method = rule.method.as_str().to_ascii_lowercase();
+        let op = &doc["paths"][&path][&method];
+        assert!(
+            op.is_object(),
+            "{method} {path} ({}) missing",
+            rule.grpc_path
+        );
+        let name = rule.grpc_path.rsplit('/').next().unwrap_or_default();
+        assert!(
+            op["operationId"]
+                .as_str()
+                .is_some_and(|id| id.ends_with(name)),
+            "{op}"
+        );
+    }
+    let ops: usize = doc["paths"]
+        .as_object()
+        .expect("paths")
+        .values()
+        .map(|p| p.as_object().map_or(0, |m| m.len()))
+        .sum();
+    assert_eq!(ops, rules.len(), "operations that no rule routes");
+}
+
+#[test]
+fn schemas_are_proto3_json() {
+    let doc = document();
+    let schemas = &doc["components"]["schemas"];
+    let spec = &schemas["kairship.v1alpha1.InstanceSpec"]["properties"];
+    // lowerCamelCase names, enums by name.
+    assert!(spec["kubeconfigSecretRef"]["$ref"].is_string(), "{spec}");
+    assert_eq!(spec["mode"]["type"], "string");
+    assert!(spec["mode"]["enum"]
+        .as_array()
+        .expect("enum")
+        .contains(&Value::from("INSTANCE_MODE_MANAGED")));
+    // int64 as strings, int32 as integers, maps as objects, repeated as arrays.
+    let meta = &schemas["kairship.v1alpha1.ObjectMeta"]["properties"];
+    assert_eq!(meta["generation"]["type"], "string");
+    assert_eq!(meta["resourceVersion"]["type"], "string");
+    assert_eq!(meta["labels"]["additionalProperties"]["type"], "string");
+    let stats = &schemas["kairship.v1alpha1.InstanceStats"]["properties"];
+    assert_eq!(stats["clustersReady"]["type"], "integer");
+    assert_eq!(
+        schemas["kairship.v1alpha1.ListInstancesResponse"]["properties"]["instances"]["type"],
+        "array"
+    );
+    // Query parameters as REST reads them (proto names, dotted); path ones required.
+    let list = &doc["paths"]["/apis/kairship.io/v1alpha1/instances/{instance}/workloads"]["get"];
+    let params: Vec<&str> = list["parameters"]
+        .as_array()
+        .expect("parameters")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(
+        params,
+        [
+            "instance",
+            "namespace",
+            "kind",
+            "options.page_size",
+            "options.page_token",
+            "options.label_selector"
+        ]
+    );
+    let create = &doc["paths"]["/apis/kairship.io/v1alpha1/instances"]["post"];
+    assert_eq!(
+        create["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/kairship.v1alpha1.Instance"
+    );
+}
+
+/// `METHOD[/METHOD] PATH` spans in backticks and `curl -X METHOD .../PATH` lines, with
+/// `...` standing for the API prefix as the README writes it.
+fn readme_examples(text: &str) -> Vec<(String, String)> {
+    const PREFIX: &str = "/apis/kairship.io/v1alpha1";
+    let mut out = Vec::new();
+    for span in text.split('`').skip(1).step_by(2) {
+        let Some((methods, path)) = span.split_once(' ') else {
+            continue;
+        };
+        let path = match path.strip_prefix("...") {
+            Some(rest) => format!("{PREFIX}{rest}"),
+            None => path.to_string(),
+        };
+        // The proxy and the webhook are served beside REST, not from the proto.
+        if !path.starts_with(PREFIX) || path.contains("/proxy") || path.contains("/webhooks/") {
+            continue;
+        }
+        for m in methods.split('/') {
+            if ["GET", "POST", "PUT", "DELETE", "PATCH"].contains(&m) {
+                out.push((m.to_string(), path.clone()));
+            }
+        }
+    }
+    for line in text.lines().filter(|l| l.trim_start().starts_with("curl ")) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let method = words
+            .iter()
+            .position(|w| *w == "-X")
+            .and_then(|i| words.get(i + 1))
+            .map_or("GET", |m| *m);
+        if let Some(url) = words.iter().find(|w| w.contains(PREFIX)) {
+            let path = &url[url.find(PREFIX).unwrap_or(0)..];
+            let path = path.trim_matches(|c| c == '"' || c == '\'');
+            out.push((
+                method.to_string(),
+                path.split('?').next().unwrap_or(path).into(),
+            ));
+        }
+    }
+    out
+}
+
+/// Whether the document has `method` at a path template matching `path` (concrete
+/// segments, or the template's own `{field}` names).
+fn documented(doc: &Value, method: &str, path: &str) -> bool {
+    let split = |p: &str| -> (Vec<String>, Option<String>) {
+        let (p, verb) = match p.rsplit_once(':') {
+            Some((p, v)) if !v.contains('/') => (p.to_string(), Some(v.to_string())),
+            _ => (p.to_string(), None),
+        };
+        (p.split('/').map(String::from).collect(), verb)
+    };
+    let (want, want_verb) = split(path);
+    doc["paths"]
+        .as_object()
+        .expect("paths")
+        .iter()
+        .any(|(t, ops)| {
+            let (have, verb) = split(t);
+            ops.get(method.to_ascii_lowercase()).is_some()
+                && verb == want_verb
+                && have.len() == want.len()
+                && have.iter().zip(&want).all(|(h, w)| {
+                    h == w || (h.starts_with('{') && !w.is_empty() && !w.contains('/'))
+                })
+        })
+}
+
+#[test]
+fn the_readme_rest_examples_are_in_the_document() {
+    let doc = document();
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let examples = readme_examples(&readme);
+    assert!(examples.len() >= 8, "too few examples found: {examples:?}");
+    for (method, path) in &examples {
+        assert!(
+            documented(&doc, method, path),
+            "README: {method} {path} is not in the document"
+        );
+    }
+    // The check itself refuses what is not there.
+    assert!(!documented(
+        &doc,
+        "DELETE",
+        "/apis/kairship.io/v1alpha1/actors"
+    ));
+    assert!(!documented(
+        &doc,
+        "GET",
+        "/apis/kairship.io/v1alpha1/instances/a:restart"
+    ));
+}
+
+#[test]
+fn committed_openapi_document_is_current() {
+    let committed =
+        std::fs::read_to_string(root().join("ui/openapi.json")).expect("ui/openapi.json");
+    assert!(
+        committed == openapi::document_text().expect("document"),
+        "ui/openapi.json is stale: run `cargo run -- openapi > ui/openapi.json` and `cd ui && npm run gen && npm run build`"
+    );
+}
+
+fn npm_bin(name: &str) -> PathBuf {
+    let bin = root().join("ui/node_modules/.bin").join(name);
+    assert!(
+        bin.exists(),
+        "{} missing: run `bash scripts/install-test-deps.sh` (npm ci in ui/)",
+        bin.display()
+    );
+    bin
+}
+
+fn run(cmd: &mut Command, what: &str) {
+    let out = cmd
+        .current_dir(root().join("ui"))
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).expect("prefix").display().to_string();
+                out.push((rel, std::fs::read(&p).expect("read")));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn committed_client_types_and_build_are_what_the_sources_give() {
+    let _turn = NODE.lock().unwrap_or_else(|p| p.into_inner());
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let types = tmp.path().join("api.d.ts");
+    run(
+        Command::new(npm_bin("openapi-typescript"))
+            .arg("openapi.json")
+            .arg("-o")
+            .arg(&types),
+        "openapi-typescript",
+    );
+    let committed = std::fs::read(root().join("ui/src/api.d.ts")).expect("ui/src/api.d.ts");
+    assert!(
+        std::fs::read(&types).expect("generated") == committed,
+        "ui/src/api.d.ts is stale: run `cd ui && npm run gen`"
+    );
+    let out = tmp.path().join("dist");
+    run(Command::new(npm_bin("tsc")).arg("--noEmit"), "tsc");
+    run(
+        Command::new(npm_bin("vite"))
+            .args(["build", "--emptyOutDir", "--outDir"])
+            .arg(&out),
+        "vite build",
+    );
+    let (built, committed) = (files(&out), files(&root().join("ui/dist")));
+    let names = |f: &[(String, Vec<u8>)]| f.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        names(&built),
+        names(&committed),
+        "ui/dist is stale: run `cd ui && npm run build`"
+    );
+    assert!(
+        built == committed,
+        "ui/dist is stale: run `cd ui && npm run build`"
+    );
+}
+
+struct Demo(Child);
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        // SIGTERM lets it close every port; kill if it lingers.
+        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn console_in_a_real_browser_against_the_demo() {
+    let _turn = NODE.lock().unwrap_or_else(|p| p.into_inner());
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        Path::new(&chromium).exists(),
+        "{chromium} missing: run `bash scripts/install-test-deps.sh` (Debian's chromium)"
+    );
+    let playwright = npm_bin("playwright");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let _demo = Demo(
+        Command::new(env!("CARGO_BIN_EXE_kairship"))
+            .args([
+                "demo",
+                "--grpc-addr",
+                "127.0.0.1:0",
+                "--http-addr",
+                "127.0.0.1:0",
+            ])
+            .args(["--probes-addr", "127.0.0.1:0", "--state-dir"])
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("kairship demo starts"),
+    );
+    let endpoints = dir.path().join("endpoints.json");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !endpoints.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the demo wrote no endpoints.json"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let started = Instant::now();
+    let out = Command::new(playwright)
+        .arg("test")
+        .current_dir(root().join("ui"))
+        .env("KAIRSHIP_STATE_DIR", dir.path())
+        .env("CHROMIUM", &chromium)
+        .env("CONSOLE_TEST_OUT", dir.path().join("playwright"))
+        .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+        .output()
+        .expect("playwright runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "the browser suite failed after {:?}:\n{stdout}\n{}",
+        started.elapsed(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

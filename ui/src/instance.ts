@@ -1,0 +1,203 @@
+// One instance: its member clusters, workloads with placement, and policies (view as
+// YAML or JSON, create and edit with the server's validation errors beside the editor).
+
+import { parse, stringify } from 'yaml';
+import { api, ApiError, type Cluster, type Policy, type Workload } from './client';
+import { h, mount } from './dom';
+import { bar, explanation, phaseBadge } from './overview';
+
+const NEW_POLICY = {
+  apiVersion: 'policy.karmada.io/v1alpha1',
+  kind: 'PropagationPolicy',
+  metadata: { name: 'my-policy', namespace: 'default' },
+  spec: {
+    resourceSelectors: [{ apiVersion: 'apps/v1', kind: 'Deployment', name: 'my-app' }],
+    placement: { clusterAffinity: { clusterNames: ['member1'] } },
+  },
+};
+
+function clusterRows(inst: string, clusters: Cluster[], canEdit: boolean, refresh: () => void, report: (e: unknown) => void) {
+  return clusters.map((c) => {
+    const name = c.metadata?.name ?? '';
+    const toggle = async () => {
+      try {
+        await api.cordon(inst, name, !c.unschedulable);
+        refresh();
+      } catch (e) {
+        report(e);
+      }
+    };
+    return h(
+      'tr',
+      { 'data-cluster': name },
+      h('td', {}, name, h('div', { class: 'muted' }, [c.provider, c.region, c.zone].filter(Boolean).join(' · '))),
+      h('td', {}, phaseBadge(c.ready ? 'Ready' : 'NotReady'), c.unschedulable && h('span', { class: 'tag' }, 'cordoned'), h('div', { class: 'why' }, explanation(c.conditions))),
+      h('td', {}, c.kubernetesVersion ?? '', h('div', { class: 'muted' }, c.syncMode ?? '')),
+      h('td', {}, `${c.nodesReady ?? 0}/${c.nodesTotal ?? 0}`),
+      h('td', { class: 'bars' }, bar('CPU', c.allocated?.cpu, c.allocatable?.cpu), bar('Memory', c.allocated?.memory, c.allocatable?.memory), bar('Pods', c.allocated?.pods, c.allocatable?.pods)),
+      h('td', {}, (c.taints ?? []).map((t) => h('div', { class: 'tag' }, `${t.key}${t.value ? `=${t.value}` : ''}:${t.effect}`))),
+      h('td', {}, canEdit && h('button', { class: 'small', onclick: toggle }, c.unschedulable ? 'Uncordon' : 'Cordon')),
+    );
+  });
+}
+
+function workloadRows(w: Workload[]) {
+  return w.map((w) => {
+    const id = `${w.metadata?.namespace}/${w.metadata?.name}`;
+    const placement = w.placement;
+    const status = new Map((placement?.aggregatedStatus ?? []).map((s) => [s.clusterName, s]));
+    return h(
+      'tr',
+      { 'data-workload': id },
+      h('td', {}, id, h('div', { class: 'muted' }, w.kind ?? '')),
+      h('td', {}, `${w.readyReplicas ?? 0}/${w.replicas ?? 0}`),
+      h(
+        'td',
+        {},
+        (placement?.clusters ?? []).map((c) => {
+          const s = status.get(c.name);
+          return h(
+            'div',
+            { class: 'placement', 'data-cluster': c.name ?? '' },
+            `${c.name}: ${c.replicas ?? 0} replica${c.replicas === 1 ? '' : 's'}`,
+            s ? ` · ready ${s.readyReplicas ?? 0}/${s.replicas ?? 0}${s.health ? ` · ${s.health}` : ''}` : ' · no status yet',
+          );
+        }),
+        !placement?.bindingName && h('span', { class: 'muted' }, 'not propagated'),
+      ),
+      h('td', {}, (w.policies ?? []).map((p) => h('div', {}, `${p.kind} ${p.namespace ? `${p.namespace}/` : ''}${p.name}`))),
+      h('td', {}, (placement?.overrides ?? []).map((o) => h('div', { class: 'muted' }, `${o.cluster}: ${(o.changes ?? []).join('; ')}`))),
+    );
+  });
+}
+
+/** The policy editor: YAML or JSON, saved with PUT (edit) or POST (new); the server's
+ *  field violations are listed beside the text. */
+function editor(inst: string, initial: unknown, create: boolean, readOnly: boolean, done: () => void) {
+  let format: 'yaml' | 'json' = 'yaml';
+  const text = h('textarea', { class: 'code', rows: 22, spellcheck: 'false', 'aria-label': 'policy' }) as HTMLTextAreaElement;
+  text.readOnly = readOnly;
+  const errors = h('div', { class: 'violations', role: 'alert' });
+  const show = (obj: unknown) => {
+    text.value = format === 'yaml' ? stringify(obj) : JSON.stringify(obj, null, 2);
+  };
+  const current = (): unknown => (format === 'yaml' ? parse(text.value) : JSON.parse(text.value));
+  const switchTo = (f: 'yaml' | 'json') => {
+    try {
+      const obj = current();
+      format = f;
+      show(obj);
+    } catch (e) {
+      mount(errors, `cannot switch format: ${(e as Error).message}`);
+    }
+  };
+  const save = async () => {
+    mount(errors);
+    let obj: unknown;
+    try {
+      obj = current();
+    } catch (e) {
+      mount(errors, h('div', { class: 'violation' }, `${format.toUpperCase()}: ${(e as Error).message}`));
+      return;
+    }
+    try {
+      await api.savePolicy(inst, JSON.stringify(obj), create);
+      done();
+    } catch (e) {
+      if (e instanceof ApiError && e.violations.length > 0) {
+        mount(errors, e.violations.map((v) => h('div', { class: 'violation', 'data-field': v.field ?? '' }, h('code', {}, v.field ?? ''), ' ', v.description ?? '')));
+      } else {
+        mount(errors, h('div', { class: 'violation' }, (e as Error).message));
+      }
+    }
+  };
+  show(initial);
+  return h(
+    'div',
+    { class: 'editor', id: 'policy-editor' },
+    h(
+      'div',
+      { class: 'actions' },
+      h('button', { class: 'small', onclick: () => switchTo('yaml') }, 'YAML'),
+      h('button', { class: 'small', onclick: () => switchTo('json') }, 'JSON'),
+      !readOnly && h('button', { class: 'primary small', onclick: save }, create ? 'Create' : 'Save'),
+      h('button', { class: 'small', onclick: done }, 'Close'),
+    ),
+    h('div', { class: 'editor-body' }, text, errors),
+  );
+}
+
+function policyRows(policies: Policy[], canEdit: boolean, open: (p: Policy, edit: boolean) => void) {
+  return policies.map((p) => {
+    const id = `${p.metadata?.namespace ? `${p.metadata.namespace}/` : ''}${p.metadata?.name}`;
+    return h(
+      'tr',
+      { 'data-policy': id },
+      h('td', {}, p.kind ?? ''),
+      h('td', {}, id),
+      h('td', {}, (p.resourceSelectors ?? []).map((s) => h('div', {}, `${s.kind}${s.name ? ` ${s.name}` : ''}`))),
+      h('td', {}, (p.clusterNames ?? []).join(', ')),
+      h('td', {}, p.priority ?? 0),
+      h('td', {}, h('button', { class: 'small', onclick: () => open(p, false) }, 'View'), canEdit && h('button', { class: 'small', onclick: () => open(p, true) }, 'Edit')),
+    );
+  });
+}
+
+function table(id: string, heads: string[], rows: Node[]) {
+  return h('table', { class: 'grid', id }, h('thead', {}, h('tr', {}, heads.map((t) => h('th', {}, t)))), h('tbody', {}, rows));
+}
+
+/** Renders the page into `root`; returns its refresh function for polling. */
+export function instancePage(root: Element, inst: string, canEdit: boolean, report: (e: unknown) => void) {
+  const live = h('div');
+  const editorSlot = h('div');
+  const closeEditor = () => {
+    mount(editorSlot);
+    void refresh();
+  };
+  const open = (p: Policy, edit: boolean) => {
+    let obj: unknown = {};
+    try {
+      obj = JSON.parse(p.objectJson ?? '{}');
+    } catch {
+      obj = { error: 'the policy has no readable object' };
+    }
+    mount(editorSlot, h('h3', {}, `${edit ? 'Edit' : 'View'} ${p.kind} ${p.metadata?.name}`), editor(inst, obj, false, !edit, closeEditor));
+  };
+  const create = () => mount(editorSlot, h('h3', {}, 'New policy'), editor(inst, NEW_POLICY, true, false, closeEditor));
+  mount(
+    root,
+    h('p', {}, h('a', { href: '#/' }, '← Fleet')),
+    h('h2', {}, `Instance ${inst}`),
+    live,
+    h('h3', {}, 'Policies ', canEdit && h('button', { class: 'small', onclick: create }, 'New policy')),
+    h('div', { id: 'policies' }),
+    editorSlot,
+    h('h3', {}, 'Events'),
+    h('p', { class: 'muted' }, 'Recent events are not in the REST API yet; kubectl get events through the instance proxy shows them.'),
+  );
+  const refresh = async () => {
+    try {
+      const [i, clusters, workloads, policies] = await Promise.all([api.instance(inst), api.clusters(inst), api.workloads(inst), api.policies(inst)]);
+      mount(
+        live,
+        h('p', {}, phaseBadge(i.status?.phase), ' ', h('span', { class: 'why' }, explanation(i.status?.conditions))),
+        h('h3', {}, 'Member clusters'),
+        table('clusters', ['Cluster', 'Ready', 'Version', 'Nodes', 'Allocated / allocatable', 'Taints', ''], clusterRows(inst, clusters, canEdit, refresh, report)),
+        h('h3', {}, 'Workloads'),
+        table('workloads', ['Workload', 'Ready', 'Placement (per cluster)', 'Policies', 'Overrides'], workloadRows(workloads)),
+      );
+      const slot = root.querySelector('#policies');
+      if (slot) mount(slot, table('policy-table', ['Kind', 'Name', 'Selects', 'Clusters', 'Priority', ''], policyRows(policies, canEdit, open)));
+    } catch (e) {
+      // An unreachable instance answers 503 at once: show the instance's own status.
+      try {
+        const i = await api.instance(inst);
+        mount(live, h('p', {}, phaseBadge(i.status?.phase), ' ', h('span', { class: 'why' }, explanation(i.status?.conditions))), h('p', { class: 'error' }, (e as Error).message));
+      } catch {
+        report(e);
+      }
+    }
+  };
+  return refresh;
+}

@@ -1,0 +1,125 @@
+// The console's shell: sign-in with a bearer token (typed, or `#token=` in the link the
+// demo prints), hash routes, and polling. The REST API has no watch, so each page is
+// re-read every POLL_MS.
+
+import './style.css';
+import { api, ApiError, seesEverything, setToken, token } from './client';
+import { h, mount } from './dom';
+import { overviewTable } from './overview';
+import { instancePage } from './instance';
+import { actorsTable } from './actors';
+import { createForm } from './create';
+
+const POLL_MS = 2000;
+const app = document.getElementById('app') as HTMLElement;
+let timer: number | undefined;
+let generation = 0;
+
+function takeTokenFromLink() {
+  const m = /^#token=([^&]+)/.exec(location.hash);
+  if (m) {
+    setToken(decodeURIComponent(m[1]));
+    // Out of the address bar and history.
+    history.replaceState(null, '', `${location.pathname}#/`);
+  }
+}
+
+function signIn(message = '') {
+  const input = h('input', { type: 'password', name: 'token', placeholder: 'bearer token', autocomplete: 'off' }) as HTMLInputElement;
+  const form = h(
+    'form',
+    { class: 'form signin', id: 'signin' },
+    h('h2', {}, 'Sign in to Kairship'),
+    h('p', { class: 'muted' }, 'Use a bearer token from the token file or your OIDC provider. The console sees exactly what the token may see.'),
+    input,
+    message && h('p', { class: 'error', role: 'alert' }, message),
+    h('button', { class: 'primary', type: 'submit' }, 'Sign in'),
+  );
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    setToken(input.value.trim());
+    location.hash = '#/';
+    void route();
+  });
+  mount(app, form);
+}
+
+function report(e: unknown) {
+  const bar = document.getElementById('notice');
+  if (!bar) return;
+  const text = e instanceof ApiError ? `${e.status}: ${e.message}` : String((e as Error)?.message ?? e);
+  mount(bar, h('span', {}, text), h('button', { class: 'small', onclick: () => mount(bar) }, 'Dismiss'));
+}
+
+function shell(admin: boolean) {
+  const main = h('main', { id: 'page' });
+  mount(
+    app,
+    h(
+      'header',
+      {},
+      h('strong', {}, 'Kairship'),
+      h('nav', {}, h('a', { href: '#/' }, 'Fleet'), h('a', { href: '#/actors' }, 'Actors'), admin && h('a', { href: '#/new' }, 'New instance')),
+      h('span', { class: 'who' }, admin ? 'role on every instance' : 'limited to some instances'),
+      h('button', { class: 'small', onclick: () => { setToken(''); signIn(); } }, 'Sign out'),
+    ),
+    h('div', { id: 'notice', role: 'status' }),
+    main,
+  );
+  return main;
+}
+
+function poll(run: () => Promise<void>) {
+  const mine = generation;
+  const tick = async () => {
+    if (mine !== generation) return;
+    await run();
+    if (mine === generation) timer = window.setTimeout(tick, POLL_MS);
+  };
+  void tick();
+}
+
+async function route() {
+  generation += 1;
+  window.clearTimeout(timer);
+  if (!token()) return signIn();
+  let admin = false;
+  try {
+    admin = await seesEverything();
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 401) return signIn('That token was not accepted.');
+    return signIn(`Kairship did not answer: ${(e as Error).message}`);
+  }
+  const page = shell(admin);
+  const hash = location.hash.replace(/^#/, '') || '/';
+  const inst = /^\/instances\/([^/]+)$/.exec(hash);
+  if (inst) {
+    poll(instancePage(page, decodeURIComponent(inst[1]), admin, report));
+  } else if (hash === '/actors') {
+    const slot = h('div');
+    mount(page, h('h2', {}, 'Actors'), h('p', { class: 'muted' }, 'The supervision tree on the replica that answered.'), slot);
+    poll(async () => {
+      try {
+        mount(slot, actorsTable(await api.actors(), admin, () => void 0, report));
+      } catch (e) {
+        report(e);
+      }
+    });
+  } else if (hash === '/new') {
+    createForm(page, (name) => (location.hash = `#/instances/${encodeURIComponent(name)}`));
+  } else {
+    const slot = h('div');
+    mount(page, h('h2', {}, 'Fleet'), slot);
+    poll(async () => {
+      try {
+        mount(slot, overviewTable(await api.instances(), admin, () => void 0, report));
+      } catch (e) {
+        report(e);
+      }
+    });
+  }
+}
+
+takeTokenFromLink();
+window.addEventListener('hashchange', () => void route());
+void route();

@@ -1,0 +1,96 @@
+// The fleet at a glance: each instance's phase and why, clusters, nodes, capacity bars,
+// policy and workload counts.
+
+import { api, type Instance, type Condition } from './client';
+import { h, confirmDialog } from './dom';
+import { quantity } from './quantity';
+
+/** The condition that explains the phase: the first one not True other than the Ready
+ *  summary, else Ready. */
+export function explanation(conditions: Condition[] | undefined): string {
+  const list = conditions ?? [];
+  const c = list.find((c) => c.status !== 'True' && c.type !== 'Ready') ?? list.find((c) => c.type === 'Ready');
+  if (!c) return '';
+  return `${c.type}=${c.status}${c.reason ? ` (${c.reason})` : ''}${c.message ? `: ${c.message}` : ''}`;
+}
+
+export function bar(label: string, used: string | undefined, total: string | undefined) {
+  const u = quantity(used);
+  const t = quantity(total);
+  const pct = t > 0 ? Math.min(100, (u / t) * 100) : 0;
+  return h(
+    'div',
+    { class: 'bar', title: `${label}: ${used ?? '0'} of ${total ?? '0'} allocated` },
+    h('span', { class: 'bar-label' }, `${label} ${used || '0'} / ${total || '0'}`),
+    h('span', { class: 'bar-track' }, h('span', { class: 'bar-fill', style: `width:${pct.toFixed(1)}%` })),
+  );
+}
+
+export function phaseBadge(phase: string | undefined) {
+  const p = phase || 'Pending';
+  return h('span', { class: `phase phase-${p.toLowerCase()}`, 'data-phase': p }, p);
+}
+
+function deletionText(i: Instance): string {
+  const name = i.metadata?.name ?? '';
+  const managed = i.spec?.mode === 'INSTANCE_MODE_MANAGED';
+  const parts = [`the Instance "${name}" and its InstanceRegistration`];
+  if (managed) {
+    parts.push(`the managed Karmada object${i.spec?.managedNamespace ? ` in namespace ${i.spec.managedNamespace}` : ''} and the control plane karmada-operator runs for it`);
+  }
+  const kept = managed
+    ? 'Member clusters are not touched.'
+    : `The kubeconfig Secret ${i.spec?.kubeconfigSecretRef?.namespace}/${i.spec?.kubeconfigSecretRef?.name} and the Karmada instance itself are kept; Kairship only stops managing it.`;
+  return `This removes ${parts.join(', and ')}. ${kept}`;
+}
+
+export async function askDelete(i: Instance, after: () => void, report: (e: unknown) => void) {
+  const name = i.metadata?.name ?? '';
+  const ok = await confirmDialog(`Delete instance ${name}?`, deletionText(i), `Delete ${name}`);
+  if (!ok) return;
+  try {
+    await api.deleteInstance(name);
+    after();
+  } catch (e) {
+    report(e);
+  }
+}
+
+export function overviewRows(list: Instance[], admin: boolean, onChange: () => void, report: (e: unknown) => void) {
+  return list.map((i) => {
+    const name = i.metadata?.name ?? '';
+    const st = i.status?.stats ?? {};
+    const policies =
+      (st.propagationPolicies ?? 0) +
+      (st.overridePolicies ?? 0) +
+      (st.clusterPropagationPolicies ?? 0) +
+      (st.clusterOverridePolicies ?? 0);
+    return h(
+      'tr',
+      { 'data-instance': name },
+      h('td', {}, h('a', { href: `#/instances/${encodeURIComponent(name)}` }, name), h('div', { class: 'muted' }, i.spec?.mode === 'INSTANCE_MODE_MANAGED' ? 'managed' : 'external', i.status?.karmadaVersion ? ` · ${i.status.karmadaVersion}` : '')),
+      h('td', {}, phaseBadge(i.status?.phase), h('div', { class: 'why' }, explanation(i.status?.conditions))),
+      h('td', { 'data-col': 'clusters' }, `${st.clustersReady ?? 0}/${st.clustersTotal ?? 0}`),
+      h('td', {}, `${st.nodesReady ?? 0}/${st.nodesTotal ?? 0}`),
+      h(
+        'td',
+        { class: 'bars' },
+        bar('CPU', st.cpuAllocated, st.cpuAllocatable),
+        bar('Memory', st.memoryAllocated, st.memoryAllocatable),
+        bar('Pods', st.podsAllocated, st.podsAllocatable),
+      ),
+      h('td', { title: `PP ${st.propagationPolicies ?? 0}, OP ${st.overridePolicies ?? 0}, CPP ${st.clusterPropagationPolicies ?? 0}, COP ${st.clusterOverridePolicies ?? 0}` }, policies),
+      h('td', {}, st.workloads ?? 0),
+      h('td', {}, admin && h('button', { class: 'danger small', onclick: () => askDelete(i, onChange, report) }, 'Delete')),
+    );
+  });
+}
+
+export function overviewTable(list: Instance[], admin: boolean, onChange: () => void, report: (e: unknown) => void) {
+  return h(
+    'table',
+    { class: 'grid', id: 'instances' },
+    h('thead', {}, h('tr', {}, ['Instance', 'Phase', 'Clusters', 'Nodes', 'Allocated / allocatable', 'Policies', 'Workloads', ''].map((t) => h('th', {}, t)))),
+    h('tbody', {}, overviewRows(list, admin, onChange, report)),
+  );
+}

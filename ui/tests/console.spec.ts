@@ -1,0 +1,164 @@
+// The console in a real browser against the real `kairship demo`: sign-in, the fleet
+// overview, a fault seen on screen, placement, policy validation, instance lifecycle,
+// actor restarts, and what the viewer token does not see.
+
+import { test, expect, type Page } from '@playwright/test';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const stateDir = process.env.KAIRSHIP_STATE_DIR ?? '';
+const shots = process.env.CONSOLE_SCREENSHOTS ?? join(import.meta.dirname, '..', '..', 'docs');
+const endpoints = JSON.parse(readFileSync(join(stateDir, 'endpoints.json'), 'utf8'));
+const names: string[] = endpoints.instances.map((i: { name: string }) => i.name);
+const viewerInstance: string = endpoints.tokens.viewer_instance;
+
+test.describe.configure({ mode: 'serial' });
+
+async function signIn(page: Page, token: string) {
+  await page.goto(`${endpoints.http}/ui/#token=${encodeURIComponent(token)}`);
+  await expect(page.locator('#instances')).toBeVisible();
+}
+
+const phaseOf = (page: Page, name: string) => page.locator(`#instances tr[data-instance="${name}"] [data-phase]`);
+
+async function fault(name: string, body?: object) {
+  const res = await fetch(`${endpoints.sim_admin}/faults/${name}`, {
+    method: body ? 'POST' : 'DELETE',
+    headers: { 'content-type': 'application/json' },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  expect(res.ok, `sim_admin answered ${res.status}`).toBeTruthy();
+}
+
+test('a wrong token is refused and the sign-in form stays', async ({ page }) => {
+  await page.goto(`${endpoints.http}/ui/#token=not-a-token`);
+  await expect(page.locator('#signin')).toContainText('That token was not accepted');
+});
+
+test('the overview lists every instance Running with its capacity', async ({ page }) => {
+  await signIn(page, endpoints.tokens.admin);
+  for (const name of names) {
+    await expect(phaseOf(page, name)).toHaveText('Running', { timeout: 60_000 });
+  }
+  await expect(page.locator('#instances tbody tr')).toHaveCount(names.length);
+  const first = page.locator(`#instances tr[data-instance="${names[0]}"]`);
+  await expect(first.locator('[data-col="clusters"]')).toHaveText(/^(\d+)\/\1$/);
+  await expect(first.locator('.bar-label').first()).toContainText('CPU');
+  await page.screenshot({ path: join(shots, 'console-overview.png'), fullPage: true });
+});
+
+test('a fault shows the instance Unreachable within 15 s, then Running again', async ({ page }) => {
+  const victim = names[names.length - 1];
+  await signIn(page, endpoints.tokens.admin);
+  await expect(phaseOf(page, victim)).toHaveText('Running', { timeout: 30_000 });
+  await fault(victim, { mode: 'down' });
+  try {
+    await expect(phaseOf(page, victim)).toHaveText('Unreachable', { timeout: 15_000 });
+    await expect(page.locator(`#instances tr[data-instance="${victim}"] .why`)).toContainText('Reachable=False');
+    // The others keep running.
+    await expect(phaseOf(page, names[0])).toHaveText('Running');
+    await page.screenshot({ path: join(shots, 'console-fault.png'), fullPage: true });
+  } finally {
+    await fault(victim);
+  }
+  await expect(phaseOf(page, victim)).toHaveText('Running', { timeout: 30_000 });
+});
+
+test("the instance page shows the nginx sample's placement and its policies", async ({ page }) => {
+  await signIn(page, endpoints.tokens.admin);
+  await page.click(`#instances tr[data-instance="${names[0]}"] a`);
+  const nginx = page.locator('#workloads tr[data-workload="default/nginx"]');
+  await expect(nginx.locator('.placement[data-cluster="member1"]')).toContainText('member1: 1 replica');
+  await expect(nginx.locator('.placement[data-cluster="member2"]')).toContainText('member2: 1 replica');
+  await expect(nginx.locator('.placement[data-cluster="member1"]')).toContainText('ready 1/1', { timeout: 30_000 });
+  await expect(nginx).toContainText('PropagationPolicy default/nginx-propagation');
+  await expect(page.locator('#clusters tbody tr')).toHaveCount(3);
+  await page.screenshot({ path: join(shots, 'console-instance.png'), fullPage: true });
+
+  // The policy as YAML, then a new policy the server refuses, with the field named.
+  await page.locator('#policy-table tr[data-policy="default/nginx-propagation"] button', { hasText: 'View' }).click();
+  await expect(page.locator('#policy-editor textarea')).toHaveValue(/kind: PropagationPolicy/);
+  await page.locator('#policy-editor button', { hasText: 'JSON' }).click();
+  await expect(page.locator('#policy-editor textarea')).toHaveValue(/"kind": "PropagationPolicy"/);
+  await page.locator('#policy-editor button', { hasText: 'Close' }).click();
+  await page.locator('button', { hasText: 'New policy' }).click();
+  const text = page.locator('#policy-editor textarea');
+  await text.fill((await text.inputValue()).replace('name: my-policy', 'name: Not_A_Name'));
+  await page.locator('#policy-editor button', { hasText: 'Create' }).click();
+  await expect(page.locator('#policy-editor .violation[data-field="object_json.metadata.name"]')).toContainText('not a valid name');
+});
+
+test('cordon and uncordon a member cluster', async ({ page }) => {
+  await signIn(page, endpoints.tokens.admin);
+  await page.goto(`${endpoints.http}/ui/#/instances/${names[0]}`);
+  const row = page.locator('#clusters tr[data-cluster="member3"]');
+  await row.locator('button', { hasText: 'Cordon' }).click();
+  await expect(row).toContainText('cordoned');
+  await row.locator('button', { hasText: 'Uncordon' }).click();
+  await expect(row).not.toContainText('cordoned');
+});
+
+test('restarting an instance actor from the actors page counts a restart', async ({ page }) => {
+  await signIn(page, endpoints.tokens.admin);
+  await page.click('header a[href="#/actors"]');
+  const row = page.locator(`#actors tr[data-instance="${names[0]}"]`);
+  // A requested restart is not a failure: it is counted apart.
+  const restarts = row.locator('[data-col="requested"]');
+  const before = Number(await restarts.textContent());
+  await row.locator('button', { hasText: 'Restart' }).click();
+  await expect(page.getByRole('dialog')).toContainText(`Restart the actor of ${names[0]}`);
+  await page.getByRole('dialog').locator('button', { hasText: `Restart ${names[0]}` }).click();
+  await expect(async () => {
+    expect(Number(await restarts.textContent())).toBeGreaterThan(before);
+  }).toPass({ timeout: 15_000 });
+  await expect(row.locator('[data-col="restarts"]')).toHaveText('0');
+  await expect(page.locator('#actors tr[data-actor="root"]')).toBeVisible();
+  await page.screenshot({ path: join(shots, 'console-actors.png'), fullPage: true });
+});
+
+test('create a managed instance, see the server refuse a bad name, then delete it', async ({ page }) => {
+  await signIn(page, endpoints.tokens.admin);
+  await page.click('header a[href="#/new"]');
+  const name = page.locator('[data-field="instance.metadata.name"]');
+  await name.locator('input').fill('Bad Name');
+  await page.locator('#create-instance button[type="submit"]').click();
+  await expect(name.locator('.field-error')).toContainText('not a valid name');
+  await name.locator('input').fill('console-e2e');
+  await page.locator('#create-instance button[type="submit"]').click();
+  await expect(page.locator('h2')).toHaveText('Instance console-e2e');
+  await page.click('header a[href="#/"]');
+  await expect(phaseOf(page, 'console-e2e')).toHaveText('Running', { timeout: 60_000 });
+  await page.locator('#instances tr[data-instance="console-e2e"] button', { hasText: 'Delete' }).click();
+  const dialog = page.getByRole('dialog');
+  await expect(dialog).toContainText('the Instance "console-e2e" and its InstanceRegistration');
+  await expect(dialog).toContainText('managed Karmada object');
+  await dialog.locator('button', { hasText: 'Delete console-e2e' }).click();
+  await expect(page.locator('#instances tr[data-instance="console-e2e"]')).toHaveCount(0, { timeout: 60_000 });
+});
+
+test('the viewer sees only its instance and no admin actions', async ({ page }) => {
+  await signIn(page, endpoints.tokens.viewer);
+  await expect(page.locator('#instances tbody tr')).toHaveCount(1);
+  await expect(page.locator(`#instances tr[data-instance="${viewerInstance}"]`)).toBeVisible();
+  await expect(page.locator('#instances button', { hasText: 'Delete' })).toHaveCount(0);
+  await expect(page.locator('header a[href="#/new"]')).toHaveCount(0);
+  await page.click('header a[href="#/actors"]');
+  await expect(page.locator(`#actors tr[data-instance="${viewerInstance}"]`)).toBeVisible();
+  await expect(page.locator(`#actors tbody tr:not([data-instance="${viewerInstance}"])`)).toHaveCount(0);
+  await expect(page.locator('#actors button', { hasText: 'Restart' })).toHaveCount(0);
+  await page.goto(`${endpoints.http}/ui/#/instances/${viewerInstance}`);
+  await expect(page.locator('#clusters tbody tr').first()).toBeVisible();
+  await expect(page.locator('#clusters button', { hasText: 'Cordon' })).toHaveCount(0);
+});
+
+test('Kairship serves the console and the OpenAPI document on its HTTPS address', async ({ request }) => {
+  const redirect = await request.get(`${endpoints.http}/ui`, { maxRedirects: 0 });
+  expect(redirect.status()).toBe(308);
+  expect(redirect.headers()['location']).toBe('/ui/');
+  const page = await request.get(`${endpoints.http}/ui/instances/anything`);
+  expect(page.headers()['content-type']).toBe('text/html; charset=utf-8');
+  expect(page.headers()['cache-control']).toBe('no-cache');
+  const doc = await request.get(`${endpoints.http}/openapi.json`);
+  expect(doc.ok()).toBeTruthy();
+  expect((await doc.json()).paths['/apis/kairship.io/v1alpha1/instances'].get.operationId).toBe('InstanceService_ListInstances');
+});
