@@ -345,6 +345,12 @@ fn console_in_a_real_browser_against_the_demo() {
         .env("KAIRSHIP_STATE_DIR", dir.path())
         .env("CHROMIUM", &chromium)
         .env("CONSOLE_TEST_OUT", dir.path().join("playwright"))
+        // Screenshots go to the run's own directory unless asked for (to refresh docs/).
+        .env(
+            "CONSOLE_SCREENSHOTS",
+            std::env::var_os("CONSOLE_SCREENSHOTS")
+                .unwrap_or_else(|| dir.path().join("screenshots").into_os_string()),
+        )
         .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
         .output()
         .expect("playwright runs");
