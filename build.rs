@@ -11,6 +11,7 @@ const PROTOS: &[&str] = &[
     "kairship/v1alpha1/workload.proto",
     "kairship/v1alpha1/policy.proto",
     "kairship/v1alpha1/supervisor.proto",
+    "kairship/v1alpha1/access.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

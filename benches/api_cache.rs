@@ -148,6 +148,7 @@ async fn main() {
         probes_addr: None,
         tls: cert.server_config.clone(),
         auth: kairship::auth::Auth::disabled(),
+        chaos_reports: None,
     })
     .await
     .expect("server");

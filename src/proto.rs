@@ -14,7 +14,7 @@ mod tests {
     use prost::Message;
 
     #[test]
-    fn descriptor_holds_the_five_services_of_the_pinned_package() {
+    fn descriptor_holds_the_six_services_of_the_pinned_package() {
         let fds = prost_types::FileDescriptorSet::decode(super::FILE_DESCRIPTOR_SET)
             .expect("descriptor decodes");
         let ours: Vec<_> = fds
@@ -35,7 +35,8 @@ mod tests {
                 "ClusterService",
                 "WorkloadService",
                 "PolicyService",
-                "SupervisorService"
+                "SupervisorService",
+                "AccessService"
             ]
         );
         let instance = &services[0].1;

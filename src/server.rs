@@ -24,6 +24,8 @@ pub struct ServerConfig {
     pub tls: Arc<rustls::ServerConfig>,
     /// Loaded before anything starts, so a bad auth source stops the process early.
     pub auth: Arc<crate::auth::Auth>,
+    /// Where `kairship chaos run` writes its report, shown by the console.
+    pub chaos_reports: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -100,7 +102,7 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
         .connect_timeout(std::time::Duration::from_secs(5))
         .connect_lazy();
     let rest = api::rest::Rest::new(channel).map_err(|e| ServerError::Rest(e.to_string()))?;
-    let app = api::http::app(router.clone(), rest);
+    let app = api::http::app(router.clone(), rest, config.chaos_reports.clone());
     let mut tasks = Vec::new();
     let probes_addr = probes.as_ref().map(|(_, a)| *a);
     if let Some((listener, _)) = probes {

@@ -232,6 +232,14 @@ impl Auth {
         move |instance| unrestricted || index.role_on(&user, instance).is_some()
     }
 
+    /// The strongest role the caller holds on every instance, if any.
+    pub fn role_on_all(&self, caller: &Caller) -> Option<Role> {
+        match caller.unrestricted {
+            true => Some(Role::Admin),
+            false => self.index().role_on_all(&caller.user),
+        }
+    }
+
     /// Whether the caller holds a role on every instance (sees fleet-wide state).
     pub fn sees_all(&self, caller: &Caller) -> bool {
         caller.unrestricted || self.index().role_on_all(&caller.user).is_some()

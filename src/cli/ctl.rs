@@ -11,7 +11,7 @@ use serde_json::Value;
 use tonic::transport::Channel;
 
 use crate::proto::{
-    self, cluster_service_client::ClusterServiceClient,
+    self, access_service_client::AccessServiceClient, cluster_service_client::ClusterServiceClient,
     instance_service_client::InstanceServiceClient,
     supervisor_service_client::SupervisorServiceClient,
 };
@@ -61,6 +61,8 @@ pub enum CtlCommand {
     /// Workloads of one instance and where Karmada placed them.
     #[command(subcommand)]
     Workloads(super::ctl_workloads::WorkloadsCmd),
+    /// Who Kairship takes you for, and your role on each instance.
+    Whoami,
 }
 
 #[derive(Debug, Subcommand)]
@@ -405,6 +407,36 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
             super::ctl_clusters::cordon(&conn, out, instance, cluster, false).await
         }
         CtlCommand::Workloads(cmd) => super::ctl_workloads::run(&conn, out, cmd).await,
+        CtlCommand::Whoami => {
+            let mut c = AccessServiceClient::new(conn.channel.clone());
+            let r = c
+                .get_caller(conn.request(proto::GetCallerRequest {}))
+                .await
+                .map_err(status)?
+                .into_inner();
+            print(out, "kairship.v1alpha1.Caller", &r, |j| {
+                let mut rows = vec![vec!["INSTANCE".into(), "ROLE".into()]];
+                if let Some(fleet) = j["fleetRole"].as_str().filter(|f| !f.is_empty()) {
+                    rows.push(vec!["(every instance)".into(), fleet.into()]);
+                }
+                for r in j["roles"].as_array().into_iter().flatten() {
+                    rows.push(vec![s(r, "/instance"), s(r, "/role")]);
+                }
+                println!(
+                    "user {} (groups: {})",
+                    s(j, "/name"),
+                    j["groups"]
+                        .as_array()
+                        .map(|g| g
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join(", "))
+                        .unwrap_or_default()
+                );
+                rows
+            })
+        }
         CtlCommand::Actors(cmd) => {
             let mut c = SupervisorServiceClient::new(conn.channel.clone());
             let actor_rows = |actors: &[Value]| {

@@ -61,6 +61,9 @@ struct FleetView {
     fault_hint: String,
 }
 
+/// Instances seeded and attached at once in step 2.
+const ATTACH_CONCURRENCY: usize = 16;
+
 fn step(n: usize, total: usize, what: &str) {
     println!("[{n}/{total}] {what}");
 }
@@ -395,12 +398,29 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
     bootstrap::ensure_namespace(&host, NAMESPACE)
         .await
         .map_err(kube_err("creating the namespace"))?;
-    for (name, path) in &fleet.instances {
-        seed(path).await?;
-        let config = std::fs::read(path).map_err(io(format!("reading {}", path.display())))?;
-        bootstrap::attach_external(&host, NAMESPACE, name, config)
-            .await
-            .map_err(kube_err("attaching an instance"))?;
+    // Each instance is a handful of round trips; done one after another they took
+    // minutes for 1,000 instances, so a bounded number run at once.
+    use futures::{StreamExt, TryStreamExt};
+    let attach_one = |(name, path): &(String, std::path::PathBuf)| {
+        let host = host.clone();
+        let (name, path) = (name.clone(), path.clone());
+        async move {
+            seed(&path).await?;
+            let config = std::fs::read(&path).map_err(io(format!("reading {}", path.display())))?;
+            bootstrap::attach_external(&host, NAMESPACE, &name, config)
+                .await
+                .map_err(|e| Error::Usage(format!("attaching instance {name}: {e}")))
+        }
+    };
+    let count = fleet.instances.len();
+    let mut attached = 0usize;
+    let mut attaching = futures::stream::iter(fleet.instances.iter().map(attach_one))
+        .buffer_unordered(ATTACH_CONCURRENCY);
+    while let Some(()) = attaching.try_next().await? {
+        attached += 1;
+        if count >= 100 && (attached.is_multiple_of(100) || attached == count) {
+            println!("      attached {attached}/{count}");
+        }
     }
 
     step(
@@ -431,6 +451,7 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
         probes_addr: Some(args.probes_addr),
         tls: cert.server_config.clone(),
         auth,
+        chaos_reports: Some(dir.join("chaos")),
     })
     .await
     .map_err(|e| Error::Usage(e.to_string()))?;
@@ -538,6 +559,9 @@ async fn serve(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<(), E
     println!(
         "  a fault:     {}",
         fleet.fault_hint.replace("{instance}", &first)
+    );
+    println!(
+        "  chaos:       kairship chaos run --profile short --endpoints {d}/endpoints.json --state-dir {d}/chaos   (the console shows the report)"
     );
     println!("  the gRPC API: kairship ctl --state-dir {d} instances list");
     println!(

@@ -59,6 +59,9 @@ pub struct RunArgs {
     /// Holder identity; defaults to $POD_NAME, else host name and pid.
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
+    /// Where `kairship chaos run --state-dir` writes its report, for the console to show.
+    #[arg(long)]
+    pub chaos_report_dir: Option<PathBuf>,
     /// Namespace of the Karmada objects of managed instances.
     #[arg(long, default_value = "kairship-system")]
     pub managed_namespace: String,
@@ -310,6 +313,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
                 probes_addr: Some(args.probes_addr),
                 tls,
                 auth,
+                chaos_reports: args.chaos_report_dir.clone(),
             };
             let running = server::start(config)
                 .await

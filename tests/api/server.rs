@@ -46,6 +46,7 @@ impl Api {
         let token = host.add_user("kairship");
         let kc = kairship_wire::kubeconfig::build("host", &host.url(), &host.tls.ca_pem, &token);
         let kc_path = env.sim.dir.path().join("kairship-host.kubeconfig");
+        let chaos_dir = env.sim.dir.path().join("chaos");
         kairship_wire::kubeconfig::write(&kc_path, &kc).expect("write kubeconfig");
         let as_kairship = crate::common::client_from(&kc_path).await;
         let tree = Tree::start(
@@ -108,7 +109,7 @@ impl Api {
             kairship::api::http::serve_tls(
                 https_listener,
                 config,
-                kairship::api::http::app(router, rest),
+                kairship::api::http::app(router, rest, Some(chaos_dir)),
                 stop,
             )
             .await;
@@ -130,6 +131,11 @@ impl Api {
             ca_pem: cert.ca_pem,
             stop: Some(tx),
         }
+    }
+
+    /// Where this server reads the chaos report (`--chaos-report-dir`).
+    pub fn chaos_dir(&self) -> PathBuf {
+        self.env.sim.dir.path().join("chaos")
     }
 
     /// A kubeconfig whose server is Kairship's proxy prefix for `instance`.

@@ -120,7 +120,43 @@ pub fn nginx_sample(kubectl: &dyn Fn(&[&str]) -> Output, samples: Option<&str>, 
         (placement(kubectl) == four).then_some(())
     });
     wait_ready(kubectl, within, 4);
+    karmada_events(kubectl, within);
     scale(kubectl, 2);
+}
+
+/// Karmada's detector, scheduler and binding controller record events on the template,
+/// with Karmada's reasons and messages (the console lists them).
+fn karmada_events(kubectl: &dyn Fn(&[&str]) -> Output, within: Duration) {
+    let about_nginx = |reason: &str| -> Vec<String> {
+        let list = json(kubectl, &["get", "events", "-n", "default", "-o", "json"]);
+        list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| {
+                e["reason"] == reason
+                    && e["involvedObject"]["kind"] == "Deployment"
+                    && e["involvedObject"]["name"] == "nginx"
+            })
+            .filter_map(|e| e["message"].as_str().map(String::from))
+            .collect()
+    };
+    let has = |reason: &str, want: &dyn Fn(&str) -> bool| {
+        wait(within, &format!("a {reason} event about nginx"), || {
+            about_nginx(reason).iter().any(|m| want(m)).then_some(())
+        })
+    };
+    has("ApplyPolicySucceed", &|m| {
+        m == "Apply policy(default/nginx-propagation) succeed"
+    });
+    has("ScheduleBindingSucceed", &|m| {
+        m.starts_with("Binding has been scheduled successfully. Result: {")
+            && m.contains("member1:2")
+            && m.contains("member2:2")
+    });
+    has("SyncWorkSucceed", &|m| {
+        m == "Sync work of ResourceBinding(default/nginx-deployment) successful."
+    });
 }
 
 fn scale(kubectl: &dyn Fn(&[&str]) -> Output, replicas: u32) {

@@ -1,7 +1,7 @@
 // The supervision tree: each actor under its parent, with state, restarts, last error and
 // uptime; an instance actor can be restarted by an admin after a confirmation.
 
-import { api, type Actor } from './client';
+import { api, atLeast, type Actor, type Roles } from './client';
 import { age, confirmDialog, h } from './dom';
 
 function depthOf(a: Actor, byName: Map<string, Actor>): number {
@@ -33,7 +33,7 @@ function treeOrder(actors: Actor[]): Actor[] {
   return out;
 }
 
-export function actorsTable(actors: Actor[], admin: boolean, after: () => void, report: (e: unknown) => void) {
+export function actorsTable(actors: Actor[], roles: Roles, after: () => void, report: (e: unknown) => void) {
   const byName = new Map(actors.map((a) => [a.name ?? '', a]));
   const restart = async (a: Actor) => {
     const inst = a.instance ?? '';
@@ -68,7 +68,7 @@ export function actorsTable(actors: Actor[], admin: boolean, after: () => void, 
           h('td', { class: 'why' }, a.lastError ?? ''),
           h('td', {}, age(Number(a.uptimeSeconds ?? 0))),
           h('td', { class: 'muted' }, a.replica ?? ''),
-          h('td', {}, admin && a.instance && h('button', { class: 'small danger', onclick: () => restart(a) }, 'Restart')),
+          h('td', {}, a.instance && atLeast(roles.on(a.instance), 'admin') && h('button', { class: 'small danger', onclick: () => restart(a) }, 'Restart')),
         ),
       ),
     ),

@@ -20,6 +20,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/apis/kairship.io/v1alpha1/caller": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["AccessService_GetCaller"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/apis/kairship.io/v1alpha1/instances": {
         parameters: {
             query?: never;
@@ -315,6 +331,12 @@ export interface components {
             /** Format: int32 */
             replicas?: number;
         };
+        "kairship.v1alpha1.Caller": {
+            fleetRole?: string;
+            groups?: string[];
+            name?: string;
+            roles?: components["schemas"]["kairship.v1alpha1.InstanceRole"][];
+        };
         "kairship.v1alpha1.Cluster": {
             allocatable?: components["schemas"]["kairship.v1alpha1.ResourceList"];
             allocated?: components["schemas"]["kairship.v1alpha1.ResourceList"];
@@ -374,6 +396,10 @@ export interface components {
             metadata?: components["schemas"]["kairship.v1alpha1.ObjectMeta"];
             spec?: components["schemas"]["kairship.v1alpha1.InstanceSpec"];
             status?: components["schemas"]["kairship.v1alpha1.InstanceStatus"];
+        };
+        "kairship.v1alpha1.InstanceRole": {
+            instance?: string;
+            role?: string;
         };
         "kairship.v1alpha1.InstanceSpec": {
             karmadaVersion?: string;
@@ -568,6 +594,35 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["kairship.v1alpha1.ListActorsResponse"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    AccessService_GetCaller: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.Caller"];
                 };
             };
             /** @description An error as google.rpc.Status */

@@ -11,6 +11,7 @@ export type Cluster = S['kairship.v1alpha1.Cluster'];
 export type Workload = S['kairship.v1alpha1.Workload'];
 export type Policy = S['kairship.v1alpha1.Policy'];
 export type Actor = S['kairship.v1alpha1.ActorSnapshot'];
+export type Caller = S['kairship.v1alpha1.Caller'];
 type Violation = { field?: string; description?: string };
 
 const PREFIX = '/apis/kairship.io/v1alpha1';
@@ -82,15 +83,77 @@ export const api = {
     ),
   savePolicy: (inst: string, objectJson: string, create: boolean) =>
     call<Policy>(create ? 'POST' : 'PUT', `/instances/${seg(inst)}/policies`, { objectJson }),
+  workload: (inst: string, ns: string, kind: string, name: string) =>
+    call<Workload>('GET', `/instances/${seg(inst)}/namespaces/${seg(ns)}/workloads/${seg(kind)}/${seg(name)}`),
+  caller: () => call<Caller>('GET', '/caller'),
   actors: () => call<S['kairship.v1alpha1.ListActorsResponse']>('GET', '/actors').then((r) => r.actors ?? []),
   restart: (inst: string) =>
     call<S['kairship.v1alpha1.RestartInstanceResponse']>('POST', `/instances/${seg(inst)}:restart`, {}),
 };
 
-/** Whether the caller holds a role on every instance: ListActors then includes the
- *  root actor (it has no instance). The console offers admin actions only then; the API
- *  still decides, and a refusal is shown as the API words it. */
-export async function seesEverything(): Promise<boolean> {
-  const actors = await api.actors();
-  return actors.some((a) => !a.instance);
+/** A Kubernetes Event as the instance's API serves it (read through Kairship's proxy). */
+export type KubeEvent = {
+  metadata?: { name?: string; namespace?: string; creationTimestamp?: string };
+  involvedObject?: { kind?: string; name?: string; namespace?: string };
+  reason?: string;
+  message?: string;
+  type?: string;
+  count?: number;
+  firstTimestamp?: string;
+  lastTimestamp?: string;
+  eventTime?: string;
+};
+
+/** The instance's most recent events, newest first, read through the kubectl-compatible
+ *  proxy with the caller's token (the instance's RBAC decides, as for kubectl). */
+export async function recentEvents(inst: string, max: number): Promise<KubeEvent[]> {
+  const res = await fetch(`${PREFIX}/instances/${seg(inst)}/proxy/api/v1/events?limit=500`, {
+    headers: { authorization: `Bearer ${token()}`, accept: 'application/json' },
+  });
+  const body = (await res.json().catch(() => ({}))) as { items?: KubeEvent[]; message?: string };
+  if (!res.ok) throw new ApiError(res.status, body.message ?? `HTTP ${res.status}`, []);
+  const when = (e: KubeEvent) => e.lastTimestamp ?? e.eventTime ?? e.metadata?.creationTimestamp ?? '';
+  return (body.items ?? []).sort((a, b) => when(b).localeCompare(when(a))).slice(0, max);
 }
+
+/** What the caller may do: the strongest role on `inst` (fleet-wide roles included). */
+export type Roles = { fleet: string; on: (inst: string) => string };
+
+const RANK: Record<string, number> = { view: 1, edit: 2, admin: 3 };
+
+export function atLeast(role: string, need: 'view' | 'edit' | 'admin'): boolean {
+  return (RANK[role] ?? 0) >= RANK[need];
+}
+
+export async function callerRoles(): Promise<Roles> {
+  const c = await api.caller();
+  const named = new Map((c.roles ?? []).map((r) => [r.instance ?? '', r.role ?? '']));
+  const fleet = c.fleetRole ?? '';
+  return { fleet, on: (inst) => named.get(inst) ?? fleet };
+}
+
+/** The chaos report as `kairship chaos run` writes it (report.json). */
+export type ChaosReport = {
+  profile?: string;
+  passed?: boolean;
+  experiments?: {
+    name?: string;
+    description?: string;
+    victim?: string;
+    passed?: boolean;
+    skipped?: string | null;
+    goals?: { name?: string; target?: string; actual?: string; ok?: boolean }[];
+  }[];
+};
+
+async function chaosFile(file: string): Promise<Response> {
+  const res = await fetch(`${PREFIX}/chaos/${file}`, { headers: { authorization: `Bearer ${token()}` } });
+  if (!res.ok) {
+    const body = (await res.json().catch(() => ({}))) as { message?: string };
+    throw new ApiError(res.status, body.message ?? `HTTP ${res.status}`, []);
+  }
+  return res;
+}
+
+export const chaosReport = async (): Promise<ChaosReport> => (await chaosFile('report.json')).json();
+export const chaosPicture = async (): Promise<string> => (await chaosFile('report.svg')).text();

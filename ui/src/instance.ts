@@ -1,10 +1,14 @@
-// One instance: its member clusters, workloads with placement, and policies (view as
-// YAML or JSON, create and edit with the server's validation errors beside the editor).
+// One instance: its member clusters, workloads with placement and overrides, policies
+// (view as YAML or JSON, create and edit with the server's validation errors beside the
+// editor) and recent events.
 
 import { parse, stringify } from 'yaml';
-import { api, ApiError, type Cluster, type Policy, type Workload } from './client';
-import { h, mount } from './dom';
+import { api, ApiError, recentEvents, type Cluster, type KubeEvent, type Policy, type Workload } from './client';
+import { age, h, mount } from './dom';
 import { bar, explanation, phaseBadge } from './overview';
+
+/** How many of the newest events the page lists. */
+const EVENTS_SHOWN = 25;
 
 const NEW_POLICY = {
   apiVersion: 'policy.karmada.io/v1alpha1',
@@ -41,7 +45,52 @@ function clusterRows(inst: string, clusters: Cluster[], canEdit: boolean, refres
   });
 }
 
-function workloadRows(w: Workload[]) {
+type Overrides = NonNullable<NonNullable<Workload['placement']>['overrides']>;
+
+/** Overrides are read live from the instance's Works (GetWorkload), so the list shows
+ *  them on request; `shown` keeps what was fetched across refreshes. */
+function overridesCell(inst: string, w: Workload, shown: Map<string, Overrides | string>, refresh: () => void) {
+  const id = `${w.metadata?.namespace}/${w.kind}/${w.metadata?.name}`;
+  const got = shown.get(id);
+  if (!w.placement?.bindingName) return h('span', { class: 'muted' }, '—');
+  if (got === undefined) {
+    const load = async () => {
+      try {
+        const full = await api.workload(inst, w.metadata?.namespace ?? '', w.kind ?? '', w.metadata?.name ?? '');
+        shown.set(id, full.placement?.overrides ?? []);
+      } catch (e) {
+        shown.set(id, (e as Error).message);
+      }
+      refresh();
+    };
+    return h('button', { class: 'small', onclick: load }, 'Show');
+  }
+  if (typeof got === 'string') return h('span', { class: 'error' }, got);
+  const changed = got.filter((o) => (o.changes ?? []).length > 0);
+  if (changed.length === 0) return h('span', { class: 'muted', 'data-overrides': 'none' }, 'none');
+  return changed.map((o) =>
+    h('div', { class: 'override', 'data-cluster': o.cluster ?? '' }, h('strong', {}, `${o.cluster}: `), (o.changes ?? []).join('; '), (o.policies ?? []).length > 0 && h('span', { class: 'muted' }, ` (${(o.policies ?? []).join(', ')})`)),
+  );
+}
+
+function eventRows(events: KubeEvent[]) {
+  const now = Date.now();
+  return events.map((e) => {
+    const at = Date.parse(e.lastTimestamp ?? e.eventTime ?? e.metadata?.creationTimestamp ?? '');
+    const o = e.involvedObject ?? {};
+    return h(
+      'tr',
+      { 'data-reason': e.reason ?? '' },
+      h('td', {}, Number.isNaN(at) ? '' : age(Math.max(0, Math.round((now - at) / 1000)))),
+      h('td', { class: e.type === 'Warning' ? 'error' : '' }, e.type ?? ''),
+      h('td', {}, e.reason ?? ''),
+      h('td', {}, `${o.kind ?? ''} ${o.namespace ? `${o.namespace}/` : ''}${o.name ?? ''}`),
+      h('td', {}, e.message ?? '', (e.count ?? 1) > 1 && h('span', { class: 'muted' }, ` (x${e.count})`)),
+    );
+  });
+}
+
+function workloadRows(inst: string, w: Workload[], shown: Map<string, Overrides | string>, refresh: () => void) {
   return w.map((w) => {
     const id = `${w.metadata?.namespace}/${w.metadata?.name}`;
     const placement = w.placement;
@@ -66,7 +115,7 @@ function workloadRows(w: Workload[]) {
         !placement?.bindingName && h('span', { class: 'muted' }, 'not propagated'),
       ),
       h('td', {}, (w.policies ?? []).map((p) => h('div', {}, `${p.kind} ${p.namespace ? `${p.namespace}/` : ''}${p.name}`))),
-      h('td', {}, (placement?.overrides ?? []).map((o) => h('div', { class: 'muted' }, `${o.cluster}: ${(o.changes ?? []).join('; ')}`))),
+      h('td', { class: 'overrides' }, overridesCell(inst, w, shown, refresh)),
     );
   });
 }
@@ -150,6 +199,7 @@ function table(id: string, heads: string[], rows: Node[]) {
 /** Renders the page into `root`; returns its refresh function for polling. */
 export function instancePage(root: Element, inst: string, canEdit: boolean, report: (e: unknown) => void) {
   const live = h('div');
+  const events = h('div', { id: 'events' });
   const editorSlot = h('div');
   const closeEditor = () => {
     mount(editorSlot);
@@ -173,10 +223,20 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, repo
     h('h3', {}, 'Policies ', canEdit && h('button', { class: 'small', onclick: create }, 'New policy')),
     h('div', { id: 'policies' }),
     editorSlot,
-    h('h3', {}, 'Events'),
-    h('p', { class: 'muted' }, 'Recent events are not in the REST API yet; kubectl get events through the instance proxy shows them.'),
+    h('h3', {}, 'Recent events'),
+    events,
   );
+  const shown = new Map<string, Overrides | string>();
+  const showEvents = async () => {
+    try {
+      const list = await recentEvents(inst, EVENTS_SHOWN);
+      mount(events, list.length === 0 ? h('p', { class: 'muted' }, 'No events.') : table('events', ['Last seen', 'Type', 'Reason', 'Object', 'Message'], eventRows(list)));
+    } catch (e) {
+      mount(events, h('p', { class: 'muted' }, `Events are not readable: ${(e as Error).message}`));
+    }
+  };
   const refresh = async () => {
+    void showEvents();
     try {
       const [i, clusters, workloads, policies] = await Promise.all([api.instance(inst), api.clusters(inst), api.workloads(inst), api.policies(inst)]);
       mount(
@@ -185,7 +245,7 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, repo
         h('h3', {}, 'Member clusters'),
         table('clusters', ['Cluster', 'Ready', 'Version', 'Nodes', 'Allocated / allocatable', 'Taints', ''], clusterRows(inst, clusters, canEdit, refresh, report)),
         h('h3', {}, 'Workloads'),
-        table('workloads', ['Workload', 'Ready', 'Placement (per cluster)', 'Policies', 'Overrides'], workloadRows(workloads)),
+        table('workloads', ['Workload', 'Ready', 'Placement (per cluster)', 'Policies', 'Overrides'], workloadRows(inst, workloads, shown, () => void refresh())),
       );
       const slot = root.querySelector('#policies');
       if (slot) mount(slot, table('policy-table', ['Kind', 'Name', 'Selects', 'Clusters', 'Priority', ''], policyRows(policies, canEdit, open)));

@@ -3,12 +3,13 @@
 // re-read every POLL_MS.
 
 import './style.css';
-import { api, ApiError, seesEverything, setToken, token } from './client';
+import { api, ApiError, atLeast, callerRoles, setToken, token, type Roles } from './client';
 import { h, mount } from './dom';
 import { overviewTable } from './overview';
 import { instancePage } from './instance';
 import { actorsTable } from './actors';
 import { createForm } from './create';
+import { chaosPage } from './chaos';
 
 const POLL_MS = 2000;
 const app = document.getElementById('app') as HTMLElement;
@@ -51,7 +52,8 @@ function report(e: unknown) {
   mount(bar, h('span', {}, text), h('button', { class: 'small', onclick: () => mount(bar) }, 'Dismiss'));
 }
 
-function shell(admin: boolean) {
+function shell(roles: Roles) {
+  const admin = atLeast(roles.fleet, 'admin');
   const main = h('main', { id: 'page' });
   mount(
     app,
@@ -59,8 +61,8 @@ function shell(admin: boolean) {
       'header',
       {},
       h('strong', {}, 'Kairship'),
-      h('nav', {}, h('a', { href: '#/' }, 'Fleet'), h('a', { href: '#/actors' }, 'Actors'), admin && h('a', { href: '#/new' }, 'New instance')),
-      h('span', { class: 'who' }, admin ? 'role on every instance' : 'limited to some instances'),
+      h('nav', {}, h('a', { href: '#/' }, 'Fleet'), h('a', { href: '#/actors' }, 'Actors'), roles.fleet && h('a', { href: '#/chaos' }, 'Chaos'), admin && h('a', { href: '#/new' }, 'New instance')),
+      h('span', { class: 'who', 'data-role': roles.fleet }, roles.fleet ? `${roles.fleet} on every instance` : 'limited to some instances'),
       h('button', { class: 'small', onclick: () => { setToken(''); signIn(); } }, 'Sign out'),
     ),
     h('div', { id: 'notice', role: 'status' }),
@@ -83,28 +85,31 @@ async function route() {
   generation += 1;
   window.clearTimeout(timer);
   if (!token()) return signIn();
-  let admin = false;
+  let roles: Roles;
   try {
-    admin = await seesEverything();
+    roles = await callerRoles();
   } catch (e) {
     if (e instanceof ApiError && e.status === 401) return signIn('That token was not accepted.');
     return signIn(`Kairship did not answer: ${(e as Error).message}`);
   }
-  const page = shell(admin);
+  const page = shell(roles);
   const hash = location.hash.replace(/^#/, '') || '/';
   const inst = /^\/instances\/([^/]+)$/.exec(hash);
   if (inst) {
-    poll(instancePage(page, decodeURIComponent(inst[1]), admin, report));
+    const name = decodeURIComponent(inst[1]);
+    poll(instancePage(page, name, atLeast(roles.on(name), 'edit'), report));
   } else if (hash === '/actors') {
     const slot = h('div');
     mount(page, h('h2', {}, 'Actors'), h('p', { class: 'muted' }, 'The supervision tree on the replica that answered.'), slot);
     poll(async () => {
       try {
-        mount(slot, actorsTable(await api.actors(), admin, () => void 0, report));
+        mount(slot, actorsTable(await api.actors(), roles, () => void 0, report));
       } catch (e) {
         report(e);
       }
     });
+  } else if (hash === '/chaos') {
+    chaosPage(page);
   } else if (hash === '/new') {
     createForm(page, (name) => (location.hash = `#/instances/${encodeURIComponent(name)}`));
   } else {
@@ -112,7 +117,7 @@ async function route() {
     mount(page, h('h2', {}, 'Fleet'), slot);
     poll(async () => {
       try {
-        mount(slot, overviewTable(await api.instances(), admin, () => void 0, report));
+        mount(slot, overviewTable(await api.instances(), roles, () => void 0, report));
       } catch (e) {
         report(e);
       }

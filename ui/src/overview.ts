@@ -1,9 +1,9 @@
 // The fleet at a glance: each instance's phase and why, clusters, nodes, capacity bars,
 // policy and workload counts.
 
-import { api, type Instance, type Condition } from './client';
+import { api, atLeast, type Instance, type Condition, type Roles } from './client';
 import { h, confirmDialog } from './dom';
-import { quantity } from './quantity';
+import { quantity, usage } from './quantity';
 
 /** The condition that explains the phase: the first one not True other than the Ready
  *  summary, else Ready. */
@@ -21,7 +21,7 @@ export function bar(label: string, used: string | undefined, total: string | und
   return h(
     'div',
     { class: 'bar', title: `${label}: ${used ?? '0'} of ${total ?? '0'} allocated` },
-    h('span', { class: 'bar-label' }, `${label} ${used || '0'} / ${total || '0'}`),
+    h('span', { class: 'bar-label' }, `${label} ${usage(label, u, t)}`),
     h('span', { class: 'bar-track' }, h('span', { class: 'bar-fill', style: `width:${pct.toFixed(1)}%` })),
   );
 }
@@ -56,7 +56,7 @@ export async function askDelete(i: Instance, after: () => void, report: (e: unkn
   }
 }
 
-export function overviewRows(list: Instance[], admin: boolean, onChange: () => void, report: (e: unknown) => void) {
+export function overviewRows(list: Instance[], roles: Roles, onChange: () => void, report: (e: unknown) => void) {
   return list.map((i) => {
     const name = i.metadata?.name ?? '';
     const st = i.status?.stats ?? {};
@@ -81,16 +81,16 @@ export function overviewRows(list: Instance[], admin: boolean, onChange: () => v
       ),
       h('td', { title: `PP ${st.propagationPolicies ?? 0}, OP ${st.overridePolicies ?? 0}, CPP ${st.clusterPropagationPolicies ?? 0}, COP ${st.clusterOverridePolicies ?? 0}` }, policies),
       h('td', {}, st.workloads ?? 0),
-      h('td', {}, admin && h('button', { class: 'danger small', onclick: () => askDelete(i, onChange, report) }, 'Delete')),
+      h('td', {}, atLeast(roles.on(i.metadata?.name ?? ''), 'admin') && h('button', { class: 'danger small', onclick: () => askDelete(i, onChange, report) }, 'Delete')),
     );
   });
 }
 
-export function overviewTable(list: Instance[], admin: boolean, onChange: () => void, report: (e: unknown) => void) {
+export function overviewTable(list: Instance[], roles: Roles, onChange: () => void, report: (e: unknown) => void) {
   return h(
     'table',
     { class: 'grid', id: 'instances' },
     h('thead', {}, h('tr', {}, ['Instance', 'Phase', 'Clusters', 'Nodes', 'Allocated / allocatable', 'Policies', 'Workloads', ''].map((t) => h('th', {}, t)))),
-    h('tbody', {}, overviewRows(list, admin, onChange, report)),
+    h('tbody', {}, overviewRows(list, roles, onChange, report)),
   );
 }

@@ -12,3 +12,27 @@ export function quantity(q: string | undefined): number {
   if (scale === undefined) return 0;
   return parseFloat(m[1]) * 10 ** Number(m[2] ?? 0) * scale;
 }
+
+/** A quantity for people: CPU in cores, memory in binary units, counts as integers, so
+ *  "75244m" of "240" reads "75.2 / 240 cores". */
+export function human(label: string, q: number): string {
+  const fixed = (n: number) => (n >= 100 || Number.isInteger(n) ? n.toFixed(0) : n.toFixed(1));
+  if (label === 'CPU') return fixed(q);
+  if (label === 'Memory') {
+    const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+    let i = 0;
+    while (q >= 1024 && i < units.length - 1) {
+      q /= 1024;
+      i += 1;
+    }
+    return `${fixed(q)} ${units[i]}`;
+  }
+  return Math.round(q).toString();
+}
+
+/** "used / total unit" with both sides in the same unit. */
+export function usage(label: string, used: number, total: number): string {
+  if (label === 'Memory') return `${human(label, used)} / ${human(label, total)}`;
+  const unit = label === 'CPU' ? ' cores' : '';
+  return `${human(label, used)} / ${human(label, total)}${unit}`;
+}

@@ -3,7 +3,7 @@
 // actor restarts, and what the viewer token does not see.
 
 import { test, expect, type Page } from '@playwright/test';
-import { readFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 
 const stateDir = process.env.KAIRSHIP_STATE_DIR ?? '';
@@ -43,7 +43,9 @@ test('the overview lists every instance Running with its capacity', async ({ pag
   await expect(page.locator('#instances tbody tr')).toHaveCount(names.length);
   const first = page.locator(`#instances tr[data-instance="${names[0]}"]`);
   await expect(first.locator('[data-col="clusters"]')).toHaveText(/^(\d+)\/\1$/);
-  await expect(first.locator('.bar-label').first()).toContainText('CPU');
+  // Used and allocatable in one unit: cores, binary memory units.
+  await expect(first.locator('.bar-label').first()).toHaveText(/^CPU [\d.]+ \/ [\d.]+ cores$/);
+  await expect(first.locator('.bar-label').nth(1)).toHaveText(/^Memory [\d.]+ [KMGTP]?i?B \/ [\d.]+ [KMGTP]?i?B$/);
   await page.screenshot({ path: join(shots, 'console-overview.png'), fullPage: true });
 });
 
@@ -73,6 +75,15 @@ test("the instance page shows the nginx sample's placement and its policies", as
   await expect(nginx.locator('.placement[data-cluster="member1"]')).toContainText('ready 1/1', { timeout: 30_000 });
   await expect(nginx).toContainText('PropagationPolicy default/nginx-propagation');
   await expect(page.locator('#clusters tbody tr')).toHaveCount(3);
+  // Overrides per cluster, read from the Works on request.
+  await nginx.locator('td.overrides button', { hasText: 'Show' }).click();
+  await expect(nginx.locator('.override[data-cluster="member2"]')).toContainText('/metadata/labels/env');
+  await expect(nginx.locator('.override[data-cluster="member1"]')).toContainText('+ /metadata/annotations/env: skoala-stage');
+  await expect(nginx.locator('.override[data-cluster="member1"]')).toContainText('OverridePolicy/nginx-op');
+  // Karmada's events, read through the instance proxy with the caller's token.
+  const scheduled = page.locator('#events tr[data-reason="ScheduleBindingSucceed"]');
+  await expect(scheduled.filter({ hasText: 'Deployment default/nginx' }).first()).toContainText('member1:1, member2:1');
+  await expect(page.locator('#events tr[data-reason="ApplyPolicySucceed"]').first()).toBeVisible();
   await page.screenshot({ path: join(shots, 'console-instance.png'), fullPage: true });
 
   // The policy as YAML, then a new policy the server refuses, with the field named.
@@ -149,6 +160,34 @@ test('the viewer sees only its instance and no admin actions', async ({ page }) 
   await page.goto(`${endpoints.http}/ui/#/instances/${viewerInstance}`);
   await expect(page.locator('#clusters tbody tr').first()).toBeVisible();
   await expect(page.locator('#clusters button', { hasText: 'Cordon' })).toHaveCount(0);
+  // The chaos report covers every instance: no link, and the API refuses.
+  await expect(page.locator('header a[href="#/chaos"]')).toHaveCount(0);
+  await page.goto(`${endpoints.http}/ui/#/chaos`);
+  await expect(page.locator('#chaos-missing')).toContainText('may not read the chaos report');
+});
+
+test('the chaos page shows the latest report with its goals and picture', async ({ page }) => {
+  await signIn(page, endpoints.tokens.admin);
+  await page.click('header a[href="#/chaos"]');
+  const dir = join(stateDir, 'chaos');
+  rmSync(dir, { recursive: true, force: true });
+  await page.locator('#page button', { hasText: 'Reload' }).click();
+  await expect(page.locator('#chaos-missing')).toContainText('no chaos report yet');
+  // A report as `kairship chaos run --state-dir DIR/chaos` leaves it (the committed one).
+  mkdirSync(dir, { recursive: true });
+  const docs = join(import.meta.dirname, '..', '..', 'docs');
+  copyFileSync(join(docs, 'chaos-report.json'), join(dir, 'report.json'));
+  copyFileSync(join(docs, 'chaos-report.svg'), join(dir, 'report.svg'));
+  const report = JSON.parse(readFileSync(join(dir, 'report.json'), 'utf8'));
+  await page.locator('#page button', { hasText: 'Reload' }).click();
+  await expect(page.locator('#chaos-table tbody tr')).toHaveCount(report.experiments.length);
+  const first = report.experiments[0];
+  const row = page.locator(`#chaos-table tr[data-experiment="${first.name}"]`);
+  await expect(row.locator('[data-col="result"]')).toHaveText(first.passed ? 'passed' : 'failed');
+  await expect(row.locator('.goal')).toHaveCount(first.goals.length);
+  await expect(page.locator('img.chaos-picture')).toBeVisible();
+  expect(await page.locator('img.chaos-picture').evaluate((img: HTMLImageElement) => img.naturalWidth)).toBeGreaterThan(0);
+  await page.screenshot({ path: join(shots, 'console-chaos.png'), fullPage: true });
 });
 
 test('Kairship serves the console and the OpenAPI document on its HTTPS address', async ({ request }) => {

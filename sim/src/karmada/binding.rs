@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use tracing::info;
 
 use super::detector::{self, CPP_ID, CPP_NAME, CRB_ID, PP_ID, PP_NAME, PP_NAMESPACE, RB_ID};
+use super::events;
 use super::members::upsert;
 use super::scheduler;
 use super::{skipped_namespace, Controller, CLUSTER_TEMPLATE_KINDS, TEMPLATE_KINDS};
@@ -189,6 +190,23 @@ fn claim_template(
         body.to_string().as_bytes(),
         false,
     )?;
+    let pmeta = &policy["metadata"];
+    let pname = pmeta["name"].as_str().unwrap_or_default();
+    let message = match cluster_scoped {
+        true => format!("Apply cluster policy({pname}) succeed"),
+        false => format!(
+            "Apply policy({}/{pname}) succeed",
+            pmeta["namespace"].as_str().unwrap_or_default()
+        ),
+    };
+    events::record(
+        c,
+        t,
+        false,
+        "ApplyPolicySucceed",
+        &message,
+        events::CONTROLLER_MANAGER,
+    );
     Ok(())
 }
 
@@ -361,6 +379,7 @@ fn schedule(
         .into_iter()
         .filter(|x| x["type"] != "Scheduled")
         .collect();
+    let failure = cond["message"].as_str().unwrap_or_default().to_string();
     conditions.push(cond);
     let status = json!({"status": {"schedulerObservedGeneration": generation, "conditions": conditions,
         "lastScheduledTime": now_rfc3339()}});
@@ -373,5 +392,27 @@ fn schedule(
         true,
     )?;
     info!(binding = %name, namespace = ns.unwrap_or_default(), clusters = %body["spec"]["clusters"], scheduled = ok, "binding scheduled");
+    let (reason, message) = match ok {
+        true => (
+            "ScheduleBindingSucceed",
+            format!(
+                "Binding has been scheduled successfully. Result: {{{}}}",
+                events::targets(&body["spec"]["clusters"])
+            ),
+        ),
+        false => ("ScheduleBindingFailed", failure),
+    };
+    events::record(c, &b, !ok, reason, &message, events::SCHEDULER);
+    if ok {
+        // Karmada tells the resource template too.
+        events::record(
+            c,
+            &b["spec"]["resource"],
+            false,
+            reason,
+            &message,
+            events::SCHEDULER,
+        );
+    }
     Ok(())
 }

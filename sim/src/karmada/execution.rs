@@ -10,6 +10,7 @@ use tracing::{info, warn};
 
 use super::binding::condition;
 use super::detector::{CPP_ID, CRB_ID, PP_ID, RB_ID};
+use super::events;
 use super::members::{def_for, upsert};
 use super::{overrides, Controller};
 use crate::patch::PatchKind;
@@ -195,6 +196,7 @@ pub fn run(c: &Controller) -> ApiResult<()> {
         let cluster_ops = overrides::applicable(&cops, template);
         let ns_ops = overrides::applicable(&ops, template);
         let wname = work_name(tns, name, kind);
+        let mut synced = false;
         for target in b["spec"]["clusters"].as_array().into_iter().flatten() {
             let Some(cname) = target["name"].as_str() else {
                 continue;
@@ -238,8 +240,26 @@ pub fn run(c: &Controller) -> ApiResult<()> {
             }
             if upsert(c.store(), &work_def, work)? {
                 info!(work = %wname, cluster = cname, binding = %rb.name, "work synced");
+                synced = true;
             }
             wanted.insert(key);
+        }
+        if synced {
+            let kind = b["kind"].as_str().unwrap_or("ResourceBinding");
+            let message = match &rb.namespace {
+                Some(ns) => format!("Sync work of {kind}({ns}/{}) successful.", rb.name),
+                None => format!("Sync work of {kind}({}) successful.", rb.name),
+            };
+            for about in [&b, template] {
+                events::record(
+                    c,
+                    about,
+                    false,
+                    "SyncWorkSucceed",
+                    &message,
+                    events::CONTROLLER_MANAGER,
+                );
+            }
         }
     }
     for (ns, name) in existing.keys().filter(|k| !wanted.contains(*k)) {

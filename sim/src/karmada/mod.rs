@@ -9,6 +9,7 @@
 
 pub mod binding;
 pub mod detector;
+pub mod events;
 pub mod execution;
 pub mod failover;
 pub mod members;

@@ -276,6 +276,11 @@ async fn client_from(
     let endpoint = config.cluster_url.to_string();
     let client = super::client::build(&config)
         .map_err(|e| ConnectError::Failed(format!("building client for {endpoint}: {e}")))?;
+    // One request before the caches start their watches all at once: until a connection
+    // has negotiated HTTP/2, the pool cannot know it may share one, and each concurrent
+    // request would open its own (about four sockets per instance instead of one).
+    // Best effort: an unreachable instance is reported by the probes, not here.
+    let _ = tokio::time::timeout(ctx.settings.probe_timeout, client.apiserver_version()).await;
     Ok(Connected {
         client,
         endpoint,

@@ -1,6 +1,7 @@
 //! The tonic server: every service, server reflection (v1 and v1alpha) and
 //! `grpc.health.v1`, on one address.
 
+mod access;
 mod cluster;
 mod instance;
 mod policy;
@@ -63,6 +64,9 @@ pub async fn serve(
         .set_serving::<proto::policy_service_server::PolicyServiceServer<policy::Policies>>()
         .await;
     health_reporter.set_serving::<proto::supervisor_service_server::SupervisorServiceServer<supervisor::Supervisor>>().await;
+    health_reporter
+        .set_serving::<proto::access_service_server::AccessServiceServer<access::Access>>()
+        .await;
     // Without TCP_NODELAY a small unary answer written in pieces waits on the client's
     // delayed ACK (~40 ms per call); tonic sets it only on listeners it binds itself.
     let incoming = tonic::transport::server::TcpIncoming::from(listener)
@@ -88,9 +92,12 @@ pub async fn serve(
         ))
         .add_service(
             proto::supervisor_service_server::SupervisorServiceServer::new(supervisor::Supervisor(
-                router,
+                router.clone(),
             )),
         )
+        .add_service(proto::access_service_server::AccessServiceServer::new(
+            access::Access(router),
+        ))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await?;
     Ok(())

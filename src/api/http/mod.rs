@@ -4,6 +4,7 @@
 
 mod cache_read;
 mod cache_watch;
+mod chaos_report;
 mod console;
 pub mod proxy;
 mod proxy_access;
@@ -62,9 +63,22 @@ pub fn probes(router: Router) -> HttpRouter {
         )
 }
 
-pub fn app(router: Router, rest: Arc<Rest>) -> HttpRouter {
+/// The HTTPS app; `chaos_reports` is where `kairship chaos run` writes its report, if any.
+pub fn app(
+    router: Router,
+    rest: Arc<Rest>,
+    chaos_reports: Option<std::path::PathBuf>,
+) -> HttpRouter {
     let metrics = router.metrics.clone();
+    let reports = chaos_report::Reports {
+        router: router.clone(),
+        dir: chaos_reports,
+    };
     HttpRouter::new()
+        .route(
+            &format!("{API_PREFIX}{}", chaos_report::PATH),
+            get(chaos_report::file).with_state(reports),
+        )
         .route(console::PREFIX, get(console::redirect))
         .route(&format!("{}/", console::PREFIX), get(console::index))
         .route(

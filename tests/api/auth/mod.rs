@@ -23,6 +23,7 @@ use crate::common::eventually;
 use crate::rest::{call, P};
 use crate::server::Api as KairshipApi;
 
+mod access;
 mod oidc;
 mod webhook;
 
