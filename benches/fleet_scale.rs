@@ -3,7 +3,8 @@
 //! fleet size it prints the time until every instance is Running, Kairship's resident
 //! memory (and per instance), its open sockets, and its CPU while idle for a minute after
 //! settling. Figures only; nothing about speed is asserted.
-//! Run: `cargo bench --bench fleet_scale` (SIZES=100,250 and IDLE_SECS=n to change).
+//! Run: `cargo bench --bench fleet_scale` (SIZES=100,250, IDLE_SECS=n and
+//! CLUSTER_TICK_SECS=n, members' status changing every n s, to change).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -101,7 +102,7 @@ struct Figures {
     idle_cpu: f64,
 }
 
-async fn measure(n: usize, idle: Duration) -> Figures {
+async fn measure(n: usize, idle: Duration, tick: u64) -> Figures {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim_dir: PathBuf = dir.path().join("sim");
     let _sim = kairship(
@@ -114,7 +115,7 @@ async fn measure(n: usize, idle: Duration) -> Figures {
             "--clusters",
             &CLUSTERS.to_string(),
             "--cluster-tick-secs",
-            "10",
+            &tick.to_string(),
         ],
         &dir.path().join("sim.log"),
     );
@@ -149,6 +150,8 @@ async fn measure(n: usize, idle: Duration) -> Figures {
             "--insecure-disable-auth",
             "--leader-elect-namespace",
             "kairship-system",
+            "--probes-addr",
+            "127.0.0.1:0",
         ],
         &dir.path().join("run.log"),
     );
@@ -195,15 +198,24 @@ async fn main() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(60),
     );
+    // 0: the members hold still, an idle fleet; n: every member's load changes every n s.
+    let tick: u64 = std::env::var("CLUSTER_TICK_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let changes = match tick {
+        0 => "members holding still".to_string(),
+        t => format!("every member's status changing every {t} s"),
+    };
     println!(
-        "kairship run (controller-manager role) against kairship sim, {CLUSTERS} member clusters per instance, each in its own process; idle CPU over {idle:?}"
+        "kairship run (controller-manager role) against kairship sim, {CLUSTERS} member clusters per instance, each in its own process; CPU over {idle:?} after settling, {changes}"
     );
     println!(
         "{:>9} {:>12} {:>10} {:>14} {:>8} {:>16}",
         "INSTANCES", "ALL RUNNING", "RSS MiB", "KiB/INSTANCE", "SOCKETS", "IDLE CPU (core)"
     );
     for n in sizes {
-        let f = measure(n, idle).await;
+        let f = measure(n, idle, tick).await;
         println!(
             "{:>9} {:>11.1}s {:>10.1} {:>14.0} {:>8} {:>15.1}%",
             f.n,

@@ -71,6 +71,9 @@ pub struct Metrics {
     restarts: Family<InstanceLabels, Gauge>,
     watch_restarts: Family<InstanceLabels, Gauge>,
     leader: Family<LeaderLabels, Gauge>,
+    status_writes: Counter,
+    /// The tree's count at the last scrape: the counter grows by the difference.
+    status_writes_seen: std::sync::atomic::AtomicU64,
     requests: Family<RequestLabels, Counter>,
     latency: Family<DurationLabels, Histogram>,
 }
@@ -134,6 +137,12 @@ impl Metrics {
             "1 when this replica holds the lease",
             leader.clone(),
         );
+        let status_writes = Counter::default();
+        registry.register(
+            "kairship_instance_status_writes",
+            "Instance status writes the host accepted from this replica (only its leader writes)",
+            status_writes.clone(),
+        );
         registry.register(
             "kairship_api_requests",
             "API requests by surface, method and status code",
@@ -153,6 +162,8 @@ impl Metrics {
             restarts,
             watch_restarts,
             leader,
+            status_writes,
+            status_writes_seen: Default::default(),
             requests,
             latency,
         })
@@ -247,6 +258,14 @@ impl Metrics {
                 name: "kairship-controller-manager".into(),
             })
             .set(i64::from(tree.leadership().is_leader()));
+        let writes = tree
+            .counters()
+            .status_writes
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let seen = self
+            .status_writes_seen
+            .swap(writes, std::sync::atomic::Ordering::Relaxed);
+        self.status_writes.inc_by(writes.saturating_sub(seen));
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             tracing::warn!("encoding metrics failed");

@@ -74,6 +74,10 @@ impl ClusterSim {
         }
         let ticker = sim.clone();
         let task = tokio::spawn(async move {
+            // Zero holds every cluster still (an idle fleet).
+            if tick.is_zero() {
+                return std::future::pending().await;
+            }
             let mut interval = tokio::time::interval(tick);
             interval.tick().await;
             loop {

@@ -44,6 +44,9 @@ impl Injector {
         if e.fault.in_process() && self.tree.is_none() {
             return Some("needs the fleet in this process (run without --endpoints)".into());
         }
+        if matches!(e.fault, Fault::Leader { .. }) {
+            return None;
+        }
         if !e.fault.in_process() && self.sim_admin.is_none() {
             return Some("needs the simulator's fault API (sim_admin in endpoints.json)".into());
         }
@@ -154,6 +157,7 @@ impl Injector {
                 }));
             }
             Fault::Burst { factor } => load.start_burst(&victim, *factor),
+            Fault::Leader { .. } => return Err("leader faults are run by chaos::leader".into()),
         }
         Ok(Active { repeat })
     }
@@ -184,7 +188,7 @@ impl Injector {
                     .await
                     .map_err(|e| e.to_string())
             }
-            Fault::ManagerCrash { .. } => Ok(()),
+            Fault::ManagerCrash { .. } | Fault::Leader { .. } => Ok(()),
             Fault::Burst { .. } => {
                 load.end_burst();
                 Ok(())

@@ -120,6 +120,9 @@ pub async fn run_one(
     profile: Profile,
     run_id: &str,
 ) -> ExperimentReport {
+    if let super::spec::Fault::Leader { signal } = &e.fault {
+        return super::leader::run(e, *signal, profile, run_id).await;
+    }
     let timing = profile.timing();
     let mut report = ExperimentReport {
         name: e.name.clone(),

@@ -59,6 +59,18 @@ pub enum Fault {
     },
     /// The victim gets `factor` times the normal request rate.
     Burst { factor: u32 },
+    /// The leading replica of two is killed or frozen (see `chaos::leader`); it brings
+    /// its own host and replicas, so it needs neither a victim nor the fleet.
+    Leader { signal: LeaderSignal },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LeaderSignal {
+    /// SIGKILL: the process is gone.
+    Kill,
+    /// SIGSTOP, then SIGCONT once the other replica leads: it must not write again.
+    Stop,
 }
 
 fn default_repeat() -> u64 {
@@ -90,7 +102,10 @@ impl Fault {
     }
 
     pub fn needs_victim(&self) -> bool {
-        !matches!(self, Fault::Host { .. } | Fault::ManagerCrash { .. })
+        !matches!(
+            self,
+            Fault::Host { .. } | Fault::ManagerCrash { .. } | Fault::Leader { .. }
+        )
     }
 }
 

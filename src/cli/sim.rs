@@ -30,7 +30,7 @@ pub struct SimArgs {
     /// Member clusters per instance.
     #[arg(long, default_value_t = 3)]
     pub clusters: usize,
-    /// Seconds between member-cluster status changes.
+    /// Seconds between member-cluster status changes (their load drifts); 0 holds them still.
     #[arg(long, default_value_t = 5)]
     pub cluster_tick_secs: u64,
     /// Seconds between watch bookmarks.
@@ -165,7 +165,7 @@ async fn serve(args: &SimArgs) -> Result<(), Error> {
     let mut config = FleetConfig {
         instances: args.instances,
         clusters: args.clusters,
-        cluster_tick: Duration::from_secs(args.cluster_tick_secs.max(1)),
+        cluster_tick: Duration::from_secs(args.cluster_tick_secs),
         state_dir: Some(args.state_dir.clone()),
         admin_port: args.admin_port,
         ..FleetConfig::default()

@@ -95,6 +95,8 @@ impl Replica {
                 "2",
                 "--leader-elect-retry-period-secs",
                 "1",
+                "--probes-addr",
+                "127.0.0.1:0",
             ])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
