@@ -5,7 +5,8 @@
 use axum::body::Body;
 use http::{Method, Request, Response, StatusCode};
 
-use super::{json_response, list_response, ApiServer, Query};
+use super::resource::{list_response, Query};
+use super::{json_response, ApiServer};
 use kairship_wire::routes::{self, Route};
 use kairship_wire::status::{ApiError, ApiResult};
 

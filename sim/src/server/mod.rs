@@ -3,6 +3,8 @@
 
 mod cluster_proxy;
 mod discovery;
+mod resource;
+use resource::Query;
 pub mod scale;
 pub mod table;
 pub mod watch;
@@ -13,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use http::{header, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -23,12 +25,10 @@ use tokio::sync::watch as tokio_watch;
 use tracing::{debug, warn, Instrument};
 
 use crate::faults::{FaultState, Injection};
-use crate::patch::PatchKind;
 use crate::rbac::{self, Identity};
-use crate::resources::{Flavor, ResourceDef};
-use crate::store::{Filter, Preconditions, Store, StoreConfig, WatchFrom};
+use crate::resources::Flavor;
+use crate::store::{Store, StoreConfig};
 use kairship_wire::routes::{self, ResourcePath, Route};
-use kairship_wire::selectors::{FieldSelector, LabelSelector};
 use kairship_wire::status::{ApiError, ApiResult};
 use kairship_wire::tls::ServingCert;
 
@@ -356,232 +356,6 @@ impl ApiServer {
         }
     }
 
-    async fn resource(
-        &self,
-        req: Request<Body>,
-        rp: ResourcePath,
-        user: &str,
-        who: &Identity,
-    ) -> ApiResult<Response<Body>> {
-        let def = self
-            .store
-            .lookup(&rp.group, &rp.version, &rp.plural)
-            .ok_or_else(|| ApiError::path_not_found(req.uri().path()))?;
-        if rp.namespace.is_some() && !def.namespaced {
-            return Err(ApiError::path_not_found(req.uri().path()));
-        }
-        let status_sub = match rp.subresource.as_deref() {
-            None => false,
-            Some("status") if def.status_subresource => true,
-            Some("scale") if scale::served(&def) => return self.scale(req, &def, &rp, user).await,
-            Some(_) => return Err(ApiError::path_not_found(req.uri().path())),
-        };
-        let q = Query::parse(req.uri().query().unwrap_or(""))?;
-        self.record(user, req.method(), &rp, q.flag("watch") || rp.watch_prefix);
-        let api_version = def.api_version(&rp.version);
-        let ns = rp.namespace.as_deref();
-        let accept = req
-            .headers()
-            .get(header::ACCEPT)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
-        let as_table = table::wanted(&accept);
-        let method = req.method().clone();
-        let content_type = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
-        let render = |o: &crate::store::StoredObject, code: StatusCode| -> Response<Body> {
-            if as_table && method == Method::GET {
-                let t = table::table(
-                    &def,
-                    &[o],
-                    true,
-                    json!({"resourceVersion": o.rv.to_string()}),
-                );
-                return json_response(code, &t);
-            }
-            bytes_response(code, o.render(&api_version))
-        };
-        match (req.method().clone(), rp.name.as_deref()) {
-            (Method::POST, None) if def.group == "authorization.k8s.io" => {
-                let body = self.read_json(req).await?;
-                let self_review = def.plural == "selfsubjectaccessreviews";
-                let answer = rbac::review(&self.store, who, body, self_review)?;
-                Ok(json_response(StatusCode::CREATED, &answer))
-            }
-            (Method::GET, Some(name)) => {
-                Ok(render(&*self.store.get(&def, ns, name)?, StatusCode::OK))
-            }
-            (Method::GET, None) => {
-                let filter = q.filter(ns)?;
-                if q.flag("watch") || rp.watch_prefix {
-                    return self.watch(def, filter, &q, api_version, as_table);
-                }
-                self.list(&def, &filter, &q, &api_version, as_table)
-            }
-            (Method::POST, None) => {
-                let body = self.read_json(req).await?;
-                let created = if q.dry_run() {
-                    dry_object(body)
-                } else {
-                    self.store.create(&def, ns, body)?
-                };
-                Ok(bytes_response(
-                    StatusCode::CREATED,
-                    created.render(&api_version),
-                ))
-            }
-            (Method::PUT, Some(name)) => {
-                let body = self.read_json(req).await?;
-                Ok(render(
-                    &*self.store.update(&def, ns, name, body, status_sub)?,
-                    StatusCode::OK,
-                ))
-            }
-            (Method::PATCH, Some(name)) => {
-                let kind = PatchKind::from_content_type(&content_type)?;
-                let body = self.read_body(req).await?;
-                Ok(render(
-                    &*self.store.patch(&def, ns, name, kind, &body, status_sub)?,
-                    StatusCode::OK,
-                ))
-            }
-            (Method::DELETE, Some(name)) => {
-                let body = self.read_body(req).await?;
-                let pre = preconditions(&body)?;
-                Ok(render(
-                    &*self.store.delete(&def, ns, name, pre)?,
-                    StatusCode::OK,
-                ))
-            }
-            (Method::DELETE, None) => {
-                let gone = self.store.delete_collection(&def, &q.filter(ns)?)?;
-                let rv = self.store.current_rv();
-                Ok(list_response(
-                    &def,
-                    &api_version,
-                    gone.iter().map(|o| &**o),
-                    rv,
-                    None,
-                    None,
-                ))
-            }
-            (m, _) => Err(ApiError::method_not_allowed(m.as_str())),
-        }
-    }
-
-    fn list(
-        &self,
-        def: &Arc<ResourceDef>,
-        filter: &Filter,
-        q: &Query,
-        api_version: &str,
-        as_table: bool,
-    ) -> ApiResult<Response<Body>> {
-        if let Some(rv) = q
-            .get("resourceVersion")
-            .filter(|r| !r.is_empty() && *r != "0")
-        {
-            let want: u64 = rv
-                .parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}")))?;
-            let current = self.store.current_rv();
-            if want > current {
-                return Err(ApiError::timeout(format!(
-                    "Too large resource version: {want}, current: {current}"
-                )));
-            }
-            if q.get("resourceVersionMatch") == Some("Exact") && want != current {
-                return Err(ApiError::gone(format!(
-                    "resource version {want} is not retained for exact reads"
-                )));
-            }
-        }
-        let limit = q
-            .get("limit")
-            .map(|l| {
-                l.parse::<usize>()
-                    .map_err(|_| ApiError::bad_request(format!("invalid limit {l:?}")))
-            })
-            .transpose()?;
-        let page = self.store.list(def, filter, limit, q.get("continue"))?;
-        if as_table {
-            let objs: Vec<&crate::store::StoredObject> = page.items.iter().map(|o| &**o).collect();
-            let mut meta = json!({"resourceVersion": page.rv.to_string()});
-            if let Some(c) = &page.continue_token {
-                meta["continue"] = c.clone().into();
-            }
-            return Ok(json_response(
-                StatusCode::OK,
-                &table::table(def, &objs, true, meta),
-            ));
-        }
-        Ok(list_response(
-            def,
-            api_version,
-            page.items.iter().map(|o| &**o),
-            page.rv,
-            page.continue_token,
-            page.remaining,
-        ))
-    }
-
-    fn watch(
-        &self,
-        def: Arc<ResourceDef>,
-        filter: Filter,
-        q: &Query,
-        api_version: String,
-        as_table: bool,
-    ) -> ApiResult<Response<Body>> {
-        let send_initial = q.flag("sendInitialEvents");
-        let from =
-            match q
-                .get("resourceVersion")
-                .filter(|r| !r.is_empty() && *r != "0")
-            {
-                _ if send_initial => WatchFrom::Current,
-                Some(rv) => WatchFrom::Version(rv.parse().map_err(|_| {
-                    ApiError::bad_request(format!("invalid resourceVersion {rv:?}"))
-                })?),
-                None => WatchFrom::Current,
-            };
-        let timeout = match q.get("timeoutSeconds") {
-            Some(t) => Duration::from_secs(
-                t.parse()
-                    .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds {t:?}")))?,
-            ),
-            None => self.config.default_watch_timeout,
-        };
-        let start = match self.store.watch(&def, &filter, from) {
-            Ok(s) => s,
-            // kube-apiserver answers a too-old version inside the stream, so clients relist.
-            Err(e) if e.code == 410 => {
-                return Ok(stream_response(Body::from(watch::error_line(&e))))
-            }
-            Err(e) => return Err(e),
-        };
-        let opts = watch::WatchOptions {
-            api_version,
-            bookmarks: q.flag("allowWatchBookmarks"),
-            bookmark_interval: self.config.bookmark_interval,
-            timeout,
-            as_table,
-            initial_events_end: send_initial,
-        };
-        Ok(stream_response(Body::from_stream(watch::stream(
-            def,
-            filter,
-            start,
-            opts,
-            &self.faults,
-        ))))
-    }
-
     async fn read_body(&self, req: Request<Body>) -> ApiResult<Bytes> {
         let limit = self.config.max_body_bytes;
         let limited = http_body_util::Limited::new(req.into_body(), limit);
@@ -605,28 +379,6 @@ impl ApiServer {
     }
 }
 
-fn dry_object(v: Value) -> crate::store::Obj {
-    let json = Bytes::from(v.to_string());
-    Arc::new(crate::store::StoredObject {
-        value: v,
-        json,
-        rv: 0,
-    })
-}
-
-fn preconditions(body: &[u8]) -> ApiResult<Preconditions> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Preconditions::default());
-    }
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?;
-    let p = &v["preconditions"];
-    Ok(Preconditions {
-        uid: p["uid"].as_str().map(String::from),
-        resource_version: p["resourceVersion"].as_str().map(String::from),
-    })
-}
-
 /// kube-apiserver's conversion of a boolean query parameter: `0` and `false` (any case)
 /// are false, anything else that is present, even empty, is true.
 pub fn query_bool(v: Option<&str>) -> bool {
@@ -634,70 +386,6 @@ pub fn query_bool(v: Option<&str>) -> bool {
         None | Some("0") => false,
         Some(v) => !v.eq_ignore_ascii_case("false"),
     }
-}
-
-/// Query parameters of a request.
-struct Query(HashMap<String, String>);
-
-impl Query {
-    fn parse(q: &str) -> ApiResult<Self> {
-        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(q)
-            .map_err(|e| ApiError::bad_request(format!("invalid query string: {e}")))?;
-        Ok(Self(pairs.into_iter().collect()))
-    }
-
-    fn get(&self, k: &str) -> Option<&str> {
-        self.0.get(k).map(String::as_str)
-    }
-
-    /// A boolean parameter as kube-apiserver converts query strings (see [`query_bool`]).
-    fn flag(&self, k: &str) -> bool {
-        query_bool(self.get(k))
-    }
-
-    fn dry_run(&self) -> bool {
-        self.get("dryRun") == Some("All")
-    }
-
-    fn filter(&self, ns: Option<&str>) -> ApiResult<Filter> {
-        Ok(Filter {
-            namespace: ns.map(String::from),
-            labels: LabelSelector::parse(self.get("labelSelector").unwrap_or(""))?,
-            fields: FieldSelector::parse(self.get("fieldSelector").unwrap_or(""))?,
-        })
-    }
-}
-
-fn list_response<'a>(
-    def: &ResourceDef,
-    api_version: &str,
-    items: impl Iterator<Item = &'a crate::store::StoredObject>,
-    rv: u64,
-    cont: Option<String>,
-    remaining: Option<u64>,
-) -> Response<Body> {
-    let mut meta = json!({"resourceVersion": rv.to_string()});
-    if let Some(c) = cont {
-        meta["continue"] = c.into();
-    }
-    if let Some(r) = remaining {
-        meta["remainingItemCount"] = r.into();
-    }
-    let head =
-        json!({"kind": format!("{}List", def.kind), "apiVersion": api_version, "metadata": meta})
-            .to_string();
-    let mut buf = BytesMut::with_capacity(4096);
-    // `{...head fields..., "items": [...]}`: the head without its closing brace, then the items.
-    buf.put_slice(&head.as_bytes()[..head.len() - 1]);
-    buf.put_slice(b",\"items\":[");
-    for (i, o) in items.enumerate() {
-        if i > 0 {
-            buf.put_u8(b',');
-        }
-        buf.put_slice(&o.render(api_version));
-    }
-    buf.put_slice(b"]}");
-    bytes_response(StatusCode::OK, buf.freeze())
 }
 
 fn bytes_response(code: StatusCode, body: Bytes) -> Response<Body> {

@@ -216,7 +216,7 @@ impl Caches {
     }
 
     pub fn count(&self, kind: Kind) -> usize {
-        self.stores.get(&kind).map_or(0, |s| s.state().len())
+        self.stores.get(&kind).map_or(0, |s| s.len())
     }
 
     /// Resolves once every store has completed its first list.

@@ -85,8 +85,9 @@ struct StatsInputs {
 }
 
 impl InstanceState {
-    fn reader(&self) -> InstanceReader {
-        let health = if self.observed.reachable == Some(false) {
+    /// Whether the API may read this instance, and why not.
+    fn health(&self) -> Result<(), String> {
+        if self.observed.reachable == Some(false) {
             Err(format!(
                 "instance {} is unreachable: {}",
                 self.name,
@@ -102,7 +103,11 @@ impl InstanceState {
             Err(format!("instance {} caches are still syncing", self.name))
         } else {
             Ok(())
-        };
+        }
+    }
+
+    fn reader(&self) -> InstanceReader {
+        let health = self.health();
         InstanceReader {
             name: self.name.clone(),
             client: self.client.clone(),
@@ -131,15 +136,14 @@ impl InstanceState {
     }
 
     /// Publishes the reader for routing when what requests see of it changed.
+    /// Runs after every message: the reader (which clones the store map) is built only
+    /// when what it publishes changed.
     fn publish(&mut self, me: &ActorRef<InstanceMsg>) {
-        let reader = self.reader();
-        let key = (
-            self.client.is_some(),
-            self.caches.is_some(),
-            reader.health.clone(),
-        );
+        let key = (self.client.is_some(), self.caches.is_some(), self.health());
         if self.published.as_ref() != Some(&key) {
-            self.ctx.routes.publish(&self.name, me.get_id(), reader);
+            self.ctx
+                .routes
+                .publish(&self.name, me.get_id(), self.reader());
             self.published = Some(key);
         }
     }
