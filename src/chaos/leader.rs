@@ -435,15 +435,16 @@ async fn measure(
     report.recovery_s = resumed.map(|d| d.as_secs_f64());
     report.series = series(&samples, ms(end));
     // As with client-go, a standby counts the lease duration from when it last *saw* the
-    // lease renewed, and it looks every retry period: takeover can come up to two retry
-    // periods after the lease would expire (lease + 2 s when the retry period is 1 s).
-    let limit = (election.lease + 2 * election.retry) as f64;
+    // lease renewed, and it looks every retry period (plus up to a fifth of it as jitter):
+    // takeover can come two such periods after the lease would expire; 0.5 s more for
+    // the runner's 200 ms sampling and process scheduling.
+    let limit = election.lease as f64 + 2.4 * election.retry as f64 + 0.5;
     let secs =
         |d: Option<Duration>| d.map_or("never".into(), |d| format!("{:.1} s", d.as_secs_f64()));
     let mut goals = vec![
         Goal {
             name: format!("{new} took over"),
-            target: format!("<= {limit:.0} s (lease + 2 retry periods)"),
+            target: format!("<= {limit:.1} s (lease + 2 jittered retries)"),
             actual: secs(failover),
             ok: failover.is_some_and(|d| d.as_secs_f64() <= limit),
         },
@@ -451,7 +452,7 @@ async fn measure(
         // fence) and go out again on the next tick, 2 s later.
         Goal {
             name: "status writes resumed".into(),
-            target: format!("<= {:.0} s (takeover + 2 ticks)", limit + 4.0),
+            target: format!("<= {:.1} s (takeover + 2 ticks)", limit + 4.0),
             actual: secs(resumed),
             ok: resumed.is_some_and(|d| d.as_secs_f64() <= limit + 4.0),
         },
