@@ -461,10 +461,16 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
     let started = Instant::now();
     let mut last = usize::MAX;
     loop {
-        let list = instances
-            .list(&ListParams::default())
-            .await
-            .map_err(kube_err("listing instances"))?;
+        // A loaded host may fail one call; the wait is bounded below, not by one error.
+        let list = match instances.list(&ListParams::default()).await {
+            Ok(list) => list,
+            Err(e) if started.elapsed() <= Duration::from_secs(120) => {
+                println!("      listing instances failed ({e}); retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+            Err(e) => return Err(kube_err("listing instances")(e)),
+        };
         let ready = list
             .items
             .iter()

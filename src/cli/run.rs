@@ -165,9 +165,11 @@ pub async fn host_client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, E
             .await
             .map_err(|e| Error::Usage(format!("no host cluster: pass --kubeconfig ({e})")))?,
     };
-    // HTTP/2 like the instance clients: over HTTP/1.1 every concurrent status write took a
-    // connection of its own, and 1,000 instances kept ~4,800 sockets open to the host.
-    crate::actors::instance::client::build(&config)
+    // kube's HTTP/1.1 client, not the instances' HTTP/2 one: on one HTTP/2 connection the
+    // Lease renewal queued behind 1,000 actors' status writes at start and the leader lost
+    // its lease, and one missed keepalive ping failed every request at once (kairship
+    // demo --instances 1000). The cost: a pooled connection per concurrent host call.
+    kube::Client::try_from(config)
         .map_err(|e| Error::Usage(format!("building the host client: {e}")))
 }
 
