@@ -60,6 +60,19 @@ struct Stats {
     per_sec: f64,
 }
 
+impl Stats {
+    /// From the latencies of requests made one after another over `total`.
+    fn of(mut v: Vec<Duration>, total: Duration) -> Self {
+        v.sort();
+        let at = |p: f64| v[((v.len() as f64 - 1.0) * p).round() as usize];
+        Stats {
+            p50: at(0.5),
+            p99: at(0.99),
+            per_sec: v.len() as f64 / total.as_secs_f64(),
+        }
+    }
+}
+
 async fn measure(c: &kube::Client, path: &str, pass_through: bool, n: usize) -> Stats {
     measure_as(c, path, pass_through, n, "application/json").await
 }
@@ -76,14 +89,7 @@ async fn measure_as(
     for _ in 0..n {
         v.push(get_as(c, path, pass_through, accept).await);
     }
-    let total = start.elapsed();
-    v.sort();
-    let at = |p: f64| v[((v.len() as f64 - 1.0) * p).round() as usize];
-    Stats {
-        p50: at(0.5),
-        p99: at(0.99),
-        per_sec: n as f64 / total.as_secs_f64(),
-    }
+    Stats::of(v, start.elapsed())
 }
 
 /// Time to the response headers of a request whose body is not awaited (a watch).
@@ -104,14 +110,7 @@ async fn measure_start(c: &kube::Client, path: &str, pass_through: bool, n: usiz
         assert!(resp.status().is_success(), "{}", resp.status());
         drop(resp);
     }
-    let total = start.elapsed();
-    v.sort();
-    let at = |p: f64| v[((v.len() as f64 - 1.0) * p).round() as usize];
-    Stats {
-        p50: at(0.5),
-        p99: at(0.99),
-        per_sec: n as f64 / total.as_secs_f64(),
-    }
+    Stats::of(v, start.elapsed())
 }
 
 fn row(what: &str, s: &Stats) {

@@ -11,8 +11,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kairship::bootstrap;
-use kairship::crd::{Instance, Phase};
-use kube::api::{Api, ListParams};
 
 const CLUSTERS: usize = 5;
 
@@ -72,18 +70,6 @@ async fn host_client(dir: &Path) -> kube::Client {
         .await
         .expect("host config");
     kube::Client::try_from(config).expect("host client")
-}
-
-async fn running(api: &Api<Instance>) -> usize {
-    api.list(&ListParams::default())
-        .await
-        .map(|l| {
-            l.items
-                .iter()
-                .filter(|i| i.status.as_ref().is_some_and(|s| s.phase == Phase::Running))
-                .count()
-        })
-        .unwrap_or(0)
 }
 
 async fn wait_for(path: &Path, what: &str, limit: Duration) {
@@ -159,9 +145,13 @@ async fn measure(n: usize, idle: Duration, tick: u64) -> Figures {
         ],
         &dir.path().join("run.log"),
     );
-    let api: Api<Instance> = Api::all(host);
     loop {
-        if running(&api).await == n {
+        if bootstrap::running_instances(&host)
+            .await
+            .map(|c| c.0)
+            .unwrap_or(0)
+            == n
+        {
             break;
         }
         assert!(

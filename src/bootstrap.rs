@@ -7,7 +7,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::ByteString;
 use kube::api::{Api, PostParams};
 
-use crate::crd::{ExternalSpec, Instance, InstanceMode, InstanceSpec, SecretKeyRef};
+use crate::crd::{ExternalSpec, Instance, InstanceMode, InstanceSpec, Phase, SecretKeyRef};
 
 /// Creates unless it exists already.
 async fn create_idempotent<K>(api: &Api<K>, obj: &K) -> Result<(), kube::Error>
@@ -65,6 +65,20 @@ pub async fn attach_external(
         &Instance::new(name, spec),
     )
     .await
+}
+
+/// How many Instances are Running, of how many: what the demo, the chaos runner and the
+/// benchmarks wait on.
+pub async fn running_instances(host: &kube::Client) -> Result<(usize, usize), kube::Error> {
+    let list = Api::<Instance>::all(host.clone())
+        .list(&Default::default())
+        .await?;
+    let running = list
+        .items
+        .iter()
+        .filter(|i| i.status.as_ref().is_some_and(|s| s.phase == Phase::Running))
+        .count();
+    Ok((running, list.items.len()))
 }
 
 /// `deploy/instance-rbac.yaml`: what each instance needs for identity to pass through

@@ -4,9 +4,7 @@
 use std::time::Duration;
 
 use kairship::bootstrap;
-use kairship::crd::{Instance, Phase};
 use kairship_sim::{Fleet, FleetConfig};
-use kube::api::Api;
 use serde_json::{json, Value};
 
 pub struct BenchFleet {
@@ -75,21 +73,12 @@ impl BenchFleet {
 
     /// Until `n` instances report Running.
     pub async fn wait_running(&self, n: usize) {
-        let instances: Api<Instance> = Api::all(self.host.clone());
-        loop {
-            let running = instances
-                .list(&Default::default())
-                .await
-                .map(|l| {
-                    l.items
-                        .iter()
-                        .filter(|i| i.status.as_ref().is_some_and(|s| s.phase == Phase::Running))
-                        .count()
-                })
-                .unwrap_or(0);
-            if running >= n {
-                return;
-            }
+        while kairship::bootstrap::running_instances(&self.host)
+            .await
+            .map(|c| c.0)
+            .unwrap_or(0)
+            < n
+        {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }

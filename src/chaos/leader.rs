@@ -233,23 +233,9 @@ async fn start(
         })
     };
     let replicas = [replica("a")?, replica("b")?];
-    let instances: Api<crate::crd::Instance> = Api::all(host.clone());
     let t = Instant::now();
     loop {
-        let running = instances
-            .list(&Default::default())
-            .await
-            .map(|l| {
-                l.items
-                    .iter()
-                    .filter(|i| {
-                        i.status
-                            .as_ref()
-                            .is_some_and(|s| s.phase == crate::crd::Phase::Running)
-                    })
-                    .count()
-            })
-            .unwrap_or(0);
+        let (running, _) = bootstrap::running_instances(&host).await.unwrap_or((0, 0));
         if running == INSTANCES {
             break;
         }

@@ -9,12 +9,11 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use kairship_sim::{Fleet, FleetConfig};
 use kairship_wire::kubeconfig;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{json, Value};
 
 use crate::actors::context::Settings;
-use crate::crd::{Instance, Phase};
 use crate::{bootstrap, server, Error};
 
 const NAMESPACE: &str = "kairship-system";
@@ -457,13 +456,12 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
     .map_err(|e| Error::Usage(e.to_string()))?;
 
     step(4, total, "waiting for every instance to be Running");
-    let instances: Api<Instance> = Api::all(host.clone());
     let started = Instant::now();
     let mut last = usize::MAX;
     loop {
         // A loaded host may fail one call; the wait is bounded below, not by one error.
-        let list = match instances.list(&ListParams::default()).await {
-            Ok(list) => list,
+        let (ready, total) = match bootstrap::running_instances(&host).await {
+            Ok(counts) => counts,
             Err(e) if started.elapsed() <= Duration::from_secs(120) => {
                 println!("      listing instances failed ({e}); retrying");
                 tokio::time::sleep(Duration::from_secs(1)).await;
@@ -471,16 +469,11 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
             }
             Err(e) => return Err(kube_err("listing instances")(e)),
         };
-        let ready = list
-            .items
-            .iter()
-            .filter(|i| i.status.as_ref().is_some_and(|s| s.phase == Phase::Running))
-            .count();
         if ready != last {
-            println!("      instances running: {ready}/{}", list.items.len());
+            println!("      instances running: {ready}/{total}");
             last = ready;
         }
-        if ready == list.items.len() {
+        if ready == total {
             break;
         }
         if started.elapsed() > Duration::from_secs(120) {

@@ -377,7 +377,7 @@ fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
     if let Some(caches) = &state.caches {
         if state.observed.synced {
             let inputs = stats_inputs(caches);
-            if state.stats_inputs.as_ref() != Some(&inputs) || state.observed.stats.is_none() {
+            if state.stats_inputs.as_ref() != Some(&inputs) {
                 state.observed.stats = Some(compute_stats(caches, inputs.counts));
                 state.stats_inputs = Some(inputs);
             }
