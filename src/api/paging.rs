@@ -26,7 +26,7 @@ pub fn labels_match(sel: &LabelSelector, labels: Option<&BTreeMap<String, String
     if sel.is_empty() {
         return true;
     }
-    sel.matches(&serde_json::json!({"metadata": {"labels": labels}}))
+    sel.matches_labels(|k| labels.and_then(|l| l.get(k)).map(String::as_str))
 }
 
 pub fn paginate<T>(

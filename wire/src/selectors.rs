@@ -106,7 +106,11 @@ impl LabelSelector {
     /// Whether an object's `metadata.labels` satisfy every requirement.
     pub fn matches(&self, obj: &Value) -> bool {
         let labels = obj.get("metadata").and_then(|m| m.get("labels"));
-        let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+        self.matches_labels(|k| labels.and_then(|l| l.get(k)).and_then(Value::as_str))
+    }
+
+    /// Whether labels read by `get` match, for callers holding typed objects.
+    pub fn matches_labels<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.0.iter().all(|r| match r {
             Req::Eq(k, v) => get(k) == Some(v.as_str()),
             Req::NotEq(k, v) => get(k) != Some(v.as_str()),
@@ -172,13 +176,14 @@ impl FieldSelector {
     }
 
     pub fn matches(&self, obj: &Value) -> bool {
+        let meta = obj.get("metadata");
+        self.matches_metadata(|key| meta.and_then(|m| m.get(key)).and_then(Value::as_str))
+    }
+
+    /// Whether metadata fields (`name`, `namespace`) read by `get` match.
+    pub fn matches_metadata<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.0.iter().all(|(field, eq, value)| {
-            let key = field.trim_start_matches("metadata.");
-            let actual = obj
-                .get("metadata")
-                .and_then(|m| m.get(key))
-                .and_then(Value::as_str)
-                .unwrap_or("");
+            let actual = get(field.trim_start_matches("metadata.")).unwrap_or("");
             (actual == value) == *eq
         })
     }

@@ -1,6 +1,7 @@
 //! Server-side printing: `meta.k8s.io/v1 Table` for `kubectl get`, with the resource's
 //! printer columns evaluated from their JSONPath.
 
+use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{json, Value};
 
 use crate::resource::{PrinterColumn, ResourceDef};
@@ -175,74 +176,168 @@ pub fn columns_for(def: &ResourceDef) -> Vec<Column> {
     builtin.unwrap_or_else(|| custom_columns(&def.printer_columns))
 }
 
-fn cell(c: &Column, v: &Value) -> Value {
+/// A cell before printing: ages are printed last, since they move with the clock.
+enum Printed {
+    Plain(Value),
+    /// The timestamp a `date` column found, if it found a string.
+    Age(Option<String>),
+}
+
+impl Printed {
+    fn now(self) -> Value {
+        match self {
+            Printed::Plain(v) => v,
+            Printed::Age(t) => t.map_or(Value::Null, |t| Value::String(age(&t))),
+        }
+    }
+}
+
+fn cell(c: &Column, v: &Value) -> Printed {
     let (path, date) = match c.cell {
-        Cell::Name => return v.pointer("/metadata/name").cloned().unwrap_or(Value::Null),
-        Cell::Builtin(f) => return f(v),
+        Cell::Name => {
+            return Printed::Plain(v.pointer("/metadata/name").cloned().unwrap_or(Value::Null))
+        }
+        Cell::Builtin(f) => return Printed::Plain(f(v)),
         Cell::Path(p, d) => (p, d),
         Cell::OwnedPath => (c.path.as_str(), c.date),
     };
     let found = eval(v, path);
     let value = match found.as_slice() {
-        [] => return Value::Null,
+        [] if date => return Printed::Age(None),
+        [] => return Printed::Plain(Value::Null),
         [one] => (*one).clone(),
         many => Value::String(many.iter().map(|x| scalar(x)).collect::<Vec<_>>().join(",")),
     };
-    match (date, value.as_str()) {
-        (true, Some(t)) => Value::String(age(t)),
-        (true, None) => Value::Null,
-        // CRD columns convert as kube-apiserver's table convertor does: `string` prints
-        // the value as text (PRIORITY 0 is "0"), the others keep their JSON type.
-        _ => match c.kind.as_str() {
-            "string" if !value.is_string() => Value::String(scalar(&value)),
-            "integer" => match &value {
-                Value::Number(n) => n
-                    .as_i64()
-                    .or_else(|| n.as_f64().map(|f| f as i64))
-                    .map_or(Value::Null, Value::from),
-                Value::String(s) => s.parse::<i64>().map_or(Value::Null, Value::from),
-                _ => Value::Null,
-            },
-            "number" => match &value {
-                Value::Number(_) => value,
-                Value::String(s) => s.parse::<f64>().map_or(Value::Null, Value::from),
-                _ => Value::Null,
-            },
-            "boolean" => match &value {
-                Value::Bool(_) => value,
-                Value::String(s) => s.parse::<bool>().map_or(Value::Null, Value::from),
-                _ => Value::Null,
-            },
-            _ => value,
-        },
+    if date {
+        return Printed::Age(value.as_str().map(String::from));
     }
+    // CRD columns convert as kube-apiserver's table convertor does: `string` prints the
+    // value as text (PRIORITY 0 is "0"), the others keep their JSON type.
+    Printed::Plain(match c.kind.as_str() {
+        "string" if !value.is_string() => Value::String(scalar(&value)),
+        "integer" => match &value {
+            Value::Number(n) => n
+                .as_i64()
+                .or_else(|| n.as_f64().map(|f| f as i64))
+                .map_or(Value::Null, Value::from),
+            Value::String(s) => s.parse::<i64>().map_or(Value::Null, Value::from),
+            _ => Value::Null,
+        },
+        "number" => match &value {
+            Value::Number(_) => value,
+            Value::String(s) => s.parse::<f64>().map_or(Value::Null, Value::from),
+            _ => Value::Null,
+        },
+        "boolean" => match &value {
+            Value::Bool(_) => value,
+            Value::String(s) => s.parse::<bool>().map_or(Value::Null, Value::from),
+            _ => Value::Null,
+        },
+        _ => value,
+    })
+}
+
+fn definitions(columns: &[Column], with_columns: bool) -> Vec<Value> {
+    if !with_columns {
+        return Vec::new();
+    }
+    columns
+        .iter()
+        .map(|c| json!({"name": c.name, "type": c.kind, "format": c.format, "description": c.description, "priority": c.priority}))
+        .collect()
 }
 
 /// A `meta.k8s.io/v1` Table of `objs` with `columns`; watch events after the first leave
 /// the column definitions out.
 pub fn render(columns: &[Column], objs: &[&Value], with_columns: bool, list_meta: Value) -> Value {
-    let defs: Vec<Value> = if with_columns {
-        columns
-            .iter()
-            .map(|c| json!({"name": c.name, "type": c.kind, "format": c.format, "description": c.description, "priority": c.priority}))
-            .collect()
-    } else {
-        Vec::new()
-    };
     let rows: Vec<Value> = objs
         .iter()
         .map(|v| {
             json!({
-                "cells": columns.iter().map(|c| cell(c, v)).collect::<Vec<_>>(),
+                "cells": columns.iter().map(|c| cell(c, v).now()).collect::<Vec<_>>(),
                 "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": v.get("metadata").cloned().unwrap_or_default()},
             })
         })
         .collect();
     json!({
         "kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta,
-        "columnDefinitions": defs,
+        "columnDefinitions": definitions(columns, with_columns),
         "rows": rows,
     })
+}
+
+/// One object's Table row with everything but its ages already serialized, so a server
+/// holding many objects can keep rows per object version and write Tables by copying.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// Serialized cells; `None` where an age is printed at write time.
+    cells: Vec<Result<Bytes, Option<String>>>,
+    metadata: Bytes,
+}
+
+impl Row {
+    /// The row of `v` (a whole object) printed with `columns`.
+    pub fn new(columns: &[Column], v: &Value) -> Row {
+        let cells = columns
+            .iter()
+            .map(|c| match cell(c, v) {
+                Printed::Plain(p) => Ok(Bytes::from(p.to_string())),
+                Printed::Age(t) => Err(t),
+            })
+            .collect();
+        let metadata = v
+            .get("metadata")
+            .map_or_else(|| Bytes::from_static(b"{}"), |m| Bytes::from(m.to_string()));
+        Row { cells, metadata }
+    }
+
+    fn write(&self, out: &mut BytesMut) {
+        out.put_slice(b"{\"cells\":[");
+        for (i, c) in self.cells.iter().enumerate() {
+            if i > 0 {
+                out.put_u8(b',');
+            }
+            match c {
+                Ok(b) => out.put_slice(b),
+                Err(t) => out.put_slice(Printed::Age(t.clone()).now().to_string().as_bytes()),
+            }
+        }
+        out.put_slice(b"],\"object\":{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":");
+        out.put_slice(&self.metadata);
+        out.put_slice(b"}}");
+    }
+}
+
+/// The same Table as [`render`] gives, written from prepared rows.
+pub fn write(columns: &[Column], rows: &[&Row], with_columns: bool, list_meta: Value) -> Bytes {
+    let head = json!({
+        "kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta,
+        "columnDefinitions": definitions(columns, with_columns),
+    })
+    .to_string();
+    let size: usize = rows
+        .iter()
+        .map(|r| {
+            r.metadata.len()
+                + r.cells
+                    .iter()
+                    .map(|c| c.as_ref().map_or(8, Bytes::len) + 1)
+                    .sum::<usize>()
+                + 96
+        })
+        .sum();
+    let mut out = BytesMut::with_capacity(head.len() + size + 16);
+    // The head without its closing brace, then the rows.
+    out.put_slice(&head.as_bytes()[..head.len() - 1]);
+    out.put_slice(b",\"rows\":[");
+    for (i, r) in rows.iter().enumerate() {
+        if i > 0 {
+            out.put_u8(b',');
+        }
+        r.write(&mut out);
+    }
+    out.put_slice(b"]}");
+    out.freeze()
 }
 
 fn scalar(v: &Value) -> String {
@@ -338,6 +433,33 @@ mod tests {
             vec![&json!("Scheduled")]
         );
         assert!(eval(&v, ".spec.missing").is_empty());
+    }
+
+    #[test]
+    fn rows_written_equal_the_rendered_table() {
+        let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default", "creationTimestamp": "2020-01-01T00:00:00Z", "labels": {"app": "web"}},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                "template": {"spec": {"containers": [{"name": "web", "image": "nginx"}]}}},
+            "status": {"readyReplicas": 2}});
+        let bare = json!({"metadata": {"name": "no-date"}});
+        let crd_columns = custom_columns(&[PrinterColumn {
+            name: "Age".into(),
+            kind: "date".into(),
+            json_path: ".metadata.creationTimestamp".into(),
+            priority: 0,
+        }]);
+        let builtin = builtin_columns("apps", "Deployment").expect("deployment printer");
+        for columns in [builtin, crd_columns] {
+            let objs = [&deploy, &bare];
+            let meta = json!({"resourceVersion": "7"});
+            let rendered = render(&columns, &objs, true, meta.clone());
+            let rows: Vec<Row> = objs.iter().map(|v| Row::new(&columns, v)).collect();
+            let refs: Vec<&Row> = rows.iter().collect();
+            let written: Value =
+                serde_json::from_slice(&write(&columns, &refs, true, meta)).expect("json");
+            assert_eq!(written, rendered);
+        }
     }
 
     #[test]

@@ -237,6 +237,8 @@ impl ApiServer {
                 drop(tcp);
                 continue;
             }
+            // kube-apiserver (Go) sets TCP_NODELAY on every connection.
+            let _ = tcp.set_nodelay(true);
             let this = self.clone();
             let acceptor = acceptor.clone();
             tokio::spawn(async move {

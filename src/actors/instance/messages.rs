@@ -24,7 +24,7 @@ pub struct InstanceReader {
         kube::runtime::reflector::Store<kube::api::DynamicObject>,
     >,
     /// JSON of cached objects, reused across requests.
-    pub json: super::json_memo::JsonMemo,
+    pub json: super::memo::JsonMemo,
     /// Access decisions for reads served from the caches.
     pub access: super::access::AccessReviews,
     /// Versions written through the proxy, for read-your-writes from the cache.

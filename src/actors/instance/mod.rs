@@ -7,7 +7,7 @@ pub mod caches;
 pub mod client;
 pub mod connect;
 pub mod feed;
-pub mod json_memo;
+pub mod memo;
 pub mod messages;
 pub mod printers;
 pub mod registration;
@@ -62,7 +62,7 @@ pub struct InstanceState {
     /// without waiting for the next tick.
     on_leadership: Option<tokio::task::JoinHandle<()>>,
     /// Serialized JSON of cached objects, shared by the API's readers of this instance.
-    json: json_memo::JsonMemo,
+    json: memo::JsonMemo,
     /// Access decisions for cache-served reads, shared by the API's readers of this instance.
     access: access::AccessReviews,
     /// Versions written through the proxy, for read-your-writes from the cache.
@@ -223,7 +223,7 @@ impl Actor for InstanceActor {
             ticker: Some(ticker),
             on_leadership: Some(on_leadership),
             limiter: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS)),
-            json: json_memo::JsonMemo::default(),
+            json: memo::JsonMemo::default(),
             access: access::AccessReviews::default(),
             writes: write_marks::WriteMarks::default(),
             printers: printers::Printers::default(),

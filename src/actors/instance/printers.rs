@@ -1,26 +1,43 @@
 //! The columns kubectl's Tables have for each cached kind, so `kubectl get` is answered
 //! from the cache as the instance would print it: kube-apiserver's own printers for the
 //! built-in kinds, and for Karmada's kinds the `additionalPrinterColumns` of the CRDs the
-//! instance serves (read once per actor, on first use).
+//! instance serves (read once per actor, on first use). Rows are kept per object version.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kairship_wire::table::{builtin_columns, custom_columns, Column};
+use kairship_wire::table::{builtin_columns, custom_columns, Column, Row};
+use kube::api::DynamicObject;
 use parking_lot::Mutex;
 
 use super::caches::Kind;
+use super::memo::RowMemo;
 
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Clone, Default)]
-pub struct Printers(Arc<Mutex<BTreeMap<Kind, Arc<Vec<Column>>>>>);
+pub struct Printers {
+    columns: Arc<Mutex<BTreeMap<Kind, Arc<Vec<Column>>>>>,
+    rows: RowMemo,
+}
 
 impl Printers {
+    /// The rows of `objects` printed with `columns` (from [`Printers::columns`] of the same
+    /// kind); `live` as for the memo.
+    pub fn rows(
+        &self,
+        kind: Kind,
+        columns: &[Column],
+        objects: &[&DynamicObject],
+        live: usize,
+    ) -> Vec<Arc<Row>> {
+        self.rows.rows(kind, columns, objects, live)
+    }
+
     /// `None` when the columns cannot be known (the Table then comes from the instance).
     pub async fn columns(&self, client: &kube::Client, kind: Kind) -> Option<Arc<Vec<Column>>> {
-        if let Some(c) = self.0.lock().get(&kind) {
+        if let Some(c) = self.columns.lock().get(&kind) {
             return Some(c.clone());
         }
         let ar = kind.resource();
@@ -47,7 +64,7 @@ impl Printers {
             None => return None,
         };
         let columns = Arc::new(columns);
-        self.0.lock().insert(kind, columns.clone());
+        self.columns.lock().insert(kind, columns.clone());
         Some(columns)
     }
 }

@@ -157,12 +157,15 @@ fn from_cache(
         return Some(match (store.get(&key), columns) {
             (Some(o), Some(columns)) => {
                 let meta = json!({"resourceVersion": rv_of(&o).to_string()});
-                table_response(columns, &[&*o], meta)
+                table_response(routed, kind, columns, &[&*o], usize::MAX / 4, meta)
             }
             // One object: no eviction pass (the next LIST does that).
             (Some(o), None) => json_response(
                 StatusCode::OK,
-                routed.json.render(&[&*o], usize::MAX / 4).swap_remove(0),
+                routed
+                    .json
+                    .render(kind, &[&*o], usize::MAX / 4)
+                    .swap_remove(0),
             ),
             (None, _) => not_found(&ar.plural, &ar.group, name),
         });
@@ -245,9 +248,16 @@ fn from_cache(
     }
     let refs: Vec<&DynamicObject> = items.iter().map(|(_, o)| *o).collect();
     if let Some(columns) = columns {
-        return Some(table_response(columns, &refs, meta));
+        return Some(table_response(
+            routed,
+            kind,
+            columns,
+            &refs,
+            objects.len(),
+            meta,
+        ));
     }
-    let rendered = routed.json.render(&refs, objects.len());
+    let rendered = routed.json.render(kind, &refs, objects.len());
     let head =
         json!({"kind": format!("{}List", ar.kind), "apiVersion": ar.api_version, "metadata": meta})
             .to_string();
@@ -267,15 +277,22 @@ fn from_cache(
     Some(json_response(StatusCode::OK, body.freeze()))
 }
 
-/// A `meta.k8s.io/v1` Table of cached objects, printed with the instance's columns.
-fn table_response(columns: &[Column], objects: &[&DynamicObject], meta: Value) -> Response {
-    let values: Vec<Value> = objects
-        .iter()
-        .filter_map(|o| serde_json::to_value(o).ok())
-        .collect();
-    let refs: Vec<&Value> = values.iter().collect();
-    let table = kairship_wire::table::render(columns, &refs, true, meta);
-    json_response(StatusCode::OK, bytes::Bytes::from(table.to_string()))
+/// A `meta.k8s.io/v1` Table of cached objects, printed with the instance's columns from
+/// rows kept per object version; `live` as for the memo.
+fn table_response(
+    routed: &Routed,
+    kind: Kind,
+    columns: &[Column],
+    objects: &[&DynamicObject],
+    live: usize,
+    meta: Value,
+) -> Response {
+    let rows = routed.printers.rows(kind, columns, objects, live);
+    let refs: Vec<&kairship_wire::table::Row> = rows.iter().map(|r| &**r).collect();
+    json_response(
+        StatusCode::OK,
+        kairship_wire::table::write(columns, &refs, true, meta),
+    )
 }
 
 /// What a list or watch selects: namespace, label selector, field selector.
@@ -306,10 +323,11 @@ impl Selection {
             .as_ref()
             .is_none_or(|ns| m.namespace.as_ref() == Some(ns))
             && paging::labels_match(&self.labels, m.labels.as_ref())
-            && (self.fields.is_empty()
-                || self
-                    .fields
-                    .matches(&json!({"metadata": {"name": m.name, "namespace": m.namespace}})))
+            && self.fields.matches_metadata(|field| match field {
+                "name" => m.name.as_deref(),
+                "namespace" => m.namespace.as_deref(),
+                _ => None,
+            })
     }
 }
 

@@ -78,29 +78,31 @@ pub fn serve(
         .map_or(LONGEST, |t| Duration::from_secs(t).min(LONGEST));
     let version = feed.version();
     let json = routed.json.clone();
-    let render = move |o: &DynamicObject| json.render(&[o], usize::MAX / 4).swap_remove(0);
     let ar = kind.resource();
 
-    // What the client holds: every matching object now (sent as ADDED when starting from
-    // now; already listed by the client otherwise).
-    let mut visible = HashSet::new();
-    let mut initial = Vec::new();
-    for o in store.state() {
-        if selection.matches(&o) && (from_now || rv_of(&o) <= current) {
-            visible.insert(key(&o));
-            if from_now {
-                initial.push(line("ADDED", &render(&o)));
-            }
-        }
-    }
+    // The objects now, read before answering; what the client holds of them (sent as
+    // ADDED when starting from now, already listed otherwise) is worked out after the
+    // headers are sent, as kube-apiserver answers a watch before its first event.
+    let objects = store.state();
     let (tx, body) = mpsc::channel::<Result<Bytes, Infallible>>(64);
     let name = routed.name.clone();
     tokio::spawn(async move {
-        for l in initial {
-            if tx.send(Ok(l)).await.is_err() {
-                return;
+        let held: Vec<&DynamicObject> = objects
+            .iter()
+            .map(|o| &**o)
+            .filter(|o| selection.matches(o) && (from_now || rv_of(o) <= current))
+            .collect();
+        let mut visible: HashSet<(String, String)> = held.iter().map(|o| key(o)).collect();
+        if from_now {
+            for object in json.render(kind, &held, objects.len()) {
+                if tx.send(Ok(line("ADDED", &object))).await.is_err() {
+                    return;
+                }
             }
         }
+        drop(held);
+        drop(objects);
+        let render = |o: &DynamicObject| json.render(kind, &[o], usize::MAX / 4).swap_remove(0);
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
         let mut tick = tokio::time::interval(BOOKMARK_EVERY);

@@ -31,6 +31,9 @@ pub async fn serve_tls(
             },
             _ = &mut shutdown => break,
         };
+        // As Go's servers do: a response's last partial segment must not wait for the
+        // client's delayed ACK (40 ms).
+        let _ = tcp.set_nodelay(true);
         let (acceptor, app, mut stop) = (acceptor.clone(), app.clone(), stop_rx.clone());
         tokio::spawn(async move {
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
