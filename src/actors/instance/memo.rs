@@ -14,8 +14,11 @@ use parking_lot::Mutex;
 
 use super::caches::Kind;
 
+/// One kind's values: uid to (resourceVersion, value).
+type Kept<T> = HashMap<String, (String, T)>;
+
 /// Values made from objects, kept by kind, uid and resourceVersion.
-pub struct VersionMemo<T>(Arc<Mutex<BTreeMap<Kind, HashMap<String, (String, T)>>>>);
+pub struct VersionMemo<T>(Arc<Mutex<BTreeMap<Kind, Kept<T>>>>);
 
 impl<T> Clone for VersionMemo<T> {
     fn clone(&self) -> Self {
