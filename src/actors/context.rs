@@ -17,6 +17,10 @@ pub struct Settings {
     pub probe_timeout: Duration,
     /// Consecutive failed probes before an instance is Unreachable.
     pub unreachable_after: u32,
+    /// Ticks between probes of an instance that answers; after a failure it is probed
+    /// again at once, and on every tick while it does not answer. Probes were most of an
+    /// idle fleet's CPU (1,000 instances: 500 requests/s at one per tick).
+    pub probe_every_ticks: u32,
     /// Status is rewritten at least this often (refreshing lastSyncTime) and, on
     /// change, at most once per `tick`.
     pub status_refresh: Duration,
@@ -33,6 +37,7 @@ impl Default for Settings {
             tick: Duration::from_secs(2),
             probe_timeout: Duration::from_secs(3),
             unreachable_after: 2,
+            probe_every_ticks: 2,
             status_refresh: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),

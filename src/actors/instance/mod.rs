@@ -48,6 +48,10 @@ pub struct InstanceState {
     observed: Observed,
     connect_attempts: usize,
     probe_failures: u32,
+    /// Ticks since the last probe was sent.
+    ticks_since_probe: u32,
+    /// What was observed when the status last built equal to the written one.
+    unchanged_since: Option<Observed>,
     probe_in_flight: bool,
     write_in_flight: bool,
     last_written: Option<InstanceStatus>,
@@ -215,6 +219,8 @@ impl Actor for InstanceActor {
             observed,
             connect_attempts: 0,
             probe_failures: 0,
+            ticks_since_probe: 0,
+            unchanged_since: None,
             probe_in_flight: false,
             write_in_flight: false,
             last_write_at: None,
@@ -323,7 +329,9 @@ impl Actor for InstanceActor {
                     }
                     Err(e) => {
                         state.probe_failures += 1;
-                        if state.probe_failures >= state.ctx.settings.unreachable_after {
+                        let confirmed =
+                            state.probe_failures >= state.ctx.settings.unreachable_after;
+                        if confirmed {
                             if state.observed.reachable != Some(false) {
                                 warn!(error = %e, "instance unreachable");
                             }
@@ -331,6 +339,15 @@ impl Actor for InstanceActor {
                             state.observed.message = Some(e.clone());
                         }
                         state.last_error = Some(e);
+                        if confirmed {
+                            // Reported at once, not on the next tick.
+                            if state.ctx.leadership.is_leader() {
+                                sync_status(&myself, state);
+                            }
+                        } else {
+                            // Confirmed or cleared by the next probe, sent now.
+                            probe(&myself, state);
+                        }
                     }
                 }
             }
@@ -383,21 +400,10 @@ fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
             }
         }
     }
-    if let (Some(client), false) = (&state.client, state.probe_in_flight) {
-        state.probe_in_flight = true;
-        let (client, me, timeout) = (
-            client.clone(),
-            myself.clone(),
-            state.ctx.settings.probe_timeout,
-        );
-        tokio::spawn(async move {
-            let result = match tokio::time::timeout(timeout, client.apiserver_version()).await {
-                Ok(Ok(v)) => Ok(v.git_version),
-                Ok(Err(e)) => Err(format!("probe failed: {e}")),
-                Err(_) => Err(format!("probe timed out after {timeout:?}")),
-            };
-            let _ = me.send_message(InstanceMsg::Probed(result));
-        });
+    state.ticks_since_probe += 1;
+    let answering = state.probe_failures == 0 && state.observed.reachable == Some(true);
+    if !answering || state.ticks_since_probe >= state.ctx.settings.probe_every_ticks {
+        probe(myself, state);
     }
     if !state.ctx.leadership.is_leader() {
         state.registered = false;
@@ -419,6 +425,28 @@ fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
         });
     }
     sync_status(myself, state);
+}
+
+/// Asks the instance for its version, unless a probe is in flight.
+fn probe(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
+    let (Some(client), false) = (&state.client, state.probe_in_flight) else {
+        return;
+    };
+    state.probe_in_flight = true;
+    state.ticks_since_probe = 0;
+    let (client, me, timeout) = (
+        client.clone(),
+        myself.clone(),
+        state.ctx.settings.probe_timeout,
+    );
+    tokio::spawn(async move {
+        let result = match tokio::time::timeout(timeout, client.apiserver_version()).await {
+            Ok(Ok(v)) => Ok(v.git_version),
+            Ok(Err(e)) => Err(format!("probe failed: {e}")),
+            Err(_) => Err(format!("probe timed out after {timeout:?}")),
+        };
+        let _ = me.send_message(InstanceMsg::Probed(result));
+    });
 }
 
 /// One fenced, conditional status write. On a conflict the fresh resourceVersion is read
@@ -503,13 +531,19 @@ fn sync_status(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
     if state.write_in_flight {
         return;
     }
-    let next = status::build(state.last_written.as_ref(), &state.observed, &now());
     let stale = state
         .last_write_at
         .is_none_or(|t| t.elapsed() >= state.ctx.settings.status_refresh);
-    if !status::changed(state.last_written.as_ref(), &next) && !stale {
+    // Nothing observed since the status last compared equal: no need to build it again.
+    if !stale && state.unchanged_since.as_ref() == Some(&state.observed) {
         return;
     }
+    let next = status::build(state.last_written.as_ref(), &state.observed, &now());
+    if !status::changed(state.last_written.as_ref(), &next) && !stale {
+        state.unchanged_since = Some(state.observed.clone());
+        return;
+    }
+    state.unchanged_since = None;
     state.write_in_flight = true;
     let (ctx, name, me) = (state.ctx.clone(), state.name.clone(), myself.clone());
     let rv = state.resource_version.clone();

@@ -4,7 +4,7 @@
 use crate::crd::{Condition, InstanceStats, InstanceStatus, Phase};
 
 /// What the instance actor knows at one tick.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Observed {
     pub generation: Option<i64>,
     /// Connected and caches exist.
@@ -209,12 +209,30 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
 pub fn changed(prev: Option<&InstanceStatus>, next: &InstanceStatus) -> bool {
     match prev {
         None => true,
+        // Field by field, without cloning (this runs on every tick of every instance);
+        // the destructuring makes a new field fail to compile until it is compared here.
         Some(p) => {
-            let mut a = p.clone();
-            a.last_sync_time = None;
-            let mut b = next.clone();
-            b.last_sync_time = None;
-            a != b
+            let InstanceStatus {
+                phase,
+                conditions,
+                observed_generation,
+                karmada_version,
+                kubernetes_version,
+                api_endpoint,
+                clusters,
+                nodes,
+                stats,
+                last_sync_time: _,
+            } = p;
+            *phase != next.phase
+                || *conditions != next.conditions
+                || *observed_generation != next.observed_generation
+                || *karmada_version != next.karmada_version
+                || *kubernetes_version != next.kubernetes_version
+                || *api_endpoint != next.api_endpoint
+                || *clusters != next.clusters
+                || *nodes != next.nodes
+                || *stats != next.stats
         }
     }
 }
