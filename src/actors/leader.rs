@@ -61,7 +61,14 @@ pub struct Leadership {
     changes: watch::Receiver<bool>,
     /// Keeps the channel open when no elector owns it (`always`).
     _fixed: Option<Arc<watch::Sender<bool>>>,
+    /// Bounds leader-only writes in flight to the host. 1,000 instance actors writing at
+    /// once opened thousands of pooled connections and starved the Lease renewal.
+    writes: Arc<tokio::sync::Semaphore>,
 }
+
+/// Leader-only writes to the host in flight at once, as client-go's default QPS/burst
+/// bound a controller's writes.
+const WRITES_IN_FLIGHT: usize = 32;
 
 impl Leadership {
     /// True only while the last successful renewal is within the renew deadline, checked
@@ -98,9 +105,13 @@ impl Leadership {
     ) -> Result<T, Fenced> {
         let window = self.fence().ok_or(Fenced::NotLeader)?;
         let bound = window.min(limit);
-        tokio::time::timeout(bound, write)
-            .await
-            .map_err(|_| Fenced::TimedOut(bound))
+        // The wait for a turn counts against the fence too.
+        tokio::time::timeout(bound, async {
+            let _turn = self.writes.acquire().await;
+            write.await
+        })
+        .await
+        .map_err(|_| Fenced::TimedOut(bound))
     }
 
     /// How often the elector failed and was restarted, and its last failure.
@@ -144,6 +155,7 @@ impl Leadership {
             shared: Arc::new(Mutex::new(Shared::default())),
             changes: rx,
             _fixed: Some(Arc::new(tx)),
+            writes: Arc::new(tokio::sync::Semaphore::new(WRITES_IN_FLIGHT)),
         }
     }
 
@@ -162,6 +174,7 @@ impl Leadership {
             shared: Arc::new(Mutex::new(shared)),
             changes: rx,
             _fixed: Some(Arc::new(tx)),
+            writes: Arc::new(tokio::sync::Semaphore::new(WRITES_IN_FLIGHT)),
         }
     }
 }
@@ -215,6 +228,7 @@ pub fn spawn(client: kube::Client, config: LeaderConfig) -> Elector {
         shared: shared.clone(),
         changes: rx,
         _fixed: None,
+        writes: Arc::new(tokio::sync::Semaphore::new(WRITES_IN_FLIGHT)),
     };
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
     // The elector is supervised: a panic in a round is caught, counted and reported, and

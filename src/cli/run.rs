@@ -165,11 +165,7 @@ pub async fn host_client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, E
             .await
             .map_err(|e| Error::Usage(format!("no host cluster: pass --kubeconfig ({e})")))?,
     };
-    // kube's HTTP/1.1 client, not the instances' HTTP/2 one: on one HTTP/2 connection the
-    // Lease renewal queued behind 1,000 actors' status writes at start and the leader lost
-    // its lease, and one missed keepalive ping failed every request at once (kairship
-    // demo --instances 1000). The cost: a pooled connection per concurrent host call.
-    kube::Client::try_from(config)
+    crate::actors::instance::client::build_host(&config)
         .map_err(|e| Error::Usage(format!("building the host client: {e}")))
 }
 

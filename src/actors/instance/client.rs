@@ -29,9 +29,24 @@ pub enum ClientError {
     Auth(#[source] kube::Error),
 }
 
+/// Idle connections the host client keeps: 1,000 actors reading their kubeconfig Secrets
+/// at start otherwise left a thousand pooled sockets open for hyper's 90 s idle timeout.
+const HOST_IDLE_CONNECTIONS: usize = 32;
+
 /// A `kube::Client` for `config` that negotiates HTTP/2 (ALPN `h2`, falling back to
 /// `http/1.1`), with the kubeconfig's TLS, credentials and server name.
 pub fn build(config: &kube::Config) -> Result<kube::Client, ClientError> {
+    build_with(config, true)
+}
+
+/// The host's client: HTTP/1.1 only, since on one HTTP/2 connection a missed keepalive
+/// ping under a 1,000-instance start failed every host call at once (the Lease renewal
+/// with them); at most [`HOST_IDLE_CONNECTIONS`] idle connections kept.
+pub fn build_host(config: &kube::Config) -> Result<kube::Client, ClientError> {
+    build_with(config, false)
+}
+
+fn build_with(config: &kube::Config, http2: bool) -> Result<kube::Client, ClientError> {
     // ALPN (`h2`, then `http/1.1`) is set by the connector builder from the versions enabled.
     let tls = config.rustls_client_config().map_err(ClientError::Tls)?;
     let mut http = HttpConnector::new();
@@ -49,13 +64,21 @@ pub fn build(config: &kube::Config) -> Result<kube::Client, ClientError> {
         }
         None => builder,
     };
-    let https = builder.enable_http1().enable_http2().wrap_connector(http);
+    let https = if http2 {
+        builder.enable_http1().enable_http2().wrap_connector(http)
+    } else {
+        builder.enable_http1().wrap_connector(http)
+    };
     // A socket that reads nothing for longer than a watch lasts (kube's watcher asks for
     // 290 s) is dead; over HTTP/2 the pings below keep live ones from reaching it.
     let mut https = hyper_timeout::TimeoutConnector::new(https);
     https.set_read_timeout(Some(WATCH_READ_TIMEOUT));
     https.set_write_timeout(config.write_timeout);
-    let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+    let mut client = hyper_util::client::legacy::Client::builder(TokioExecutor::new());
+    if !http2 {
+        client.pool_max_idle_per_host(HOST_IDLE_CONNECTIONS);
+    }
+    let client = client
         .timer(TokioTimer::new())
         .pool_timer(TokioTimer::new())
         .http2_keep_alive_interval(KEEP_ALIVE_INTERVAL)
