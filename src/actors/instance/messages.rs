@@ -57,7 +57,7 @@ pub enum InstanceMsg {
     Tick,
     Probed(Result<String, String>),
     StatusWritten(StatusWrite),
-    Registered(Result<(), String>),
+    Registered(Result<(), crate::actors::host_write::HostError>),
     /// The latest view, for the API and the tests.
     View(RpcReplyPort<InstanceView>),
     /// Chaos: panic inside the handler, to exercise supervision.

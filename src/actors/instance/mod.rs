@@ -375,7 +375,7 @@ impl Actor for InstanceActor {
                 Err(e) => {
                     warn!(error = %e, "registration failed; retrying on the next tick");
                     state.registered = false;
-                    state.last_error = Some(e);
+                    state.last_error = Some(e.to_string());
                 }
             },
             InstanceMsg::View(reply) => {

@@ -5,13 +5,14 @@ use kube::api::{Api, PostParams};
 use kube::Resource;
 
 use crate::actors::context::{Context, Counters};
+use crate::actors::host_write::{bounded, fenced, gone_is_fine, HostError};
 use crate::crd::{Instance, InstanceMode, InstanceRegistration, InstanceRegistrationSpec};
 
 pub async fn ensure(
     ctx: &Context,
     instance: &Instance,
     endpoint: Option<String>,
-) -> Result<(), String> {
+) -> Result<(), HostError> {
     let name = instance.metadata.name.clone().unwrap_or_default();
     let uid = instance.metadata.uid.clone().unwrap_or_default();
     let spec = InstanceRegistrationSpec {
@@ -25,53 +26,41 @@ pub async fn ensure(
     };
     let api: Api<InstanceRegistration> = Api::all(ctx.host.clone());
     let timeout = ctx.settings.request_timeout;
-    let bounded = |what: &'static str| move |_| format!("{what} registration timed out");
-    match tokio::time::timeout(timeout, api.get_opt(&name))
-        .await
-        .map_err(bounded("reading"))?
-    {
-        Ok(Some(existing)) if existing.spec == spec => Ok(()),
-        Ok(Some(mut existing)) => {
+    let read = tokio::time::timeout(timeout, api.get_opt(&name)).await;
+    let params = PostParams::default();
+    match bounded("reading registration", timeout, read)? {
+        Some(existing) if existing.spec == spec => return Ok(()),
+        Some(mut existing) => {
             existing.spec = spec;
             // The resourceVersion read above is the replace's precondition.
-            let params = PostParams::default();
-            ctx.leadership
+            let write = ctx
+                .leadership
                 .fenced(timeout, api.replace(&name, &params, &existing))
-                .await
-                .map_err(|e| format!("updating registration: {e}"))?
-                .map_err(|e| format!("updating registration: {e}"))?;
-            Counters::bump(&ctx.counters.registration_writes);
-            Ok(())
+                .await;
+            fenced("updating registration", write)?;
         }
-        Ok(None) => {
+        None => {
             let mut reg = InstanceRegistration::new(&name, spec);
             // Owned by the Instance, so a real host garbage-collects it too.
             reg.metadata.owner_references = instance.controller_owner_ref(&()).map(|o| vec![o]);
-            let params = PostParams::default();
-            ctx.leadership
+            let write = ctx
+                .leadership
                 .fenced(timeout, api.create(&params, &reg))
-                .await
-                .map_err(|e| format!("creating registration: {e}"))?
-                .map_err(|e| format!("creating registration: {e}"))?;
-            Counters::bump(&ctx.counters.registration_writes);
-            Ok(())
+                .await;
+            fenced("creating registration", write)?;
         }
-        Err(e) => Err(format!("reading registration: {e}")),
     }
+    Counters::bump(&ctx.counters.registration_writes);
+    Ok(())
 }
 
 /// Removes the registration of a deleted instance.
-pub async fn remove(ctx: &Context, name: &str) -> Result<(), String> {
+pub async fn remove(ctx: &Context, name: &str) -> Result<(), HostError> {
     let api: Api<InstanceRegistration> = Api::all(ctx.host.clone());
     let params = Default::default();
-    match ctx
+    let write = ctx
         .leadership
         .fenced(ctx.settings.request_timeout, api.delete(name, &params))
-        .await
-    {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(kube::Error::Api(s))) if s.code == 404 => Ok(()),
-        Ok(Err(e)) => Err(format!("deleting registration: {e}")),
-        Err(e) => Err(format!("deleting registration: {e}")),
-    }
+        .await;
+    gone_is_fine(fenced("deleting registration", write).map(drop))
 }

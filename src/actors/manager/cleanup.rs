@@ -9,6 +9,7 @@ use tracing::{info, warn};
 
 use super::messages::ManagerMsg;
 use crate::actors::context::{Context, Counters};
+use crate::actors::host_write::{bounded, fenced, gone_is_fine, HostError};
 use crate::actors::instance::{connect::karmada_resource, registration};
 use crate::crd::{Condition, Instance, InstanceMode, Phase, FINALIZER};
 
@@ -23,7 +24,7 @@ async fn patch_instance(
     name: &str,
     patch: serde_json::Value,
     status: bool,
-) -> Result<(), String> {
+) -> Result<(), HostError> {
     let api: Api<Instance> = Api::all(ctx.host.clone());
     let p = Patch::Merge(patch);
     let call = async {
@@ -33,16 +34,16 @@ async fn patch_instance(
             api.patch(name, &PatchParams::default(), &p).await
         }
     };
-    match ctx
+    let what = if status {
+        format!("patching the status of instance {name}")
+    } else {
+        format!("patching instance {name}")
+    };
+    let write = ctx
         .leadership
         .fenced(ctx.settings.request_timeout, call)
-        .await
-    {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(kube::Error::Api(s))) if s.code == 404 => Ok(()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(e) => Err(e.to_string()),
-    }
+        .await;
+    gone_is_fine(fenced(what, write).map(drop))
 }
 
 pub fn add_finalizer(ctx: &Context, name: &str) {
@@ -65,7 +66,7 @@ pub fn add_finalizer(ctx: &Context, name: &str) {
         match patch_instance(&ctx, &name, patch, false).await {
             Ok(()) => {}
             // Another event's attempt got there first; the next event checks again.
-            Err(e) if e.contains("Conflict") => {
+            Err(e) if e.is_conflict() => {
                 tracing::debug!(instance = %name, "finalizer update raced")
             }
             Err(e) => {
@@ -114,7 +115,7 @@ pub fn spawn_cleanup(ctx: Context, instance: Instance, manager: ActorRef<Manager
     });
 }
 
-async fn cleanup(ctx: &Context, instance: &Instance, name: &str) -> Result<(), String> {
+async fn cleanup(ctx: &Context, instance: &Instance, name: &str) -> Result<(), HostError> {
     let _ = patch_instance(
         ctx,
         name,
@@ -132,25 +133,20 @@ async fn cleanup(ctx: &Context, instance: &Instance, name: &str) -> Result<(), S
         let api: Api<DynamicObject> =
             Api::namespaced_with(ctx.host.clone(), &ns, &karmada_resource());
         let params = Default::default();
-        match ctx
+        let write = ctx
             .leadership
             .fenced(ctx.settings.request_timeout, api.delete(name, &params))
-            .await
-        {
-            Ok(Ok(_)) => info!(instance = %name, "managed Karmada object deleted"),
-            Ok(Err(kube::Error::Api(s))) if s.code == 404 => {}
-            Ok(Err(e)) => return Err(format!("deleting Karmada {ns}/{name}: {e}")),
-            Err(e) => return Err(format!("deleting Karmada {ns}/{name}: {e}")),
-        }
+            .await;
+        gone_is_fine(fenced(format!("deleting Karmada {ns}/{name}"), write).map(drop))?;
+        info!(instance = %name, "managed Karmada object deleted");
     }
     registration::remove(ctx, name).await?;
     // Fresh read: the resourceVersion guards the finalizer list against concurrent edits.
     let api: Api<Instance> = Api::all(ctx.host.clone());
-    let fresh = match tokio::time::timeout(ctx.settings.request_timeout, api.get_opt(name)).await {
-        Ok(Ok(Some(i))) => i,
-        Ok(Ok(None)) => return Ok(()),
-        Ok(Err(e)) => return Err(format!("reading instance: {e}")),
-        Err(_) => return Err("reading instance timed out".into()),
+    let timeout = ctx.settings.request_timeout;
+    let read = tokio::time::timeout(timeout, api.get_opt(name)).await;
+    let Some(fresh) = bounded(format!("reading instance {name}"), timeout, read)? else {
+        return Ok(());
     };
     let rest: Vec<String> = fresh
         .metadata

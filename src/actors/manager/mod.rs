@@ -378,7 +378,7 @@ impl Actor for InstanceManager {
                     child.cleaning = false;
                     if let Err(e) = result {
                         warn!(instance = %name, error = %e, "cleanup failed; retrying");
-                        child.last_error = Some(e);
+                        child.last_error = Some(e.to_string());
                         let instance = child.instance.clone();
                         myself.send_after(state.ctx.settings.tick, move || {
                             ManagerMsg::Apply(Box::new(instance))

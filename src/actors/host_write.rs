@@ -1,0 +1,114 @@
+//! Errors of the calls actors make to the host cluster, typed so callers decide on the
+//! status code (a conflict is retried, a missing object is fine) instead of on the text.
+
+use std::time::Duration;
+
+use super::leader::Fenced;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("{what}: {source}")]
+    Api {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{what}: {source}")]
+    Fenced {
+        what: String,
+        #[source]
+        source: Fenced,
+    },
+    #[error("{what} timed out after {after:?}")]
+    TimedOut { what: String, after: Duration },
+}
+
+impl HostError {
+    /// The host's answer code, when it answered.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            HostError::Api {
+                source: kube::Error::Api(s),
+                ..
+            } => Some(s.code),
+            _ => None,
+        }
+    }
+
+    pub fn is_conflict(&self) -> bool {
+        self.code() == Some(409)
+    }
+}
+
+/// A fenced leader-only write's outcome as a `HostError`, naming `what` it was.
+pub fn fenced<T>(
+    what: impl Into<String>,
+    result: Result<Result<T, kube::Error>, Fenced>,
+) -> Result<T, HostError> {
+    match result {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(source)) => Err(HostError::Api {
+            what: what.into(),
+            source,
+        }),
+        Err(source) => Err(HostError::Fenced {
+            what: what.into(),
+            source,
+        }),
+    }
+}
+
+/// A bounded read's outcome as a `HostError`.
+pub fn bounded<T>(
+    what: impl Into<String>,
+    after: Duration,
+    result: Result<Result<T, kube::Error>, tokio::time::error::Elapsed>,
+) -> Result<T, HostError> {
+    match result {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(source)) => Err(HostError::Api {
+            what: what.into(),
+            source,
+        }),
+        Err(_) => Err(HostError::TimedOut {
+            what: what.into(),
+            after,
+        }),
+    }
+}
+
+/// `Ok` for a 404: the object is already gone.
+pub fn gone_is_fine(result: Result<(), HostError>) -> Result<(), HostError> {
+    match result {
+        Err(e) if e.code() == Some(404) => Ok(()),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answered(code: u16, reason: &str) -> Result<Result<(), kube::Error>, Fenced> {
+        Ok(Err(kube::Error::Api(
+            kube::core::Status::failure("refused", reason)
+                .with_code(code)
+                .boxed(),
+        )))
+    }
+
+    #[test]
+    fn codes_decide_not_text() {
+        let conflict =
+            fenced("patching instance a", answered(409, "Conflict")).expect_err("an error");
+        assert!(conflict.is_conflict());
+        assert!(conflict.to_string().starts_with("patching instance a: "));
+        // A message that merely mentions a conflict is not one.
+        let other = fenced("x", answered(500, "Conflict")).expect_err("an error");
+        assert!(!other.is_conflict());
+        assert!(gone_is_fine(fenced("x", answered(404, "NotFound"))).is_ok());
+        let fence = fenced::<()>("x", Err(Fenced::NotLeader)).expect_err("an error");
+        assert_eq!(fence.code(), None);
+        assert_eq!(fence.to_string(), "x: not the leader");
+    }
+}
