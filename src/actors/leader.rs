@@ -61,8 +61,8 @@ pub struct Leadership {
     changes: watch::Receiver<bool>,
     /// Keeps the channel open when no elector owns it (`always`).
     _fixed: Option<Arc<watch::Sender<bool>>>,
-    /// Bounds leader-only writes in flight to the host. 1,000 instance actors writing at
-    /// once opened thousands of pooled connections and starved the Lease renewal.
+    /// Bounds leader-only writes in flight to the host: 1,000 instance actors writing at
+    /// once opened thousands of pooled connections, on the host the Lease renewal uses.
     writes: Arc<tokio::sync::Semaphore>,
 }
 
