@@ -40,21 +40,19 @@ impl HostError {
     }
 }
 
+fn answered<T>(what: String, result: Result<T, kube::Error>) -> Result<T, HostError> {
+    result.map_err(|source| HostError::Api { what, source })
+}
+
 /// A fenced leader-only write's outcome as a `HostError`, naming `what` it was.
 pub fn fenced<T>(
     what: impl Into<String>,
     result: Result<Result<T, kube::Error>, Fenced>,
 ) -> Result<T, HostError> {
+    let what = what.into();
     match result {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(source)) => Err(HostError::Api {
-            what: what.into(),
-            source,
-        }),
-        Err(source) => Err(HostError::Fenced {
-            what: what.into(),
-            source,
-        }),
+        Ok(answer) => answered(what, answer),
+        Err(source) => Err(HostError::Fenced { what, source }),
     }
 }
 
@@ -64,16 +62,10 @@ pub fn bounded<T>(
     after: Duration,
     result: Result<Result<T, kube::Error>, tokio::time::error::Elapsed>,
 ) -> Result<T, HostError> {
+    let what = what.into();
     match result {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(source)) => Err(HostError::Api {
-            what: what.into(),
-            source,
-        }),
-        Err(_) => Err(HostError::TimedOut {
-            what: what.into(),
-            after,
-        }),
+        Ok(answer) => answered(what, answer),
+        Err(_) => Err(HostError::TimedOut { what, after }),
     }
 }
 

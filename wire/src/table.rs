@@ -299,7 +299,8 @@ impl Row {
             }
             match c {
                 Ok(b) => out.put_slice(b),
-                Err(t) => out.put_slice(Printed::Age(t.clone()).now().to_string().as_bytes()),
+                Err(None) => out.put_slice(b"null"),
+                Err(Some(t)) => out.put_slice(Value::String(age(t)).to_string().as_bytes()),
             }
         }
         out.put_slice(b"],\"object\":{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":");

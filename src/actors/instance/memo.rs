@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use kairship_wire::table::{Column, Row};
+use kairship_wire::table::Row;
 use kube::api::DynamicObject;
 use parking_lot::Mutex;
 
@@ -108,21 +108,6 @@ impl JsonMemo {
 /// Each cached object's Table row, printed with its kind's columns (which stay fixed for
 /// the actor's life, see `Printers`).
 pub type RowMemo = VersionMemo<Arc<Row>>;
-
-impl RowMemo {
-    pub fn rows(
-        &self,
-        kind: Kind,
-        columns: &[Column],
-        objects: &[&DynamicObject],
-        live: usize,
-    ) -> Vec<Arc<Row>> {
-        self.get_or_make(kind, objects, live, |o| {
-            let value = serde_json::to_value(o).unwrap_or_default();
-            Arc::new(Row::new(columns, &value))
-        })
-    }
-}
 
 #[cfg(test)]
 mod tests {

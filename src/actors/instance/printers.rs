@@ -32,7 +32,10 @@ impl Printers {
         objects: &[&DynamicObject],
         live: usize,
     ) -> Vec<Arc<Row>> {
-        self.rows.rows(kind, columns, objects, live)
+        self.rows.get_or_make(kind, objects, live, |o| {
+            let value = serde_json::to_value(o).unwrap_or_default();
+            Arc::new(Row::new(columns, &value))
+        })
     }
 
     /// `None` when the columns cannot be known (the Table then comes from the instance).
