@@ -57,18 +57,12 @@ impl ApiError {
         }
     }
 
+    /// The HTTP status for this error: grpc-gateway's table by its code, except a body too
+    /// large, which gRPC can only call RESOURCE_EXHAUSTED.
     pub fn http_status(&self) -> u16 {
         match self {
-            Self::InvalidArgument { .. } => 400,
-            Self::NotFound(_) => 404,
-            Self::AlreadyExists(_) | Self::Aborted(_) => 409,
-            Self::ResourceExhausted(_) => 429,
-            Self::Internal(_) => 500,
-            Self::Unavailable(_) => 503,
-            Self::DeadlineExceeded(_) => 504,
-            Self::Unauthenticated(_) => 401,
-            Self::PermissionDenied(_) => 403,
             Self::PayloadTooLarge(_) => 413,
+            _ => http_status_of(self.code()),
         }
     }
 
@@ -119,6 +113,25 @@ impl From<ApiError> for tonic::Status {
             ),
             _ => tonic::Status::new(e.code(), e.to_string()),
         }
+    }
+}
+
+/// grpc-gateway's mapping of gRPC codes to HTTP statuses, for errors that arrive as a gRPC
+/// status (REST answers from the gRPC server).
+pub fn http_status_of(code: Code) -> u16 {
+    match code {
+        Code::Ok => 200,
+        Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => 400,
+        Code::Unauthenticated => 401,
+        Code::PermissionDenied => 403,
+        Code::NotFound => 404,
+        Code::AlreadyExists | Code::Aborted => 409,
+        Code::ResourceExhausted => 429,
+        Code::Cancelled => 499,
+        Code::Unimplemented => 501,
+        Code::Unavailable => 503,
+        Code::DeadlineExceeded => 504,
+        Code::Internal | Code::Unknown | Code::DataLoss => 500,
     }
 }
 

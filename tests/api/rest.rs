@@ -158,6 +158,10 @@ async fn oversized_requests_are_refused_on_every_surface() {
     )
     .await;
     assert_eq!(code, 413, "{body}");
+    assert_eq!(
+        body["code"], 8,
+        "RESOURCE_EXHAUSTED, as gRPC says it: {body}"
+    );
     assert!(
         body["message"]
             .as_str()

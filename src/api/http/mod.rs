@@ -8,7 +8,7 @@ mod chaos_report;
 mod console;
 pub mod proxy;
 mod proxy_access;
-mod status;
+pub(crate) mod status;
 mod tls;
 mod webhook;
 

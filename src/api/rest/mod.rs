@@ -8,7 +8,6 @@ pub mod rules;
 
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
 use bytes::Bytes;
@@ -19,13 +18,12 @@ use prost_reflect::{
 };
 use serde_json::json;
 use tonic::transport::Channel;
-use tonic::{Code, Status};
+use tonic::Status;
 
+use crate::api::http::status::json_response;
 use crate::error::ApiError;
 use rules::Rule;
 
-/// Marks the one RESOURCE_EXHAUSTED that is answered 413 rather than 429.
-const TOO_LARGE: &str = "request entity too large";
 /// Request bodies beyond this are refused.
 const MAX_BODY: usize = 3 * 1024 * 1024;
 
@@ -43,16 +41,9 @@ impl Rest {
         }))
     }
 
-    async fn dispatch(&self, req: Request) -> Result<Response, Status> {
+    async fn dispatch(&self, req: Request) -> Result<Response, Failure> {
         let (parts, body) = req.into_parts();
-        let body = crate::api::body::read_limited(body, MAX_BODY, "the request body")
-            .await
-            .map_err(|e| match e {
-                ApiError::PayloadTooLarge(m) => {
-                    Status::resource_exhausted(format!("{TOO_LARGE}: {m}"))
-                }
-                other => other.into(),
-            })?;
+        let body = crate::api::body::read_limited(body, MAX_BODY, "the request body").await?;
         let (rule, message) = transcode(
             &self.rules,
             &parts.method,
@@ -73,6 +64,31 @@ impl Rest {
         out.serialize_with_options(&mut ser, &SerializeOptions::new())
             .map_err(|e| Status::internal(e.to_string()))?;
         Ok(json_response(StatusCode::OK, Bytes::from(ser.into_inner())))
+    }
+}
+
+/// A failed REST call: the `google.rpc.Status` to report and the HTTP status it is answered
+/// with, which comes from the error itself when the failure is this layer's (a body too
+/// large is RESOURCE_EXHAUSTED to gRPC but 413 to HTTP).
+pub struct Failure {
+    status: Status,
+    http: u16,
+}
+
+impl From<Status> for Failure {
+    fn from(status: Status) -> Self {
+        let http = crate::error::http_status_of(status.code());
+        Self { status, http }
+    }
+}
+
+impl From<ApiError> for Failure {
+    fn from(e: ApiError) -> Self {
+        let http = e.http_status();
+        Self {
+            status: e.into(),
+            http,
+        }
     }
 }
 
@@ -189,39 +205,10 @@ fn set_path(msg: &mut DynamicMessage, path: &str, text: &str) -> Result<(), Stat
     Ok(())
 }
 
-fn json_response(code: StatusCode, body: Bytes) -> Response {
-    let mut r = Response::new(Body::from(body));
-    *r.status_mut() = code;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    r
-}
-
-/// grpc-gateway's mapping of gRPC codes to HTTP statuses.
-pub fn http_status(code: Code) -> StatusCode {
-    match code {
-        Code::Ok => StatusCode::OK,
-        Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => {
-            StatusCode::BAD_REQUEST
-        }
-        Code::Unauthenticated => StatusCode::UNAUTHORIZED,
-        Code::PermissionDenied => StatusCode::FORBIDDEN,
-        Code::NotFound => StatusCode::NOT_FOUND,
-        Code::AlreadyExists | Code::Aborted => StatusCode::CONFLICT,
-        Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
-        Code::Cancelled => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
-        Code::Unimplemented => StatusCode::NOT_IMPLEMENTED,
-        Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-        Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
-        Code::Internal | Code::Unknown | Code::DataLoss => StatusCode::INTERNAL_SERVER_ERROR,
-    }
-}
-
 /// `google.rpc.Status` as JSON, with BadRequest field violations when there are any.
-pub fn status_response(s: &Status) -> Response {
+pub fn failure_response(f: &Failure) -> Response {
     use tonic_types::StatusExt;
+    let s = &f.status;
     let mut details = Vec::new();
     if let Some(br) = s.get_details_bad_request() {
         let violations: Vec<_> = br
@@ -232,18 +219,13 @@ pub fn status_response(s: &Status) -> Response {
         details.push(json!({"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": violations}));
     }
     let body = json!({"code": s.code() as i32, "message": s.message(), "details": details});
-    let status = match s.code() {
-        Code::ResourceExhausted if s.message().starts_with(TOO_LARGE) => {
-            StatusCode::PAYLOAD_TOO_LARGE
-        }
-        code => http_status(code),
-    };
+    let status = StatusCode::from_u16(f.http).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     json_response(status, Bytes::from(body.to_string()))
 }
 
 pub async fn handle(State(rest): State<Arc<Rest>>, req: Request) -> Response {
     match rest.dispatch(req).await {
         Ok(r) => r,
-        Err(s) => status_response(&s),
+        Err(f) => failure_response(&f),
     }
 }
