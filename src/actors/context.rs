@@ -21,6 +21,11 @@ pub struct Settings {
     /// again at once, and on every tick while it does not answer. Probes were most of an
     /// idle fleet's CPU (1,000 instances: 500 requests/s at one per tick).
     pub probe_every_ticks: u32,
+    /// A cache's watch failing this long, while the instance answers probes, makes the
+    /// instance Degraded (a Karmada CRD missing, a resource Kairship may not list). Longer
+    /// than kube-runtime's watch backoff (at most 30 s), so a watch that recovers on its
+    /// next retry never shows.
+    pub degraded_after: Duration,
     /// Status is rewritten at least this often (refreshing lastSyncTime) and, on
     /// change, at most once per `tick`.
     pub status_refresh: Duration,
@@ -38,6 +43,7 @@ impl Default for Settings {
             probe_timeout: Duration::from_secs(3),
             unreachable_after: 2,
             probe_every_ticks: 2,
+            degraded_after: Duration::from_secs(60),
             status_refresh: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),

@@ -107,6 +107,7 @@ pub fn fast_settings() -> Settings {
         status_refresh: Duration::from_secs(1),
         connect_timeout: Duration::from_secs(2),
         request_timeout: Duration::from_secs(5),
+        degraded_after: Duration::from_secs(3),
         restart: RestartPolicy {
             min_delay: Duration::from_millis(100),
             max_delay: Duration::from_secs(1),

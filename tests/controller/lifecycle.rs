@@ -244,3 +244,65 @@ async fn an_invalid_spec_is_reported_not_retried() {
     );
     tree.shutdown().await;
 }
+
+/// An instance that answers but cannot serve one of Karmada's kinds (its CRD deleted, as
+/// on a half-installed or half-uninstalled control plane) is Degraded, naming the kind,
+/// while another instance stays Running; with the CRD back it is Running again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_karmada_crd_degrades_only_its_instance_until_it_is_back() {
+    let (env, tree) = Env::running(2).await;
+    let crds: Api<DynamicObject> = Api::all_with(
+        env.sim.client("karmada-1").await,
+        &ApiResource {
+            group: "apiextensions.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "apiextensions.k8s.io/v1".into(),
+            kind: "CustomResourceDefinition".into(),
+            plural: "customresourcedefinitions".into(),
+        },
+    );
+    const CRD: &str = "overridepolicies.policy.karmada.io";
+    let mut crd = crds.get(CRD).await.expect("the CRD is installed");
+    crds.delete(CRD, &DeleteParams::default())
+        .await
+        .expect("delete the CRD");
+    let status = env
+        .wait_phase("karmada-1", Phase::Degraded, Duration::from_secs(30))
+        .await;
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("a Ready condition");
+    assert_eq!(ready.reason, "Degraded", "{status:?}");
+    assert!(ready.message.contains(CRD), "names the kind: {ready:?}");
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Reachable" && c.status == "True"),
+        "it still answers: {status:?}"
+    );
+    assert_eq!(
+        env.status("karmada-2").await.map(|s| s.phase),
+        Some(Phase::Running),
+        "the other instance is untouched"
+    );
+    let a = actor(&tree, "karmada-1").await.expect("actor");
+    assert_eq!(
+        a.state,
+        ActorState::Running,
+        "a degraded instance is not a crash"
+    );
+
+    crd.metadata.resource_version = None;
+    crd.metadata.uid = None;
+    crd.metadata.creation_timestamp = None;
+    crd.data.as_object_mut().map(|o| o.remove("status"));
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("the CRD comes back");
+    env.wait_phase("karmada-1", Phase::Running, Duration::from_secs(60))
+        .await;
+    tree.shutdown().await;
+}

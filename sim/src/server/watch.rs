@@ -13,7 +13,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::table;
 use crate::faults::{FaultMode, FaultState};
 use crate::resources::ResourceDef;
-use crate::store::{Event, EventType, Filter, StoredObject, WatchStart};
+use crate::store::{Event, EventType, Filter, StoredObject, WatchStart, CRD_KEY};
 use kairship_wire::status::ApiError;
 
 pub struct WatchOptions {
@@ -164,6 +164,11 @@ pub fn stream(
                     Ok(ev) => {
                         if ev.rv <= last_rv { continue; }
                         last_rv = ev.rv;
+                        // As kube-apiserver tears down a deleted CRD's storage: its
+                        // watches end, and the relist finds the resource gone.
+                        if ev.kind == EventType::Deleted && &*ev.resource == CRD_KEY && enc.def.crd.as_deref() == Some(ev.object.name()) {
+                            return;
+                        }
                         if ev.resource != key { continue; }
                         if let Some(kind) = transition(&ev, &filter) {
                             if tx.send(Ok(enc.event(kind, &ev.object))).await.is_err() { return; }

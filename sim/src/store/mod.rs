@@ -165,7 +165,7 @@ pub struct Store {
     config: StoreConfig,
 }
 
-const CRD_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
+pub(crate) const CRD_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
 const NAMESPACE_KEY: &str = "/namespaces";
 
 #[derive(serde::Serialize, serde::Deserialize)]

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
@@ -13,6 +14,7 @@ use kube::runtime::{watcher, WatchStreamExt};
 use tokio::task::JoinHandle;
 
 use super::feed::Feed;
+use super::watch_health::WatchHealth;
 
 /// A kind the instance actor caches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -147,17 +149,20 @@ pub struct Caches {
     pub feeds: BTreeMap<Kind, Feed>,
     /// Watch errors, each followed by a retry (resume or relist), across every kind.
     pub watch_restarts: Arc<AtomicU64>,
+    failing: BTreeMap<Kind, Arc<WatchHealth>>,
     tasks: Vec<JoinHandle<()>>,
 }
 
 impl Caches {
-    /// Starts one watcher per kind, each with kube-runtime's default backoff, so a
-    /// failing watch retries on its own without touching the others.
+    /// Starts one watcher per kind, each with kube-runtime's default backoff (telling its
+    /// `WatchHealth` when it retries), so a failing watch retries on its own without
+    /// touching the others.
     pub fn start(client: &kube::Client, instance: &str) -> Self {
         let mut stores = BTreeMap::new();
         let mut feeds = BTreeMap::new();
         let mut tasks = Vec::new();
         let watch_restarts = Arc::new(AtomicU64::new(0));
+        let mut failing = BTreeMap::new();
         for kind in Kind::ALL {
             let ar = kind.resource();
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
@@ -165,6 +170,8 @@ impl Caches {
                 api_version: ar.api_version.clone(),
                 kind: ar.kind.clone(),
             };
+            let health = Arc::new(WatchHealth::default());
+            failing.insert(kind, health.clone());
             let writer = reflector::store::Writer::new(ar);
             let reader = writer.as_reader();
             // kube-apiserver leaves apiVersion and kind out of list items; objects served
@@ -172,7 +179,7 @@ impl Caches {
             let stream = reflector::reflector(
                 writer,
                 watcher(api, watcher::Config::default())
-                    .default_backoff()
+                    .backoff(health.backoff())
                     .modify(move |o| {
                         if o.types.is_none() {
                             o.types = Some(types.clone());
@@ -188,9 +195,13 @@ impl Caches {
                     stream
                         .for_each(|ev| {
                             match ev {
-                                Ok(ev) => publisher.publish(&ev),
+                                Ok(ev) => {
+                                    health.succeeded();
+                                    publisher.publish(&ev)
+                                }
                                 Err(e) => {
                                     restarts.fetch_add(1, Ordering::Relaxed);
+                                    health.failed(e.to_string());
                                     tracing::debug!(error = %e, "watch error; retrying with backoff");
                                 }
                             }
@@ -207,8 +218,25 @@ impl Caches {
             stores,
             feeds,
             watch_restarts,
+            failing,
             tasks,
         }
+    }
+
+    /// The first kind whose watch has failed without a success in between for at least
+    /// `grace`, counting from `not_before` at the earliest (when the instance last began
+    /// answering: watches failing while it was down are the probes' to report), in words.
+    pub fn failing_for(&self, grace: Duration, not_before: Instant) -> Option<String> {
+        self.failing.iter().find_map(|(kind, health)| {
+            let error = health.failing_for(grace, not_before)?;
+            let r = kind.resource();
+            let dot = if r.group.is_empty() { "" } else { "." };
+            // No duration in the words: the status would change on every tick.
+            Some(format!(
+                "the watch of {}{dot}{} keeps failing: {error}",
+                r.plural, r.group
+            ))
+        })
     }
 
     pub fn store(&self, kind: Kind) -> Option<&Store<DynamicObject>> {

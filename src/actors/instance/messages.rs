@@ -43,7 +43,7 @@ pub struct InstanceReader {
 /// How a status write ended, and the Instance's resourceVersion it leaves behind (the
 /// precondition of the next write), when known.
 pub struct StatusWrite {
-    pub result: Result<Box<crate::crd::InstanceStatus>, String>,
+    pub result: Result<Box<crate::crd::InstanceStatus>, crate::actors::host_write::HostError>,
     pub resource_version: Option<String>,
 }
 
@@ -55,7 +55,8 @@ pub enum InstanceMsg {
     CachesSynced,
     /// Periodic: stats, probe, status sync.
     Tick,
-    Probed(Result<String, String>),
+    /// A probe's answer: the instance's Kubernetes version.
+    Probed(Result<String, super::probe::ProbeError>),
     StatusWritten(StatusWrite),
     Registered(Result<(), crate::actors::host_write::HostError>),
     /// The latest view, for the API and the tests.

@@ -7,27 +7,31 @@ pub mod caches;
 pub mod client;
 pub mod connect;
 pub mod feed;
+pub mod lifecycle;
 pub mod memo;
 pub mod messages;
 pub mod printers;
+pub mod probe;
 pub mod registration;
 pub mod stats;
 pub mod status;
+mod status_sync;
+pub mod watch_health;
 pub mod write_marks;
 
 use std::time::{Duration, Instant};
 
 use backon::BackoffBuilder;
-use kube::api::{Api, Patch, PatchParams};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use serde_json::json;
 use tracing::{debug, info, warn};
 
-use super::context::{Context, Counters};
-use crate::crd::{Instance, InstanceStatus};
+use super::context::Context;
+use crate::crd::{Instance, InstanceStatus, Phase};
 use caches::{Caches, Kind};
+use lifecycle::{Event, Lifecycle, Wait};
 pub use messages::{InstanceMsg, InstanceReader, InstanceView, StatusWrite};
 use status::Observed;
+use status_sync::sync_status;
 
 pub struct InstanceActor;
 
@@ -46,13 +50,12 @@ pub struct InstanceState {
     client: Option<kube::Client>,
     caches: Option<Caches>,
     observed: Observed,
-    connect_attempts: usize,
-    probe_failures: u32,
-    /// Ticks since the last probe was sent.
-    ticks_since_probe: u32,
+    probes: probe::Probes,
+    /// When probes last began answering: watches that failed while the instance was down
+    /// are counted towards Degraded only from then.
+    answering_since: Instant,
     /// What was observed when the status last built equal to the written one.
     unchanged_since: Option<Observed>,
-    probe_in_flight: bool,
     write_in_flight: bool,
     last_written: Option<InstanceStatus>,
     /// The Instance's resourceVersion as last seen: status writes are conditional on it,
@@ -91,22 +94,37 @@ struct StatsInputs {
 impl InstanceState {
     /// Whether the API may read this instance, and why not.
     fn health(&self) -> Result<(), String> {
-        if self.observed.reachable == Some(false) {
-            Err(format!(
-                "instance {} is unreachable: {}",
-                self.name,
-                self.observed.message.as_deref().unwrap_or("probe failed")
-            ))
-        } else if self.client.is_none() {
-            Err(format!(
-                "instance {} is not connected yet: {}",
-                self.name,
-                self.observed.message.as_deref().unwrap_or("connecting")
-            ))
-        } else if !self.observed.synced {
-            Err(format!("instance {} caches are still syncing", self.name))
-        } else {
-            Ok(())
+        let name = &self.name;
+        match &self.observed.lifecycle {
+            Lifecycle::Unreachable { why, .. } => {
+                Err(format!("instance {name} is unreachable: {why}"))
+            }
+            Lifecycle::Connecting { why, .. } => Err(format!(
+                "instance {name} is not connected yet: {}",
+                why.as_deref().unwrap_or("connecting")
+            )),
+            Lifecycle::Degraded { synced: false, why } => {
+                Err(format!("instance {name} caches cannot sync: {why}"))
+            }
+            l if !l.synced() => Err(format!("instance {name} caches are still syncing")),
+            _ => Ok(()),
+        }
+    }
+
+    /// The one place the lifecycle moves; a new phase is logged with why.
+    fn on(&mut self, event: Event) {
+        let before = self.observed.lifecycle.phase();
+        self.observed.lifecycle = std::mem::take(&mut self.observed.lifecycle).on(event);
+        let (after, why) = (
+            self.observed.lifecycle.phase(),
+            self.observed.lifecycle.why(),
+        );
+        match (before, after) {
+            (b, a) if b == a => {}
+            (_, Phase::Unreachable | Phase::Degraded) => {
+                warn!(from = ?before, to = ?after, why = why.unwrap_or_default(), "instance phase changed")
+            }
+            _ => info!(from = ?before, to = ?after, "instance phase changed"),
         }
     }
 
@@ -168,14 +186,14 @@ fn now() -> String {
 }
 
 /// Delay before the n-th reconnect: exponential from 500 ms, capped at 10 s.
-fn reconnect_delay(attempt: usize) -> Duration {
+fn reconnect_delay(attempt: u32) -> Duration {
     backon::ExponentialBuilder::default()
         .with_min_delay(Duration::from_millis(500))
         .with_max_delay(Duration::from_secs(10))
         .with_jitter()
         .without_max_times()
         .build()
-        .nth(attempt)
+        .nth(attempt as usize)
         .unwrap_or(Duration::from_secs(10))
 }
 
@@ -217,11 +235,9 @@ impl Actor for InstanceActor {
             client: None,
             caches: None,
             observed,
-            connect_attempts: 0,
-            probe_failures: 0,
-            ticks_since_probe: 0,
+            probes: probe::Probes::default(),
+            answering_since: Instant::now(),
             unchanged_since: None,
-            probe_in_flight: false,
             write_in_flight: false,
             last_write_at: None,
             registered: false,
@@ -285,61 +301,53 @@ impl Actor for InstanceActor {
                     ready.await;
                     let _ = me.send_message(InstanceMsg::CachesSynced);
                 });
-                state.observed.connected = true;
-                state.observed.provisioning = false;
-                state.observed.upgrading = false;
+                state.on(Event::Connected);
                 state.observed.endpoint = Some(c.endpoint);
                 state.observed.karmada_version = c.karmada_version;
-                state.observed.message = None;
                 state.client = Some(c.client);
                 state.caches = Some(caches);
-                state.connect_attempts = 0;
                 state.last_error = None;
                 myself.send_message(InstanceMsg::Tick)?;
             }
             InstanceMsg::ConnectFailed(e) => {
-                let delay = reconnect_delay(state.connect_attempts);
-                state.connect_attempts += 1;
-                state.observed.provisioning = matches!(e, connect::ConnectError::Provisioning(_));
-                state.observed.upgrading = matches!(e, connect::ConnectError::Upgrading(_));
-                state.observed.message = Some(e.to_string());
-                if !state.observed.provisioning && !state.observed.upgrading {
+                let delay = reconnect_delay(state.observed.lifecycle.connect_attempts());
+                let wait = match e {
+                    connect::ConnectError::Provisioning(_) => Wait::Provisioning,
+                    connect::ConnectError::Upgrading(_) => Wait::Upgrading,
+                    connect::ConnectError::Failed(_) => Wait::Dialing,
+                };
+                if wait == Wait::Dialing {
                     warn!(error = %e, retry_in = ?delay, "cannot connect to instance");
                     state.last_error = Some(e.to_string());
                 }
+                state.on(Event::ConnectFailed {
+                    wait,
+                    why: e.to_string(),
+                });
                 myself.send_after(delay, || InstanceMsg::Connect);
             }
             InstanceMsg::CachesSynced => {
                 info!("caches synced");
-                state.observed.synced = true;
+                state.on(Event::CachesSynced);
                 myself.send_message(InstanceMsg::Tick)?;
             }
             InstanceMsg::Tick => tick(&myself, state),
             InstanceMsg::Probed(result) => {
-                state.probe_in_flight = false;
+                state.probes.in_flight = false;
                 match result {
                     Ok(version) => {
-                        if state.observed.reachable == Some(false) {
-                            info!("instance reachable again");
+                        if state.observed.lifecycle.reachable() != Some(true) {
+                            state.answering_since = Instant::now();
                         }
-                        state.probe_failures = 0;
-                        state.observed.reachable = Some(true);
+                        state.probes.failures = 0;
                         state.observed.kubernetes_version = Some(version);
-                        state.observed.message = None;
+                        state.on(Event::ProbeAnswered);
                     }
                     Err(e) => {
-                        state.probe_failures += 1;
-                        let confirmed =
-                            state.probe_failures >= state.ctx.settings.unreachable_after;
-                        if confirmed {
-                            if state.observed.reachable != Some(false) {
-                                warn!(error = %e, "instance unreachable");
-                            }
-                            state.observed.reachable = Some(false);
-                            state.observed.message = Some(e.clone());
-                        }
-                        state.last_error = Some(e);
-                        if confirmed {
+                        state.probes.failures += 1;
+                        state.last_error = Some(e.to_string());
+                        if state.probes.failures >= state.ctx.settings.unreachable_after {
+                            state.on(Event::ProbesFailed(e.to_string()));
                             // Reported at once, not on the next tick.
                             if state.ctx.leadership.is_leader() {
                                 sync_status(&myself, state);
@@ -351,25 +359,7 @@ impl Actor for InstanceActor {
                     }
                 }
             }
-            InstanceMsg::StatusWritten(StatusWrite {
-                result,
-                resource_version,
-            }) => {
-                state.write_in_flight = false;
-                if resource_version.is_some() {
-                    state.resource_version = resource_version;
-                }
-                match result {
-                    Ok(written) => {
-                        state.last_written = Some(*written);
-                        state.last_write_at = Some(Instant::now());
-                    }
-                    Err(e) => {
-                        warn!(error = %e, "writing Instance status failed");
-                        state.last_error = Some(e);
-                    }
-                }
-            }
+            InstanceMsg::StatusWritten(w) => status_sync::written(state, w),
             InstanceMsg::Registered(result) => match result {
                 Ok(()) => state.registered = true,
                 Err(e) => {
@@ -392,24 +382,35 @@ impl Actor for InstanceActor {
 
 fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
     if let Some(caches) = &state.caches {
-        if state.observed.synced {
+        if state.observed.lifecycle.synced() {
             let inputs = stats_inputs(caches);
             if state.stats_inputs.as_ref() != Some(&inputs) {
                 state.observed.stats = Some(compute_stats(caches, inputs.counts));
                 state.stats_inputs = Some(inputs);
             }
         }
+        // Only an answering instance is degraded by its watches; a silent one is the
+        // probes' to report.
+        let answering =
+            state.probes.failures == 0 && state.observed.lifecycle.reachable() == Some(true);
+        if answering {
+            let failing =
+                caches.failing_for(state.ctx.settings.degraded_after, state.answering_since);
+            state.on(Event::Watches(failing));
+        }
     }
-    state.ticks_since_probe += 1;
-    let answering = state.probe_failures == 0 && state.observed.reachable == Some(true);
-    if !answering || state.ticks_since_probe >= state.ctx.settings.probe_every_ticks {
+    let answering = state.observed.lifecycle.reachable() == Some(true);
+    if state
+        .probes
+        .due(answering, state.ctx.settings.probe_every_ticks)
+    {
         probe(myself, state);
     }
     if !state.ctx.leadership.is_leader() {
         state.registered = false;
         return;
     }
-    if !state.registered && state.observed.connected {
+    if !state.registered && state.observed.lifecycle.connected() {
         let (ctx, instance, endpoint, me) = (
             state.ctx.clone(),
             state.instance.clone(),
@@ -429,69 +430,10 @@ fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
 
 /// Asks the instance for its version, unless a probe is in flight.
 fn probe(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
-    let (Some(client), false) = (&state.client, state.probe_in_flight) else {
-        return;
-    };
-    state.probe_in_flight = true;
-    state.ticks_since_probe = 0;
-    let (client, me, timeout) = (
-        client.clone(),
-        myself.clone(),
-        state.ctx.settings.probe_timeout,
-    );
-    tokio::spawn(async move {
-        let result = match tokio::time::timeout(timeout, client.apiserver_version()).await {
-            Ok(Ok(v)) => Ok(v.git_version),
-            Ok(Err(e)) => Err(format!("probe failed: {e}")),
-            Err(_) => Err(format!("probe timed out after {timeout:?}")),
-        };
-        let _ = me.send_message(InstanceMsg::Probed(result));
-    });
-}
-
-/// One fenced, conditional status write. On a conflict the fresh resourceVersion is read
-/// for the next attempt (someone else wrote: a user, the manager, or another replica).
-async fn write_status(
-    ctx: &Context,
-    name: &str,
-    next: InstanceStatus,
-    rv: Option<String>,
-) -> StatusWrite {
-    let api: Api<Instance> = Api::all(ctx.host.clone());
-    let patch = Patch::Merge(json!({"metadata": {"resourceVersion": rv}, "status": next}));
-    let params = PatchParams::default();
-    let call = api.patch_status(name, &params, &patch);
-    let fail = |e: String| StatusWrite {
-        result: Err(e),
-        resource_version: None,
-    };
-    match ctx
-        .leadership
-        .fenced(ctx.settings.request_timeout, call)
-        .await
-    {
-        Ok(Ok(written)) => {
-            Counters::bump(&ctx.counters.status_writes);
-            StatusWrite {
-                result: Ok(Box::new(next)),
-                resource_version: written.metadata.resource_version,
-            }
-        }
-        Ok(Err(kube::Error::Api(s))) if s.code == 409 => {
-            let fresh = tokio::time::timeout(ctx.settings.request_timeout, api.get_opt(name))
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .flatten();
-            StatusWrite {
-                result: Err(
-                    "status write conflicted; retrying with a fresh resourceVersion".into(),
-                ),
-                resource_version: fresh.and_then(|i| i.metadata.resource_version),
-            }
-        }
-        Ok(Err(e)) => fail(format!("patching status: {e}")),
-        Err(e) => fail(format!("patching status: {e}")),
+    if let Some(client) = &state.client {
+        state
+            .probes
+            .send(client, myself, state.ctx.settings.probe_timeout);
     }
 }
 
@@ -524,31 +466,4 @@ fn compute_stats(caches: &Caches, counts: stats::Counts) -> crate::crd::Instance
         .unwrap_or_default();
     let values: Vec<&serde_json::Value> = clusters.iter().map(|c| &c.data).collect();
     stats::aggregate(&values, counts)
-}
-
-/// Writes status when it changed, or to refresh lastSyncTime; one write at a time.
-fn sync_status(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
-    if state.write_in_flight {
-        return;
-    }
-    let stale = state
-        .last_write_at
-        .is_none_or(|t| t.elapsed() >= state.ctx.settings.status_refresh);
-    // Nothing observed since the status last compared equal: no need to build it again.
-    if !stale && state.unchanged_since.as_ref() == Some(&state.observed) {
-        return;
-    }
-    let next = status::build(state.last_written.as_ref(), &state.observed, &now());
-    if !status::changed(state.last_written.as_ref(), &next) && !stale {
-        state.unchanged_since = Some(state.observed.clone());
-        return;
-    }
-    state.unchanged_since = None;
-    state.write_in_flight = true;
-    let (ctx, name, me) = (state.ctx.clone(), state.name.clone(), myself.clone());
-    let rv = state.resource_version.clone();
-    tokio::spawn(async move {
-        let written = write_status(&ctx, &name, next, rv).await;
-        let _ = me.send_message(InstanceMsg::StatusWritten(written));
-    });
 }

@@ -1,43 +1,18 @@
 //! The status an instance actor reports: phase and conditions (`Reachable`, `Synced`,
 //! `Ready`) from what it observed. Pure functions.
 
+use super::lifecycle::{Lifecycle, Wait};
 use crate::crd::{Condition, InstanceStats, InstanceStatus, Phase};
 
 /// What the instance actor knows at one tick.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Observed {
     pub generation: Option<i64>,
-    /// Connected and caches exist.
-    pub connected: bool,
-    /// Waiting for a managed control plane.
-    pub provisioning: bool,
-    /// A managed control plane is being upgraded by karmada-operator.
-    pub upgrading: bool,
-    /// `None` before the first probe.
-    pub reachable: Option<bool>,
-    pub synced: bool,
-    pub degraded: Option<String>,
-    pub message: Option<String>,
+    pub lifecycle: Lifecycle,
     pub stats: Option<InstanceStats>,
     pub karmada_version: Option<String>,
     pub kubernetes_version: Option<String>,
     pub endpoint: Option<String>,
-}
-
-pub fn phase(o: &Observed) -> Phase {
-    if o.degraded.is_some() {
-        Phase::Degraded
-    } else if o.reachable == Some(false) {
-        Phase::Unreachable
-    } else if o.upgrading {
-        Phase::Upgrading
-    } else if o.provisioning {
-        Phase::Provisioning
-    } else if o.connected && o.synced && o.reachable == Some(true) {
-        Phase::Running
-    } else {
-        Phase::Pending
-    }
 }
 
 /// A condition whose `lastTransitionTime` moves only when its status does.
@@ -72,10 +47,21 @@ fn condition(
 
 pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> InstanceStatus {
     let prev_conds = prev.map(|p| p.conditions.as_slice()).unwrap_or(&[]);
-    let phase = phase(o);
-    let msg = o.message.as_deref().unwrap_or("");
-    let reachable = match o.reachable {
-        Some(true) => condition(
+    let phase = o.lifecycle.phase();
+    let msg = o.lifecycle.why().unwrap_or("");
+    let waiting = match o.lifecycle {
+        Lifecycle::Connecting {
+            wait: Wait::Provisioning,
+            ..
+        } => Some("Provisioning"),
+        Lifecycle::Connecting {
+            wait: Wait::Upgrading,
+            ..
+        } => Some("Upgrading"),
+        _ => None,
+    };
+    let reachable = match (o.lifecycle.reachable(), waiting) {
+        (Some(true), _) => condition(
             prev_conds,
             "Reachable",
             Some(true),
@@ -84,7 +70,7 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
             o.generation,
             now,
         ),
-        Some(false) => condition(
+        (Some(false), _) => condition(
             prev_conds,
             "Reachable",
             Some(false),
@@ -93,20 +79,16 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
             o.generation,
             now,
         ),
-        None if o.provisioning || o.upgrading => condition(
+        (None, Some(waiting)) => condition(
             prev_conds,
             "Reachable",
             None,
-            if o.upgrading {
-                "Upgrading"
-            } else {
-                "Provisioning"
-            },
+            waiting,
             msg,
             o.generation,
             now,
         ),
-        None => condition(
+        (None, None) => condition(
             prev_conds,
             "Reachable",
             None,
@@ -116,7 +98,7 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
             now,
         ),
     };
-    let synced = if o.synced {
+    let synced = if o.lifecycle.synced() {
         condition(
             prev_conds,
             "Synced",
@@ -137,8 +119,8 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
             now,
         )
     };
-    let ready = match (&o.degraded, phase) {
-        (Some(why), _) => condition(
+    let ready = match (&o.lifecycle, phase) {
+        (Lifecycle::Degraded { why, .. }, _) => condition(
             prev_conds,
             "Ready",
             Some(false),
@@ -147,7 +129,7 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
             o.generation,
             now,
         ),
-        (None, Phase::Running) => condition(
+        (_, Phase::Running) => condition(
             prev_conds,
             "Ready",
             Some(true),
@@ -156,7 +138,7 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
             o.generation,
             now,
         ),
-        (None, p) => condition(
+        (_, p) => condition(
             prev_conds,
             "Ready",
             Some(false),
@@ -243,45 +225,63 @@ mod tests {
 
     fn running() -> Observed {
         Observed {
-            connected: true,
-            reachable: Some(true),
-            synced: true,
+            lifecycle: Lifecycle::Serving,
             ..Default::default()
         }
     }
 
+    fn reasons(s: &InstanceStatus) -> Vec<(&str, &str, &str)> {
+        s.conditions
+            .iter()
+            .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
+            .collect()
+    }
+
     #[test]
-    fn phases_from_observations() {
-        assert_eq!(phase(&Observed::default()), Phase::Pending);
-        assert_eq!(phase(&running()), Phase::Running);
+    fn conditions_follow_the_lifecycle() {
+        let now = "2026-01-01T00:00:00Z";
+        let running = build(None, &running(), now);
+        assert_eq!(running.phase, Phase::Running);
         assert_eq!(
-            phase(&Observed {
-                reachable: Some(false),
-                ..running()
-            }),
-            Phase::Unreachable
+            reasons(&running),
+            [
+                ("Reachable", "True", "ProbeSucceeded"),
+                ("Synced", "True", "CachesSynced"),
+                ("Ready", "True", "Running")
+            ]
         );
+        let provisioning = Observed {
+            lifecycle: Lifecycle::Connecting {
+                attempts: 1,
+                wait: Wait::Provisioning,
+                why: Some("karmada-operator is not done".into()),
+            },
+            ..Default::default()
+        };
+        let s = build(None, &provisioning, now);
+        assert_eq!(s.phase, Phase::Provisioning);
+        assert_eq!(reasons(&s)[0], ("Reachable", "Unknown", "Provisioning"));
+        assert_eq!(s.conditions[0].message, "karmada-operator is not done");
+        let degraded = Observed {
+            lifecycle: Lifecycle::Degraded {
+                synced: false,
+                why: "the watch of clusters.cluster.karmada.io keeps failing".into(),
+            },
+            ..Default::default()
+        };
+        let s = build(None, &degraded, now);
+        assert_eq!(s.phase, Phase::Degraded);
         assert_eq!(
-            phase(&Observed {
-                provisioning: true,
-                ..Default::default()
-            }),
-            Phase::Provisioning
+            reasons(&s),
+            [
+                ("Reachable", "True", "ProbeSucceeded"),
+                ("Synced", "False", "CachesSyncing"),
+                ("Ready", "False", "Degraded")
+            ]
         );
-        assert_eq!(
-            phase(&Observed {
-                upgrading: true,
-                ..Default::default()
-            }),
-            Phase::Upgrading
-        );
-        assert_eq!(
-            phase(&Observed {
-                degraded: Some("panics".into()),
-                ..running()
-            }),
-            Phase::Degraded
-        );
+        assert!(s.conditions[2]
+            .message
+            .contains("clusters.cluster.karmada.io"));
     }
 
     #[test]
@@ -296,8 +296,10 @@ mod tests {
         let down = build(
             Some(&again),
             &Observed {
-                reachable: Some(false),
-                message: Some("connection refused".into()),
+                lifecycle: Lifecycle::Unreachable {
+                    synced: true,
+                    why: "connection refused".into(),
+                },
                 ..running()
             },
             "2026-01-01T00:02:00Z",
