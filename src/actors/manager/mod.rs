@@ -30,13 +30,30 @@ struct Child {
     tracker: RestartTracker,
     last_error: Option<String>,
     since: Instant,
-    /// A restart is scheduled; ignore duplicate triggers.
-    respawn_pending: bool,
-    cleaning: bool,
+    pending: Pending,
     /// The Instance's restart annotation last acted on: a new value restarts the actor on
     /// every replica, as `kubectl rollout restart` does for pods.
     restarted_at: Option<String>,
     requested_restarts: u32,
+}
+
+/// Work scheduled for a child, so a duplicate trigger does not schedule it twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pending {
+    Nothing,
+    /// A restart after a failure, delayed by the backoff.
+    Respawn,
+    /// The leader's cleanup of a deleted Instance.
+    Cleanup,
+}
+
+impl Child {
+    /// Marks `done` finished, if it was what was pending.
+    fn finished(&mut self, done: Pending) {
+        if self.pending == done {
+            self.pending = Pending::Nothing;
+        }
+    }
 }
 
 fn restart_stamp(i: &Instance) -> Option<String> {
@@ -74,7 +91,7 @@ impl InstanceManager {
         let Some(child) = state.children.get_mut(name) else {
             return;
         };
-        child.respawn_pending = false;
+        child.finished(Pending::Respawn);
         if child.actor.is_some() || child.instance.spec.paused || deleting(&child.instance) {
             return;
         }
@@ -113,7 +130,7 @@ impl InstanceManager {
     ) {
         if let Some(child) = state.children.get_mut(name) {
             child.tracker.reset();
-            child.respawn_pending = false;
+            child.finished(Pending::Respawn);
             child.requested_restarts = child.requested_restarts.saturating_add(1);
         }
         Self::stop_child(state, name, "restart requested");
@@ -165,8 +182,8 @@ impl InstanceManager {
                 d
             }
         };
-        if !child.respawn_pending {
-            child.respawn_pending = true;
+        if child.pending == Pending::Nothing {
+            child.pending = Pending::Respawn;
             let n = name.to_string();
             myself.send_after(delay, move || ManagerMsg::Respawn(n));
         }
@@ -194,8 +211,8 @@ impl InstanceManager {
                 .entry(name.clone())
                 .or_insert_with(|| new_child(instance.clone()));
             child.instance = instance;
-            if leader && has_finalizer && !child.cleaning {
-                child.cleaning = true;
+            if leader && has_finalizer && child.pending != Pending::Cleanup {
+                child.pending = Pending::Cleanup;
                 cleanup::spawn_cleanup(state.ctx.clone(), child.instance.clone(), myself.clone());
             }
             return;
@@ -238,7 +255,7 @@ impl InstanceManager {
             Self::stop_child(state, &name, "instance spec changed");
         }
         if state.children.get(&name).is_some_and(|c| {
-            c.actor.is_none() && !c.respawn_pending && c.state != ActorState::Degraded
+            c.actor.is_none() && c.pending == Pending::Nothing && c.state != ActorState::Degraded
         }) {
             self.spawn_child(myself, state, &name).await;
         }
@@ -255,8 +272,7 @@ fn new_child(instance: Instance) -> Child {
         tracker: RestartTracker::default(),
         last_error: None,
         since: Instant::now(),
-        respawn_pending: false,
-        cleaning: false,
+        pending: Pending::Nothing,
     }
 }
 
@@ -375,7 +391,7 @@ impl Actor for InstanceManager {
             }
             ManagerMsg::CleanedUp(name, result) => {
                 if let Some(child) = state.children.get_mut(&name) {
-                    child.cleaning = false;
+                    child.finished(Pending::Cleanup);
                     if let Err(e) = result {
                         warn!(instance = %name, error = %e, "cleanup failed; retrying");
                         child.last_error = Some(e.to_string());
