@@ -1,6 +1,6 @@
 //! Putting Kairship onto a host cluster: its CRDs, the namespace it works in, and
-//! External instances attached from kubeconfigs. Idempotent; used by the demo, the tests
-//! and the benchmarks.
+//! External instances attached from kubeconfigs. Idempotent; used by the demo, the leader
+//! chaos experiments (which start their own host), the tests and the benchmarks.
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
