@@ -275,3 +275,61 @@ async fn bad_queries_are_answered_as_the_instance_answers_them() {
     }
     api.stop().await;
 }
+
+/// A kind whose watch fails (its CRD deleted on the instance) is read from the instance,
+/// which says the resource is gone, rather than from a cache that can no longer follow it;
+/// once the kind is back and its watch resumes, the cache answers again.
+/// A GET's status code and where its answer came from.
+async fn answered_by(client: &kube::Client, path: &str) -> Option<(u16, String)> {
+    let req = http::Request::get(path)
+        .body(kube::client::Body::empty())
+        .ok()?;
+    let resp = client.send(req).await.ok()?;
+    let from = resp
+        .headers()
+        .get(kairship::api::http::proxy::SOURCE_HEADER)?
+        .to_str()
+        .ok()?
+        .to_string();
+    Some((resp.status().as_u16(), from))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_whose_watch_fails_is_read_from_the_instance() {
+    use kube::api::{Api as KubeApi, DeleteParams, DynamicObject, PostParams};
+    let api = Api::start(1).await;
+    let client = crate::common::client_from(&api.proxy_kubeconfig("karmada-1")).await;
+    let path = "/apis/policy.karmada.io/v1alpha1/overridepolicies";
+    assert_eq!(source(&client, path, "application/json").await, "cache");
+    let crds: KubeApi<DynamicObject> = KubeApi::all_with(
+        api.env.sim.client("karmada-1").await,
+        &crate::harness::crd_resource(),
+    );
+    const CRD: &str = "overridepolicies.policy.karmada.io";
+    let crd = crds.get(CRD).await.expect("the CRD is installed");
+    crds.delete(CRD, &DeleteParams::default())
+        .await
+        .expect("delete the CRD");
+    crate::common::eventually(
+        Duration::from_secs(20),
+        "a 404 from the instance",
+        || async {
+            let (code, from) = answered_by(&client, path).await?;
+            (code == 404 && from == "instance").then_some(())
+        },
+    )
+    .await;
+    crds.create(&PostParams::default(), &crate::harness::recreatable(crd))
+        .await
+        .expect("the CRD comes back");
+    crate::common::eventually(
+        Duration::from_secs(60),
+        "the cache answering again",
+        || async {
+            let (code, from) = answered_by(&client, path).await?;
+            (code == 200 && from == "cache").then_some(())
+        },
+    )
+    .await;
+    api.stop().await;
+}

@@ -126,3 +126,21 @@ pub async fn actor(tree: &Tree, instance: &str) -> Option<ActorSnapshot> {
         .into_iter()
         .find(|a| a.instance.as_deref() == Some(instance))
 }
+
+/// CustomResourceDefinitions, to take a Karmada kind away from an instance and give it back.
+pub fn crd_resource() -> kube::discovery::ApiResource {
+    kube::discovery::ApiResource::erase::<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    >(&())
+}
+
+/// A CRD as read, ready to be created again.
+pub fn recreatable(mut crd: kube::api::DynamicObject) -> kube::api::DynamicObject {
+    crd.metadata.resource_version = None;
+    crd.metadata.uid = None;
+    crd.metadata.creation_timestamp = None;
+    if let Some(o) = crd.data.as_object_mut() {
+        o.remove("status");
+    }
+    crd
+}

@@ -253,16 +253,10 @@ async fn a_missing_karmada_crd_degrades_only_its_instance_until_it_is_back() {
     let (env, tree) = Env::running(2).await;
     let crds: Api<DynamicObject> = Api::all_with(
         env.sim.client("karmada-1").await,
-        &ApiResource {
-            group: "apiextensions.k8s.io".into(),
-            version: "v1".into(),
-            api_version: "apiextensions.k8s.io/v1".into(),
-            kind: "CustomResourceDefinition".into(),
-            plural: "customresourcedefinitions".into(),
-        },
+        &crate::harness::crd_resource(),
     );
     const CRD: &str = "overridepolicies.policy.karmada.io";
-    let mut crd = crds.get(CRD).await.expect("the CRD is installed");
+    let crd = crds.get(CRD).await.expect("the CRD is installed");
     crds.delete(CRD, &DeleteParams::default())
         .await
         .expect("delete the CRD");
@@ -295,11 +289,7 @@ async fn a_missing_karmada_crd_degrades_only_its_instance_until_it_is_back() {
         "a degraded instance is not a crash"
     );
 
-    crd.metadata.resource_version = None;
-    crd.metadata.uid = None;
-    crd.metadata.creation_timestamp = None;
-    crd.data.as_object_mut().map(|o| o.remove("status"));
-    crds.create(&PostParams::default(), &crd)
+    crds.create(&PostParams::default(), &crate::harness::recreatable(crd))
         .await
         .expect("the CRD comes back");
     env.wait_phase("karmada-1", Phase::Running, Duration::from_secs(60))

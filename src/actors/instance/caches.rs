@@ -149,7 +149,9 @@ pub struct Caches {
     pub feeds: BTreeMap<Kind, Feed>,
     /// Watch errors, each followed by a retry (resume or relist), across every kind.
     pub watch_restarts: Arc<AtomicU64>,
-    failing: BTreeMap<Kind, Arc<WatchHealth>>,
+    /// Whether each kind's watch is failing: the API reads a failing kind from the
+    /// instance, and the actor reports one that keeps failing.
+    pub health: BTreeMap<Kind, Arc<WatchHealth>>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -162,7 +164,7 @@ impl Caches {
         let mut feeds = BTreeMap::new();
         let mut tasks = Vec::new();
         let watch_restarts = Arc::new(AtomicU64::new(0));
-        let mut failing = BTreeMap::new();
+        let mut health_of = BTreeMap::new();
         for kind in Kind::ALL {
             let ar = kind.resource();
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
@@ -171,7 +173,7 @@ impl Caches {
                 kind: ar.kind.clone(),
             };
             let health = Arc::new(WatchHealth::default());
-            failing.insert(kind, health.clone());
+            health_of.insert(kind, health.clone());
             let writer = reflector::store::Writer::new(ar);
             let reader = writer.as_reader();
             // kube-apiserver leaves apiVersion and kind out of list items; objects served
@@ -218,7 +220,7 @@ impl Caches {
             stores,
             feeds,
             watch_restarts,
-            failing,
+            health: health_of,
             tasks,
         }
     }
@@ -227,7 +229,7 @@ impl Caches {
     /// `grace`, counting from `not_before` at the earliest (when the instance last began
     /// answering: watches failing while it was down are the probes' to report), in words.
     pub fn failing_for(&self, grace: Duration, not_before: Instant) -> Option<String> {
-        self.failing.iter().find_map(|(kind, health)| {
+        self.health.iter().find_map(|(kind, health)| {
             let error = health.failing_for(grace, not_before)?;
             let r = kind.resource();
             let dot = if r.group.is_empty() { "" } else { "." };

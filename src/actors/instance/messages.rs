@@ -36,6 +36,12 @@ pub struct InstanceReader {
     pub printers: super::printers::Printers,
     /// Each cached kind's change feed, for watches served from the cache.
     pub feeds: std::collections::BTreeMap<super::caches::Kind, super::feed::Feed>,
+    /// Whether each cached kind's watch is failing (live): such a kind is read from the
+    /// instance.
+    pub watch_health: std::collections::BTreeMap<
+        super::caches::Kind,
+        std::sync::Arc<super::watch_health::WatchHealth>,
+    >,
     /// Watch restarts of the caches since the actor started (live).
     pub watch_restarts: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }

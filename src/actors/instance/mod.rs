@@ -149,6 +149,11 @@ impl InstanceState {
                 .as_ref()
                 .map(|c| c.feeds.clone())
                 .unwrap_or_default(),
+            watch_health: self
+                .caches
+                .as_ref()
+                .map(|c| c.health.clone())
+                .unwrap_or_default(),
             watch_restarts: self
                 .caches
                 .as_ref()

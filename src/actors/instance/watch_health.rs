@@ -38,6 +38,11 @@ impl WatchHealth {
         self.failing.store(true, Ordering::Relaxed);
     }
 
+    /// The last thing the watch did was fail: its cache may be behind the instance.
+    pub fn failing(&self) -> bool {
+        self.failing.load(Ordering::Relaxed)
+    }
+
     pub fn succeeded(&self) {
         if self.failing.swap(false, Ordering::Relaxed) {
             *self.streak.lock() = Streak::default();

@@ -101,7 +101,8 @@ fn wants_table(req: &http::request::Parts) -> bool {
 
 /// The cached kind a request reads, when the cache may answer it: a GET (JSON, or a
 /// Table with object metadata as kubectl asks) of a kind this instance caches, not forced
-/// to the instance.
+/// to the instance, whose watch is not failing (the cache may be behind, or the kind gone
+/// from the instance: the instance answers for itself).
 fn cacheable(
     routed: &Routed,
     req: &http::request::Parts,
@@ -130,7 +131,8 @@ fn cacheable(
         let r = k.resource();
         r.group == rp.group && r.version == rp.version && r.plural == rp.plural
     })?;
-    routed.stores.contains_key(&kind).then_some((kind, rp))
+    let failing = routed.watch_health.get(&kind).is_some_and(|h| h.failing());
+    (routed.stores.contains_key(&kind) && !failing).then_some((kind, rp))
 }
 
 /// Answers get/list/watch of a cached kind from the cache, as JSON or (with `columns`) as
