@@ -92,6 +92,7 @@ pub async fn run(args: ChaosArgs) -> Result<(), Error> {
                     .map_err(|_| Error::Usage("address".into()))?,
                 fleet: super::demo::FleetKind::Sim,
                 leader_elect: false,
+                instance_degraded_after_secs: 60,
             };
             let demo = super::demo::start_sim(&demo_args).await?;
             let path = demo_args.state_dir.join("endpoints.json");

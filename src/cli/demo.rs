@@ -42,6 +42,10 @@ pub struct DemoArgs {
     /// does (kube-system/kairship-controller-manager); false: always the leader.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
+    /// Seconds a cache's watch may keep failing, while its instance answers, before the
+    /// instance is Degraded (a Karmada CRD missing, a kind Kairship may not list).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub instance_degraded_after_secs: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -444,7 +448,10 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
             )),
             false => crate::actors::tree::Election::Always,
         },
-        settings: Settings::default(),
+        settings: Settings {
+            degraded_after: Duration::from_secs(args.instance_degraded_after_secs),
+            ..Settings::default()
+        },
         grpc_addr: args.grpc_addr,
         http_addr: args.http_addr,
         probes_addr: Some(args.probes_addr),

@@ -65,6 +65,10 @@ pub struct RunArgs {
     /// Namespace of the Karmada objects of managed instances.
     #[arg(long, default_value = "kairship-system")]
     pub managed_namespace: String,
+    /// Seconds a cache's watch may keep failing, while its instance answers, before the
+    /// instance is Degraded (a Karmada CRD missing, a kind Kairship may not list).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub instance_degraded_after_secs: u64,
     #[command(flatten)]
     pub auth: AuthArgs,
 }
@@ -290,6 +294,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     };
     let settings = Settings {
         managed_namespace: args.managed_namespace.clone(),
+        degraded_after: std::time::Duration::from_secs(args.instance_degraded_after_secs),
         ..Settings::default()
     };
     match tls.zip(auth) {

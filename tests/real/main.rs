@@ -89,6 +89,8 @@ async fn start() -> Option<Demo> {
             "2",
             "--clusters",
             "2",
+            "--instance-degraded-after-secs",
+            "5",
         ])
         .args([
             "--grpc-addr",
@@ -411,6 +413,52 @@ async fn kairship_against_real_karmada() {
         vec![demo.direct("karmada-2").display().to_string()],
     )
     .await;
+
+    // A Karmada CRD deleted on a real karmada-apiserver: karmada-1 is Degraded naming it,
+    // kubectl through the proxy hears what the instance says, and with the CRD applied
+    // again it is Running.
+    const CRD: &str = "clusteroverridepolicies.policy.karmada.io";
+    let direct1 = demo.direct("karmada-1");
+    demo.ok(&direct1, &["delete", "crd", CRD]);
+    eventually(Duration::from_secs(60), "karmada-1 Degraded", || async {
+        let mut c = InstanceServiceClient::new(demo.channel().await);
+        let status = c
+            .get_instance(demo.request(GetInstanceRequest {
+                name: "karmada-1".into(),
+            }))
+            .await
+            .ok()?
+            .into_inner()
+            .status?;
+        let named = status
+            .conditions
+            .iter()
+            .any(|c| c.r#type == "Ready" && c.reason == "Degraded" && c.message.contains(CRD));
+        (status.phase == "Degraded" && named).then_some(())
+    })
+    .await;
+    // Not an empty list from the cache: the instance's 404 (or, with kubectl's discovery
+    // cache refreshed, an unknown resource type).
+    let gone = demo.kubectl(&proxy1, &["get", "clusteroverridepolicies"]);
+    let said = String::from_utf8_lossy(&gone.stderr);
+    assert!(
+        !gone.status.success()
+            && (said.contains("could not find the requested resource")
+                || said.contains("doesn't have a resource type")),
+        "{said}"
+    );
+    let crd_file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/karmada/crds/policy.karmada.io_clusteroverridepolicies.yaml"
+    );
+    demo.ok(&direct1, &["apply", "-f", crd_file]);
+    eventually(
+        Duration::from_secs(150),
+        "karmada-1 Running with the CRD back",
+        || async { (demo.phase("karmada-1").await == "Running").then_some(()) },
+    )
+    .await;
+    demo.ok(&proxy1, &["get", "clusteroverridepolicies"]);
 
     // Leader election on the real host's Lease.
     let host = demo.dir.path().join("real/host/admin.kubeconfig");
