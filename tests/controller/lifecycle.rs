@@ -296,3 +296,27 @@ async fn a_missing_karmada_crd_degrades_only_its_instance_until_it_is_back() {
         .await;
     tree.shutdown().await;
 }
+
+/// A plain Kubernetes API server attached as an instance by mistake (here the host, which
+/// serves none of Karmada's kinds) never completes its caches: Degraded, saying which kind
+/// is missing, not Pending for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_without_karmada_is_degraded_naming_what_is_missing() {
+    let env = Env::start(0).await;
+    let tree = env.start_tree(None, "solo").await;
+    env.create_external("host").await;
+    let status = env
+        .wait_phase("host", Phase::Degraded, Duration::from_secs(30))
+        .await;
+    let synced = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Synced")
+        .expect("a Synced condition");
+    assert_eq!(synced.status, "False", "{status:?}");
+    assert!(
+        synced.message.contains("clusters.cluster.karmada.io"),
+        "names the missing kind: {synced:?}"
+    );
+    tree.shutdown().await;
+}

@@ -198,7 +198,11 @@ impl Caches {
                         .for_each(|ev| {
                             match ev {
                                 Ok(ev) => {
-                                    health.succeeded();
+                                    // `Init` opens every (re)list before the list is
+                                    // asked for, so only what follows it is a success.
+                                    if !matches!(ev, watcher::Event::Init) {
+                                        health.succeeded();
+                                    }
                                     publisher.publish(&ev)
                                 }
                                 Err(e) => {

@@ -109,12 +109,20 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
             now,
         )
     } else {
+        // What holds the caches up, when a watch keeps failing: the console and
+        // `kubectl describe` show the first condition that is not True.
+        let message = match &o.lifecycle {
+            Lifecycle::Degraded { why, .. } => {
+                format!("caches have not completed their initial list: {why}")
+            }
+            _ => "caches have not completed their initial list".to_string(),
+        };
         condition(
             prev_conds,
             "Synced",
             Some(false),
             "CachesSyncing",
-            "caches have not completed their initial list",
+            &message,
             o.generation,
             now,
         )
@@ -279,6 +287,9 @@ mod tests {
                 ("Ready", "False", "Degraded")
             ]
         );
+        assert!(s.conditions[1]
+            .message
+            .contains("clusters.cluster.karmada.io"));
         assert!(s.conditions[2]
             .message
             .contains("clusters.cluster.karmada.io"));
