@@ -29,9 +29,15 @@ pub struct Settings {
     /// Status is rewritten at least this often (refreshing lastSyncTime) and, on
     /// change, at most once per `tick`.
     pub status_refresh: Duration,
-    /// Timeouts for every call to an instance's karmada-apiserver.
+    /// Timeouts for every call to an instance's karmada-apiserver: connecting, and a
+    /// request passed through or a write of the actors.
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
+    /// One call to an instance made for a request the caches cannot answer alone (an
+    /// access review, a CRD's printer columns, member Nodes, Works).
+    pub instance_call_timeout: Duration,
+    /// One call to the host cluster made for an API request or a global-management event.
+    pub host_call_timeout: Duration,
     pub restart: RestartPolicy,
 }
 
@@ -47,6 +53,8 @@ impl Default for Settings {
             status_refresh: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
+            instance_call_timeout: Duration::from_secs(10),
+            host_call_timeout: Duration::from_secs(10),
             restart: RestartPolicy::default(),
         }
     }

@@ -145,6 +145,10 @@ impl TreeHandle {
         &self.ctx.host
     }
 
+    pub fn settings(&self) -> &Settings {
+        &self.ctx.settings
+    }
+
     async fn manager(&self) -> Result<ActorRef<ManagerMsg>, TreeError> {
         ractor::call_t!(self.root, RootMsg::Manager, QUERY_TIMEOUT_MS)
             .map_err(|e| TreeError::Unavailable(e.to_string()))?

@@ -16,6 +16,22 @@ use crate::auth::{Auth, Caller, Role};
 use crate::crd::Instance;
 use crate::error::{check_name, ApiError};
 
+/// A call to `whom` made for a request, bounded by `after`: its failure as an `ApiError`
+/// naming `what`.
+pub async fn bounded<T>(
+    what: &str,
+    whom: &str,
+    after: Duration,
+    fut: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, ApiError> {
+    match tokio::time::timeout(after, fut).await {
+        Ok(r) => r.map_err(|e| ApiError::from_kube(e, what)),
+        Err(_) => Err(ApiError::DeadlineExceeded(format!(
+            "{what}: {whom} did not answer within {after:?}"
+        ))),
+    }
+}
+
 /// How long a request may wait for a free slot of a busy instance.
 const PERMIT_WAIT: Duration = Duration::from_secs(2);
 
@@ -46,6 +62,18 @@ pub struct Routed {
     _permit: OwnedSemaphorePermit,
 }
 
+impl Routed {
+    /// One call to this instance for a request the caches cannot answer alone, bounded by
+    /// `Settings::instance_call_timeout`.
+    pub async fn call<T>(
+        &self,
+        what: &str,
+        fut: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, ApiError> {
+        bounded(what, "the instance", self.call_timeout, fut).await
+    }
+}
+
 impl std::ops::Deref for Routed {
     type Target = InstanceReader;
     fn deref(&self) -> &InstanceReader {
@@ -54,6 +82,17 @@ impl std::ops::Deref for Routed {
 }
 
 impl Router {
+    /// One call to the host cluster for a request, bounded by
+    /// `Settings::host_call_timeout`.
+    pub async fn host_call<T>(
+        &self,
+        what: &str,
+        fut: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, ApiError> {
+        let after = self.tree.settings().host_call_timeout;
+        bounded(what, "the host cluster", after, fut).await
+    }
+
     /// Without authentication or authorization (tests, benchmarks' baseline).
     pub fn new(tree: TreeHandle) -> Self {
         Self::with_auth(tree, Auth::disabled())

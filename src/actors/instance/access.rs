@@ -13,7 +13,6 @@ use serde_json::json;
 
 const ALLOWED_TTL: Duration = Duration::from_secs(30);
 const DENIED_TTL: Duration = Duration::from_secs(5);
-const REVIEW_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_ENTRIES: usize = 4096;
 
 /// Who a request acts as on the instance (what the proxy impersonates).
@@ -45,10 +44,21 @@ pub enum ReviewError {
 /// A decision and until when it holds.
 type Decisions = HashMap<(Identity, ReadAttributes), (bool, Instant)>;
 
-#[derive(Clone, Default)]
-pub struct AccessReviews(Arc<Mutex<Decisions>>);
+#[derive(Clone)]
+pub struct AccessReviews {
+    decisions: Arc<Mutex<Decisions>>,
+    /// Bound of one review (`Settings::instance_call_timeout`).
+    timeout: Duration,
+}
 
 impl AccessReviews {
+    pub fn new(timeout: Duration) -> Self {
+        Self {
+            decisions: Arc::default(),
+            timeout,
+        }
+    }
+
     /// Whether `who` may do `what`, from a fresh decision or by asking the instance.
     pub async fn allowed(
         &self,
@@ -57,14 +67,14 @@ impl AccessReviews {
         what: &ReadAttributes,
     ) -> Result<bool, ReviewError> {
         let key = (who.clone(), what.clone());
-        if let Some((allowed, until)) = self.0.lock().get(&key) {
+        if let Some((allowed, until)) = self.decisions.lock().get(&key) {
             if *until > Instant::now() {
                 return Ok(*allowed);
             }
         }
-        let allowed = review(client, who, what).await?;
+        let allowed = review(client, who, what, self.timeout).await?;
         let ttl = if allowed { ALLOWED_TTL } else { DENIED_TTL };
-        let mut map = self.0.lock();
+        let mut map = self.decisions.lock();
         if map.len() >= MAX_ENTRIES {
             let now = Instant::now();
             map.retain(|_, (_, until)| *until > now);
@@ -81,6 +91,7 @@ async fn review(
     client: &kube::Client,
     who: &Identity,
     what: &ReadAttributes,
+    timeout: Duration,
 ) -> Result<bool, ReviewError> {
     let body = json!({
         "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
@@ -97,9 +108,9 @@ async fn review(
         .header(http::header::CONTENT_TYPE, "application/json")
         .body(body.to_string().into_bytes())
         .map_err(|e| ReviewError::Failed(e.to_string()))?;
-    let answer: serde_json::Value = tokio::time::timeout(REVIEW_TIMEOUT, client.request(req))
+    let answer: serde_json::Value = tokio::time::timeout(timeout, client.request(req))
         .await
-        .map_err(|_| ReviewError::Timeout(REVIEW_TIMEOUT))?
+        .map_err(|_| ReviewError::Timeout(timeout))?
         .map_err(|e| ReviewError::Failed(e.to_string()))?;
     Ok(answer["status"]["allowed"].as_bool().unwrap_or(false))
 }

@@ -32,6 +32,8 @@ pub struct InstanceReader {
     /// `Err(why)` when requests must fail fast with UNAVAILABLE.
     pub health: Result<(), String>,
     pub limiter: std::sync::Arc<tokio::sync::Semaphore>,
+    /// Bound of one call made for a request the caches cannot answer alone.
+    pub call_timeout: std::time::Duration,
     /// Table columns per cached kind, for `kubectl get` served from the cache.
     pub printers: super::printers::Printers,
     /// Each cached kind's change feed, for watches served from the cache.

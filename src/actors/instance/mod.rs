@@ -144,6 +144,7 @@ impl InstanceState {
             printers: self.printers.clone(),
             health,
             limiter: self.limiter.clone(),
+            call_timeout: self.ctx.settings.instance_call_timeout,
             feeds: self
                 .caches
                 .as_ref()
@@ -213,7 +214,10 @@ impl Actor for InstanceActor {
         args: InstanceArgs,
     ) -> Result<InstanceState, ActorProcessingErr> {
         let name = args.instance.metadata.name.clone().unwrap_or_default();
-        let tick = args.ctx.settings.tick;
+        let (tick, call_timeout) = (
+            args.ctx.settings.tick,
+            args.ctx.settings.instance_call_timeout,
+        );
         let ticker = myself.send_interval(tick, || InstanceMsg::Tick);
         let on_leadership = {
             let (mut leading, me) = (args.ctx.leadership.subscribe(), myself.clone());
@@ -251,9 +255,9 @@ impl Actor for InstanceActor {
             on_leadership: Some(on_leadership),
             limiter: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS)),
             json: memo::JsonMemo::default(),
-            access: access::AccessReviews::default(),
+            access: access::AccessReviews::new(call_timeout),
             writes: write_marks::WriteMarks::default(),
-            printers: printers::Printers::default(),
+            printers: printers::Printers::new(call_timeout),
             published: None,
             stats_inputs: None,
         })

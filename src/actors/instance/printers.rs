@@ -14,15 +14,23 @@ use parking_lot::Mutex;
 use super::caches::Kind;
 use super::memo::RowMemo;
 
-const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
-
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Printers {
     columns: Arc<Mutex<BTreeMap<Kind, Arc<Vec<Column>>>>>,
     rows: RowMemo,
+    /// Bound of reading a CRD (`Settings::instance_call_timeout`).
+    timeout: Duration,
 }
 
 impl Printers {
+    pub fn new(timeout: Duration) -> Self {
+        Self {
+            columns: Arc::default(),
+            rows: RowMemo::default(),
+            timeout,
+        }
+    }
+
     /// The rows of `objects` printed with `columns` (from [`Printers::columns`] of the same
     /// kind); `live` as for the memo.
     pub fn rows(
@@ -53,7 +61,7 @@ impl Printers {
                 );
                 let req = http::Request::get(path).body(Vec::new()).ok()?;
                 let crd: serde_json::Value =
-                    tokio::time::timeout(FETCH_TIMEOUT, client.request(req))
+                    tokio::time::timeout(self.timeout, client.request(req))
                         .await
                         .ok()?
                         .ok()?;

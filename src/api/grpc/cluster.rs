@@ -18,7 +18,6 @@ pub struct Clusters(pub Router);
 
 use crate::api::convert::UNSCHEDULABLE;
 /// How long a read through the Cluster proxy may take.
-const NODES_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 const EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
 
 fn taint_json(t: &proto::Taint) -> Value {
@@ -192,15 +191,7 @@ impl ClusterService for Clusters {
             .body(Vec::new())
             .map_err(|e| ApiError::Internal(e.to_string()))?;
         let what = format!("nodes of cluster {:?}", req.name);
-        let list: Value = match tokio::time::timeout(NODES_TIMEOUT, client.request(request)).await {
-            Ok(r) => r.map_err(|e| ApiError::from_kube(e, &what))?,
-            Err(_) => {
-                return Err(ApiError::DeadlineExceeded(format!(
-                    "{what}: the instance did not answer within {NODES_TIMEOUT:?}"
-                ))
-                .into())
-            }
-        };
+        let list: Value = routed.call(&what, client.request(request)).await?;
         let nodes = list["items"]
             .as_array()
             .into_iter()

@@ -3,7 +3,6 @@
 use kube::api::{Api, DeleteParams, PostParams};
 use tonic::{Request, Response, Status};
 
-use super::host_call;
 use crate::api::convert;
 use crate::api::paging;
 use crate::api::router::Router;
@@ -45,11 +44,13 @@ impl InstanceService for Instances {
             .metadata
             .map(|m| m.labels.into_iter().collect())
             .filter(|l: &std::collections::BTreeMap<_, _>| !l.is_empty());
-        let created = host_call(
-            &format!("instance {name:?}"),
-            self.api().create(&PostParams::default(), &obj),
-        )
-        .await?;
+        let created = self
+            .0
+            .host_call(
+                &format!("instance {name:?}"),
+                self.api().create(&PostParams::default(), &obj),
+            )
+            .await?;
         Ok(Response::new(convert::instance(&created)))
     }
 
@@ -109,7 +110,7 @@ impl InstanceService for Instances {
             .authorize(&caller, Role::Admin, &meta.name, "update instances")?;
         let spec = convert::instance_spec(inst.spec.as_ref())?;
         let what = format!("instance {:?}", meta.name);
-        let mut current = host_call(&what, self.api().get(&meta.name)).await?;
+        let mut current = self.0.host_call(&what, self.api().get(&meta.name)).await?;
         // An explicit resourceVersion is a precondition; none means "the latest".
         if !meta.resource_version.is_empty() {
             current.metadata.resource_version = Some(meta.resource_version);
@@ -134,15 +135,17 @@ impl InstanceService for Instances {
         if !meta.labels.is_empty() {
             current.metadata.labels = Some(meta.labels.into_iter().collect());
         }
-        let updated = host_call(
-            &what,
-            self.api().replace(
-                &current.metadata.name.clone().unwrap_or_default(),
-                &PostParams::default(),
-                &current,
-            ),
-        )
-        .await?;
+        let updated = self
+            .0
+            .host_call(
+                &what,
+                self.api().replace(
+                    &current.metadata.name.clone().unwrap_or_default(),
+                    &PostParams::default(),
+                    &current,
+                ),
+            )
+            .await?;
         Ok(Response::new(convert::instance(&updated)))
     }
 
@@ -155,11 +158,12 @@ impl InstanceService for Instances {
         check_name("name", &name)?;
         self.0
             .authorize(&caller, Role::Admin, &name, "delete instances")?;
-        host_call(
-            &format!("instance {name:?}"),
-            self.api().delete(&name, &DeleteParams::default()),
-        )
-        .await?;
+        self.0
+            .host_call(
+                &format!("instance {name:?}"),
+                self.api().delete(&name, &DeleteParams::default()),
+            )
+            .await?;
         Ok(Response::new(proto::DeleteInstanceResponse {}))
     }
 

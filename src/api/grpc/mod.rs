@@ -12,23 +12,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::router::Router;
-use crate::error::ApiError;
 use crate::proto;
-
-/// Every call this server makes to the host cluster is bounded by this.
-pub const HOST_TIMEOUT: Duration = Duration::from_secs(10);
-
-pub async fn host_call<T>(
-    what: &str,
-    fut: impl Future<Output = Result<T, kube::Error>>,
-) -> Result<T, ApiError> {
-    match tokio::time::timeout(HOST_TIMEOUT, fut).await {
-        Ok(r) => r.map_err(|e| ApiError::from_kube(e, what)),
-        Err(_) => Err(ApiError::DeadlineExceeded(format!(
-            "{what}: the host cluster did not answer within {HOST_TIMEOUT:?}"
-        ))),
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {

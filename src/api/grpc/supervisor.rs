@@ -75,12 +75,9 @@ impl SupervisorService for Supervisor {
             kube::api::Patch::Merge(&patch),
         );
         let write = instances.patch(&name, &params, &patch);
-        tokio::time::timeout(std::time::Duration::from_secs(10), write)
-            .await
-            .map_err(|_| {
-                ApiError::Unavailable("the host cluster did not answer within 10s".into())
-            })?
-            .map_err(|e| ApiError::from_kube(e, &format!("instance {name:?}")))?;
+        self.0
+            .host_call(&format!("instance {name:?}"), write)
+            .await?;
         self.0
             .tree
             .restart_instance_stamped(&name, Some(stamp))

@@ -124,9 +124,6 @@ fn placement(routed: &Routed, kind: Kind, o: &DynamicObject) -> Option<proto::Pl
     })
 }
 
-/// How long GetWorkload waits for the Works it reads live from the instance.
-const WORKS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
-
 /// Per-cluster override diffs, read from the binding's Works in `karmada-es-<cluster>`.
 async fn overrides(
     routed: &Routed,
@@ -152,20 +149,11 @@ async fn overrides(
             &format!("karmada-es-{}", target.name),
             &works,
         );
-        let listed = tokio::time::timeout(WORKS_TIMEOUT, api.list(&Default::default()))
-            .await
-            .map_err(|_| {
-                ApiError::Unavailable(format!(
-                    "instance {:?}: listing Works of cluster {} timed out",
-                    routed.name, target.name
-                ))
-            })?
-            .map_err(|e| {
-                ApiError::Unavailable(format!(
-                    "instance {:?}: listing Works of cluster {}: {e}",
-                    routed.name, target.name
-                ))
-            })?;
+        let what = format!(
+            "instance {:?}: the Works of cluster {}",
+            routed.name, target.name
+        );
+        let listed = routed.call(&what, api.list(&Default::default())).await?;
         // Karmada marks each Work with the binding it came from.
         let work = listed.items.into_iter().find(|w| {
             let a = w.metadata.annotations.clone().unwrap_or_default();

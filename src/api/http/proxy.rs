@@ -22,8 +22,6 @@ use crate::api::router::{Routed, Router};
 use crate::auth::Role;
 use crate::error::ApiError;
 
-/// Requests other than watches must be answered within this.
-const PASS_THROUGH_TIMEOUT: Duration = Duration::from_secs(30);
 /// kube-apiserver's own limit on a request body.
 const MAX_BODY: usize = 3 * 1024 * 1024;
 
@@ -120,7 +118,9 @@ async fn serve(router: Router, name: String, rest: String, req: Request) -> Resp
     }
     let req = Request::from_parts(head, body);
     let (method, writes) = (req.method().clone(), req.method() != Method::GET);
-    let answer = pass_through(&routed, req, &path, identity.as_ref()).await;
+    // Requests other than watches must be answered within the actors' request bound.
+    let within = router.tree.settings().request_timeout;
+    let answer = pass_through(&routed, req, &path, identity.as_ref(), within).await;
     if writes {
         audit(&caller, &name, &method, &path, &answer);
     }
@@ -136,6 +136,7 @@ async fn pass_through(
     req: Request,
     path: &str,
     identity: Option<&Identity>,
+    within: Duration,
 ) -> Result<Response, ApiError> {
     let client = routed.client.clone().ok_or_else(|| {
         ApiError::Unavailable(format!("instance {:?} is not connected", routed.name))
@@ -186,14 +187,12 @@ async fn pass_through(
     let resp = if watching {
         send.await
     } else {
-        tokio::time::timeout(PASS_THROUGH_TIMEOUT, send)
-            .await
-            .map_err(|_| {
-                ApiError::DeadlineExceeded(format!(
-                    "instance {:?} did not answer within {PASS_THROUGH_TIMEOUT:?}",
-                    routed.name
-                ))
-            })?
+        tokio::time::timeout(within, send).await.map_err(|_| {
+            ApiError::DeadlineExceeded(format!(
+                "instance {:?} did not answer within {within:?}",
+                routed.name
+            ))
+        })?
     };
     let resp =
         resp.map_err(|e| ApiError::Unavailable(format!("instance {:?}: {e}", routed.name)))?;
