@@ -174,8 +174,18 @@ impl RealFleet {
                 };
                 karmada::join(&client, &member).await?;
             }
+            let clusters: Vec<&str> = ms
+                .iter()
+                .map(|m| m.name.rsplit('-').next().unwrap_or(&m.name))
+                .collect();
+            let log = components
+                .iter()
+                .find(|p| p.name.starts_with("karmada-controller-manager"))
+                .map(|p| p.log.clone())
+                .unwrap_or_default();
+            karmada::wait_clusters_ready(&client, &clusters, READY, &log).await?;
             progress(&format!(
-                "{name}: joined {} member cluster(s) in Push mode",
+                "{name}: joined {} member cluster(s) in Push mode, all Ready",
                 ms.len()
             ));
             out.push(Instance {

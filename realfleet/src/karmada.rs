@@ -353,3 +353,59 @@ pub async fn join(client: &kube::Client, member: &Member<'_>) -> Result<(), Erro
     .await?;
     namespace(client, &format!("karmada-es-{}", member.name)).await
 }
+
+/// Waits until every Cluster in `names` is Ready and free of the not-ready and
+/// unreachable taints. Karmada's scheduler leaves tainted clusters out and does not
+/// reschedule a binding when one becomes Ready later, so a workload created before that
+/// stays where it was first placed (the nginx sample on one member instead of two).
+pub async fn wait_clusters_ready(
+    client: &kube::Client,
+    names: &[&str],
+    within: Duration,
+    log: &Path,
+) -> Result<(), Error> {
+    let api: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ar("cluster.karmada.io", "v1alpha1", "Cluster", "clusters"),
+    );
+    let schedulable = |c: &DynamicObject| {
+        let ready = c.data["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|x| x["type"] == "Ready" && x["status"] == "True");
+        let tainted = c.data["spec"]["taints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|t| {
+                t["key"] == "cluster.karmada.io/not-ready"
+                    || t["key"] == "cluster.karmada.io/unreachable"
+            });
+        ready && !tainted
+    };
+    let deadline = Instant::now() + within;
+    loop {
+        let listed =
+            tokio::time::timeout(Duration::from_secs(5), api.list(&Default::default())).await;
+        if let Ok(Ok(list)) = listed {
+            let ready: Vec<&str> = list
+                .items
+                .iter()
+                .filter(|c| schedulable(c))
+                .filter_map(|c| c.metadata.name.as_deref())
+                .collect();
+            if names.iter().all(|n| ready.contains(n)) {
+                return Ok(());
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(Error::NotReady {
+                what: format!("Clusters {names:?} Ready and untainted"),
+                secs: within.as_secs(),
+                log: log.display().to_string(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

@@ -315,7 +315,45 @@ async fn kairship_against_real_karmada() {
     // The nginx sample the demo seeds, as real Karmada leaves it (the same scenario runs
     // against the simulator in tests/sim_conformance), through Kairship's proxy.
     let kubectl = |args: &[&str]| demo.kubectl(&proxy1, args);
-    tokio::task::block_in_place(|| nginx::nginx_sample(&kubectl, None, Duration::from_secs(90)));
+    let scenario = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        tokio::task::block_in_place(|| nginx::nginx_sample(&kubectl, None, Duration::from_secs(90)))
+    }));
+    if let Err(failed) = scenario {
+        // What the instance itself holds next to what the proxy showed, to tell a cache
+        // behind the instance from Karmada placing differently.
+        let direct1 = demo.direct("karmada-1");
+        for (from, kubeconfig) in [("instance", &direct1), ("proxy", &proxy1)] {
+            let rb = demo.kubectl(
+                kubeconfig,
+                &[
+                    "get",
+                    "rb",
+                    "nginx-deployment",
+                    "-n",
+                    "default",
+                    "-o",
+                    "yaml",
+                ],
+            );
+            eprintln!(
+                "--- ResourceBinding from the {from}:\n{}{}",
+                String::from_utf8_lossy(&rb.stdout),
+                String::from_utf8_lossy(&rb.stderr)
+            );
+        }
+        let clusters = demo.kubectl(&direct1, &["get", "clusters", "-o", "wide"]);
+        eprintln!(
+            "--- Clusters:\n{}",
+            String::from_utf8_lossy(&clusters.stdout)
+        );
+        let log = std::fs::read_to_string(demo.dir.path().join("demo.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(40).collect();
+        eprintln!(
+            "--- demo.log (last lines, newest first):\n{}",
+            tail.join("\n")
+        );
+        std::panic::resume_unwind(failed);
+    }
     tokio::task::block_in_place(|| {
         cluster_scoped::cluster_role(&kubectl, demo.dir.path(), Duration::from_secs(90))
     });
