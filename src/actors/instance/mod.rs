@@ -287,7 +287,9 @@ impl Actor for InstanceActor {
         msg: InstanceMsg,
         state: &mut InstanceState,
     ) -> Result<(), ActorProcessingErr> {
-        let span = tracing::info_span!("instance", instance = %state.name);
+        // At ERROR so it is never filtered out: a warning must name its instance even
+        // under `RUST_LOG=warn` (the chaos runner's default).
+        let span = tracing::error_span!("instance", instance = %state.name);
         let _g = span.enter();
         match msg {
             InstanceMsg::Connect => {
