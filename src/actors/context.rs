@@ -33,8 +33,8 @@ pub struct Settings {
     /// request passed through or a write of the actors.
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
-    /// One call to an instance made for a request the caches cannot answer alone (an
-    /// access review, a CRD's printer columns, member Nodes, Works).
+    /// One call to an instance made for an API request: a write, or a read the caches
+    /// cannot answer alone (an access review, a CRD's printer columns, member Nodes, Works).
     pub instance_call_timeout: Duration,
     /// One call to the host cluster made for an API request or a global-management event.
     pub host_call_timeout: Duration,

@@ -1,16 +1,11 @@
 //! Kubernetes objects submitted through the API: parsed and checked against the kinds a
 //! service accepts, then written to the instance's karmada-apiserver with a timeout.
 
-use std::time::Duration;
-
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 
 use super::router::Routed;
 use crate::actors::instance::caches::Kind;
 use crate::error::{check_name, ApiError};
-
-/// Every write to an instance is bounded by this.
-pub const INSTANCE_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub fn kind(field: &str, name: &str, among: &[Kind]) -> Result<Kind, ApiError> {
     Kind::from_name(name, among).ok_or_else(|| {
@@ -69,18 +64,6 @@ fn api(
     })
 }
 
-async fn bounded<T>(
-    what: &str,
-    fut: impl std::future::Future<Output = Result<T, kube::Error>>,
-) -> Result<T, ApiError> {
-    match tokio::time::timeout(INSTANCE_TIMEOUT, fut).await {
-        Ok(r) => r.map_err(|e| ApiError::from_kube(e, what)),
-        Err(_) => Err(ApiError::DeadlineExceeded(format!(
-            "{what}: the instance did not answer within {INSTANCE_TIMEOUT:?}"
-        ))),
-    }
-}
-
 fn describe(kind: Kind, obj: &DynamicObject) -> String {
     format!(
         "{} {:?}",
@@ -95,11 +78,13 @@ pub async fn create(
     kind: Kind,
     obj: &DynamicObject,
 ) -> Result<DynamicObject, ApiError> {
-    bounded(
-        &describe(kind, obj),
-        api(routed, kind, obj.metadata.namespace.as_deref())?.create(&PostParams::default(), obj),
-    )
-    .await
+    routed
+        .call(
+            &describe(kind, obj),
+            api(routed, kind, obj.metadata.namespace.as_deref())?
+                .create(&PostParams::default(), obj),
+        )
+        .await
 }
 
 pub async fn replace(
@@ -108,15 +93,16 @@ pub async fn replace(
     obj: &DynamicObject,
 ) -> Result<DynamicObject, ApiError> {
     let name = obj.metadata.name.clone().unwrap_or_default();
-    bounded(
-        &describe(kind, obj),
-        api(routed, kind, obj.metadata.namespace.as_deref())?.replace(
-            &name,
-            &PostParams::default(),
-            obj,
-        ),
-    )
-    .await
+    routed
+        .call(
+            &describe(kind, obj),
+            api(routed, kind, obj.metadata.namespace.as_deref())?.replace(
+                &name,
+                &PostParams::default(),
+                obj,
+            ),
+        )
+        .await
 }
 
 /// A JSON merge patch (carry `metadata.resourceVersion` in it to guard against races).
@@ -128,15 +114,16 @@ pub async fn merge_patch(
     patch: &serde_json::Value,
 ) -> Result<DynamicObject, ApiError> {
     let what = format!("{} {name:?}", kind.resource().kind);
-    bounded(
-        &what,
-        api(routed, kind, namespace)?.patch(
-            name,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(patch),
-        ),
-    )
-    .await
+    routed
+        .call(
+            &what,
+            api(routed, kind, namespace)?.patch(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(patch),
+            ),
+        )
+        .await
 }
 
 /// A live read (not the cache), for read-modify-write.
@@ -147,7 +134,9 @@ pub async fn get_live(
     name: &str,
 ) -> Result<DynamicObject, ApiError> {
     let what = format!("{} {name:?}", kind.resource().kind);
-    bounded(&what, api(routed, kind, namespace)?.get(name)).await
+    routed
+        .call(&what, api(routed, kind, namespace)?.get(name))
+        .await
 }
 
 pub async fn delete(
@@ -157,12 +146,13 @@ pub async fn delete(
     name: &str,
 ) -> Result<(), ApiError> {
     let what = format!("{} {name:?}", kind.resource().kind);
-    bounded(
-        &what,
-        api(routed, kind, namespace)?.delete(name, &DeleteParams::default()),
-    )
-    .await
-    .map(|_| ())
+    routed
+        .call(
+            &what,
+            api(routed, kind, namespace)?.delete(name, &DeleteParams::default()),
+        )
+        .await
+        .map(|_| ())
 }
 
 /// A cached object with its kind.

@@ -18,7 +18,7 @@ use crate::error::{check_name, ApiError};
 
 /// A call to `whom` made for a request, bounded by `after`: its failure as an `ApiError`
 /// naming `what`.
-pub async fn bounded<T>(
+async fn bounded<T>(
     what: &str,
     whom: &str,
     after: Duration,

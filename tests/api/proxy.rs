@@ -296,20 +296,12 @@ async fn answered_by(client: &kube::Client, path: &str) -> Option<(u16, String)>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kind_whose_watch_fails_is_read_from_the_instance() {
-    use kube::api::{Api as KubeApi, DeleteParams, DynamicObject, PostParams};
     let api = Api::start(1).await;
     let client = crate::common::client_from(&api.proxy_kubeconfig("karmada-1")).await;
     let path = "/apis/policy.karmada.io/v1alpha1/overridepolicies";
     assert_eq!(source(&client, path, "application/json").await, "cache");
-    let crds: KubeApi<DynamicObject> = KubeApi::all_with(
-        api.env.sim.client("karmada-1").await,
-        &crate::harness::crd_resource(),
-    );
     const CRD: &str = "overridepolicies.policy.karmada.io";
-    let crd = crds.get(CRD).await.expect("the CRD is installed");
-    crds.delete(CRD, &DeleteParams::default())
-        .await
-        .expect("delete the CRD");
+    let crd = api.env.take_crd("karmada-1", CRD).await;
     crate::common::eventually(
         Duration::from_secs(20),
         "a 404 from the instance",
@@ -319,9 +311,7 @@ async fn a_kind_whose_watch_fails_is_read_from_the_instance() {
         },
     )
     .await;
-    crds.create(&PostParams::default(), &crate::harness::recreatable(crd))
-        .await
-        .expect("the CRD comes back");
+    api.env.give_back_crd("karmada-1", crd).await;
     crate::common::eventually(
         Duration::from_secs(60),
         "the cache answering again",

@@ -8,7 +8,8 @@ use kairship::actors::supervision::{ActorSnapshot, RestartPolicy};
 use kairship::actors::tree::Tree;
 use kairship::bootstrap;
 use kairship::crd::{Instance, InstanceStatus, Phase};
-use kube::api::Api;
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::discovery::ApiResource;
 
 use crate::common::{eventually, Sim};
 
@@ -127,20 +128,37 @@ pub async fn actor(tree: &Tree, instance: &str) -> Option<ActorSnapshot> {
         .find(|a| a.instance.as_deref() == Some(instance))
 }
 
-/// CustomResourceDefinitions, to take a Karmada kind away from an instance and give it back.
-pub fn crd_resource() -> kube::discovery::ApiResource {
-    kube::discovery::ApiResource::erase::<
-        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    >(&())
-}
-
-/// A CRD as read, ready to be created again.
-pub fn recreatable(mut crd: kube::api::DynamicObject) -> kube::api::DynamicObject {
-    crd.metadata.resource_version = None;
-    crd.metadata.uid = None;
-    crd.metadata.creation_timestamp = None;
-    if let Some(o) = crd.data.as_object_mut() {
-        o.remove("status");
+impl Env {
+    async fn crds(&self, instance: &str) -> Api<DynamicObject> {
+        let crd = ApiResource::erase::<
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+        >(&());
+        Api::all_with(self.sim.client(instance).await, &crd)
     }
-    crd
+
+    /// Deletes the CRD `name` on `instance` (a Karmada kind taken away from it) and
+    /// returns it, for `give_back_crd`.
+    pub async fn take_crd(&self, instance: &str, name: &str) -> DynamicObject {
+        let crds = self.crds(instance).await;
+        let crd = crds.get(name).await.expect("the CRD is installed");
+        crds.delete(name, &DeleteParams::default())
+            .await
+            .expect("delete the CRD");
+        crd
+    }
+
+    /// Creates again a CRD `take_crd` removed.
+    pub async fn give_back_crd(&self, instance: &str, mut crd: DynamicObject) {
+        crd.metadata.resource_version = None;
+        crd.metadata.uid = None;
+        crd.metadata.creation_timestamp = None;
+        if let Some(o) = crd.data.as_object_mut() {
+            o.remove("status");
+        }
+        self.crds(instance)
+            .await
+            .create(&PostParams::default(), &crd)
+            .await
+            .expect("the CRD comes back");
+    }
 }

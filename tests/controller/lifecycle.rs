@@ -251,15 +251,8 @@ async fn an_invalid_spec_is_reported_not_retried() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_karmada_crd_degrades_only_its_instance_until_it_is_back() {
     let (env, tree) = Env::running(2).await;
-    let crds: Api<DynamicObject> = Api::all_with(
-        env.sim.client("karmada-1").await,
-        &crate::harness::crd_resource(),
-    );
     const CRD: &str = "overridepolicies.policy.karmada.io";
-    let crd = crds.get(CRD).await.expect("the CRD is installed");
-    crds.delete(CRD, &DeleteParams::default())
-        .await
-        .expect("delete the CRD");
+    let crd = env.take_crd("karmada-1", CRD).await;
     let status = env
         .wait_phase("karmada-1", Phase::Degraded, Duration::from_secs(30))
         .await;
@@ -289,9 +282,7 @@ async fn a_missing_karmada_crd_degrades_only_its_instance_until_it_is_back() {
         "a degraded instance is not a crash"
     );
 
-    crds.create(&PostParams::default(), &crate::harness::recreatable(crd))
-        .await
-        .expect("the CRD comes back");
+    env.give_back_crd("karmada-1", crd).await;
     env.wait_phase("karmada-1", Phase::Running, Duration::from_secs(60))
         .await;
     tree.shutdown().await;

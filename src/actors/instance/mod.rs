@@ -392,6 +392,8 @@ impl Actor for InstanceActor {
 }
 
 fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
+    let answering =
+        state.probes.failures == 0 && state.observed.lifecycle.reachable() == Some(true);
     if let Some(caches) = &state.caches {
         if state.observed.lifecycle.synced() {
             let inputs = stats_inputs(caches);
@@ -402,15 +404,12 @@ fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
         }
         // Only an answering instance is degraded by its watches; a silent one is the
         // probes' to report.
-        let answering =
-            state.probes.failures == 0 && state.observed.lifecycle.reachable() == Some(true);
         if answering {
             let failing =
                 caches.failing_for(state.ctx.settings.degraded_after, state.answering_since);
             state.on(Event::Watches(failing));
         }
     }
-    let answering = state.observed.lifecycle.reachable() == Some(true);
     if state
         .probes
         .due(answering, state.ctx.settings.probe_every_ticks)
