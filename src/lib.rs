@@ -10,6 +10,7 @@ pub mod actors;
 pub mod api;
 pub mod auth;
 pub mod bootstrap;
+#[cfg(feature = "testbed")]
 pub mod chaos;
 pub mod cli;
 pub mod crd;
@@ -26,8 +27,10 @@ pub mod telemetry;
 pub enum Error {
     /// The simulated fleet of `demo` and `sim` (its conversion lives beside those commands,
     /// so the library itself does not name the simulator).
+    #[cfg(feature = "testbed")]
     #[error(transparent)]
     Fleet(Box<dyn std::error::Error + Send + Sync>),
+    #[cfg(feature = "testbed")]
     #[error(transparent)]
     FaultApi(#[from] kairship_wire::admin::CallError),
     #[error("{context}: {source}")]

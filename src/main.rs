@@ -10,6 +10,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // The chaos report is the output; the fleet it runs speaks up only about trouble.
     let default_filter = match cli.command {
+        #[cfg(feature = "testbed")]
         Command::Chaos(_) => "warn,kube_client=off",
         _ => "info",
     };
@@ -26,10 +27,13 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
+            #[cfg(feature = "testbed")]
             Command::Sim(args) => kairship::cli::sim::run(args).await,
             Command::Run(args) => kairship::cli::run::run(*args).await,
+            #[cfg(feature = "testbed")]
             Command::Demo(args) => kairship::cli::demo::run(args).await,
             Command::Ctl(args) => kairship::cli::ctl::run(args).await,
+            #[cfg(feature = "testbed")]
             Command::Chaos(args) => kairship::cli::chaos::run(args).await,
             Command::Crds => kairship::crd::crds_yaml()
                 .map(|y| print!("{y}"))

@@ -28,8 +28,11 @@ pub fn init(args: &LogArgs, default: &str) {
         .and_then(|f| EnvFilter::try_new(f).ok())
         .or_else(|| EnvFilter::try_from_default_env().ok())
         .unwrap_or_else(|| EnvFilter::new(default));
+    // Colours only on a terminal: a log file or a pod's log keeps plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     // A second init (tests) keeps the first subscriber.
     let _ = match args.log_format {

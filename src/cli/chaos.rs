@@ -91,6 +91,10 @@ pub async fn run(args: ChaosArgs) -> Result<(), Error> {
                     .parse()
                     .map_err(|_| Error::Usage("address".into()))?,
                 fleet: super::demo::FleetKind::Sim,
+                // Only `--fleet cluster` installs an image with a chart.
+                image_archive: None,
+                image: String::new(),
+                chart: PathBuf::new(),
                 leader_elect: false,
                 instance_degraded_after_secs: 60,
             };

@@ -1,11 +1,14 @@
 //! The `kairship` command line.
 
+#[cfg(feature = "testbed")]
 pub mod chaos;
 pub mod ctl;
 pub mod ctl_clusters;
 pub mod ctl_workloads;
+#[cfg(feature = "testbed")]
 pub mod demo;
 pub mod run;
+#[cfg(feature = "testbed")]
 pub mod sim;
 
 use clap::{Parser, Subcommand};
@@ -28,14 +31,17 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the simulated Karmada fleet alone (host API, Karmada APIs, member clusters, faults).
+    #[cfg(feature = "testbed")]
     Sim(sim::SimArgs),
     /// The main job: a simulated Karmada fleet and Kairship with all roles against it.
+    #[cfg(feature = "testbed")]
     Demo(demo::DemoArgs),
     /// A client for people: instances, stats, clusters and actors over gRPC.
     Ctl(ctl::CtlArgs),
     /// Run Kairship against a host cluster (production).
     Run(Box<run::RunArgs>),
     /// Chaos experiments: faults against one instance while the others carry load.
+    #[cfg(feature = "testbed")]
     Chaos(chaos::ChaosArgs),
     /// Print Kairship's CustomResourceDefinitions as YAML (the same bytes as deploy/crds/).
     Crds,
