@@ -167,6 +167,7 @@ async fn main() {
         tls: cert.server_config.clone(),
         auth: kairship::auth::Auth::disabled(),
         chaos_reports: None,
+        shutdown_delay: std::time::Duration::ZERO,
     })
     .await
     .expect("server");

@@ -3,13 +3,16 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use crate::actors::context::Settings;
 use crate::actors::tree::{Election, Tree};
 use crate::api;
+use crate::api::drain::{Drain, DrainControl};
 use crate::api::router::Router;
 
 pub struct ServerConfig {
@@ -26,6 +29,10 @@ pub struct ServerConfig {
     pub auth: Arc<crate::auth::Auth>,
     /// Where `kairship chaos run` writes its report, shown by the console.
     pub chaos_reports: Option<std::path::PathBuf>,
+    /// On shutdown, how long `/readyz` fails while everything is still served, so
+    /// endpoints drop this replica before its listeners close (kube-apiserver's
+    /// `--shutdown-delay-duration`).
+    pub shutdown_delay: std::time::Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -48,8 +55,25 @@ pub struct Running {
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
     pub probes_addr: Option<SocketAddr>,
-    stop: watch::Sender<bool>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    drain: DrainControl,
+    shutdown_delay: Duration,
+    https: JoinHandle<()>,
+    grpc: (watch::Sender<bool>, JoinHandle<()>),
+    probes: Option<(watch::Sender<bool>, JoinHandle<()>)>,
+}
+
+/// Resolves when `tx` says stop (or is gone).
+async fn stopped(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+/// Waits for a server task to finish within `bound`, then stops it.
+async fn finish(what: &str, task: JoinHandle<()>, bound: Duration) {
+    let abort = task.abort_handle();
+    if tokio::time::timeout(bound, task).await.is_err() {
+        tracing::warn!(server = what, "did not stop in time; stopped");
+        abort.abort();
+    }
 }
 
 async fn bind(
@@ -80,15 +104,12 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
         config.settings,
     )
     .await?;
-    let router = Router::with_auth(tree.handle(), config.auth);
-    let (stop, rx) = watch::channel(false);
-    let stopped = |mut rx: watch::Receiver<bool>| async move {
-        let _ = rx.changed().await;
-    };
+    let (drain, draining) = Drain::new();
+    let router = Router::with_auth(tree.handle(), config.auth).with_drain(draining.clone());
+    let (grpc_stop, rx) = watch::channel(false);
     let grpc_router = router.clone();
-    let grpc_stop = stopped(rx.clone());
     let grpc = tokio::spawn(async move {
-        if let Err(e) = api::grpc::serve(grpc_listener, grpc_router, grpc_stop).await {
+        if let Err(e) = api::grpc::serve(grpc_listener, grpc_router, stopped(rx)).await {
             tracing::error!(error = %e, "gRPC server stopped");
         }
     });
@@ -103,23 +124,22 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
         .connect_lazy();
     let rest = api::rest::Rest::new(channel).map_err(|e| ServerError::Rest(e.to_string()))?;
     let app = api::http::app(router.clone(), rest, config.chaos_reports.clone());
-    let mut tasks = Vec::new();
     let probes_addr = probes.as_ref().map(|(_, a)| *a);
-    if let Some((listener, _)) = probes {
+    // The probes answer to the end, so the kubelet sees "not ready" while this drains.
+    let probes = probes.map(|(listener, _)| {
+        let (stop, rx) = watch::channel(false);
         let app = api::http::probes(router.clone());
-        tasks.push(tokio::spawn(api::http::serve_plain(
-            listener,
-            app,
-            stopped(rx.clone()),
-        )));
-    }
+        (
+            stop,
+            tokio::spawn(api::http::serve_plain(listener, app, stopped(rx))),
+        )
+    });
     let https = tokio::spawn(api::http::serve_tls(
         http_listener,
         config.tls,
         app,
-        stopped(rx),
+        async move { draining.closing().await },
     ));
-    tasks.extend([grpc, https]);
     tracing::info!(grpc = %grpc_addr, https = %http_addr, "kairship API serving");
     Ok(Running {
         tree,
@@ -127,18 +147,31 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
         grpc_addr,
         http_addr,
         probes_addr,
-        stop,
-        tasks,
+        drain,
+        shutdown_delay: config.shutdown_delay,
+        https,
+        grpc: (grpc_stop, grpc),
+        probes,
     })
 }
 
 impl Running {
-    /// Stops accepting requests, then stops the tree (releasing the lease).
+    /// The graceful shutdown (`api::drain`): not ready, still serving for the shutdown
+    /// delay; then HTTPS closes and drains (watches end cleanly), then gRPC, whose
+    /// listener REST's in-flight calls still used; then the tree stops (releasing the
+    /// lease) and last the probes.
     pub async fn shutdown(self) {
-        let _ = self.stop.send(true);
-        for t in self.tasks {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(10), t).await;
-        }
+        let bound = api::http::tls::DRAIN_TIMEOUT + Duration::from_secs(2);
+        self.drain.run(self.shutdown_delay).await;
+        finish("HTTPS", self.https, bound).await;
+        let (stop, grpc) = self.grpc;
+        let _ = stop.send(true);
+        finish("gRPC", grpc, bound).await;
         self.tree.shutdown().await;
+        if let Some((stop, probes)) = self.probes {
+            let _ = stop.send(true);
+            finish("probes", probes, Duration::from_secs(5)).await;
+        }
+        tracing::info!("kairship API stopped");
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod body;
 pub mod convert;
+pub mod drain;
 pub mod grpc;
 pub mod http;
 pub mod karmada_spec;

@@ -44,6 +44,8 @@ pub struct Router {
     instances: Store<Instance>,
     /// Set once the Instance cache and the bindings have their first list (`/readyz`).
     synced: Arc<std::sync::atomic::AtomicBool>,
+    /// Where the serving process is in its shutdown (`/readyz`, watches ending).
+    pub drain: crate::api::drain::Drain,
     _watch: Arc<AbortOnDrop>,
 }
 
@@ -125,8 +127,15 @@ impl Router {
             metrics: crate::metrics::Metrics::new(),
             instances: store,
             synced,
+            drain: crate::api::drain::Drain::never(),
             _watch: Arc::new(AbortOnDrop(task)),
         }
+    }
+
+    /// This router's requests follow `drain` (the server's graceful shutdown).
+    pub fn with_drain(mut self, drain: crate::api::drain::Drain) -> Self {
+        self.drain = drain;
+        self
     }
 
     pub async fn ready(&self) {

@@ -65,6 +65,12 @@ pub struct RunArgs {
     /// Namespace of the Karmada objects of managed instances.
     #[arg(long, default_value = "kairship-system")]
     pub managed_namespace: String,
+    /// On SIGTERM, seconds `/readyz` fails while every request is still served, so
+    /// endpoints drop this replica before its listeners close (kube-apiserver's
+    /// --shutdown-delay-duration; in a pod, a few seconds). Then watches end cleanly and
+    /// requests in flight drain.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=300))]
+    pub shutdown_delay_secs: u64,
     /// Seconds a cache's watch may keep failing, while its instance answers, before the
     /// instance is Degraded (a Karmada CRD missing, a kind Kairship may not list).
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
@@ -336,6 +342,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
                 tls,
                 auth,
                 chaos_reports: args.chaos_report_dir.clone(),
+                shutdown_delay: Duration::from_secs(args.shutdown_delay_secs),
             };
             let running = server::start(config)
                 .await

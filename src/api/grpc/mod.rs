@@ -51,12 +51,22 @@ pub async fn serve(
     health_reporter
         .set_serving::<proto::access_service_server::AccessServiceServer<access::Access>>()
         .await;
+    // Not serving from the moment the process starts shutting down, as /readyz.
+    let draining = {
+        let (drain, reporter) = (router.drain.clone(), health_reporter.clone());
+        tokio::spawn(async move {
+            drain.reached(crate::api::drain::Phase::Draining).await;
+            reporter
+                .set_service_status("", tonic_health::ServingStatus::NotServing)
+                .await;
+        })
+    };
     // Without TCP_NODELAY a small unary answer written in pieces waits on the client's
     // delayed ACK (~40 ms per call); tonic sets it only on listeners it binds itself.
     let incoming = tonic::transport::server::TcpIncoming::from(listener)
         .with_nodelay(Some(true))
         .with_keepalive(Some(Duration::from_secs(60)));
-    tonic::transport::Server::builder()
+    let served = tonic::transport::Server::builder()
         .timeout(Duration::from_secs(60))
         .layer(crate::metrics::GrpcLayer(router.metrics.clone()))
         .add_service(health)
@@ -83,6 +93,8 @@ pub async fn serve(
             access::Access(router),
         ))
         .serve_with_incoming_shutdown(incoming, shutdown)
-        .await?;
+        .await;
+    draining.abort();
+    served?;
     Ok(())
 }

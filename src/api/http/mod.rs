@@ -9,7 +9,7 @@ mod console;
 pub mod proxy;
 mod proxy_access;
 pub(crate) mod status;
-mod tls;
+pub mod tls;
 mod webhook;
 
 use std::sync::Arc;
@@ -49,16 +49,18 @@ pub fn probes(router: Router) -> HttpRouter {
         .route(
             "/readyz",
             get(move || {
-                let ready = router.is_ready();
-                async move {
-                    match ready {
-                        true => (http::StatusCode::OK, "ok"),
-                        false => (
-                            http::StatusCode::SERVICE_UNAVAILABLE,
-                            "not ready: the instance and binding caches are still listing",
-                        ),
-                    }
-                }
+                let answer = match (router.drain.serving(), router.is_ready()) {
+                    (false, _) => (
+                        http::StatusCode::SERVICE_UNAVAILABLE,
+                        "not ready: shutting down",
+                    ),
+                    (true, true) => (http::StatusCode::OK, "ok"),
+                    (true, false) => (
+                        http::StatusCode::SERVICE_UNAVAILABLE,
+                        "not ready: the instance and binding caches are still listing",
+                    ),
+                };
+                async move { answer }
             }),
         )
 }
@@ -99,11 +101,15 @@ pub fn app(
             any(proxy::handle),
         )
         .with_state(router.clone())
-        .merge(probes(router))
+        .merge(probes(router.clone()))
         .fallback_service(any(super::rest::handle).with_state(rest))
         .layer(axum::middleware::from_fn_with_state(
             metrics,
             crate::metrics::track,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            router.drain,
+            crate::api::drain::close_keepalives,
         ))
 }
 

@@ -77,8 +77,27 @@ pub fn required_role(method: &Method, path: &str) -> (Role, String) {
 }
 
 async fn serve(router: Router, name: String, rest: String, req: Request) -> Response {
+    use tracing::Instrument;
     let span = tracing::debug_span!("proxy", instance = %name);
-    let _g = span.enter();
+    serve_in_span(router, name, rest, req)
+        .instrument(span)
+        .await
+}
+
+/// Ends a watch's stream cleanly when the server closes (its graceful shutdown): the
+/// client sees the end of a watch, as at a timeout, and resumes from its last version on
+/// another replica.
+fn until_closing(resp: Response, router: &Router) -> Response {
+    use futures::StreamExt;
+    let drain = router.drain.clone();
+    let (parts, body) = resp.into_parts();
+    let stream = body
+        .into_data_stream()
+        .take_until(async move { drain.closing().await });
+    Response::from_parts(parts, Body::from_stream(stream))
+}
+
+async fn serve_in_span(router: Router, name: String, rest: String, req: Request) -> Response {
     let path = format!("/{rest}");
     let authorization = req
         .headers()
@@ -109,9 +128,14 @@ async fn serve(router: Router, name: String, rest: String, req: Request) -> Resp
         None => HashMap::new(),
     };
     let identity = identity_on(&router, &caller, &name);
+    let watching = query
+        .get("watch")
+        .is_some_and(|v| parse_bool(v) == Some(true))
+        || path.contains("/watch/");
     // Only the head: the body cannot be held across an await by a `Send` handler.
     let (head, body) = req.into_parts();
     match cache_read::answer(&routed, &head, &path, &query, identity.as_ref()).await {
+        Some(Ok(resp)) if watching => return tagged(until_closing(resp, &router), "cache"),
         Some(Ok(resp)) => return tagged(resp, "cache"),
         Some(Err(refused)) => return refused,
         None => {}
@@ -119,37 +143,30 @@ async fn serve(router: Router, name: String, rest: String, req: Request) -> Resp
     let req = Request::from_parts(head, body);
     let (method, writes) = (req.method().clone(), req.method() != Method::GET);
     // Requests other than watches must be answered within the actors' request bound.
-    let within = router.tree.settings().request_timeout;
+    let within = (!watching).then(|| router.tree.settings().request_timeout);
     let answer = pass_through(&routed, req, &path, identity.as_ref(), within).await;
     if writes {
         audit(&caller, &name, &method, &path, &answer);
     }
     match answer {
+        Ok(r) if watching => tagged(until_closing(r, &router), "instance"),
         Ok(r) => tagged(r, "instance"),
         Err(e) => status_response(&e),
     }
 }
 
-/// Forwards the request with the instance's own credentials and streams the answer back.
+/// Forwards the request with the instance's own credentials and streams the answer back;
+/// `within` bounds the wait for the answer's head (none for a watch).
 async fn pass_through(
     routed: &Routed,
     req: Request,
     path: &str,
     identity: Option<&Identity>,
-    within: Duration,
+    within: Option<Duration>,
 ) -> Result<Response, ApiError> {
     let client = routed.client.clone().ok_or_else(|| {
         ApiError::Unavailable(format!("instance {:?} is not connected", routed.name))
     })?;
-    let watching = req
-        .uri()
-        .query()
-        .and_then(|q| serde_urlencoded::from_str::<Vec<(String, String)>>(q).ok())
-        .is_some_and(|q| {
-            q.iter()
-                .any(|(k, v)| k == "watch" && parse_bool(v) == Some(true))
-        })
-        || path.contains("/watch/");
     let uri = match req.uri().query() {
         Some(q) => format!("{path}?{q}"),
         None => path.to_string(),
@@ -184,15 +201,14 @@ async fn pass_through(
         .body(kube::client::Body::from(body.to_vec()))
         .map_err(|e| ApiError::invalid("path", e.to_string()))?;
     let send = client.send(outgoing);
-    let resp = if watching {
-        send.await
-    } else {
-        tokio::time::timeout(within, send).await.map_err(|_| {
+    let resp = match within {
+        None => send.await,
+        Some(within) => tokio::time::timeout(within, send).await.map_err(|_| {
             ApiError::DeadlineExceeded(format!(
                 "instance {:?} did not answer within {within:?}",
                 routed.name
             ))
-        })?
+        })?,
     };
     let resp =
         resp.map_err(|e| ApiError::Unavailable(format!("instance {:?}: {e}", routed.name)))?;

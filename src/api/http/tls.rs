@@ -1,4 +1,7 @@
-//! Serving an axum app over rustls, with a bounded handshake and graceful shutdown.
+//! Serving an axum app over rustls, with a bounded handshake and a graceful shutdown:
+//! once `shutdown` resolves the listener closes, every connection is asked to finish
+//! (HTTP/2 GOAWAY, HTTP/1.1 closed after its answer) and requests in flight get
+//! `DRAIN_TIMEOUT` to complete before the rest are cut.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -9,6 +12,9 @@ use tokio::net::TcpListener;
 use tower::ServiceExt;
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long requests in flight may take to finish once the server closes (kube-apiserver
+/// gives non-watch requests a minute; Kairship's own bound on requests is shorter).
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 
 pub async fn serve_tls(
     listener: TcpListener,
@@ -18,6 +24,7 @@ pub async fn serve_tls(
 ) {
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut connections = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
@@ -29,13 +36,15 @@ pub async fn serve_tls(
                     continue;
                 }
             },
+            // Finished connections leave the set as they go.
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             _ = &mut shutdown => break,
         };
         // As Go's servers do: a response's last partial segment must not wait for the
         // client's delayed ACK (40 ms).
         let _ = tcp.set_nodelay(true);
         let (acceptor, app, mut stop) = (acceptor.clone(), app.clone(), stop_rx.clone());
-        tokio::spawn(async move {
+        connections.spawn(async move {
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => return tracing::debug!(%peer, error = %e, "tls handshake failed"),
@@ -49,10 +58,30 @@ pub async fn serve_tls(
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), svc);
             tokio::pin!(conn);
             tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = stop.changed() => {}
+                _ = conn.as_mut() => return,
+                _ = stop.wait_for(|s| *s) => {}
             }
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
         });
     }
+    // Refuse new connections from here on.
+    drop(listener);
     let _ = stop_tx.send(true);
+    let open = connections.len();
+    let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    match drained {
+        Ok(()) => tracing::info!(connections = open, "HTTPS connections drained"),
+        Err(_) => {
+            tracing::warn!(
+                left = connections.len(),
+                after_secs = DRAIN_TIMEOUT.as_secs(),
+                "HTTPS connections still open after the drain timeout; closing them"
+            );
+            connections.abort_all();
+        }
+    }
 }
