@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite drives besides cargo: kubectl and the Python Kubernetes
-# client (in the project's own virtualenv, .venv). Idempotent; safe to run every time.
+# client (in the project's own virtualenv, .venv), Chromium for the console, and what
+# the cluster tier's node runs on (Debian's containerd, runc, CNI plugins, iptables,
+# conntrack) plus skopeo to read images. Idempotent; safe to run every time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +15,21 @@ fi
 # awk reads all input: `head -1` would close the pipe early and pipefail would turn
 # kubectl's SIGPIPE into a failed run.
 kubectl version --client 2>/dev/null | awk 'NR == 1' || true
+
+# The cluster tier: a kubelet-backed node (containerd 1.6 and runc from Debian; kubelet
+# itself is built by scripts/real-fleet/build.sh) and skopeo, which reads the image.
+missing=()
+for pair in containerd:containerd runc:runc iptables:iptables conntrack:conntrack skopeo:skopeo nsenter:util-linux; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+done
+[ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing ${missing[*]} (Debian packages, for the cluster tier)"
+  if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+echo "$(containerd --version | awk '{print $1, $3}'), $(runc --version | awk 'NR == 1')"
 
 if [ ! -x .venv/bin/python ]; then
   echo "creating .venv"

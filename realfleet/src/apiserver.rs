@@ -24,6 +24,12 @@ pub struct ApiServer {
 pub struct Options {
     /// Serve the aggregation layer (karmada-apiserver: Clusters come from an APIService).
     pub front_proxy: Option<pki::FrontProxy>,
+    /// Reachable from the node's pods (`node::net`): listen on every address, with a
+    /// certificate for the machine's end of the node link.
+    pub for_pods: bool,
+    /// The host of a cluster with a node: pods reach it as the `kubernetes` Service, so it
+    /// advertises the link's address and its certificate names the Service.
+    pub cluster_host: bool,
 }
 
 impl ApiServer {
@@ -36,7 +42,22 @@ impl ApiServer {
     ) -> Result<Self, Error> {
         let dir = root.join(name);
         std::fs::create_dir_all(&dir).map_err(Error::io(format!("creating {}", dir.display())))?;
-        let serving = pki::serving(&dir, name)?;
+        let link = crate::node::net::HOST_IP.to_string();
+        let service = crate::node::net::KUBERNETES_SERVICE_IP.to_string();
+        let mut names: Vec<&str> = Vec::new();
+        if opts.for_pods || opts.cluster_host {
+            names.push(&link);
+        }
+        if opts.cluster_host {
+            names.extend([
+                service.as_str(),
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            ]);
+        }
+        let serving = pki::serving_for(&dir, name, &names)?;
         let (sa_key, sa_pub) = pki::service_account_key(&dir)?;
         let token = pki::token();
         let tokens = dir.join("tokens.csv");
@@ -48,8 +69,14 @@ impl ApiServer {
             format!("--etcd-servers={etcd}"),
             // One etcd for the fleet: each API server keeps to its own prefix.
             format!("--etcd-prefix=/{name}"),
-            "--bind-address=127.0.0.1".into(),
-            "--advertise-address=127.0.0.1".into(),
+            match opts.for_pods || opts.cluster_host {
+                true => "--bind-address=0.0.0.0".into(),
+                false => "--bind-address=127.0.0.1".into(),
+            },
+            match opts.cluster_host {
+                true => format!("--advertise-address={link}"),
+                false => "--advertise-address=127.0.0.1".into(),
+            },
             format!("--secure-port={port}"),
             format!("--tls-cert-file={}", p(&serving.cert_file)),
             format!("--tls-private-key-file={}", p(&serving.key_file)),
@@ -58,8 +85,11 @@ impl ApiServer {
             format!("--service-account-key-file={}", p(&sa_pub)),
             format!("--service-account-signing-key-file={}", p(&sa_key)),
             "--service-account-issuer=https://kubernetes.default.svc".into(),
-            "--service-cluster-ip-range=10.96.0.0/16".into(),
-            // No pods run here: keep the apiserver light.
+            format!(
+                "--service-cluster-ip-range={}",
+                crate::node::net::SERVICE_CIDR
+            ),
+            // Keep the apiserver light (even with a node, a handful of pods run).
             "--enable-priority-and-fairness=false".into(),
             "--watch-cache=true".into(),
             "--v=1".into(),

@@ -7,6 +7,7 @@ use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
 use crate::apiserver::{ApiServer, Options};
+use crate::node::{self, Node};
 use crate::process::{free_port, Proc};
 use crate::{karmada, members, pki, Error};
 
@@ -20,6 +21,9 @@ pub struct FleetConfig {
     pub instances: usize,
     pub clusters: usize,
     pub nodes_per_cluster: usize,
+    /// A kubelet-backed node on the host (`node`), running these images besides its own
+    /// pause and CoreDNS; `None`: no node (the host only stores objects).
+    pub node_images: Option<Vec<PathBuf>>,
 }
 
 impl FleetConfig {
@@ -36,6 +40,7 @@ impl FleetConfig {
             instances,
             clusters,
             nodes_per_cluster: 2,
+            node_images: None,
         }
     }
 }
@@ -49,6 +54,8 @@ pub struct Instance {
 }
 
 pub struct RealFleet {
+    /// First, so it goes first: its janitor runs while the API servers still stand.
+    pub node: Option<Node>,
     pub dir: PathBuf,
     pub host: ApiServer,
     pub instances: Vec<Instance>,
@@ -79,6 +86,30 @@ impl RealFleet {
         }
         std::fs::create_dir_all(&config.dir)
             .map_err(Error::io(format!("creating {}", config.dir.display())))?;
+        // The node's network first: the API servers name its address in their
+        // certificates, and the guard cleans everything up if anything below fails.
+        let node_guard = match &config.node_images {
+            Some(_) => {
+                for b in ["kubelet", "kube-proxy", "kube-scheduler"] {
+                    if !config.bin.join(b).is_file() {
+                        return Err(Error::MissingBinary(
+                            config.bin.join(b).display().to_string(),
+                        ));
+                    }
+                }
+                let guard = node::Guard::acquire(&config.dir.join("node"))?;
+                node::net::setup()?;
+                progress(&format!(
+                    "node network: namespace {}, the machine at {} and the node at {}",
+                    node::net::NETNS,
+                    node::net::HOST_IP,
+                    node::net::NODE_IP
+                ));
+                Some(guard)
+            }
+            None => None,
+        };
+        let for_pods = node_guard.is_some();
         let etcd_port = free_port()?;
         let peer_port = free_port()?;
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
@@ -102,7 +133,16 @@ impl RealFleet {
             config.dir.join("etcd.log"),
         )?;
         let bin = &config.bin;
-        let mut host = ApiServer::start(bin, &config.dir, "host", &etcd_url, Options::default())?;
+        let mut host = ApiServer::start(
+            bin,
+            &config.dir,
+            "host",
+            &etcd_url,
+            Options {
+                cluster_host: for_pods,
+                ..Options::default()
+            },
+        )?;
         let mut instances = Vec::new();
         for i in 1..=config.instances {
             let name = format!("karmada-{i}");
@@ -114,6 +154,8 @@ impl RealFleet {
                 &etcd_url,
                 Options {
                     front_proxy: Some(fp),
+                    for_pods,
+                    ..Options::default()
                 },
             )?;
             let mut ms = Vec::new();
@@ -135,6 +177,18 @@ impl RealFleet {
             config.instances * config.clusters
         ));
         host.wait_ready(READY).await?;
+        let node = match (node_guard, config.node_images) {
+            (Some(guard), Some(images)) => {
+                let mut all = node::base_images(bin);
+                all.extend(images);
+                let node_config = node::NodeConfig {
+                    bin: bin.clone(),
+                    images: all,
+                };
+                Some(Node::start(guard, node_config, &host, progress).await?)
+            }
+            _ => None,
+        };
         let mut tasks = Vec::new();
         let mut out = Vec::new();
         for (name, mut api, mut ms) in instances {
@@ -197,12 +251,23 @@ impl RealFleet {
             });
         }
         Ok(Self {
+            node,
             dir: config.dir,
             host,
             instances: out,
             _etcd: etcd,
             tasks,
         })
+    }
+
+    /// A kubeconfig for an instance's karmada-apiserver as the node's pods reach it (the
+    /// machine's end of the node link), with its admin credentials.
+    pub async fn pod_kubeconfig(&self, name: &str) -> Option<String> {
+        let inst = self.instance(name)?;
+        let api = inst.api.lock().await;
+        let port = api.url.rsplit(':').next()?;
+        let url = format!("https://{}:{port}", node::net::HOST_IP);
+        Some(kairship_wire::kubeconfig::build(name, &url, &api.ca_pem, &api.token).to_string())
     }
 
     pub fn instance(&self, name: &str) -> Option<&Instance> {

@@ -17,7 +17,7 @@ use crate::Error;
 
 const MANAGER: &str = "kairship-realfleet";
 
-fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+pub(crate) fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &kube::api::GroupVersionKind::gvk(group, version, kind),
         plural,

@@ -9,13 +9,15 @@
 //! Used by `kairship demo --fleet real` and the real-fleet test tier. Layout:
 //! [`process`] runs and stops children; [`pki`] makes certificates; [`apiserver`] starts a
 //! kube-apiserver; [`karmada`] adds Karmada's components and joins members; [`members`]
-//! creates Nodes and fills Deployment status; [`faults`] acts on real processes.
+//! creates Nodes and fills Deployment status; [`faults`] acts on real processes;
+//! [`node`] adds a kubelet-backed node to the host (`kairship demo --fleet cluster`).
 
 pub mod apiserver;
 pub mod faults;
 pub mod fleet;
 pub mod karmada;
 pub mod members;
+pub mod node;
 pub mod pki;
 pub mod process;
 

@@ -48,6 +48,6 @@ python3 scripts/image/oci.py build --out "$OUT" --name "$IMAGE:$TAG" \
   --label "org.opencontainers.image.revision=$REVISION" \
   --label org.opencontainers.image.licenses=Apache-2.0 \
   --epoch "$EPOCH" "${files[@]}" >"$OUT.json"
-size=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(f"{d[\"compressed_bytes\"]/1e6:.1f} MB compressed, {d[\"uncompressed_bytes\"]/1e6:.1f} MB unpacked")' "$OUT.json")
+size=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.1f MB compressed, %.1f MB unpacked" % (d["compressed_bytes"]/1e6, d["uncompressed_bytes"]/1e6))' "$OUT.json")
 say "$IMAGE:$TAG: $size, binary $(( $(stat -c %s "$BIN") / 1000000 )) MB ($(( $(date +%s) - t0 ))s)"
 echo "$OUT"

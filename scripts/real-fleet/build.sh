@@ -2,7 +2,10 @@
 # Builds the upstream control planes the real-fleet tier runs as plain processes:
 # kube-apiserver and kube-controller-manager (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server/v3) and Karmada's
 # aggregated-apiserver, controller-manager and scheduler (github.com/karmada-io/karmada),
-# at pinned versions, from their Go modules, into a cache outside the repository.
+# at pinned versions, from their Go modules, into a cache outside the repository; and what
+# the cluster tier's kubelet-backed node needs besides Debian's containerd and runc:
+# kubelet, kube-proxy and kube-scheduler (k8s.io/kubernetes), CoreDNS, Helm, and the pause
+# and CoreDNS images (OCI archives written by scripts/image/oci.py, no daemon).
 # Idempotent: a binary already built at these versions is kept. Prints the bin directory
 # on its last line.
 set -euo pipefail
@@ -12,6 +15,8 @@ ETCD_VERSION=${ETCD_VERSION:-v3.6.7}
 # v1.18.2 is the newest Karmada release the Go module proxy serves here; its go.mod
 # builds against k8s.io/* v0.35.3, hence the kube-apiserver above.
 KARMADA_VERSION=${KARMADA_VERSION:-v1.18.2}
+COREDNS_VERSION=${COREDNS_VERSION:-v1.14.7}
+HELM_VERSION=${HELM_VERSION:-v3.22.0}
 
 CACHE=${KAIRSHIP_REAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kairship/real}
 ROOT="$CACHE/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION-karmada-$KARMADA_VERSION"
@@ -73,6 +78,18 @@ build kube-apiserver k8s.io/kubernetes "$KUBE_VERSION" k8s.io/kubernetes/cmd/kub
 # Karmada runs one too: without its clusterrole-aggregation controller the default
 # view/edit/admin roles stay empty (karmada-apiserver has no other aggregator).
 build kube-controller-manager k8s.io/kubernetes "$KUBE_VERSION" k8s.io/kubernetes/cmd/kube-controller-manager "$KV" "${KREPL[@]}"
+# The cluster tier's node and the host's scheduler.
+for c in kubelet kube-proxy kube-scheduler; do
+  build "$c" k8s.io/kubernetes "$KUBE_VERSION" "k8s.io/kubernetes/cmd/$c" "$KV" "${KREPL[@]}"
+done
+build coredns github.com/coredns/coredns "$COREDNS_VERSION" github.com/coredns/coredns \
+  "-X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION"
+# As Helm's Makefile stamps it: the Kubernetes version `helm template` and `lint` assume
+# (its client-go v0.37 is Kubernetes 1.37; unstamped, Helm assumes 1.20).
+HK="-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37"
+HK="$HK -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37"
+build helm helm.sh/helm/v3 "$HELM_VERSION" helm.sh/helm/v3/cmd/helm \
+  "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION $HK"
 if [ ! -x "$BIN/etcd" ]; then
   # etcd's command lives in its root module, whose replace directives point inside its own
   # repository; the server module exports the same entry point.
@@ -96,6 +113,23 @@ if [ ! -d "$ROOT/karmada-crds" ]; then
   mkdir -p "$ROOT/karmada-crds"
   find "$src/charts/karmada/_crds/bases" -name '*.yaml' -exec cp {} "$ROOT/karmada-crds/" \;
   chmod -R u+w "$ROOT/karmada-crds"
+fi
+# Images the node imports into containerd (no registry is reachable): the pod sandbox's
+# pause program (ours: a static C program that waits for a signal and reaps children) and
+# CoreDNS. Named kairship.local/... so nobody mistakes them for the upstream images.
+IMAGES="$ROOT/images"
+mkdir -p "$IMAGES"
+OCI="$(cd "$(dirname "$0")/.." && pwd)/image/oci.py"
+if [ ! -s "$IMAGES/pause.tar" ]; then
+  gcc -static -Os -s -o "$ROOT/src/pause" "$(dirname "$0")/pause.c"
+  python3 "$OCI" build --out "$IMAGES/pause.tar" --name kairship.local/pause:1.0 \
+    --entrypoint /pause --file "$ROOT/src/pause:/pause:0755" --user 65535:65535 >/dev/null
+  step "pause image written"
+fi
+if [ ! -s "$IMAGES/coredns.tar" ]; then
+  python3 "$OCI" build --out "$IMAGES/coredns.tar" --name "kairship.local/coredns:$COREDNS_VERSION" \
+    --entrypoint /coredns --file "$BIN/coredns:/coredns:0755" --users --user 65532:65532 >/dev/null
+  step "CoreDNS image written"
 fi
 step "all binaries ready in $(elapsed "$t_all")"
 echo "$BIN"

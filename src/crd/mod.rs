@@ -45,11 +45,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn deploy_crds_match_the_types() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crds/kairship.io.yaml");
-        let on_disk = std::fs::read_to_string(path).expect("deploy/crds/kairship.io.yaml exists");
+    fn deploy_and_chart_crds_match_the_types() {
         let generated = crds_yaml().expect("renders");
-        assert!(on_disk == generated, "deploy/crds/kairship.io.yaml drifted from the Rust types: run `cargo run -- crds > deploy/crds/kairship.io.yaml`");
+        for file in [
+            "deploy/crds/kairship.io.yaml",
+            "deploy/chart/kairship/crds/kairship.io.yaml",
+        ] {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+            let on_disk = std::fs::read_to_string(&path).expect("the CRD file exists");
+            assert!(
+                on_disk == generated,
+                "{file} drifted from the Rust types: run `cargo run -- crds > {file}`"
+            );
+        }
     }
 
     #[test]

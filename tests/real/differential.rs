@@ -74,7 +74,7 @@ fn key_order(body: &str) -> Vec<String> {
 async fn simulator_answers_as_a_real_kube_apiserver() {
     if !crate::binaries_present() {
         assert!(
-            std::env::var("CI").is_err(),
+            std::env::var_os("CI").is_none() && std::env::var_os("KAIRSHIP_TEST_ALL").is_none(),
             "the real-fleet binaries are missing"
         );
         eprintln!("SKIPPED: run scripts/real-fleet/build.sh");

@@ -74,7 +74,9 @@ async fn start() -> Option<Demo> {
             "the real-fleet binaries are not in {}: run scripts/real-fleet/build.sh",
             kairship_realfleet::default_bin_dir().display()
         );
-        assert!(std::env::var("CI").is_err(), "{msg}");
+        let required =
+            std::env::var_os("CI").is_some() || std::env::var_os("KAIRSHIP_TEST_ALL").is_some();
+        assert!(!required, "{msg}");
         eprintln!("SKIPPED: {msg}");
         return None;
     }

@@ -4,17 +4,21 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Args;
 use kairship_sim::{Fleet, FleetConfig};
-use kairship_wire::kubeconfig;
-use kube::api::{Api, DynamicObject, PostParams};
-use kube::discovery::ApiResource;
-use serde_json::{json, Value};
 
 use crate::actors::context::Settings;
 use crate::{bootstrap, server, Error};
+
+mod cluster;
+mod setup;
+
+use setup::{
+    attach_all, bind_roles, client_from, io, step, wait_running, write_endpoints, write_tokens,
+    Attach, DemoTokens, Endpoints,
+};
 
 const NAMESPACE: &str = "kairship-system";
 
@@ -35,9 +39,21 @@ pub struct DemoArgs {
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub probes_addr: SocketAddr,
     /// `sim`: the embedded simulator. `real`: upstream kube-apiserver, etcd and Karmada
-    /// run as processes (built by scripts/real-fleet/build.sh).
+    /// run as processes (built by scripts/real-fleet/build.sh). `cluster`: the real fleet
+    /// plus a kubelet-backed node on its host, with Kairship installed there by its Helm
+    /// chart (3 replicas); needs root and the image of scripts/image/build.sh.
     #[arg(long, value_enum, default_value_t = FleetKind::Sim)]
     pub fleet: FleetKind,
+    /// `--fleet cluster`: Kairship's image as an OCI archive (scripts/image/build.sh);
+    /// by default `target/image/kairship-<version>.oci.tar`.
+    #[arg(long)]
+    pub image_archive: Option<PathBuf>,
+    /// `--fleet cluster`: the image's name inside that archive.
+    #[arg(long, default_value = concat!("ghcr.io/kairship/kairship:", env!("CARGO_PKG_VERSION")))]
+    pub image: String,
+    /// `--fleet cluster`: the Helm chart to install.
+    #[arg(long, default_value = "deploy/chart/kairship")]
+    pub chart: PathBuf,
     /// Elect the controller-manager leader through a Lease on the host, as `kairship run`
     /// does (kube-system/kairship-controller-manager); false: always the leader.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
@@ -52,6 +68,7 @@ pub struct DemoArgs {
 pub enum FleetKind {
     Sim,
     Real,
+    Cluster,
 }
 
 /// What the demo needs of a fleet, simulated or real.
@@ -64,175 +81,16 @@ struct FleetView {
     fault_hint: String,
 }
 
-/// Instances seeded and attached at once in step 2.
-const ATTACH_CONCURRENCY: usize = 16;
-
-fn step(n: usize, total: usize, what: &str) {
-    println!("[{n}/{total}] {what}");
-}
-
-fn io(context: String) -> impl FnOnce(std::io::Error) -> Error {
-    move |source| Error::Io { context, source }
-}
-
-fn random_token() -> Result<String, Error> {
-    use ring::rand::SecureRandom;
-    let mut bytes = [0u8; 24];
-    ring::rand::SystemRandom::new()
-        .fill(&mut bytes)
-        .map_err(|_| Error::Usage("no system randomness for the demo's tokens".into()))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-/// Owner-only, since it holds credentials.
-fn write_secret(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    f.write_all(contents)
-}
-
-fn sample_objects() -> Vec<(ApiResource, Value)> {
-    let ar = |group: &str, version: &str, kind: &str, plural: &str| ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: if group.is_empty() {
-            version.into()
-        } else {
-            format!("{group}/{version}")
-        },
-        kind: kind.into(),
-        plural: plural.into(),
-    };
-    vec![
-        (
-            ar("apps", "v1", "Deployment", "deployments"),
-            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "nginx", "namespace": "default", "labels": {"app": "nginx"}},
-                "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "nginx"}}, "template": {"metadata": {"labels": {"app": "nginx"}},
-                "spec": {"containers": [{"name": "nginx", "image": "nginx"}]}}}}),
-        ),
-        (
-            ar(
-                "policy.karmada.io",
-                "v1alpha1",
-                "PropagationPolicy",
-                "propagationpolicies",
-            ),
-            // Karmada's own nginx sample: replicas divided 1:1 between member1 and member2.
-            json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy", "metadata": {"name": "nginx-propagation", "namespace": "default"},
-                "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx"}],
-                "placement": {"clusterAffinity": {"clusterNames": ["member1", "member2"]},
-                    "replicaScheduling": {"replicaDivisionPreference": "Weighted", "replicaSchedulingType": "Divided",
-                        "weightPreference": {"staticWeightList": [
-                            {"targetCluster": {"clusterNames": ["member1"]}, "weight": 1},
-                            {"targetCluster": {"clusterNames": ["member2"]}, "weight": 1}]}}}}}),
-        ),
-        (
-            ar(
-                "policy.karmada.io",
-                "v1alpha1",
-                "OverridePolicy",
-                "overridepolicies",
-            ),
-            json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "OverridePolicy", "metadata": {"name": "nginx-op", "namespace": "default"},
-                "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx"}],
-                "overrideRules": [
-                    {"targetCluster": {"clusterNames": ["member2"]}, "overriders": {"labelsOverrider": [
-                        {"operator": "add", "value": {"env": "skoala-dev"}},
-                        {"operator": "add", "value": {"env-stat": "skoala-stage"}},
-                        {"operator": "remove", "value": {"for": "for"}},
-                        {"operator": "replace", "value": {"bar": "test"}}]}},
-                    {"targetCluster": {"clusterNames": ["member1"]}, "overriders": {"annotationsOverrider": [
-                        {"operator": "add", "value": {"env": "skoala-stage"}},
-                        {"operator": "remove", "value": {"bom": "bom"}},
-                        {"operator": "replace", "value": {"emma": "sophia"}}]}}]}}),
-        ),
-    ]
-}
-
-async fn client_from(path: &Path) -> Result<kube::Client, Error> {
-    super::run::host_client(Some(&path.to_path_buf())).await
-}
-
-async fn seed(instance_kubeconfig: &Path) -> Result<(), Error> {
-    let client = client_from(instance_kubeconfig).await?;
-    // What an operator installing Kairship does on each instance: identities passed
-    // through the proxy meet these role bindings.
-    bootstrap::apply_instance_rbac(&client)
-        .await
-        .map_err(|e| Error::Usage(format!("{}: {e}", instance_kubeconfig.display())))?;
-    for (ar, obj) in sample_objects() {
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
-        let o: DynamicObject =
-            serde_json::from_value(obj).map_err(|e| Error::Usage(e.to_string()))?;
-        match api.create(&PostParams::default(), &o).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => {
-                return Err(Error::Usage(format!(
-                    "seeding {} in {}: {e}",
-                    ar.kind,
-                    instance_kubeconfig.display()
-                )))
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Writes the token file and webhook secret, binds `admin` to every instance and
-/// `viewer` to the first, and loads the auth configuration as `kairship run` would.
+/// Binds the demo's roles and loads the auth configuration as `kairship run` would.
 async fn demo_auth(
-    dir: &Path,
     host: &kube::Client,
-    admin: &str,
-    viewer: &str,
+    tokens: &DemoTokens,
     viewer_instance: Option<&String>,
 ) -> Result<std::sync::Arc<crate::auth::Auth>, Error> {
-    use crate::crd::{InstanceRoleBinding, InstanceRoleBindingSpec, Role, Subject, SubjectKind};
-    let tokens = dir.join("tokens.csv");
-    let text =
-        format!("{admin},admin,demo-admin,\"kairship:admins\"\n{viewer},viewer,demo-viewer\n");
-    write_secret(&tokens, text.as_bytes()).map_err(io(format!("writing {}", tokens.display())))?;
-    let secret = dir.join("webhook.secret");
-    write_secret(&secret, random_token()?.as_bytes())
-        .map_err(io(format!("writing {}", secret.display())))?;
-    let bindings: Api<InstanceRoleBinding> = Api::all(host.clone());
-    let grants = [
-        ("demo-admin", Role::Admin, "*".to_string(), "admin"),
-        (
-            "demo-viewer",
-            Role::View,
-            viewer_instance.cloned().unwrap_or_default(),
-            "viewer",
-        ),
-    ];
-    for (name, role, instance, user) in grants {
-        let b = InstanceRoleBinding::new(
-            name,
-            InstanceRoleBindingSpec {
-                role,
-                instances: vec![instance],
-                subjects: vec![Subject {
-                    kind: SubjectKind::User,
-                    name: user.into(),
-                }],
-            },
-        );
-        match bindings.create(&PostParams::default(), &b).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => return Err(Error::Usage(format!("creating binding {name}: {e}"))),
-        }
-    }
+    bind_roles(host, viewer_instance).await?;
     let config = crate::auth::AuthConfig {
-        token_file: Some(tokens),
-        webhook_secret_file: Some(secret),
+        token_file: Some(tokens.token_file.clone()),
+        webhook_secret_file: Some(tokens.webhook_secret.clone()),
         ..Default::default()
     };
     crate::auth::Auth::new(&config, host.clone())
@@ -257,8 +115,10 @@ pub async fn run(args: DemoArgs) -> Result<(), Error> {
         .map_err(io(format!("creating {}", dir.display())))?;
     let _ = std::fs::remove_file(dir.join("endpoints.json"));
 
-    if args.fleet == FleetKind::Real {
-        return run_real(&args, total).await;
+    match args.fleet {
+        FleetKind::Real => return run_real(&args, total).await,
+        FleetKind::Cluster => return cluster::run(&args).await,
+        FleetKind::Sim => {}
     }
     step(1, total, &format!("starting the simulated fleet: host API + {} Karmada instance(s) x {} member cluster(s)", args.instances, args.clusters));
     let sim_dir = dir.join("sim");
@@ -278,53 +138,83 @@ pub async fn run(args: DemoArgs) -> Result<(), Error> {
 /// The same demo on real control planes: kube-apiserver and etcd for the host and each
 /// member, Karmada's own components for each instance.
 async fn run_real(args: &DemoArgs, total: usize) -> Result<(), Error> {
-    use std::sync::Arc;
     step(1, total, &format!("starting a real fleet: host kube-apiserver + {} Karmada instance(s) x {} member cluster(s) (binaries from scripts/real-fleet/build.sh)", args.instances, args.clusters));
-    let real_dir = std::path::absolute(args.state_dir.join("real"))
-        .map_err(io("resolving the state directory".into()))?;
-    let _ = std::fs::remove_dir_all(&real_dir);
-    let config = kairship_realfleet::FleetConfig::new(real_dir, args.instances, args.clusters);
-    let starting = kairship_realfleet::RealFleet::start(config, &|what: &str| {
-        println!("      {what}");
-    });
-    // Interrupted while starting: dropping the half-started fleet stops its processes.
-    let fleet = tokio::select! {
-        f = starting => f.map_err(|e| Error::Usage(format!("real fleet: {e}")))?,
-        _ = super::shutdown_signal() => return Err(Error::Usage("interrupted while starting the real fleet".into())),
-    };
-    let fleet = Arc::new(fleet);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(io("binding the fault API".into()))?;
-    let admin = listener
-        .local_addr()
-        .map_err(io("binding the fault API".into()))?;
-    let faults = tokio::spawn(async move {
-        let _ = axum::serve(
-            listener,
-            kairship_realfleet::faults::router(Arc::clone(&fleet)),
-        )
-        .await;
-        drop(fleet);
-    });
-    let view = FleetView {
-        host_kubeconfig: std::path::absolute(args.state_dir.join("real/host/admin.kubeconfig"))
-            .map_err(io("resolving the state directory".into()))?,
-        instances: (1..=args.instances)
-            .map(|i| {
-                let name = format!("karmada-{i}");
-                let path = args.state_dir.join(format!("real/{name}/admin.kubeconfig"));
-                (name, path)
-            })
-            .collect(),
-        admin_url: Some(format!("http://{admin}")),
-        fault_hint: format!(
-            "curl -X POST http://{admin}/faults/{{instance}} -d '{{\"mode\":\"down\"}}' -H 'content-type: application/json'   (SIGKILLs its kube-apiserver; DELETE restarts it)"
-        ),
-    };
-    let result = serve(args, &view, total).await;
-    faults.abort();
+    let real = RealRun::start(args, None).await?;
+    let result = serve(args, &real.view(), total).await;
+    real.stop().await;
     result
+}
+
+/// A real fleet and its fault API (`POST /faults/{instance}`), for `--fleet real` and
+/// `--fleet cluster`.
+struct RealRun {
+    fleet: std::sync::Arc<kairship_realfleet::RealFleet>,
+    admin: SocketAddr,
+    faults: tokio::task::JoinHandle<()>,
+}
+
+impl RealRun {
+    /// `node_images`: a kubelet-backed node on the host running these images.
+    async fn start(args: &DemoArgs, node_images: Option<Vec<PathBuf>>) -> Result<Self, Error> {
+        let real_dir = std::path::absolute(args.state_dir.join("real"))
+            .map_err(io("resolving the state directory".into()))?;
+        let _ = std::fs::remove_dir_all(&real_dir);
+        let mut config =
+            kairship_realfleet::FleetConfig::new(real_dir, args.instances, args.clusters);
+        config.node_images = node_images;
+        let starting = kairship_realfleet::RealFleet::start(config, &|what: &str| {
+            println!("      {what}");
+        });
+        // Interrupted while starting: dropping the half-started fleet stops its processes
+        // (and the node's janitor removes what the node made).
+        let fleet = tokio::select! {
+            f = starting => f.map_err(|e| Error::Usage(format!("real fleet: {e}")))?,
+            _ = super::shutdown_signal() => return Err(Error::Usage("interrupted while starting the real fleet".into())),
+        };
+        let fleet = std::sync::Arc::new(fleet);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(io("binding the fault API".into()))?;
+        let admin = listener
+            .local_addr()
+            .map_err(io("binding the fault API".into()))?;
+        let router = kairship_realfleet::faults::router(fleet.clone());
+        let faults = tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        Ok(Self {
+            fleet,
+            admin,
+            faults,
+        })
+    }
+
+    fn view(&self) -> FleetView {
+        let admin = self.admin;
+        FleetView {
+            host_kubeconfig: self.fleet.host.kubeconfig.clone(),
+            instances: self
+                .fleet
+                .instances
+                .iter()
+                .map(|i| (i.name.clone(), i.kubeconfig.clone()))
+                .collect(),
+            admin_url: Some(format!("http://{admin}")),
+            fault_hint: format!(
+                "curl -X POST http://{admin}/faults/{{instance}} -d '{{\"mode\":\"down\"}}' -H 'content-type: application/json'   (SIGKILLs its kube-apiserver; DELETE restarts it)"
+            ),
+        }
+    }
+
+    /// Stops the fault API, then the fleet, before returning: every process, and the
+    /// node's namespaces, mounts and cgroups, are gone once this returns.
+    async fn stop(self) {
+        self.faults.abort();
+        let _ = self.faults.await;
+        // The fault API's router held the other reference; this drop is the last.
+        let fleet = self.fleet;
+        let _ = tokio::task::spawn_blocking(move || drop(fleet)).await;
+    }
 }
 
 /// Kairship up on a fleet, with what the demo prints.
@@ -401,30 +291,16 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
     bootstrap::ensure_namespace(&host, NAMESPACE)
         .await
         .map_err(kube_err("creating the namespace"))?;
-    // Each instance is a handful of round trips; done one after another they took
-    // minutes for 1,000 instances, so a bounded number run at once.
-    use futures::{StreamExt, TryStreamExt};
-    let attach_one = |(name, path): &(String, std::path::PathBuf)| {
-        let host = host.clone();
-        let (name, path) = (name.clone(), path.clone());
-        async move {
-            seed(&path).await?;
-            let config = std::fs::read(&path).map_err(io(format!("reading {}", path.display())))?;
-            bootstrap::attach_external(&host, NAMESPACE, &name, config)
-                .await
-                .map_err(|e| Error::Usage(format!("attaching instance {name}: {e}")))
-        }
-    };
-    let count = fleet.instances.len();
-    let mut attached = 0usize;
-    let mut attaching = futures::stream::iter(fleet.instances.iter().map(attach_one))
-        .buffer_unordered(ATTACH_CONCURRENCY);
-    while let Some(()) = attaching.try_next().await? {
-        attached += 1;
-        if count >= 100 && (attached.is_multiple_of(100) || attached == count) {
-            println!("      attached {attached}/{count}");
-        }
+    let mut list = Vec::new();
+    for (name, path) in &fleet.instances {
+        let kubeconfig = std::fs::read(path).map_err(io(format!("reading {}", path.display())))?;
+        list.push(Attach {
+            name: name.clone(),
+            seed: path.clone(),
+            kubeconfig,
+        });
     }
+    attach_all(&host, list).await?;
 
     step(
         3,
@@ -432,11 +308,10 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
         "starting Kairship (controller-manager, gRPC API, HTTPS API and proxy)",
     );
     let names: Vec<String> = fleet.instances.iter().map(|(n, _)| n.clone()).collect();
-    let (admin, viewer) = (random_token()?, random_token()?);
-    let auth = demo_auth(dir, &host, &admin, &viewer, names.first()).await?;
+    let tokens = write_tokens(dir)?;
+    let auth = demo_auth(&host, &tokens, names.first()).await?;
+    let DemoTokens { admin, viewer, .. } = tokens;
     let cert = kairship_wire::tls::generate("kairship").map_err(|e| Error::Usage(e.to_string()))?;
-    let ca_path = dir.join("ca.crt");
-    std::fs::write(&ca_path, &cert.ca_pem).map_err(io(format!("writing {}", ca_path.display())))?;
     let running = server::start(server::ServerConfig {
         host: host.clone(),
         identity: "kairship-demo".into(),
@@ -458,65 +333,30 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
         tls: cert.server_config.clone(),
         auth,
         chaos_reports: Some(dir.join("chaos")),
+        shutdown_delay: Duration::ZERO,
     })
     .await
     .map_err(|e| Error::Usage(e.to_string()))?;
 
     step(4, total, "waiting for every instance to be Running");
-    let started = Instant::now();
-    let mut last = usize::MAX;
-    loop {
-        // A loaded host may fail one call; the wait is bounded below, not by one error.
-        let (ready, total) = match bootstrap::running_instances(&host).await {
-            Ok(counts) => counts,
-            Err(e) if started.elapsed() <= Duration::from_secs(120) => {
-                println!("      listing instances failed ({e}); retrying");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-            Err(e) => return Err(kube_err("listing instances")(e)),
-        };
-        if ready != last {
-            println!("      instances running: {ready}/{total}");
-            last = ready;
-        }
-        if ready == total {
-            break;
-        }
-        if started.elapsed() > Duration::from_secs(120) {
-            println!("      still waiting after 2 minutes; serving anyway (check `kubectl get instances`)");
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    wait_running(&host).await?;
 
     step(5, total, "writing endpoints.json and kubeconfigs");
     let https = format!("https://{}", running.http_addr);
-    let mut entries = Vec::new();
-    for name in &names {
-        let server = format!("{https}/apis/kairship.io/v1alpha1/instances/{name}/proxy");
-        let path = dir.join(format!("kubeconfigs/{name}.kubeconfig"));
-        kubeconfig::write(
-            &path,
-            &kubeconfig::build(name, &server, &cert.ca_pem, &admin),
-        )
-        .map_err(io(format!("writing {}", path.display())))?;
-        entries.push(json!({"name": name, "kubeconfig": path.display().to_string()}));
-    }
-    let endpoints = json!({
-        "grpc": running.grpc_addr.to_string(),
-        "http": https,
-        "ca": ca_path.display().to_string(),
-        "sim_admin": fleet.admin_url,
-        "metrics": running.probes_addr.map(|a| format!("http://{a}/metrics")),
-        "host_kubeconfig": host_kubeconfig.display().to_string(),
-        "instances": entries,
-        "tokens": {"admin": admin, "viewer": viewer, "viewer_instance": names.first()},
-        "webhook_secret_file": dir.join("webhook.secret").display().to_string(),
-    });
-    let text = serde_json::to_vec_pretty(&endpoints).map_err(|e| Error::Usage(e.to_string()))?;
-    kubeconfig::write_atomic(&dir.join("endpoints.json"), &text)
-        .map_err(io("writing endpoints.json".into()))?;
+    write_endpoints(
+        dir,
+        &Endpoints {
+            grpc: running.grpc_addr.to_string(),
+            https: https.clone(),
+            ca_pem: &cert.ca_pem,
+            sim_admin: fleet.admin_url.clone(),
+            metrics: running.probes_addr.map(|a| format!("http://{a}/metrics")),
+            host_kubeconfig: &host_kubeconfig,
+            names: &names,
+            admin: &admin,
+            viewer: &viewer,
+        },
+    )?;
 
     Ok(Up {
         running,

@@ -1,0 +1,690 @@
+//! `kairship demo --fleet cluster` end to end: Kairship installed by its chart as three
+//! pods on a kubelet-backed node, then, in order: the pods as a user checks them (Ready
+//! through their own probes, one Lease holder, UID 65532 on a read-only root, JSON logs,
+//! metrics); every surface through the Service; the leader's loss (pod force-deleted,
+//! then its container killed) with a client reading all along; a rolling upgrade to a new
+//! image tag with clients reading, writing and watching; `helm uninstall`; and the machine
+//! left as it was found once the demo stops. Figures are printed, not asserted.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::readers::{self, Readers, Tally};
+use crate::{bin_dir, helm, helm_path, image_archive, image_name, repo, run, skip_unless, stdout};
+
+const NS: &str = "kairship-system";
+const LEASE: &str = "kairship-controller-manager";
+
+fn prerequisites() -> Result<(), String> {
+    let uid = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        });
+    if uid != Some(true) {
+        return Err("the cluster tier needs root (network namespaces, mounts, cgroups)".into());
+    }
+    for b in [
+        "kubelet",
+        "kube-proxy",
+        "kube-scheduler",
+        "kube-apiserver",
+        "etcd",
+        "helm",
+    ] {
+        if !bin_dir().join(b).is_file() {
+            return Err(format!(
+                "{} is missing: run scripts/real-fleet/build.sh",
+                bin_dir().join(b).display()
+            ));
+        }
+    }
+    if !image_archive().is_file() {
+        return Err(format!(
+            "{} is missing: run scripts/image/build.sh",
+            image_archive().display()
+        ));
+    }
+    if Command::new("containerd")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return Err("containerd is not installed: run scripts/install-test-deps.sh".into());
+    }
+    Ok(())
+}
+
+struct ClusterDemo {
+    child: Child,
+    dir: tempfile::TempDir,
+    endpoints: Value,
+    host: PathBuf,
+}
+
+impl ClusterDemo {
+    async fn start() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = std::fs::File::create(dir.path().join("demo.log")).expect("log");
+        let child = Command::new(env!("CARGO_BIN_EXE_kairship"))
+            .current_dir(repo())
+            .args([
+                "demo",
+                "--fleet",
+                "cluster",
+                "--instances",
+                "2",
+                "--clusters",
+                "2",
+            ])
+            .arg("--image-archive")
+            .arg(image_archive())
+            .arg("--state-dir")
+            .arg(dir.path())
+            .env("RUST_LOG", "warn,kube_client=off")
+            .stdout(Stdio::from(log.try_clone().expect("log")))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("kairship demo starts");
+        let mut demo = Self {
+            child,
+            endpoints: Value::Null,
+            host: PathBuf::new(),
+            dir,
+        };
+        let started = Instant::now();
+        let path = demo.dir.path().join("endpoints.json");
+        loop {
+            if let Some(v) = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            {
+                demo.endpoints = v;
+                break;
+            }
+            if let Ok(Some(status)) = demo.child.try_wait() {
+                panic!(
+                    "kairship demo --fleet cluster exited ({status}):\n{}",
+                    demo.log_tail()
+                );
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(900),
+                "no endpoints.json after 15 minutes:\n{}",
+                demo.log_tail()
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        println!("cluster demo up in {:.0}s", started.elapsed().as_secs_f64());
+        demo.host = PathBuf::from(
+            demo.endpoints["host_kubeconfig"]
+                .as_str()
+                .expect("host_kubeconfig"),
+        );
+        demo
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.path().join("demo.log")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(60)..].join("\n")
+    }
+
+    fn kubectl(&self, args: &[&str]) -> String {
+        let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+        stdout(&run(Command::new(kubectl)
+            .arg(format!("--kubeconfig={}", self.host.display()))
+            .args(args)))
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut a = args.to_vec();
+        a.extend(["-o", "json"]);
+        serde_json::from_str(&self.kubectl(&a)).expect("kubectl -o json")
+    }
+
+    fn pods(&self) -> Vec<Value> {
+        self.json(&[
+            "-n",
+            NS,
+            "get",
+            "pods",
+            "-l",
+            "app.kubernetes.io/name=kairship",
+        ])["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn holder(&self) -> String {
+        self.json(&["-n", NS, "get", "lease", LEASE])["spec"]["holderIdentity"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.path().join("real/node/containerd/containerd.sock")
+    }
+
+    fn ctr(&self, args: &[&str]) -> String {
+        stdout(&run(Command::new("ctr")
+            .arg(format!("--address={}", self.socket().display()))
+            .args(["--namespace", "k8s.io"])
+            .args(args)))
+    }
+
+    /// Waits until `ok` holds, polling every 250 ms; how long it took.
+    async fn until(&self, what: &str, within: Duration, mut ok: impl FnMut() -> bool) -> Duration {
+        let started = Instant::now();
+        while !ok() {
+            assert!(
+                started.elapsed() < within,
+                "{what}: not within {within:?}\n{}",
+                self.log_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        started.elapsed()
+    }
+
+    /// SIGTERM, then waits for the demo to remove everything it started.
+    fn stop(&mut self) -> Option<std::process::ExitStatus> {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while Instant::now() < deadline {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let _ = self.child.kill();
+        None
+    }
+}
+
+impl Drop for ClusterDemo {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.stop();
+        }
+    }
+}
+
+fn ready(pod: &Value) -> bool {
+    pod["status"]["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    }) && pod["metadata"]["deletionTimestamp"].is_null()
+}
+
+fn name(pod: &Value) -> String {
+    pod["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A plain-HTTP GET (the pods' probes port): the body on 200.
+async fn http_get(addr: &str, path: &str) -> Option<String> {
+    let io = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await
+            .ok()?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await.ok()?;
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n")?;
+        head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+    };
+    tokio::time::timeout(Duration::from_secs(3), io)
+        .await
+        .ok()
+        .flatten()
+}
+
+fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .reduce(|a, b| a + b)
+}
+
+async fn pod_metrics(pod: &Value) -> Option<String> {
+    let ip = pod["status"]["podIP"].as_str()?;
+    http_get(&format!("{ip}:8080"), "/metrics").await
+}
+
+/// The host PID of a pod's container, through containerd.
+fn container_pid(demo: &ClusterDemo, pod: &Value) -> (String, u32) {
+    let id = pod["status"]["containerStatuses"][0]["containerID"]
+        .as_str()
+        .and_then(|c| c.strip_prefix("containerd://"))
+        .expect("a containerd container id")
+        .to_string();
+    let tasks = demo.ctr(&["tasks", "ls"]);
+    let pid = tasks
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or_else(|| panic!("no task {id} in {tasks}"));
+    (id, pid)
+}
+
+async fn pods_are_ready_nonroot_and_one_leads(demo: &ClusterDemo) {
+    let pods = demo.pods();
+    assert_eq!(pods.len(), 3, "three replicas");
+    assert!(
+        pods.iter().all(ready),
+        "every pod Ready through its own probe"
+    );
+    let holder = demo.holder();
+    assert!(
+        pods.iter().any(|p| name(p) == holder),
+        "the Lease is held by a pod: {holder}"
+    );
+    let mut leaders = 0;
+    for pod in &pods {
+        let m = pod_metrics(pod)
+            .await
+            .unwrap_or_else(|| panic!("/metrics of {}", name(pod)));
+        assert!(m.contains("kairship_instance_phase"), "{m}");
+        if metric(&m, "leader_election_master_status") == Some(1.0) {
+            leaders += 1;
+            assert_eq!(
+                name(pod),
+                holder,
+                "the pod that says it leads holds the Lease"
+            );
+        }
+        // What runs, not what the spec asks: the container's process on the host.
+        let (_, pid) = container_pid(demo, pod);
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+        let uid = status.lines().find(|l| l.starts_with("Uid:")).expect("Uid");
+        assert!(
+            uid.split_whitespace().skip(1).all(|u| u == "65532"),
+            "{}: {uid}",
+            name(pod)
+        );
+        let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).expect("mountinfo");
+        let root = mounts
+            .lines()
+            .find(|l| l.split(' ').nth(4) == Some("/"))
+            .expect("root mount");
+        let opts = root.split(' ').nth(5).unwrap_or_default();
+        assert!(
+            opts.split(',').any(|o| o == "ro"),
+            "{}: root mounted {opts}",
+            name(pod)
+        );
+        // Logs: one JSON object per line (kubectl logs reaches the kubelet on the node).
+        let logs = demo.kubectl(&["-n", NS, "logs", &name(pod), "--tail=20"]);
+        assert!(!logs.trim().is_empty(), "{} logged nothing", name(pod));
+        for line in logs.lines().filter(|l| !l.trim().is_empty()) {
+            let v: Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            assert!(
+                v["level"].is_string() && v["timestamp"].is_string(),
+                "{line}"
+            );
+        }
+    }
+    assert_eq!(leaders, 1, "exactly one replica leads");
+    let service_metrics = http_get(
+        &format!("{}:8080", crate::ha::service_ip(&demo.endpoints)),
+        "/metrics",
+    )
+    .await;
+    assert!(
+        service_metrics.is_some_and(|m| m.contains("kairship_api_requests_total")),
+        "/metrics through the Service"
+    );
+    println!("3 pods Ready, {holder} leads, UID 65532 on read-only roots, JSON logs");
+}
+
+pub fn service_ip(endpoints: &Value) -> String {
+    endpoints["grpc"]
+        .as_str()
+        .and_then(|g| g.rsplit_once(':'))
+        .map(|(ip, _)| ip.to_string())
+        .expect("grpc address")
+}
+
+async fn every_surface_answers_through_the_service(demo: &ClusterDemo) {
+    let e = &demo.endpoints;
+    // kubectl through the proxy, with the kubeconfig the demo wrote.
+    let kubeconfig = e["instances"][0]["kubeconfig"]
+        .as_str()
+        .expect("kubeconfig");
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let clusters = stdout(&run(Command::new(&kubectl).args([
+        "--kubeconfig",
+        kubeconfig,
+        "get",
+        "clusters",
+        "-o",
+        "name",
+    ])));
+    assert!(
+        clusters.contains("member1") && clusters.contains("member2"),
+        "{clusters}"
+    );
+    // gRPC: health and a real call.
+    let channel = tonic::transport::Channel::from_shared(format!(
+        "http://{}",
+        e["grpc"].as_str().expect("grpc")
+    ))
+    .expect("address")
+    .connect()
+    .await
+    .expect("gRPC through the Service");
+    let health = tonic_health::pb::health_client::HealthClient::new(channel.clone())
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .expect("health");
+    assert_eq!(
+        health.into_inner().status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+    let mut req = tonic::Request::new(kairship::proto::ListInstancesRequest::default());
+    let token = e["tokens"]["admin"].as_str().expect("token");
+    req.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {token}").parse().expect("metadata"),
+    );
+    let list = kairship::proto::instance_service_client::InstanceServiceClient::new(channel)
+        .list_instances(req)
+        .await
+        .expect("ListInstances")
+        .into_inner();
+    assert_eq!(list.instances.len(), 2);
+    // REST and the console, over HTTPS with the demo's CA.
+    let ca = std::fs::read_to_string(e["ca"].as_str().expect("ca")).expect("ca");
+    let https = e["http"].as_str().expect("http");
+    let kc = kairship_wire::kubeconfig::build("root", https, &ca, token);
+    let path = demo.dir.path().join("root.kubeconfig");
+    std::fs::write(&path, kc.to_string()).expect("write");
+    let root = readers::client_from_path(&path.display().to_string()).await;
+    let rest = root
+        .request_text(
+            http::Request::get("/apis/kairship.io/v1alpha1/instances")
+                .body(Vec::new())
+                .expect("request"),
+        )
+        .await
+        .expect("REST through the Service");
+    let v: Value = serde_json::from_str(&rest).expect("REST answers JSON");
+    assert_eq!(v["instances"].as_array().map(Vec::len), Some(2), "{v}");
+    let page = root
+        .request_text(
+            http::Request::get("/ui/")
+                .body(Vec::new())
+                .expect("request"),
+        )
+        .await
+        .expect("the console through the Service");
+    assert!(
+        page.contains("<html") || page.contains("<!doctype html"),
+        "{page}"
+    );
+    println!(
+        "kubectl, gRPC (health, ListInstances), REST and the console answer through the Service"
+    );
+}
+
+fn print_tallies(title: &str, tallies: &[Tally]) {
+    println!("{title}:");
+    for t in tallies {
+        println!("  {t}");
+    }
+}
+
+/// Waits for another pod to hold the Lease and for status writes to resume there.
+async fn takeover(demo: &ClusterDemo, old: &str, lost_at: Instant) -> (Duration, Duration) {
+    demo.until(
+        "another pod holds the Lease",
+        Duration::from_secs(90),
+        || {
+            let h = demo.holder();
+            !h.is_empty() && h != old
+        },
+    )
+    .await;
+    let took = lost_at.elapsed();
+    let leader = demo.holder();
+    let pod = demo
+        .pods()
+        .into_iter()
+        .find(|p| name(p) == leader)
+        .expect("the new leader's pod");
+    let started = Instant::now();
+    loop {
+        let writes = pod_metrics(&pod)
+            .await
+            .and_then(|m| metric(&m, "kairship_instance_status_writes_total"));
+        if writes.is_some_and(|w| w > 0.0) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "{leader} never wrote a status\n{}",
+            demo.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    (took, lost_at.elapsed())
+}
+
+async fn leader_loss(demo: &ClusterDemo) {
+    for how in ["pod force-deleted", "container killed"] {
+        demo.until("three Ready pods", Duration::from_secs(180), || {
+            demo.pods().iter().filter(|p| ready(p)).count() == 3
+        })
+        .await;
+        let old = demo.holder();
+        let pod = demo
+            .pods()
+            .into_iter()
+            .find(|p| name(p) == old)
+            .expect("the leader's pod");
+        let readers = Readers::start(&demo.endpoints).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let lost_at = Instant::now();
+        match how {
+            "pod force-deleted" => {
+                demo.kubectl(&[
+                    "-n",
+                    NS,
+                    "delete",
+                    "pod",
+                    &old,
+                    "--grace-period=0",
+                    "--force",
+                    "--wait=false",
+                ]);
+            }
+            _ => {
+                let (id, _) = container_pid(demo, &pod);
+                demo.ctr(&["tasks", "kill", "--signal", "SIGKILL", &id]);
+            }
+        }
+        let (took, resumed) = takeover(demo, &old, lost_at).await;
+        // Reads go on a little longer, through whatever the Service does next.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let tallies = readers.stop().await;
+        println!(
+            "leader {how}: takeover {:.1}s, status writes resumed {:.1}s (lease 15 s + two 2 s retry periods: goal 19 s)",
+            took.as_secs_f64(),
+            resumed.as_secs_f64()
+        );
+        print_tallies(
+            "  clients through the Service (goal: no read fails for more than 1 s)",
+            &tallies,
+        );
+        for t in &tallies {
+            assert!(t.ok > 0, "{} never succeeded: {t}", t.what);
+        }
+    }
+}
+
+async fn rolling_upgrade(demo: &ClusterDemo) {
+    demo.until("three Ready pods", Duration::from_secs(180), || {
+        demo.pods().iter().filter(|p| ready(p)).count() == 3
+    })
+    .await;
+    let before: Vec<String> = demo.pods().iter().map(name).collect();
+    let next = format!("{}-rollout", env!("CARGO_PKG_VERSION"));
+    let (repo_name, _) = image_name()
+        .rsplit_once(':')
+        .map(|(r, t)| (r.to_string(), t.to_string()))
+        .expect("image");
+    demo.ctr(&[
+        "images",
+        "tag",
+        "--force",
+        &image_name(),
+        &format!("{repo_name}:{next}"),
+    ]);
+    let readers = Readers::start(&demo.endpoints).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let started = Instant::now();
+    helm(
+        Some(&demo.host),
+        &[
+            "upgrade",
+            "kairship",
+            &repo().join("deploy/chart/kairship").display().to_string(),
+            "--namespace",
+            NS,
+            "--reuse-values",
+            "--set",
+            &format!("image.tag={next}"),
+            "--wait",
+            "--timeout=10m",
+        ],
+    );
+    // `--wait` returns once the new pods are Ready; the old ones may still be draining.
+    demo.until("only new pods left", Duration::from_secs(120), || {
+        let pods = demo.pods();
+        pods.len() == 3 && pods.iter().all(|p| !before.contains(&name(p)) && ready(p))
+    })
+    .await;
+    let rolled = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let tallies = readers.stop().await;
+    println!(
+        "rolling upgrade to {next}: {:.0}s for three pods",
+        rolled.as_secs_f64()
+    );
+    print_tallies(
+        "  clients through the Service (goal: 0 failed, every watch ended cleanly)",
+        &tallies,
+    );
+    for p in demo.pods() {
+        let image = p["spec"]["containers"][0]["image"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(image.ends_with(&next), "{} runs {image}", name(&p));
+    }
+    let failed: u64 = tallies.iter().map(|t| t.failed).sum();
+    let resets: u64 = tallies.iter().map(|t| t.resets).sum();
+    let watch_events: u64 = tallies.iter().map(|t| t.events).sum();
+    assert!(watch_events > 0, "the watches saw the writers' changes");
+    assert_eq!(
+        resets, 0,
+        "a watch was reset during the upgrade instead of ending cleanly"
+    );
+    assert_eq!(failed, 0, "requests failed during the rolling upgrade");
+}
+
+async fn uninstall(demo: &ClusterDemo) {
+    let kinds = "deployments,replicasets,pods,services,serviceaccounts,poddisruptionbudgets,roles,rolebindings,secrets,configmaps";
+    let selector = "app.kubernetes.io/instance=kairship";
+    helm(
+        Some(&demo.host),
+        &[
+            "uninstall",
+            "kairship",
+            "--namespace",
+            NS,
+            "--wait",
+            "--timeout=5m",
+        ],
+    );
+    demo.until("the chart's objects gone", Duration::from_secs(120), || {
+        demo.kubectl(&["-n", NS, "get", kinds, "-l", selector, "-o", "name"])
+            .trim()
+            .is_empty()
+            && demo
+                .kubectl(&[
+                    "get",
+                    "clusterroles,clusterrolebindings",
+                    "-l",
+                    selector,
+                    "-o",
+                    "name",
+                ])
+                .trim()
+                .is_empty()
+    })
+    .await;
+    // Helm keeps CRDs, and the Instances with their registrations are the user's.
+    demo.kubectl(&["get", "crd", "instances.kairship.io"]);
+    let instances = demo.json(&["get", "instances"]);
+    let registrations = demo.json(&["get", "instanceregistrations"]);
+    assert_eq!(instances["items"].as_array().map(Vec::len), Some(2));
+    assert_eq!(registrations["items"].as_array().map(Vec::len), Some(2));
+    let releases = stdout(&helm(Some(&demo.host), &["list", "--namespace", NS, "-q"]));
+    assert!(releases.trim().is_empty(), "{releases}");
+    println!("helm uninstall: every object of the chart gone; CRDs, 2 Instances and 2 registrations kept");
+}
+
+fn assert_machine_clean(dir: &Path) {
+    let left = kairship_realfleet::node::janitor::leftovers(&dir.join("real/node"));
+    assert!(left.is_empty(), "the demo left behind: {left:#?}");
+    let ns = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip");
+    assert!(!String::from_utf8_lossy(&ns.stdout).contains("kairship-node"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kairship_runs_as_pods_on_a_real_node() {
+    if skip_unless(prerequisites()) {
+        return;
+    }
+    assert!(helm_path().is_file());
+    let mut demo = ClusterDemo::start().await;
+    pods_are_ready_nonroot_and_one_leads(&demo).await;
+    every_surface_answers_through_the_service(&demo).await;
+    leader_loss(&demo).await;
+    rolling_upgrade(&demo).await;
+    uninstall(&demo).await;
+    let stopped = Instant::now();
+    let status = demo.stop();
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the demo did not stop cleanly: {status:?}\n{}",
+        demo.log_tail()
+    );
+    println!(
+        "demo stopped and cleaned up in {:.1}s",
+        stopped.elapsed().as_secs_f64()
+    );
+    assert_machine_clean(demo.dir.path());
+}
