@@ -94,6 +94,11 @@ impl ApiServer {
             "--watch-cache=true".into(),
             "--v=1".into(),
         ];
+        if opts.cluster_host {
+            // `kubectl logs` and `exec` reach the kubelet at the node's address (its host
+            // name resolves nowhere).
+            args.push("--kubelet-preferred-address-types=InternalIP,Hostname".into());
+        }
         if let Some(fp) = &opts.front_proxy {
             args.extend([
                 format!("--requestheader-client-ca-file={}", p(&fp.ca_file)),

@@ -163,11 +163,22 @@ impl ClusterDemo {
             .unwrap_or_default()
     }
 
+    /// The Lease's holder: a replica's process (`<pod>_<suffix>`).
     fn holder(&self) -> String {
         self.json(&["-n", NS, "get", "lease", LEASE])["spec"]["holderIdentity"]
             .as_str()
             .unwrap_or_default()
             .to_string()
+    }
+
+    /// The pod of the Lease's holder.
+    fn leader_pod(&self) -> Option<Value> {
+        let holder = self.holder();
+        let pod = holder
+            .rsplit_once('_')
+            .map_or(holder.as_str(), |(p, _)| p)
+            .to_string();
+        self.pods().into_iter().find(|p| name(p) == pod)
     }
 
     fn socket(&self) -> PathBuf {
@@ -246,7 +257,7 @@ async fn http_get(addr: &str, path: &str) -> Option<String> {
         s.read_to_end(&mut buf).await.ok()?;
         let text = String::from_utf8_lossy(&buf).into_owned();
         let (head, body) = text.split_once("\r\n\r\n")?;
-        head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+        (head.split_whitespace().nth(1) == Some("200")).then(|| body.to_string())
     };
     tokio::time::timeout(Duration::from_secs(3), io)
         .await
@@ -289,11 +300,10 @@ async fn pods_are_ready_nonroot_and_one_leads(demo: &ClusterDemo) {
         pods.iter().all(ready),
         "every pod Ready through its own probe"
     );
-    let holder = demo.holder();
-    assert!(
-        pods.iter().any(|p| name(p) == holder),
-        "the Lease is held by a pod: {holder}"
-    );
+    let holder = demo
+        .leader_pod()
+        .map(|p| name(&p))
+        .unwrap_or_else(|| panic!("the Lease is held by a pod: {}", demo.holder()));
     let mut leaders = 0;
     for pod in &pods {
         let m = pod_metrics(pod)
@@ -341,13 +351,10 @@ async fn pods_are_ready_nonroot_and_one_leads(demo: &ClusterDemo) {
         }
     }
     assert_eq!(leaders, 1, "exactly one replica leads");
-    let service_metrics = http_get(
-        &format!("{}:8080", crate::ha::service_ip(&demo.endpoints)),
-        "/metrics",
-    )
-    .await;
+    let service_metrics =
+        http_get(&format!("{}:8080", service_ip(&demo.endpoints)), "/metrics").await;
     assert!(
-        service_metrics.is_some_and(|m| m.contains("kairship_api_requests_total")),
+        service_metrics.is_some_and(|m| m.contains("kairship_instance_phase")),
         "/metrics through the Service"
     );
     println!("3 pods Ready, {holder} leads, UID 65532 on read-only roots, JSON logs");
@@ -452,30 +459,54 @@ fn print_tallies(title: &str, tallies: &[Tally]) {
     }
 }
 
-/// Waits for another pod to hold the Lease and for status writes to resume there.
-async fn takeover(demo: &ClusterDemo, old: &str, lost_at: Instant) -> (Duration, Duration) {
+/// Each pod's count of status writes, by pod name.
+async fn status_writes(demo: &ClusterDemo) -> std::collections::HashMap<String, f64> {
+    let mut out = std::collections::HashMap::new();
+    for p in demo.pods() {
+        if let Some(m) = pod_metrics(&p).await {
+            out.insert(
+                name(&p),
+                metric(&m, "kairship_instance_status_writes_total").unwrap_or(0.0),
+            );
+        }
+    }
+    out
+}
+
+/// Waits for another process to hold the Lease and for status writes to resume there:
+/// (takeover, writes resumed, the new leader's pod). `before` holds each pod's count of
+/// writes before the loss; `lost` is the pod whose leader was lost (its process is new).
+async fn takeover(
+    demo: &ClusterDemo,
+    old: &str,
+    lost_at: Instant,
+    before: &std::collections::HashMap<String, f64>,
+    lost: &str,
+) -> (Duration, Duration, String) {
     demo.until(
-        "another pod holds the Lease",
+        "another replica holds the Lease",
         Duration::from_secs(90),
         || {
             let h = demo.holder();
-            !h.is_empty() && h != old
+            !h.is_empty() && h != old && demo.leader_pod().is_some_and(|p| ready(&p))
         },
     )
     .await;
     let took = lost_at.elapsed();
     let leader = demo.holder();
-    let pod = demo
-        .pods()
-        .into_iter()
-        .find(|p| name(p) == leader)
-        .expect("the new leader's pod");
+    let pod = demo.leader_pod().expect("the new leader's pod");
+    let writes = || async {
+        pod_metrics(&pod)
+            .await
+            .and_then(|m| metric(&m, "kairship_instance_status_writes_total"))
+    };
+    let before = match name(&pod) == lost {
+        true => 0.0,
+        false => before.get(&name(&pod)).copied().unwrap_or(0.0),
+    };
     let started = Instant::now();
     loop {
-        let writes = pod_metrics(&pod)
-            .await
-            .and_then(|m| metric(&m, "kairship_instance_status_writes_total"));
-        if writes.is_some_and(|w| w > 0.0) {
+        if writes().await.is_some_and(|w| w > before) {
             break;
         }
         assert!(
@@ -485,7 +516,7 @@ async fn takeover(demo: &ClusterDemo, old: &str, lost_at: Instant) -> (Duration,
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    (took, lost_at.elapsed())
+    (took, lost_at.elapsed(), name(&pod))
 }
 
 async fn leader_loss(demo: &ClusterDemo) {
@@ -495,13 +526,10 @@ async fn leader_loss(demo: &ClusterDemo) {
         })
         .await;
         let old = demo.holder();
-        let pod = demo
-            .pods()
-            .into_iter()
-            .find(|p| name(p) == old)
-            .expect("the leader's pod");
+        let pod = demo.leader_pod().expect("the leader's pod");
         let readers = Readers::start(&demo.endpoints).await;
         tokio::time::sleep(Duration::from_secs(2)).await;
+        let writes = status_writes(demo).await;
         let lost_at = Instant::now();
         match how {
             "pod force-deleted" => {
@@ -510,7 +538,7 @@ async fn leader_loss(demo: &ClusterDemo) {
                     NS,
                     "delete",
                     "pod",
-                    &old,
+                    &name(&pod),
                     "--grace-period=0",
                     "--force",
                     "--wait=false",
@@ -521,12 +549,12 @@ async fn leader_loss(demo: &ClusterDemo) {
                 demo.ctr(&["tasks", "kill", "--signal", "SIGKILL", &id]);
             }
         }
-        let (took, resumed) = takeover(demo, &old, lost_at).await;
+        let (took, resumed, leader) = takeover(demo, &old, lost_at, &writes, &name(&pod)).await;
         // Reads go on a little longer, through whatever the Service does next.
         tokio::time::sleep(Duration::from_secs(3)).await;
         let tallies = readers.stop().await;
         println!(
-            "leader {how}: takeover {:.1}s, status writes resumed {:.1}s (lease 15 s + two 2 s retry periods: goal 19 s)",
+            "leader {how}: {leader} took over in {:.1}s, status writes resumed {:.1}s (lease 15 s + two 2 s retry periods: goal 19 s)",
             took.as_secs_f64(),
             resumed.as_secs_f64()
         );

@@ -38,6 +38,12 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 
 /// Generates a fresh CA named `common_name` and a certificate for `localhost`/127.0.0.1.
 pub fn generate(common_name: &str) -> Result<ServingCert, TlsError> {
+    generate_for(common_name, &[])
+}
+
+/// As [`generate`], the certificate also valid for `extra` names and addresses (a
+/// Service's DNS names and cluster IP).
+pub fn generate_for(common_name: &str, extra: &[String]) -> Result<ServingCert, TlsError> {
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca_params.key_usages = vec![
@@ -50,11 +56,13 @@ pub fn generate(common_name: &str) -> Result<ServingCert, TlsError> {
         .push(DnType::CommonName, format!("{common_name}-ca"));
     let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
 
-    let mut leaf = CertificateParams::new(vec![
+    let mut names = vec![
         "localhost".to_string(),
         "127.0.0.1".to_string(),
         "::1".to_string(),
-    ])?;
+    ];
+    names.extend(extra.iter().cloned());
+    let mut leaf = CertificateParams::new(names)?;
     leaf.distinguished_name
         .push(DnType::CommonName, common_name.to_string());
     leaf.use_authority_key_identifier_extension = true;
