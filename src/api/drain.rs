@@ -5,7 +5,9 @@
 //! flight finish, within a bound.
 //!
 //! During the delay, HTTP/1.1 answers carry `Connection: close`, so keep-alive clients
-//! reconnect through the Service (to a replica that stays) before the listener closes.
+//! reconnect through the Service (to a replica that stays) before the listener closes;
+//! watches begun before the shutdown end when it starts, so their clients' next request
+//! gets such an answer too (the proxy's `until_closing`).
 
 use std::time::Duration;
 

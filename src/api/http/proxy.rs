@@ -84,16 +84,25 @@ async fn serve(router: Router, name: String, rest: String, req: Request) -> Resp
         .await
 }
 
-/// Ends a watch's stream cleanly when the server closes (its graceful shutdown): the
-/// client sees the end of a watch, as at a timeout, and resumes from its last version on
-/// another replica.
+/// Ends a watch's stream cleanly during the server's graceful shutdown: the client sees
+/// the end of a watch, as at a timeout, and resumes from its last version. A watch begun
+/// before the shutdown ends as soon as it starts: its HTTP/1.1 connection was kept alive,
+/// and a client that re-watches on it now is answered (with `Connection: close`, see
+/// `api::drain`), where one re-watching just as the listener closed would find the
+/// connection gone under its request. Watches begun since end when the server closes;
+/// their clients then know to reconnect, and reach another replica.
 fn until_closing(resp: Response, router: &Router) -> Response {
+    use crate::api::drain::Phase;
     use futures::StreamExt;
     let drain = router.drain.clone();
+    let end = match drain.serving() {
+        true => Phase::Draining,
+        false => Phase::Closing,
+    };
     let (parts, body) = resp.into_parts();
     let stream = body
         .into_data_stream()
-        .take_until(async move { drain.closing().await });
+        .take_until(async move { drain.reached(end).await });
     Response::from_parts(parts, Body::from_stream(stream))
 }
 
