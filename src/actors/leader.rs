@@ -51,6 +51,28 @@ struct Shared {
     panic_next: bool,
 }
 
+/// The Lease holder identity of this process: the replica's name (its pod) and a suffix
+/// fresh for each process, as kube-controller-manager's `<host>_<uuid>`, so a container
+/// restarted in the same pod is a new candidate and never inherits its predecessor's
+/// lease while that lease may still be counted on.
+pub fn process_identity(replica: &str) -> String {
+    use ring::rand::SecureRandom;
+    let mut b = [0u8; 4];
+    // Without randomness the pid still tells processes of one host apart.
+    if ring::rand::SystemRandom::new().fill(&mut b).is_err() {
+        b = std::process::id().to_be_bytes();
+    }
+    let suffix: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!("{replica}_{suffix}")
+}
+
+/// The replica a holder identity names (`process_identity` undone).
+pub fn replica_of(holder: &str) -> &str {
+    holder
+        .rsplit_once('_')
+        .map_or(holder, |(replica, _)| replica)
+}
+
 /// What the rest of the tree asks: am I the leader right now, and who is?
 #[derive(Clone)]
 pub struct Leadership {

@@ -141,7 +141,9 @@ async fn holder(leases: &Api<Lease>) -> Option<String> {
     let renewed = spec.renew_time?.0;
     let duration = i64::from(spec.lease_duration_seconds?);
     let age = jiff::Timestamp::now().duration_since(renewed).as_secs();
-    (age <= duration).then_some(spec.holder_identity?)
+    // The replica, not its process (`actors::leader::process_identity`).
+    let holder = spec.holder_identity?;
+    (age <= duration).then(|| crate::actors::leader::replica_of(&holder).to_string())
 }
 
 /// One sample of the whole system.

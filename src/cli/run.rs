@@ -236,20 +236,6 @@ fn default_identity() -> String {
     format!("{host}-{}", std::process::id())
 }
 
-/// `name_<8 hex digits>`, fresh for each process.
-fn unique(name: &str) -> String {
-    use ring::rand::SecureRandom;
-    let mut b = [0u8; 4];
-    // Without randomness the pid still tells processes of one host apart.
-    if ring::rand::SystemRandom::new().fill(&mut b).is_err() {
-        b = std::process::id().to_be_bytes();
-    }
-    format!(
-        "{name}_{}",
-        b.iter().map(|x| format!("{x:02x}")).collect::<String>()
-    )
-}
-
 fn load_tls(args: &RunArgs) -> Result<std::sync::Arc<rustls::ServerConfig>, Error> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -275,7 +261,9 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     // The number of instances is not known yet: take what the hard limit allows.
     let files = crate::limits::raise_open_files();
     tracing::info!(open_files = files, "open-files limit");
-    let identity = unique(&args.identity.clone().unwrap_or_else(default_identity));
+    let identity = crate::actors::leader::process_identity(
+        &args.identity.clone().unwrap_or_else(default_identity),
+    );
     let leader = LeaderConfig {
         lease_duration: Duration::from_secs(args.leader_elect_lease_duration_secs),
         renew_deadline: Duration::from_secs(args.leader_elect_renew_deadline_secs),

@@ -116,12 +116,14 @@ impl Drop for Replica {
 async fn holder(env: &Env) -> Option<String> {
     let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
         kube::Api::namespaced(env.host.clone(), "kube-system");
-    leases
+    let holder = leases
         .get_opt("kairship-controller-manager")
         .await
         .ok()??
         .spec?
-        .holder_identity
+        .holder_identity?;
+    // The replica, not its process.
+    Some(kairship::actors::leader::replica_of(&holder).to_string())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
