@@ -29,8 +29,21 @@ pub enum ApiError {
     Unauthenticated(String),
     #[error("{0}")]
     PermissionDenied(String),
+    /// The instance refused the caller, in its own words and with what it refused (a
+    /// Kubernetes `Status`'s details).
+    #[error("{}", .0.message)]
+    Forbidden(Box<Refusal>),
     #[error("{0}")]
     PayloadTooLarge(String),
+}
+
+/// What an instance refused: its message, and the object as a `Status` names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub message: String,
+    pub name: String,
+    pub group: String,
+    pub kind: String,
 }
 
 impl ApiError {
@@ -52,7 +65,7 @@ impl ApiError {
             Self::ResourceExhausted(_) => Code::ResourceExhausted,
             Self::Internal(_) => Code::Internal,
             Self::Unauthenticated(_) => Code::Unauthenticated,
-            Self::PermissionDenied(_) => Code::PermissionDenied,
+            Self::PermissionDenied(_) | Self::Forbidden(_) => Code::PermissionDenied,
             Self::PayloadTooLarge(_) => Code::ResourceExhausted,
         }
     }
@@ -78,8 +91,17 @@ impl ApiError {
             Self::Unavailable(_) => "ServiceUnavailable",
             Self::DeadlineExceeded(_) => "Timeout",
             Self::Unauthenticated(_) => "Unauthorized",
-            Self::PermissionDenied(_) => "Forbidden",
+            Self::PermissionDenied(_) | Self::Forbidden(_) => "Forbidden",
             Self::PayloadTooLarge(_) => "RequestEntityTooLarge",
+        }
+    }
+
+    /// The `details` of a Kubernetes `Status` for the same failure, when it names an
+    /// object (as kube-apiserver's 403s do).
+    pub fn k8s_details(&self) -> Option<serde_json::Value> {
+        match self {
+            Self::Forbidden(r) => Some(serde_json::json!({"name": r.name, "group": r.group, "kind": r.kind})),
+            _ => None,
         }
     }
 
@@ -87,6 +109,13 @@ impl ApiError {
     pub fn from_kube(e: kube::Error, what: &str) -> Self {
         match e {
             kube::Error::Api(s) => match s.code {
+                // The instance's RBAC refused the caller (impersonated): its own words.
+                403 => Self::Forbidden(Box::new(Refusal {
+                    message: s.message,
+                    name: s.details.as_ref().map(|d| d.name.clone()).unwrap_or_default(),
+                    group: s.details.as_ref().map(|d| d.group.clone()).unwrap_or_default(),
+                    kind: s.details.as_ref().map(|d| d.kind.clone()).unwrap_or_default(),
+                })),
                 404 => Self::NotFound(format!("{what} not found")),
                 409 if s.reason == "AlreadyExists" => {
                     Self::AlreadyExists(format!("{what} already exists"))

@@ -12,5 +12,6 @@ pub mod objects;
 pub mod openapi;
 pub mod override_diff;
 pub mod paging;
+pub mod request;
 pub mod rest;
 pub mod router;

@@ -1,9 +1,10 @@
 //! Kubernetes objects submitted through the API: parsed and checked against the kinds a
-//! service accepts, then written to the instance's karmada-apiserver with a timeout.
+//! service accepts, then written to the instance's karmada-apiserver as the caller
+//! (`request::OnInstance::write`: bounded, audited, marked for read-your-writes).
 
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 
-use super::router::Routed;
+use super::request::{OnInstance, Reads};
 use crate::actors::instance::caches::Kind;
 use crate::error::{check_name, ApiError};
 
@@ -50,20 +51,6 @@ pub fn parse(object_json: &str, among: &[Kind]) -> Result<(Kind, DynamicObject),
     Ok((kind, obj))
 }
 
-fn api(
-    routed: &Routed,
-    kind: Kind,
-    namespace: Option<&str>,
-) -> Result<Api<DynamicObject>, ApiError> {
-    let client = routed.client.clone().ok_or_else(|| {
-        ApiError::Unavailable(format!("instance {:?} is not connected", routed.name))
-    })?;
-    Ok(match (kind.namespaced(), namespace) {
-        (true, Some(ns)) => Api::namespaced_with(client, ns, &kind.resource()),
-        _ => Api::all_with(client, &kind.resource()),
-    })
-}
-
 fn describe(kind: Kind, obj: &DynamicObject) -> String {
     format!(
         "{} {:?}",
@@ -72,115 +59,123 @@ fn describe(kind: Kind, obj: &DynamicObject) -> String {
     )
 }
 
-/// Acknowledged only once the instance accepted it.
+/// Acknowledged only once the instance accepted it (as the caller).
 pub async fn create(
-    routed: &Routed,
-    kind: Kind,
-    obj: &DynamicObject,
-) -> Result<DynamicObject, ApiError> {
-    routed
-        .call(
-            &describe(kind, obj),
-            api(routed, kind, obj.metadata.namespace.as_deref())?
-                .create(&PostParams::default(), obj),
-        )
-        .await
-}
-
-pub async fn replace(
-    routed: &Routed,
+    on: &OnInstance,
     kind: Kind,
     obj: &DynamicObject,
 ) -> Result<DynamicObject, ApiError> {
     let name = obj.metadata.name.clone().unwrap_or_default();
-    routed
-        .call(
-            &describe(kind, obj),
-            api(routed, kind, obj.metadata.namespace.as_deref())?.replace(
-                &name,
-                &PostParams::default(),
-                obj,
-            ),
-        )
-        .await
+    let ns = obj.metadata.namespace.as_deref();
+    on.write("create", kind, ns, &name, |api| async move {
+        api.create(&PostParams::default(), obj).await.map(Some)
+    })
+    .await?
+    .ok_or_else(|| ApiError::Internal(format!("creating {}: no object", describe(kind, obj))))
+}
+
+pub async fn replace(
+    on: &OnInstance,
+    kind: Kind,
+    obj: &DynamicObject,
+) -> Result<DynamicObject, ApiError> {
+    let name = obj.metadata.name.clone().unwrap_or_default();
+    let ns = obj.metadata.namespace.as_deref();
+    let target = name.clone();
+    on.write("update", kind, ns, &name, |api| async move {
+        api.replace(&target, &PostParams::default(), obj)
+            .await
+            .map(Some)
+    })
+    .await?
+    .ok_or_else(|| ApiError::Internal(format!("updating {}: no object", describe(kind, obj))))
 }
 
 /// A JSON merge patch (carry `metadata.resourceVersion` in it to guard against races).
 pub async fn merge_patch(
-    routed: &Routed,
+    on: &OnInstance,
     kind: Kind,
     namespace: Option<&str>,
     name: &str,
     patch: &serde_json::Value,
 ) -> Result<DynamicObject, ApiError> {
-    let what = format!("{} {name:?}", kind.resource().kind);
-    routed
-        .call(
-            &what,
-            api(routed, kind, namespace)?.patch(
-                name,
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(patch),
-            ),
+    on.write("patch", kind, namespace, name, |api| async move {
+        api.patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(patch),
         )
         .await
+        .map(Some)
+    })
+    .await?
+    .ok_or_else(|| ApiError::Internal(format!("patching {name}: no object")))
 }
 
-/// A live read (not the cache), for read-modify-write.
+/// A live read (not the cache), as the caller, for read-modify-write.
 pub async fn get_live(
-    routed: &Routed,
+    on: &OnInstance,
     kind: Kind,
     namespace: Option<&str>,
     name: &str,
 ) -> Result<DynamicObject, ApiError> {
     let what = format!("{} {name:?}", kind.resource().kind);
-    routed
-        .call(&what, api(routed, kind, namespace)?.get(name))
-        .await
+    let ar = kind.resource();
+    on.live(&what, |client| async move {
+        let api: Api<DynamicObject> = match (kind.namespaced(), namespace) {
+            (true, Some(ns)) => Api::namespaced_with(client, ns, &ar),
+            _ => Api::all_with(client, &ar),
+        };
+        api.get(name).await
+    })
+    .await
 }
 
 pub async fn delete(
-    routed: &Routed,
+    on: &OnInstance,
     kind: Kind,
     namespace: Option<&str>,
     name: &str,
 ) -> Result<(), ApiError> {
-    let what = format!("{} {name:?}", kind.resource().kind);
-    routed
-        .call(
-            &what,
-            api(routed, kind, namespace)?.delete(name, &DeleteParams::default()),
-        )
-        .await
-        .map(|_| ())
+    on.write("delete", kind, namespace, name, |api| async move {
+        api.delete(name, &DeleteParams::default())
+            .await
+            .map(|either| either.left())
+    })
+    .await
+    .map(|_| ())
 }
 
 /// A cached object with its kind.
 pub type Cached = (Kind, std::sync::Arc<DynamicObject>);
 
 /// Cached objects of one kind (`kind`) or of all `among` (empty `kind`), filtered by
-/// namespace (namespaced kinds only) and label selector, keyed `namespace/Kind/name`
-/// for paging.
-pub fn cached(
-    routed: &Routed,
+/// namespace (namespaced kinds only), label selector and what the caller may see, keyed
+/// `namespace/Kind/name` for paging; with whether anything was left out for the caller,
+/// and the caches (each kind is reviewed with the instance first: `OnInstance::list`).
+pub async fn cached<'a>(
+    on: &'a OnInstance,
     kind: &str,
     among: &[Kind],
     namespace: &str,
     opts: Option<&crate::proto::ListOptions>,
-) -> Result<Vec<(String, Cached)>, ApiError> {
+) -> Result<(Vec<(String, Cached)>, bool, Reads<'a>), ApiError> {
     let kinds: Vec<Kind> = match kind {
         "" => among.to_vec(),
         k => vec![self::kind("kind", k, among)?],
     };
     let sel = super::paging::selector(opts)?;
     let mut items = Vec::new();
+    let mut filtered = false;
+    let mut last = None;
     for kind in kinds {
-        let Some(store) = routed.stores.get(&kind) else {
-            continue;
-        };
+        let (reads, visible) = on.list(kind, namespace).await?;
+        filtered |= visible.filtered();
+        let store = reads.store(kind)?;
         for o in store.state() {
             let ns = o.metadata.namespace.clone().unwrap_or_default();
             if (!namespace.is_empty() && kind.namespaced() && ns != namespace)
+                || (kind.namespaced() && !visible.allows(&ns))
                 || !super::paging::labels_match(&sel, o.metadata.labels.as_ref())
             {
                 continue;
@@ -192,6 +187,8 @@ pub fn cached(
             );
             items.push((key, (kind, o)));
         }
+        last = Some(reads);
     }
-    Ok(items)
+    let reads = last.ok_or_else(|| ApiError::invalid("kind", "no kind to list"))?;
+    Ok((items, filtered, reads))
 }

@@ -8,9 +8,7 @@ use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
-use tokio::sync::OwnedSemaphorePermit;
 
-use crate::actors::instance::InstanceReader;
 use crate::actors::tree::TreeHandle;
 use crate::auth::{Auth, Caller, Role};
 use crate::crd::Instance;
@@ -32,8 +30,6 @@ async fn bounded<T>(
     }
 }
 
-/// How long a request may wait for a free slot of a busy instance.
-const PERMIT_WAIT: Duration = Duration::from_secs(2);
 
 #[derive(Clone)]
 pub struct Router {
@@ -55,31 +51,6 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
-    }
-}
-
-/// A reader plus the permit that counts this request against the instance's limit.
-pub struct Routed {
-    pub reader: Arc<InstanceReader>,
-    _permit: OwnedSemaphorePermit,
-}
-
-impl Routed {
-    /// One call to this instance for a request the caches cannot answer alone, bounded by
-    /// `Settings::instance_call_timeout`.
-    pub async fn call<T>(
-        &self,
-        what: &str,
-        fut: impl std::future::Future<Output = Result<T, kube::Error>>,
-    ) -> Result<T, ApiError> {
-        bounded(what, "the instance", self.call_timeout, fut).await
-    }
-}
-
-impl std::ops::Deref for Routed {
-    type Target = InstanceReader;
-    fn deref(&self) -> &InstanceReader {
-        &self.reader
     }
 }
 
@@ -175,40 +146,5 @@ impl Router {
         self.instances
             .get(&ObjectRef::new(name))
             .ok_or_else(|| ApiError::NotFound(format!("instance {name:?} not found")))
-    }
-
-    /// The instance's reader, failing fast with UNAVAILABLE when it cannot serve.
-    pub async fn route(&self, field: &str, name: &str) -> Result<Routed, ApiError> {
-        check_name(field, name)?;
-        let instance = self.instance(name)?;
-        let Some(reader) = self.tree.reader(name) else {
-            let why = match instance.spec.paused {
-                true => "it is paused".to_string(),
-                false => format!(
-                    "its actor is not running (phase {:?})",
-                    instance
-                        .status
-                        .as_ref()
-                        .map(|s| s.phase)
-                        .unwrap_or_default()
-                ),
-            };
-            return Err(ApiError::Unavailable(format!(
-                "instance {name:?} cannot serve requests: {why}"
-            )));
-        };
-        reader.health.clone().map_err(ApiError::Unavailable)?;
-        let permit = tokio::time::timeout(PERMIT_WAIT, reader.limiter.clone().acquire_owned())
-            .await
-            .map_err(|_| {
-                ApiError::ResourceExhausted(format!(
-                    "instance {name:?} has too many requests in flight"
-                ))
-            })?
-            .map_err(|_| ApiError::Unavailable(format!("instance {name:?} is shutting down")))?;
-        Ok(Routed {
-            reader,
-            _permit: permit,
-        })
     }
 }

@@ -165,7 +165,8 @@ async fn the_instance_decides_as_it_would_for_the_caller() {
         line(&[
             "\"user\":\"erin\"",
             "\"instance\":\"karmada-1\"",
-            "\"verb\":\"POST\"",
+            "\"verb\":\"create\"",
+            "\"surface\":\"proxy\"",
             "\"resource\":\"configmaps\"",
             "\"outcome\":\"allowed\""
         ]),

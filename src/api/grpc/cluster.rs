@@ -7,7 +7,8 @@ use tonic::{Request, Response, Status};
 
 use crate::actors::instance::caches::Kind;
 use crate::api::convert;
-use crate::api::router::Routed;
+use super::on_instance;
+use crate::api::request::{OnInstance, Verb};
 use crate::api::router::Router;
 use crate::api::{objects, paging};
 use crate::auth::Role;
@@ -51,11 +52,11 @@ fn check_taints(taints: &[proto::Taint]) -> Result<(), ApiError> {
 
 /// Rewrites a cluster's taints from the live object, guarded by its resourceVersion.
 async fn edit_taints(
-    routed: &Routed,
+    on: &OnInstance,
     name: &str,
     edit: impl FnOnce(Vec<Value>) -> Vec<Value>,
 ) -> Result<proto::Cluster, ApiError> {
-    let live = objects::get_live(routed, Kind::Cluster, None, name).await?;
+    let live = objects::get_live(on, Kind::Cluster, None, name).await?;
     let current: Vec<Value> = live
         .data
         .pointer("/spec/taints")
@@ -66,7 +67,7 @@ async fn edit_taints(
         "metadata": {"resourceVersion": live.metadata.resource_version},
         "spec": {"taints": edit(current)},
     });
-    let updated = objects::merge_patch(routed, Kind::Cluster, None, name, &patch).await?;
+    let updated = objects::merge_patch(on, Kind::Cluster, None, name, &patch).await?;
     Ok(convert::cluster(&updated))
 }
 
@@ -76,17 +77,16 @@ impl Clusters {
         req: Request<proto::CordonClusterRequest>,
         cordon: bool,
     ) -> Result<Response<proto::Cluster>, Status> {
-        let caller = self.0.caller(req.metadata())?;
-        let req = req.into_inner();
         let verb = if cordon {
             "cordon clusters"
         } else {
             "uncordon clusters"
         };
-        self.0.authorize(&caller, Role::Edit, &req.instance, verb)?;
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, Role::Edit, &instance, verb).await?;
+        let req = req.into_inner();
         check_name("name", &req.name)?;
-        let routed = self.0.route("instance", &req.instance).await?;
-        let c = edit_taints(&routed, &req.name, |mut taints| {
+        let c = edit_taints(&on, &req.name, |mut taints| {
             taints.retain(|t| !(t["key"] == UNSCHEDULABLE && t["effect"] == "NoSchedule"));
             if cordon {
                 taints.push(json!({"key": UNSCHEDULABLE, "effect": "NoSchedule"}));
@@ -104,17 +104,13 @@ impl ClusterService for Clusters {
         &self,
         req: Request<proto::ListClustersRequest>,
     ) -> Result<Response<proto::ListClustersResponse>, Status> {
-        let caller = self.0.caller(req.metadata())?;
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, Role::View, &instance, "list clusters").await?;
         let req = req.into_inner();
-        self.0
-            .authorize(&caller, Role::View, &req.instance, "list clusters")?;
-        let routed = self.0.route("instance", &req.instance).await?;
         let sel = paging::selector(req.options.as_ref())?;
-        let store = routed
-            .stores
-            .get(&Kind::Cluster)
-            .ok_or_else(|| ApiError::Unavailable("cluster cache missing".into()))?;
-        let items = store
+        let (reads, _) = on.list(Kind::Cluster, "").await?;
+        let items = reads
+            .store(Kind::Cluster)?
             .state()
             .iter()
             .filter(|c| paging::labels_match(&sel, c.metadata.labels.as_ref()))
@@ -136,18 +132,15 @@ impl ClusterService for Clusters {
         &self,
         req: Request<proto::GetClusterRequest>,
     ) -> Result<Response<proto::Cluster>, Status> {
-        let caller = self.0.caller(req.metadata())?;
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, Role::View, &instance, "get clusters").await?;
         let req = req.into_inner();
-        self.0
-            .authorize(&caller, Role::View, &req.instance, "get clusters")?;
         check_name("name", &req.name)?;
-        let routed = self.0.route("instance", &req.instance).await?;
-        let store = routed
-            .stores
-            .get(&Kind::Cluster)
-            .ok_or_else(|| ApiError::Unavailable("cluster cache missing".into()))?;
+        let reads = on
+            .read(Verb::Get, Kind::Cluster, None, Some(&req.name))
+            .await?;
         let key = ObjectRef::new_with(&req.name, Kind::Cluster.resource());
-        let c = store.get(&key).ok_or_else(|| {
+        let c = reads.store(Kind::Cluster)?.get(&key).ok_or_else(|| {
             ApiError::NotFound(format!(
                 "cluster {:?} not found in instance {:?}",
                 req.name, req.instance
@@ -174,15 +167,11 @@ impl ClusterService for Clusters {
         &self,
         req: Request<proto::ListClusterNodesRequest>,
     ) -> Result<Response<proto::ListClusterNodesResponse>, Status> {
-        let caller = self.0.caller(req.metadata())?;
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, Role::View, &instance, "list cluster nodes").await?;
         let req = req.into_inner();
-        self.0
-            .authorize(&caller, Role::View, &req.instance, "list cluster nodes")?;
         check_name("name", &req.name)?;
-        let routed = self.0.route("instance", &req.instance).await?;
-        let client = routed.client.clone().ok_or_else(|| {
-            ApiError::Unavailable(format!("instance {:?} is not connected", routed.name))
-        })?;
+        // Through Karmada's cluster proxy, as the caller: the member's RBAC decides.
         let path = format!(
             "/apis/cluster.karmada.io/v1alpha1/clusters/{}/proxy/api/v1/nodes",
             req.name
@@ -191,7 +180,9 @@ impl ClusterService for Clusters {
             .body(Vec::new())
             .map_err(|e| ApiError::Internal(e.to_string()))?;
         let what = format!("nodes of cluster {:?}", req.name);
-        let list: Value = routed.call(&what, client.request(request)).await?;
+        let list: Value = on
+            .live(&what, |client| async move { client.request(request).await })
+            .await?;
         let nodes = list["items"]
             .as_array()
             .into_iter()
@@ -215,15 +206,13 @@ impl ClusterService for Clusters {
         &self,
         req: Request<proto::SetClusterTaintsRequest>,
     ) -> Result<Response<proto::Cluster>, Status> {
-        let caller = self.0.caller(req.metadata())?;
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, Role::Edit, &instance, "taint clusters").await?;
         let req = req.into_inner();
-        self.0
-            .authorize(&caller, Role::Edit, &req.instance, "taint clusters")?;
         check_name("name", &req.name)?;
         check_taints(&req.taints)?;
-        let routed = self.0.route("instance", &req.instance).await?;
         let taints: Vec<Value> = req.taints.iter().map(taint_json).collect();
-        let c = edit_taints(&routed, &req.name, |_| taints).await?;
+        let c = edit_taints(&on, &req.name, |_| taints).await?;
         Ok(Response::new(c))
     }
 }

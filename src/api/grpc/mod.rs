@@ -11,8 +11,27 @@ mod workload;
 use std::future::Future;
 use std::time::Duration;
 
+use super::request::{OnInstance, Surface};
 use super::router::Router;
+use crate::auth::Role;
+use crate::error::ApiError;
 use crate::proto;
+
+/// The request path's start for a gRPC method (and REST, which calls them): the caller
+/// from the `authorization` metadata, authorized for `need` on `instance`, routed there.
+pub(crate) async fn on_instance<T>(
+    router: &Router,
+    req: &tonic::Request<T>,
+    need: Role,
+    instance: &str,
+    action: &str,
+) -> Result<OnInstance, ApiError> {
+    let caller = router.caller(req.metadata())?;
+    let surface = Surface::of_grpc(req.metadata(), req.remote_addr());
+    router
+        .on_instance(caller, surface, need, instance, action)
+        .await
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {

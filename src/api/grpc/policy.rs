@@ -6,7 +6,9 @@ use serde_json::Value;
 use tonic::{Request, Response, Status};
 
 use crate::actors::instance::caches::Kind;
+use super::on_instance;
 use crate::api::convert;
+use crate::api::request::Verb;
 use crate::api::router::Router;
 use crate::api::{objects, paging};
 use crate::auth::Role;
@@ -64,22 +66,22 @@ impl PolicyService for Policies {
         &self,
         req: Request<proto::ListPoliciesRequest>,
     ) -> Result<Response<proto::ListPoliciesResponse>, Status> {
-        let caller = self.0.caller(req.metadata())?;
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, Role::View, &instance, "list policies").await?;
         let req = req.into_inner();
-        self.0
-            .authorize(&caller, Role::View, &req.instance, "list policies")?;
-        let routed = self.0.route("instance", &req.instance).await?;
-        let items = objects::cached(
-            &routed,
+        let (items, filtered, _) = objects::cached(
+            &on,
             &req.kind,
             &Kind::POLICIES,
             &req.namespace,
             req.options.as_ref(),
-        )?;
+        )
+        .await?;
         let page = paging::paginate(items, req.options.as_ref())?;
         Ok(Response::new(proto::ListPoliciesResponse {
             policies: page.items.iter().map(|(k, o)| policy(*k, o)).collect(),
             next_page_token: page.next_page_token,
+            filtered,
         }))
     }
 
@@ -87,23 +89,22 @@ impl PolicyService for Policies {
         &self,
         req: Request<proto::GetPolicyRequest>,
     ) -> Result<Response<proto::Policy>, Status> {
-        let caller = self.0.caller(req.metadata())?;
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, Role::View, &instance, "get policies").await?;
         let req = req.into_inner();
-        self.0
-            .authorize(&caller, Role::View, &req.instance, "get policies")?;
         let kind = objects::kind("kind", &req.kind, &Kind::POLICIES)?;
         check_name("name", &req.name)?;
-        let routed = self.0.route("instance", &req.instance).await?;
-        let store = routed
-            .stores
-            .get(&kind)
-            .ok_or_else(|| ApiError::Unavailable("policy cache missing".into()))?;
         let mut key = ObjectRef::new_with(&req.name, kind.resource());
-        if kind.namespaced() {
-            check_name("namespace", &req.namespace)?;
-            key = key.within(&req.namespace);
-        }
-        let o = store.get(&key).ok_or_else(|| {
+        let namespace = match kind.namespaced() {
+            true => {
+                check_name("namespace", &req.namespace)?;
+                key = key.within(&req.namespace);
+                Some(req.namespace.as_str())
+            }
+            false => None,
+        };
+        let reads = on.read(Verb::Get, kind, namespace, Some(&req.name)).await?;
+        let o = reads.store(kind)?.get(&key).ok_or_else(|| {
             ApiError::NotFound(format!(
                 "{} {:?} not found in instance {:?}",
                 req.kind, req.name, req.instance
@@ -116,15 +117,13 @@ impl PolicyService for Policies {
         &self,
         req: Request<proto::CreatePolicyRequest>,
     ) -> Result<Response<proto::Policy>, Status> {
-        let caller = self.0.caller(req.metadata())?;
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, Role::Edit, &instance, "create policies").await?;
         let req = req.into_inner();
-        self.0
-            .authorize(&caller, Role::Edit, &req.instance, "create policies")?;
         let (kind, obj) = objects::parse(&req.object_json, &Kind::POLICIES)?;
-        let routed = self.0.route("instance", &req.instance).await?;
         Ok(Response::new(policy(
             kind,
-            &objects::create(&routed, kind, &obj).await?,
+            &objects::create(&on, kind, &obj).await?,
         )))
     }
 
@@ -132,15 +131,13 @@ impl PolicyService for Policies {
         &self,
         req: Request<proto::UpdatePolicyRequest>,
     ) -> Result<Response<proto::Policy>, Status> {
-        let caller = self.0.caller(req.metadata())?;
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, Role::Edit, &instance, "update policies").await?;
         let req = req.into_inner();
-        self.0
-            .authorize(&caller, Role::Edit, &req.instance, "update policies")?;
         let (kind, obj) = objects::parse(&req.object_json, &Kind::POLICIES)?;
-        let routed = self.0.route("instance", &req.instance).await?;
         Ok(Response::new(policy(
             kind,
-            &objects::replace(&routed, kind, &obj).await?,
+            &objects::replace(&on, kind, &obj).await?,
         )))
     }
 
@@ -148,15 +145,13 @@ impl PolicyService for Policies {
         &self,
         req: Request<proto::DeletePolicyRequest>,
     ) -> Result<Response<proto::DeletePolicyResponse>, Status> {
-        let caller = self.0.caller(req.metadata())?;
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, Role::Edit, &instance, "delete policies").await?;
         let req = req.into_inner();
-        self.0
-            .authorize(&caller, Role::Edit, &req.instance, "delete policies")?;
         let kind = objects::kind("kind", &req.kind, &Kind::POLICIES)?;
         check_name("name", &req.name)?;
-        let routed = self.0.route("instance", &req.instance).await?;
         objects::delete(
-            &routed,
+            &on,
             kind,
             Some(req.namespace.as_str()).filter(|n| !n.is_empty()),
             &req.name,

@@ -8,8 +8,10 @@ use serde_json::Value;
 use tonic::{Request, Response, Status};
 
 use crate::actors::instance::caches::Kind;
+use super::on_instance;
 use crate::api::convert;
-use crate::api::router::{Routed, Router};
+use crate::api::request::{OnInstance, Reads, Verb};
+use crate::api::router::Router;
 use crate::api::{objects, override_diff, paging};
 use crate::error::{check_name, ApiError};
 use crate::proto::{self, workload_service_server::WorkloadService};
@@ -36,12 +38,49 @@ fn selects(sel: &Value, kind: Kind, o: &DynamicObject, policy_ns: Option<&str>) 
             })
 }
 
-fn policies_for(routed: &Routed, kind: Kind, o: &DynamicObject) -> Vec<proto::PolicyRef> {
+/// What the caller may see beside a workload, as the instance decides: the policies and
+/// bindings of each namespace (and the cluster-wide policies).
+struct Beside(std::collections::BTreeMap<(Kind, String), bool>);
+
+impl Beside {
+    /// Reviews the kinds shown beside workloads in `namespaces` (decisions are cached by
+    /// the instance's access reviews, so a page costs a few reviews at most).
+    async fn of(on: &OnInstance, namespaces: impl IntoIterator<Item = String>) -> Self {
+        let mut seen = std::collections::BTreeMap::new();
+        let namespaces: std::collections::BTreeSet<String> = namespaces.into_iter().collect();
+        for kind in Kind::POLICIES.into_iter().chain([Kind::ResourceBinding]) {
+            match kind.namespaced() {
+                true => {
+                    for ns in &namespaces {
+                        let ok = on.may(Verb::List, kind, Some(ns)).await;
+                        seen.insert((kind, ns.clone()), ok);
+                    }
+                }
+                false => {
+                    let ok = on.may(Verb::List, kind, None).await;
+                    seen.insert((kind, String::new()), ok);
+                }
+            }
+        }
+        Self(seen)
+    }
+
+    fn allows(&self, kind: Kind, namespace: &str) -> bool {
+        let ns = if kind.namespaced() { namespace } else { "" };
+        self.0.get(&(kind, ns.to_string())).copied().unwrap_or(false)
+    }
+}
+
+fn policies_for(reads: &Reads<'_>, beside: &Beside, kind: Kind, o: &DynamicObject) -> Vec<proto::PolicyRef> {
     let mut out = Vec::new();
+    let ns = o.metadata.namespace.as_deref().unwrap_or_default();
     for pk in Kind::POLICIES {
-        let Some(store) = routed.stores.get(&pk) else {
+        let Ok(store) = reads.store(pk) else {
             continue;
         };
+        if !beside.allows(pk, ns) {
+            continue;
+        }
         for p in store.state() {
             let pns = pk
                 .namespaced()
@@ -64,8 +103,11 @@ fn policies_for(routed: &Routed, kind: Kind, o: &DynamicObject) -> Vec<proto::Po
 }
 
 /// Karmada names a workload's binding `<name>-<kind in lowercase>`.
-fn placement(routed: &Routed, kind: Kind, o: &DynamicObject) -> Option<proto::Placement> {
-    let store = routed.stores.get(&Kind::ResourceBinding)?;
+fn placement(reads: &Reads<'_>, beside: &Beside, kind: Kind, o: &DynamicObject) -> Option<proto::Placement> {
+    if !beside.allows(Kind::ResourceBinding, o.metadata.namespace.as_deref()?) {
+        return None;
+    }
+    let store = reads.store(Kind::ResourceBinding).ok()?;
     let name = format!(
         "{}-{}",
         o.metadata.name.as_deref()?,
@@ -124,15 +166,13 @@ fn placement(routed: &Routed, kind: Kind, o: &DynamicObject) -> Option<proto::Pl
     })
 }
 
-/// Per-cluster override diffs, read from the binding's Works in `karmada-es-<cluster>`.
+/// Per-cluster override diffs, read as the caller from the binding's Works in
+/// `karmada-es-<cluster>`.
 async fn overrides(
-    routed: &Routed,
+    on: &OnInstance,
     o: &DynamicObject,
     placement: &proto::Placement,
 ) -> Result<Vec<proto::ClusterOverrides>, ApiError> {
-    let Some(client) = routed.client.clone() else {
-        return Ok(Vec::new());
-    };
     let works = kube::discovery::ApiResource {
         group: "work.karmada.io".into(),
         version: "v1alpha1".into(),
@@ -144,16 +184,19 @@ async fn overrides(
     let ns = o.metadata.namespace.clone().unwrap_or_default();
     let mut out = Vec::new();
     for target in &placement.clusters {
-        let api: kube::Api<DynamicObject> = kube::Api::namespaced_with(
-            client.clone(),
-            &format!("karmada-es-{}", target.name),
-            &works,
-        );
         let what = format!(
             "instance {:?}: the Works of cluster {}",
-            routed.name, target.name
+            on.instance(),
+            target.name
         );
-        let listed = routed.call(&what, api.list(&Default::default())).await?;
+        let namespace = format!("karmada-es-{}", target.name);
+        let listed = on
+            .live(&what, |client| {
+                let api: kube::Api<DynamicObject> =
+                    kube::Api::namespaced_with(client, &namespace, &works);
+                async move { api.list(&Default::default()).await }
+            })
+            .await?;
         // Karmada marks each Work with the binding it came from.
         let work = listed.items.into_iter().find(|w| {
             let a = w.metadata.annotations.clone().unwrap_or_default();
@@ -175,7 +218,16 @@ async fn overrides(
     Ok(out)
 }
 
-fn workload(routed: &Routed, kind: Kind, o: &DynamicObject) -> proto::Workload {
+fn workload(reads: &Reads<'_>, beside: &Beside, kind: Kind, o: &DynamicObject) -> proto::Workload {
+    proto::Workload {
+        policies: policies_for(reads, beside, kind, o),
+        placement: placement(reads, beside, kind, o),
+        ..workload_alone(kind, o)
+    }
+}
+
+/// The workload without what stands beside it (its policies and placement).
+fn workload_alone(kind: Kind, o: &DynamicObject) -> proto::Workload {
     let int = |p: &str| {
         o.data
             .pointer(p)
@@ -196,8 +248,8 @@ fn workload(routed: &Routed, kind: Kind, o: &DynamicObject) -> proto::Workload {
         kind: kind.resource().kind,
         replicas,
         ready_replicas: ready,
-        policies: policies_for(routed, kind, o),
-        placement: placement(routed, kind, o),
+        policies: Vec::new(),
+        placement: None,
         object_json: convert::object_json(o),
     }
 }
@@ -208,27 +260,32 @@ impl WorkloadService for Workloads {
         &self,
         req: Request<proto::ListWorkloadsRequest>,
     ) -> Result<Response<proto::ListWorkloadsResponse>, Status> {
-        let caller = self.0.caller(req.metadata())?;
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, Role::View, &instance, "list workloads").await?;
         let req = req.into_inner();
-        self.0
-            .authorize(&caller, Role::View, &req.instance, "list workloads")?;
-        let routed = self.0.route("instance", &req.instance).await?;
-        let items = objects::cached(
-            &routed,
+        let (items, filtered, reads) = objects::cached(
+            &on,
             &req.kind,
             &Kind::WORKLOADS,
             &req.namespace,
             req.options.as_ref(),
-        )?;
+        )
+        .await?;
         let page = paging::paginate(items, req.options.as_ref())?;
+        let namespaces = page
+            .items
+            .iter()
+            .filter_map(|(_, o)| o.metadata.namespace.clone());
+        let beside = Beside::of(&on, namespaces).await;
         let workloads = page
             .items
             .iter()
-            .map(|(k, o)| workload(&routed, *k, o))
+            .map(|(k, o)| workload(&reads, &beside, *k, o))
             .collect();
         Ok(Response::new(proto::ListWorkloadsResponse {
             workloads,
             next_page_token: page.next_page_token,
+            filtered,
         }))
     }
 
@@ -236,19 +293,17 @@ impl WorkloadService for Workloads {
         &self,
         req: Request<proto::GetWorkloadRequest>,
     ) -> Result<Response<proto::Workload>, Status> {
-        let caller = self.0.caller(req.metadata())?;
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, Role::View, &instance, "get workloads").await?;
         let req = req.into_inner();
-        self.0
-            .authorize(&caller, Role::View, &req.instance, "get workloads")?;
         let kind = objects::kind("kind", &req.kind, &Kind::WORKLOADS)?;
         check_name("namespace", &req.namespace)?;
         check_name("name", &req.name)?;
-        let routed = self.0.route("instance", &req.instance).await?;
-        let store = routed
-            .stores
-            .get(&kind)
-            .ok_or_else(|| ApiError::Unavailable("workload cache missing".into()))?;
-        let o = store
+        let reads = on
+            .read(Verb::Get, kind, Some(&req.namespace), Some(&req.name))
+            .await?;
+        let o = reads
+            .store(kind)?
             .get(&ObjectRef::new_with(&req.name, kind.resource()).within(&req.namespace))
             .ok_or_else(|| {
                 ApiError::NotFound(format!(
@@ -256,9 +311,10 @@ impl WorkloadService for Workloads {
                     req.kind, req.namespace, req.name, req.instance
                 ))
             })?;
-        let mut w = workload(&routed, kind, &o);
+        let beside = Beside::of(&on, [req.namespace.clone()]).await;
+        let mut w = workload(&reads, &beside, kind, &o);
         if let Some(p) = w.placement.as_mut() {
-            p.overrides = overrides(&routed, &o, p).await?;
+            p.overrides = overrides(&on, &o, p).await?;
         }
         Ok(Response::new(w))
     }
@@ -267,43 +323,47 @@ impl WorkloadService for Workloads {
         &self,
         req: Request<proto::CreateWorkloadRequest>,
     ) -> Result<Response<proto::Workload>, Status> {
-        let caller = self.0.caller(req.metadata())?;
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, Role::Edit, &instance, "create workloads").await?;
         let req = req.into_inner();
-        self.0
-            .authorize(&caller, Role::Edit, &req.instance, "create workloads")?;
         let (kind, obj) = objects::parse(&req.object_json, &Kind::WORKLOADS)?;
-        let routed = self.0.route("instance", &req.instance).await?;
-        let created = objects::create(&routed, kind, &obj).await?;
-        Ok(Response::new(workload(&routed, kind, &created)))
+        let created = objects::create(&on, kind, &obj).await?;
+        Ok(Response::new(shown(&on, kind, &created).await))
     }
 
     async fn update_workload(
         &self,
         req: Request<proto::UpdateWorkloadRequest>,
     ) -> Result<Response<proto::Workload>, Status> {
-        let caller = self.0.caller(req.metadata())?;
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, Role::Edit, &instance, "update workloads").await?;
         let req = req.into_inner();
-        self.0
-            .authorize(&caller, Role::Edit, &req.instance, "update workloads")?;
         let (kind, obj) = objects::parse(&req.object_json, &Kind::WORKLOADS)?;
-        let routed = self.0.route("instance", &req.instance).await?;
-        let updated = objects::replace(&routed, kind, &obj).await?;
-        Ok(Response::new(workload(&routed, kind, &updated)))
+        let updated = objects::replace(&on, kind, &obj).await?;
+        Ok(Response::new(shown(&on, kind, &updated).await))
     }
 
     async fn delete_workload(
         &self,
         req: Request<proto::DeleteWorkloadRequest>,
     ) -> Result<Response<proto::DeleteWorkloadResponse>, Status> {
-        let caller = self.0.caller(req.metadata())?;
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, Role::Edit, &instance, "delete workloads").await?;
         let req = req.into_inner();
-        self.0
-            .authorize(&caller, Role::Edit, &req.instance, "delete workloads")?;
         let kind = objects::kind("kind", &req.kind, &Kind::WORKLOADS)?;
         check_name("namespace", &req.namespace)?;
         check_name("name", &req.name)?;
-        let routed = self.0.route("instance", &req.instance).await?;
-        objects::delete(&routed, kind, Some(&req.namespace), &req.name).await?;
+        objects::delete(&on, kind, Some(&req.namespace), &req.name).await?;
         Ok(Response::new(proto::DeleteWorkloadResponse {}))
+    }
+}
+
+/// A workload just written, with what the caller may see beside it.
+async fn shown(on: &OnInstance, kind: Kind, o: &DynamicObject) -> proto::Workload {
+    let ns = o.metadata.namespace.clone().unwrap_or_default();
+    let beside = Beside::of(on, [ns.clone()]).await;
+    match on.read(Verb::Get, kind, Some(&ns), o.metadata.name.as_deref()).await {
+        Ok(reads) => workload(&reads, &beside, kind, o),
+        Err(_) => workload_alone(kind, o),
     }
 }

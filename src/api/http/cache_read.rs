@@ -3,7 +3,6 @@
 //! request on to the instance.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use axum::response::Response;
 use base64::Engine;
@@ -15,64 +14,51 @@ use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{json, Value};
 
-use super::proxy_access::review_read;
 use super::status::{json_response, k8s_status, status_response, SOURCE_HEADER};
-use crate::actors::instance::access::Identity;
 use crate::actors::instance::caches::Kind;
 use crate::actors::instance::feed::{rv_of, Feed};
 use crate::api::paging;
-use crate::api::router::Routed;
+use crate::api::request::review::ReadAttributes;
+use crate::api::request::{OnInstance, Reads, Verb};
 use crate::error::ApiError;
 
 /// The answer from the cache, when it may give one: `Some(Ok)` served, `Some(Err)` refused
-/// (the caller may not read it), `None` to pass the request on to the instance.
+/// (the caller may not read it, as the instance says), `None` to pass the request on to
+/// the instance.
 pub async fn answer(
-    routed: &Routed,
+    on: &OnInstance,
     req: &http::request::Parts,
     path: &str,
     query: &HashMap<String, String>,
-    identity: Option<&Identity>,
 ) -> Option<Result<Response, Response>> {
-    let (kind, rp) = cacheable(routed, req, path, query)?;
-    if let Some(who) = identity {
-        if let Err(resp) = review_read(routed, who, &rp, query).await {
-            return Some(Err(resp));
-        }
-    }
-    // A Table needs the columns the instance prints; unknown ones go to the instance.
-    let columns = match (wants_table(req), &routed.client) {
-        (true, Some(client)) => Some(routed.printers.columns(client, kind).await?),
-        (true, None) => return None,
-        (false, _) => None,
+    let (kind, rp) = cacheable(on, req, path, query)?;
+    let watching = query.get("watch").is_some_and(|w| parse_bool(w) == Some(true));
+    let verb = match (&rp.name, watching) {
+        (_, true) => Verb::Watch,
+        (Some(_), false) => Verb::Get,
+        (None, false) => Verb::List,
     };
-    if !caught_up(routed, kind).await {
+    let attrs = ReadAttributes::of(verb, kind, rp.namespace.as_deref(), rp.name.as_deref());
+    let reads = match on.read_path(&attrs).await {
+        Ok(r) => r,
+        Err(e) => return Some(Err(status_response(&e))),
+    };
+    // A Table needs the columns the instance prints; unknown ones go to the instance.
+    let columns = match wants_table(req) {
+        true => Some(reads.columns(kind).await?),
+        false => None,
+    };
+    if !reads.caught_up(kind).await {
         return None;
     }
     from_cache(
-        routed,
+        &reads,
         kind,
         &rp,
         query,
         columns.as_deref().map(Vec::as_slice),
     )
     .map(Ok)
-}
-
-/// Whether the cache has seen the newest write of `kind` made through Kairship, waiting
-/// up to a second for it; when it has not, the read goes to the instance.
-async fn caught_up(routed: &Routed, kind: Kind) -> bool {
-    let want = routed.writes.get(kind);
-    let Some(feed) = routed.feeds.get(&kind) else {
-        return want == 0;
-    };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
-    while feed.last_rv() < want {
-        if tokio::time::Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    true
 }
 
 /// The cached kind a path names, if any.
@@ -104,7 +90,7 @@ fn wants_table(req: &http::request::Parts) -> bool {
 /// to the instance, whose watch is not failing (the cache may be behind, or the kind gone
 /// from the instance: the instance answers for itself).
 fn cacheable(
-    routed: &Routed,
+    on: &OnInstance,
     req: &http::request::Parts,
     path: &str,
     q: &HashMap<String, String>,
@@ -131,24 +117,23 @@ fn cacheable(
         let r = k.resource();
         r.group == rp.group && r.version == rp.version && r.plural == rp.plural
     })?;
-    let failing = routed.watch_health.get(&kind).is_some_and(|h| h.failing());
-    (routed.stores.contains_key(&kind) && !failing).then_some((kind, rp))
+    on.caches().serves(kind).then_some((kind, rp))
 }
 
 /// Answers get/list/watch of a cached kind from the cache, as JSON or (with `columns`) as
 /// a Table; `None` passes the request on.
 fn from_cache(
-    routed: &Routed,
+    reads: &Reads<'_>,
     kind: Kind,
     rp: &ResourcePath,
     q: &HashMap<String, String>,
     columns: Option<&[Column]>,
 ) -> Option<Response> {
-    let store = routed.stores.get(&kind)?;
+    let store = reads.store(kind).ok()?;
     let ar = kind.resource();
     if let Some(w) = q.get("watch") {
         if parse_bool(w) == Some(true) {
-            return super::cache_watch::serve(routed, kind, rp, q);
+            return super::cache_watch::serve(reads, kind, rp, q);
         }
     }
     if let Some(name) = &rp.name {
@@ -159,13 +144,13 @@ fn from_cache(
         return Some(match (store.get(&key), columns) {
             (Some(o), Some(columns)) => {
                 let meta = json!({"resourceVersion": rv_of(&o).to_string()});
-                table_response(routed, kind, columns, &[&*o], usize::MAX / 4, meta)
+                table_response(reads, kind, columns, &[&*o], usize::MAX / 4, meta)
             }
             // One object: no eviction pass (the next LIST does that).
             (Some(o), None) => json_response(
                 StatusCode::OK,
-                routed
-                    .json
+                reads
+                    .json()
                     .render(kind, &[&*o], usize::MAX / 4)
                     .swap_remove(0),
             ),
@@ -181,7 +166,7 @@ fn from_cache(
     let newest = objects
         .iter()
         .map(|o| rv_of(o))
-        .chain(routed.feeds.get(&kind).map(Feed::last_rv))
+        .chain(reads.feed(kind).map(Feed::last_rv))
         .max()
         .unwrap_or(0);
     // A client asking for a version the cache has not seen yet is served by the instance.
@@ -251,7 +236,7 @@ fn from_cache(
     let refs: Vec<&DynamicObject> = items.iter().map(|(_, o)| *o).collect();
     if let Some(columns) = columns {
         return Some(table_response(
-            routed,
+            reads,
             kind,
             columns,
             &refs,
@@ -259,7 +244,7 @@ fn from_cache(
             meta,
         ));
     }
-    let rendered = routed.json.render(kind, &refs, objects.len());
+    let rendered = reads.json().render(kind, &refs, objects.len());
     let head =
         json!({"kind": format!("{}List", ar.kind), "apiVersion": ar.api_version, "metadata": meta})
             .to_string();
@@ -282,14 +267,14 @@ fn from_cache(
 /// A `meta.k8s.io/v1` Table of cached objects, printed with the instance's columns from
 /// rows kept per object version; `live` as for the memo.
 fn table_response(
-    routed: &Routed,
+    reads: &Reads<'_>,
     kind: Kind,
     columns: &[Column],
     objects: &[&DynamicObject],
     live: usize,
     meta: Value,
 ) -> Response {
-    let rows = routed.printers.rows(kind, columns, objects, live);
+    let rows = reads.printers().rows(kind, columns, objects, live);
     let refs: Vec<&kairship_wire::table::Row> = rows.iter().map(|r| &**r).collect();
     json_response(
         StatusCode::OK,

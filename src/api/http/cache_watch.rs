@@ -21,7 +21,7 @@ use super::cache_read::Selection;
 use super::status::status_response;
 use crate::actors::instance::caches::Kind;
 use crate::actors::instance::feed::{rv_of, FeedEvent};
-use crate::api::router::Routed;
+use crate::api::request::Reads;
 
 const BOOKMARK_EVERY: Duration = Duration::from_secs(15);
 /// kube-apiserver ends watches after a while too; clients re-watch from their last version.
@@ -46,7 +46,7 @@ fn key(o: &DynamicObject) -> (String, String) {
 
 /// `None` passes the watch through to the instance.
 pub fn serve(
-    routed: &Routed,
+    reads: &Reads<'_>,
     kind: Kind,
     rp: &ResourcePath,
     q: &HashMap<String, String>,
@@ -55,8 +55,8 @@ pub fn serve(
     if rp.name.is_some() || q.contains_key("sendInitialEvents") {
         return None;
     }
-    let feed = routed.feeds.get(&kind)?;
-    let store = routed.stores.get(&kind)?;
+    let feed = reads.feed(kind)?;
+    let store = reads.store(kind).ok()?;
     let selection = match Selection::parse(rp.namespace.clone(), q) {
         Ok(s) => s,
         Err(e) => return Some(status_response(&e)),
@@ -77,7 +77,7 @@ pub fn serve(
         .and_then(|t| t.parse::<u64>().ok())
         .map_or(LONGEST, |t| Duration::from_secs(t).min(LONGEST));
     let version = feed.version();
-    let json = routed.json.clone();
+    let json = reads.json().clone();
     let ar = kind.resource();
 
     // The objects now, read before answering; what the client holds of them (sent as
@@ -85,7 +85,7 @@ pub fn serve(
     // headers are sent, as kube-apiserver answers a watch before its first event.
     let objects = store.state();
     let (tx, body) = mpsc::channel::<Result<Bytes, Infallible>>(64);
-    let name = routed.name.clone();
+    let name = reads.instance().to_string();
     tokio::spawn(async move {
         let held: Vec<&DynamicObject> = objects
             .iter()

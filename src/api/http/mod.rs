@@ -7,7 +7,6 @@ mod cache_watch;
 mod chaos_report;
 mod console;
 pub mod proxy;
-mod proxy_access;
 pub(crate) mod status;
 pub mod tls;
 mod webhook;

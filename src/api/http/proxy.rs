@@ -14,11 +14,10 @@ use http::{header, Method};
 use kairship_wire::routes::{self, Route};
 
 use super::cache_read::{self, cached_kind, parse_bool};
-use super::proxy_access::{audit, identity_on};
 use super::status::status_response;
 pub use super::status::SOURCE_HEADER;
-use crate::actors::instance::access::Identity;
-use crate::api::router::{Routed, Router};
+use crate::api::request::{audit, OnInstance, Surface};
+use crate::api::router::Router;
 use crate::auth::Role;
 use crate::error::ApiError;
 
@@ -117,11 +116,11 @@ async fn serve_in_span(router: Router, name: String, rest: String, req: Request)
         Err(e) => return status_response(&e),
     };
     let (need, action) = required_role(req.method(), &path);
-    if let Err(e) = router.authorize(&caller, need, &name, &action) {
-        return status_response(&e);
-    }
-    let routed = match router.route("instance", &name).await {
-        Ok(r) => r,
+    let on = match router
+        .on_instance(caller, Surface::Proxy, need, &name, &action)
+        .await
+    {
+        Ok(on) => on,
         Err(e) => return status_response(&e),
     };
     let query: HashMap<String, String> = match req.uri().query() {
@@ -136,26 +135,42 @@ async fn serve_in_span(router: Router, name: String, rest: String, req: Request)
         },
         None => HashMap::new(),
     };
-    let identity = identity_on(&router, &caller, &name);
     let watching = query
         .get("watch")
         .is_some_and(|v| parse_bool(v) == Some(true))
         || path.contains("/watch/");
     // Only the head: the body cannot be held across an await by a `Send` handler.
     let (head, body) = req.into_parts();
-    match cache_read::answer(&routed, &head, &path, &query, identity.as_ref()).await {
+    match cache_read::answer(&on, &head, &path, &query).await {
         Some(Ok(resp)) if watching => return tagged(until_closing(resp, &router), "cache"),
         Some(Ok(resp)) => return tagged(resp, "cache"),
         Some(Err(refused)) => return refused,
         None => {}
     }
     let req = Request::from_parts(head, body);
-    let (method, writes) = (req.method().clone(), req.method() != Method::GET);
+    let method = req.method().clone();
     // Requests other than watches must be answered within the actors' request bound.
     let within = (!watching).then(|| router.tree.settings().request_timeout);
-    let answer = pass_through(&routed, req, &path, identity.as_ref(), within).await;
-    if writes {
-        audit(&caller, &name, &method, &path, &answer);
+    let answer = pass_through(&on, req, &path, within).await;
+    if method != Method::GET {
+        let code = match &answer {
+            Ok(r) => r.status().as_u16(),
+            Err(e) => e.http_status(),
+        };
+        let (resource, namespace, object) = match routes::parse(&path) {
+            Route::Resource(rp) => (rp.plural, rp.namespace, rp.name.unwrap_or_default()),
+            _ => (path.clone(), None, String::new()),
+        };
+        audit::write(
+            &on.caller,
+            on.surface,
+            &name,
+            kube_verb(&method),
+            &resource,
+            namespace.as_deref(),
+            &object,
+            code,
+        );
     }
     match answer {
         Ok(r) if watching => tagged(until_closing(r, &router), "instance"),
@@ -164,18 +179,25 @@ async fn serve_in_span(router: Router, name: String, rest: String, req: Request)
     }
 }
 
-/// Forwards the request with the instance's own credentials and streams the answer back;
-/// `within` bounds the wait for the answer's head (none for a watch).
+/// The verb Kubernetes names an HTTP method by, for the audit line.
+fn kube_verb(method: &Method) -> &'static str {
+    match *method {
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        _ => "other",
+    }
+}
+
+/// Forwards the request as the caller and streams the answer back; `within` bounds the
+/// wait for the answer's head (none for a watch).
 async fn pass_through(
-    routed: &Routed,
+    on: &OnInstance,
     req: Request,
     path: &str,
-    identity: Option<&Identity>,
     within: Option<Duration>,
 ) -> Result<Response, ApiError> {
-    let client = routed.client.clone().ok_or_else(|| {
-        ApiError::Unavailable(format!("instance {:?} is not connected", routed.name))
-    })?;
     let uri = match req.uri().query() {
         Some(q) => format!("{path}?{q}"),
         None => path.to_string(),
@@ -184,24 +206,10 @@ async fn pass_through(
     let mut builder = http::Request::builder()
         .method(req.method().clone())
         .uri(&uri);
+    // A client's own Impersonate-* headers are never passed on: only these are.
     for h in [header::ACCEPT, header::CONTENT_TYPE, header::USER_AGENT] {
         if let Some(v) = req.headers().get(&h) {
             builder = builder.header(h, v.clone());
-        }
-    }
-    // The instance decides as it would for this caller; a client's own Impersonate-*
-    // headers are never passed on (they are not forwarded above).
-    if let Some(who) = identity {
-        let value = |v: &str| {
-            http::HeaderValue::from_str(v)
-                .map_err(|_| ApiError::invalid("user", format!("{v:?} cannot be sent as a header")))
-        };
-        builder = builder.header("Impersonate-User", value(&who.user)?);
-        if !who.uid.is_empty() {
-            builder = builder.header("Impersonate-Uid", value(&who.uid)?);
-        }
-        for g in &who.groups {
-            builder = builder.header("Impersonate-Group", value(g)?);
         }
     }
     let body =
@@ -209,18 +217,7 @@ async fn pass_through(
     let outgoing = builder
         .body(kube::client::Body::from(body.to_vec()))
         .map_err(|e| ApiError::invalid("path", e.to_string()))?;
-    let send = client.send(outgoing);
-    let resp = match within {
-        None => send.await,
-        Some(within) => tokio::time::timeout(within, send).await.map_err(|_| {
-            ApiError::DeadlineExceeded(format!(
-                "instance {:?} did not answer within {within:?}",
-                routed.name
-            ))
-        })?,
-    };
-    let resp =
-        resp.map_err(|e| ApiError::Unavailable(format!("instance {:?}: {e}", routed.name)))?;
+    let resp = on.send(outgoing, within).await?;
     let (parts, body) = resp.into_parts();
     // A successful write of a cached kind: remember the version it produced, so the next
     // cached read waits for the cache to have it.
@@ -241,7 +238,7 @@ async fn pass_through(
                         .and_then(|r| r.parse::<u64>().ok())
                 });
             if let Some(rv) = rv {
-                routed.writes.record(kind, rv);
+                on.mark_written(kind, rv);
             }
             Body::from(bytes)
         }

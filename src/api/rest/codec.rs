@@ -54,6 +54,11 @@ pub async fn unary(
     let path =
         http::uri::PathAndQuery::try_from(path).map_err(|e| Status::internal(e.to_string()))?;
     let mut request = tonic::Request::new(request);
+    // Audit lines say REST, not gRPC (trusted only from this machine: request::Surface).
+    request.metadata_mut().insert(
+        crate::api::request::REST_HEADER,
+        tonic::metadata::MetadataValue::from_static("rest"),
+    );
     if let Some(v) = authorization.and_then(|v| v.to_str().ok()) {
         let v = v
             .parse()

@@ -1,0 +1,407 @@
+//! The one path every request to an instance takes, whatever its surface (gRPC, REST,
+//! which the gRPC services answer, and the proxy), after kube-apiserver's handler chain:
+//! authenticated (the caller), authorized (their Kairship role on the instance), routed
+//! (the instance's reader, within its request limit), and from then on acting there as
+//! the caller (`identity`: impersonation). Reads from the caches are reviewed with the
+//! instance first (`review`), so the cache never shows what the instance would refuse;
+//! writes go as the caller, bounded by one timeout, leave an audit line (`audit`, refusals
+//! too) and a write mark, so a read right after through any surface sees them.
+//!
+//! Handlers get an [`OnInstance`] only from [`Router::on_instance`], and reach an
+//! instance's caches only through a [`Reads`], which only a review gives; its client only
+//! through [`OnInstance::write`], [`OnInstance::live`] and [`OnInstance::send`], which act
+//! as the caller. `tests/api/request_path.rs` checks that nothing under `src/api` reaches
+//! an instance's reader another way.
+
+pub mod audit;
+pub mod identity;
+pub mod review;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject};
+use tokio::sync::OwnedSemaphorePermit;
+
+use crate::actors::instance::caches::Kind;
+use crate::actors::instance::InstanceReader;
+use crate::api::router::Router;
+use crate::auth::{Caller, Role};
+use crate::error::{check_name, ApiError};
+pub use identity::Identity;
+pub use review::{Verb, Visible};
+
+/// Where a request came in: named in audit lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Surface {
+    Grpc,
+    Rest,
+    Proxy,
+}
+
+impl Surface {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Grpc => "grpc",
+            Self::Rest => "rest",
+            Self::Proxy => "proxy",
+        }
+    }
+
+    /// REST answers through this process's own gRPC server and says so in a header; only
+    /// a call from this machine may say it (the header is an audit label, nothing more).
+    pub fn of_grpc(md: &tonic::metadata::MetadataMap, remote: Option<std::net::SocketAddr>) -> Self {
+        let from_rest = md.get(REST_HEADER).is_some_and(|v| v == "rest");
+        match from_rest && remote.is_some_and(|a| a.ip().is_loopback()) {
+            true => Self::Rest,
+            false => Self::Grpc,
+        }
+    }
+}
+
+/// The gRPC metadata REST sets on the calls it makes.
+pub const REST_HEADER: &str = "x-kairship-surface";
+
+/// How long a request may wait for a free slot of a busy instance.
+const PERMIT_WAIT: Duration = Duration::from_secs(2);
+
+/// A request on one instance that passed authentication, authorization and routing.
+pub struct OnInstance {
+    pub caller: Caller,
+    pub surface: Surface,
+    /// Who the request acts as on the instance; `None` with authorization off.
+    identity: Option<Identity>,
+    reader: Arc<InstanceReader>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Router {
+    /// The start of every request to an instance: checks the instance name, that `caller`
+    /// holds `need` on it (`action` says what for, in the refusal), and routes to it,
+    /// failing fast with UNAVAILABLE when it cannot serve. A refused write leaves an
+    /// audit line.
+    pub async fn on_instance(
+        &self,
+        caller: Caller,
+        surface: Surface,
+        need: Role,
+        instance: &str,
+        action: &str,
+    ) -> Result<OnInstance, ApiError> {
+        if let Err(e) = self.authorize(&caller, need, instance, action) {
+            if need != Role::View {
+                audit::refused(&caller, surface, instance, action, &e);
+            }
+            return Err(e);
+        }
+        let (reader, permit) = self.route(instance).await?;
+        let identity = identity::on_instance(self, &caller, instance);
+        Ok(OnInstance {
+            caller,
+            surface,
+            identity,
+            reader,
+            _permit: permit,
+        })
+    }
+
+    /// The instance's reader and a slot of its request limit.
+    async fn route(
+        &self,
+        name: &str,
+    ) -> Result<(Arc<InstanceReader>, OwnedSemaphorePermit), ApiError> {
+        check_name("instance", name)?;
+        let instance = self.instance(name)?;
+        let Some(reader) = self.tree.reader(name) else {
+            let why = match instance.spec.paused {
+                true => "it is paused".to_string(),
+                false => format!(
+                    "its actor is not running (phase {:?})",
+                    instance
+                        .status
+                        .as_ref()
+                        .map(|s| s.phase)
+                        .unwrap_or_default()
+                ),
+            };
+            return Err(ApiError::Unavailable(format!(
+                "instance {name:?} cannot serve requests: {why}"
+            )));
+        };
+        reader.health.clone().map_err(ApiError::Unavailable)?;
+        let permit = tokio::time::timeout(PERMIT_WAIT, reader.limiter.clone().acquire_owned())
+            .await
+            .map_err(|_| {
+                ApiError::ResourceExhausted(format!(
+                    "instance {name:?} has too many requests in flight"
+                ))
+            })?
+            .map_err(|_| ApiError::Unavailable(format!("instance {name:?} is shutting down")))?;
+        Ok((reader, permit))
+    }
+}
+
+/// Proof that a read was reviewed with the instance: the caches, for the kinds reviewed.
+pub struct Reads<'a> {
+    reader: &'a InstanceReader,
+}
+
+impl<'a> Reads<'a> {
+    pub fn store(
+        &self,
+        kind: Kind,
+    ) -> Result<&'a kube::runtime::reflector::Store<DynamicObject>, ApiError> {
+        self.reader.stores.get(&kind).ok_or_else(|| {
+            ApiError::Unavailable(format!("the {} cache is missing", kind.resource().kind))
+        })
+    }
+
+    /// The change feed of `kind` (cache-served watches).
+    pub fn feed(&self, kind: Kind) -> Option<&'a crate::actors::instance::feed::Feed> {
+        self.reader.feeds.get(&kind)
+    }
+
+    /// Cached objects' JSON, kept per version.
+    pub fn json(&self) -> &'a crate::actors::instance::memo::JsonMemo {
+        &self.reader.json
+    }
+
+    /// Table rows, kept per version.
+    pub fn printers(&self) -> &'a crate::actors::instance::printers::Printers {
+        &self.reader.printers
+    }
+
+    /// The columns the instance prints for `kind` (read with Kairship's own credentials:
+    /// they come from the CRD, not from anything the caller reads).
+    pub async fn columns(&self, kind: Kind) -> Option<Arc<Vec<kairship_wire::table::Column>>> {
+        let client = self.reader.client.as_ref()?;
+        self.reader.printers.columns(client, kind).await
+    }
+
+    /// Whether the cache has this process's latest write of `kind`, waiting up to a
+    /// second (the proxy passes the read on to the instance when it has not).
+    pub async fn caught_up(&self, kind: Kind) -> bool {
+        review::caught_up(self.reader, kind).await
+    }
+
+    pub fn instance(&self) -> &'a str {
+        &self.reader.name
+    }
+}
+
+impl OnInstance {
+    pub fn instance(&self) -> &str {
+        &self.reader.name
+    }
+
+    pub fn identity(&self) -> Option<&Identity> {
+        self.identity.as_ref()
+    }
+
+    /// What the caches hold without reading objects: which kinds are cached and whether
+    /// their watches are failing (the proxy decides from this whether the cache answers).
+    pub fn caches(&self) -> review::CacheState<'_> {
+        review::CacheState::of(&self.reader)
+    }
+
+    /// Reviews a read of `kind` with the instance (refused in the instance's words), waits
+    /// briefly for the cache to have this process's latest write of it, and gives access
+    /// to the caches. Reads of Kairship's own identity (auth off) need no review.
+    pub async fn read(
+        &self,
+        verb: Verb,
+        kind: Kind,
+        namespace: Option<&str>,
+        name: Option<&str>,
+    ) -> Result<Reads<'_>, ApiError> {
+        self.review(verb, kind, namespace, name).await?;
+        review::caught_up(&self.reader, kind).await;
+        Ok(Reads {
+            reader: &self.reader,
+        })
+    }
+
+    /// As [`read`](Self::read) for a proxied request: the review of a raw resource path.
+    pub async fn read_path(
+        &self,
+        attrs: &review::ReadAttributes,
+    ) -> Result<Reads<'_>, ApiError> {
+        if let Some(who) = &self.identity {
+            review::require(&self.reader, who, attrs).await?;
+        }
+        Ok(Reads {
+            reader: &self.reader,
+        })
+    }
+
+    async fn review(
+        &self,
+        verb: Verb,
+        kind: Kind,
+        namespace: Option<&str>,
+        name: Option<&str>,
+    ) -> Result<(), ApiError> {
+        let Some(who) = &self.identity else {
+            return Ok(());
+        };
+        let attrs = review::ReadAttributes::of(verb, kind, namespace, name);
+        review::require(&self.reader, who, &attrs).await
+    }
+
+    /// Whether the caller may `verb` `kind` (in `namespace`): for what a read adds beside
+    /// its subject (a workload's placement from its binding, the policies that select it).
+    pub async fn may(&self, verb: Verb, kind: Kind, namespace: Option<&str>) -> bool {
+        self.review(verb, kind, namespace, None).await.is_ok()
+    }
+
+    /// A list of a namespaced `kind` across namespaces (`namespace` empty) or in one: the
+    /// namespaces the caller may list there, as the instance decides (kube-apiserver
+    /// refuses a cluster-wide list outright; Kairship's lists feed a console, so they show
+    /// what may be seen and say that they were filtered).
+    pub async fn list(
+        &self,
+        kind: Kind,
+        namespace: &str,
+    ) -> Result<(Reads<'_>, Visible), ApiError> {
+        let visible = match (&self.identity, namespace, kind.namespaced()) {
+            (None, _, _) => Visible::All,
+            (Some(_), "", true) => {
+                match self.review(Verb::List, kind, None, None).await {
+                    Ok(()) => Visible::All,
+                    Err(ApiError::Forbidden(_)) => {
+                        let who = self.identity.as_ref().ok_or_else(|| ApiError::Internal("no identity".into()))?;
+                        review::namespaces(&self.reader, who, kind).await?
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            (Some(_), ns, true) => {
+                self.review(Verb::List, kind, Some(ns), None).await?;
+                Visible::All
+            }
+            (Some(_), _, false) => {
+                self.review(Verb::List, kind, None, None).await?;
+                Visible::All
+            }
+        };
+        review::caught_up(&self.reader, kind).await;
+        Ok((
+            Reads {
+                reader: &self.reader,
+            },
+            visible,
+        ))
+    }
+
+    /// The instance's client acting as the caller (Kairship's own with auth off).
+    fn client(&self) -> Result<kube::Client, ApiError> {
+        let client = self.reader.client.clone().ok_or_else(|| {
+            ApiError::Unavailable(format!("instance {:?} is not connected", self.reader.name))
+        })?;
+        match &self.identity {
+            Some(who) => identity::acting_as(client, who),
+            None => Ok(client),
+        }
+    }
+
+    fn api(&self, kind: Kind, namespace: Option<&str>) -> Result<Api<DynamicObject>, ApiError> {
+        let client = self.client()?;
+        Ok(match (kind.namespaced(), namespace) {
+            (true, Some(ns)) => Api::namespaced_with(client, ns, &kind.resource()),
+            _ => Api::all_with(client, &kind.resource()),
+        })
+    }
+
+    /// A write of `kind` as the caller: bounded by the instance call timeout, audited
+    /// (`verb` as Kubernetes names it: create, update, patch, delete), and marked so the
+    /// next read of `kind` from the cache waits for it.
+    pub async fn write<F, Fut>(
+        &self,
+        verb: &str,
+        kind: Kind,
+        namespace: Option<&str>,
+        name: &str,
+        call: F,
+    ) -> Result<Option<DynamicObject>, ApiError>
+    where
+        F: FnOnce(Api<DynamicObject>) -> Fut,
+        Fut: std::future::Future<Output = Result<Option<DynamicObject>, kube::Error>>,
+    {
+        let what = format!("{} {name:?}", kind.resource().kind);
+        let result = self
+            .bounded(&what, call(self.api(kind, namespace)?))
+            .await;
+        let written = result.as_ref().ok().and_then(|o| o.as_ref());
+        if let Some(rv) = written
+            .and_then(|o| o.metadata.resource_version.as_deref())
+            .and_then(|rv| rv.parse::<u64>().ok())
+        {
+            self.reader.writes.record(kind, rv);
+        }
+        let code = match &result {
+            Ok(_) => 200,
+            Err(e) => e.http_status(),
+        };
+        audit::write(
+            &self.caller,
+            self.surface,
+            &self.reader.name,
+            verb,
+            &kind.resource().plural,
+            namespace,
+            name,
+            code,
+        );
+        result
+    }
+
+    /// A read the caches cannot answer, made live as the caller (the instance's RBAC
+    /// decides), bounded by the instance call timeout.
+    pub async fn live<T, F, Fut>(&self, what: &str, call: F) -> Result<T, ApiError>
+    where
+        F: FnOnce(kube::Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T, kube::Error>>,
+    {
+        self.bounded(what, call(self.client()?)).await
+    }
+
+    async fn bounded<T>(
+        &self,
+        what: &str,
+        fut: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, ApiError> {
+        let after = self.reader.call_timeout;
+        match tokio::time::timeout(after, fut).await {
+            Ok(r) => r.map_err(|e| ApiError::from_kube(e, what)),
+            Err(_) => Err(ApiError::DeadlineExceeded(format!(
+                "{what}: the instance did not answer within {after:?}"
+            ))),
+        }
+    }
+
+    /// The proxy's pass-through: `req` sent as the caller; `within` bounds the wait for the
+    /// answer's head (none for a watch).
+    pub async fn send(
+        &self,
+        req: http::Request<kube::client::Body>,
+        within: Option<Duration>,
+    ) -> Result<http::Response<kube::client::Body>, ApiError> {
+        let client = self.client()?;
+        let sent = client.send(req);
+        let resp = match within {
+            None => sent.await,
+            Some(within) => tokio::time::timeout(within, sent).await.map_err(|_| {
+                ApiError::DeadlineExceeded(format!(
+                    "instance {:?} did not answer within {within:?}",
+                    self.reader.name
+                ))
+            })?,
+        };
+        resp.map_err(|e| ApiError::Unavailable(format!("instance {:?}: {e}", self.reader.name)))
+    }
+
+    /// A successful write the proxy passed through, so cached reads wait for it.
+    pub fn mark_written(&self, kind: Kind, resource_version: u64) {
+        self.reader.writes.record(kind, resource_version);
+    }
+}
