@@ -100,7 +100,9 @@ impl ApiError {
     /// object (as kube-apiserver's 403s do).
     pub fn k8s_details(&self) -> Option<serde_json::Value> {
         match self {
-            Self::Forbidden(r) => Some(serde_json::json!({"name": r.name, "group": r.group, "kind": r.kind})),
+            Self::Forbidden(r) => {
+                Some(serde_json::json!({"name": r.name, "group": r.group, "kind": r.kind}))
+            }
             _ => None,
         }
     }
@@ -112,9 +114,21 @@ impl ApiError {
                 // The instance's RBAC refused the caller (impersonated): its own words.
                 403 => Self::Forbidden(Box::new(Refusal {
                     message: s.message,
-                    name: s.details.as_ref().map(|d| d.name.clone()).unwrap_or_default(),
-                    group: s.details.as_ref().map(|d| d.group.clone()).unwrap_or_default(),
-                    kind: s.details.as_ref().map(|d| d.kind.clone()).unwrap_or_default(),
+                    name: s
+                        .details
+                        .as_ref()
+                        .map(|d| d.name.clone())
+                        .unwrap_or_default(),
+                    group: s
+                        .details
+                        .as_ref()
+                        .map(|d| d.group.clone())
+                        .unwrap_or_default(),
+                    kind: s
+                        .details
+                        .as_ref()
+                        .map(|d| d.kind.clone())
+                        .unwrap_or_default(),
                 })),
                 404 => Self::NotFound(format!("{what} not found")),
                 409 if s.reason == "AlreadyExists" => {

@@ -30,7 +30,6 @@ async fn bounded<T>(
     }
 }
 
-
 #[derive(Clone)]
 pub struct Router {
     pub tree: TreeHandle,

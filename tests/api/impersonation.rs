@@ -14,7 +14,7 @@ use crate::auth::{claims, jwt, signer, start, ADMIN, AUDIENCE, EDITOR, VIEWER};
 use crate::common::eventually;
 
 /// Audit lines (target `kairship::audit`) of every server in this test binary.
-fn audit_lines() -> Arc<Mutex<Vec<u8>>> {
+pub(crate) fn audit_lines() -> Arc<Mutex<Vec<u8>>> {
     static LINES: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
     LINES
         .get_or_init(|| {

@@ -16,6 +16,7 @@ mod placement;
 mod policies;
 mod proxy;
 mod rbac;
+mod request_path;
 mod rest;
 mod routing;
 mod server;

@@ -469,10 +469,12 @@ export interface components {
             nextPageToken?: string;
         };
         "kairship.v1alpha1.ListPoliciesResponse": {
+            filtered?: boolean;
             nextPageToken?: string;
             policies?: components["schemas"]["kairship.v1alpha1.Policy"][];
         };
         "kairship.v1alpha1.ListWorkloadsResponse": {
+            filtered?: boolean;
             nextPageToken?: string;
             workloads?: components["schemas"]["kairship.v1alpha1.Workload"][];
         };

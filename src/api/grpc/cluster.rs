@@ -5,9 +5,9 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::{json, Value};
 use tonic::{Request, Response, Status};
 
+use super::on_instance;
 use crate::actors::instance::caches::Kind;
 use crate::api::convert;
-use super::on_instance;
 use crate::api::request::{OnInstance, Verb};
 use crate::api::router::Router;
 use crate::api::{objects, paging};

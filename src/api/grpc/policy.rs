@@ -5,8 +5,8 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
 use tonic::{Request, Response, Status};
 
-use crate::actors::instance::caches::Kind;
 use super::on_instance;
+use crate::actors::instance::caches::Kind;
 use crate::api::convert;
 use crate::api::request::Verb;
 use crate::api::router::Router;

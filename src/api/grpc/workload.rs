@@ -7,8 +7,8 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
 use tonic::{Request, Response, Status};
 
-use crate::actors::instance::caches::Kind;
 use super::on_instance;
+use crate::actors::instance::caches::Kind;
 use crate::api::convert;
 use crate::api::request::{OnInstance, Reads, Verb};
 use crate::api::router::Router;
@@ -67,11 +67,19 @@ impl Beside {
 
     fn allows(&self, kind: Kind, namespace: &str) -> bool {
         let ns = if kind.namespaced() { namespace } else { "" };
-        self.0.get(&(kind, ns.to_string())).copied().unwrap_or(false)
+        self.0
+            .get(&(kind, ns.to_string()))
+            .copied()
+            .unwrap_or(false)
     }
 }
 
-fn policies_for(reads: &Reads<'_>, beside: &Beside, kind: Kind, o: &DynamicObject) -> Vec<proto::PolicyRef> {
+fn policies_for(
+    reads: &Reads<'_>,
+    beside: &Beside,
+    kind: Kind,
+    o: &DynamicObject,
+) -> Vec<proto::PolicyRef> {
     let mut out = Vec::new();
     let ns = o.metadata.namespace.as_deref().unwrap_or_default();
     for pk in Kind::POLICIES {
@@ -103,7 +111,12 @@ fn policies_for(reads: &Reads<'_>, beside: &Beside, kind: Kind, o: &DynamicObjec
 }
 
 /// Karmada names a workload's binding `<name>-<kind in lowercase>`.
-fn placement(reads: &Reads<'_>, beside: &Beside, kind: Kind, o: &DynamicObject) -> Option<proto::Placement> {
+fn placement(
+    reads: &Reads<'_>,
+    beside: &Beside,
+    kind: Kind,
+    o: &DynamicObject,
+) -> Option<proto::Placement> {
     if !beside.allows(Kind::ResourceBinding, o.metadata.namespace.as_deref()?) {
         return None;
     }
@@ -362,7 +375,10 @@ impl WorkloadService for Workloads {
 async fn shown(on: &OnInstance, kind: Kind, o: &DynamicObject) -> proto::Workload {
     let ns = o.metadata.namespace.clone().unwrap_or_default();
     let beside = Beside::of(on, [ns.clone()]).await;
-    match on.read(Verb::Get, kind, Some(&ns), o.metadata.name.as_deref()).await {
+    match on
+        .read(Verb::Get, kind, Some(&ns), o.metadata.name.as_deref())
+        .await
+    {
         Ok(reads) => workload(&reads, &beside, kind, o),
         Err(_) => workload_alone(kind, o),
     }

@@ -32,7 +32,9 @@ pub async fn answer(
     query: &HashMap<String, String>,
 ) -> Option<Result<Response, Response>> {
     let (kind, rp) = cacheable(on, req, path, query)?;
-    let watching = query.get("watch").is_some_and(|w| parse_bool(w) == Some(true));
+    let watching = query
+        .get("watch")
+        .is_some_and(|w| parse_bool(w) == Some(true));
     let verb = match (&rp.name, watching) {
         (_, true) => Verb::Watch,
         (Some(_), false) => Verb::Get,

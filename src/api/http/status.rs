@@ -11,7 +11,12 @@ use crate::error::ApiError;
 
 /// A `meta/v1 Status` for an API error, as kubectl expects.
 pub fn status_response(e: &ApiError) -> Response {
-    k8s_status(e.http_status(), e.k8s_reason(), &e.to_string(), e.k8s_details())
+    k8s_status(
+        e.http_status(),
+        e.k8s_reason(),
+        &e.to_string(),
+        e.k8s_details(),
+    )
 }
 
 /// A failure `Status` with kube-apiserver's field order (kind, apiVersion, metadata,

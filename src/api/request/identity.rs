@@ -48,7 +48,10 @@ pub fn headers(who: &Identity) -> Result<Vec<(HeaderName, HeaderValue)>, ApiErro
         HeaderValue::from_str(v)
             .map_err(|_| ApiError::invalid("user", format!("{v:?} cannot be sent as a header")))
     };
-    let mut out = vec![(HeaderName::from_static("impersonate-user"), value(&who.user)?)];
+    let mut out = vec![(
+        HeaderName::from_static("impersonate-user"),
+        value(&who.user)?,
+    )];
     if !who.uid.is_empty() {
         out.push((HeaderName::from_static("impersonate-uid"), value(&who.uid)?));
     }

@@ -50,7 +50,10 @@ impl Surface {
 
     /// REST answers through this process's own gRPC server and says so in a header; only
     /// a call from this machine may say it (the header is an audit label, nothing more).
-    pub fn of_grpc(md: &tonic::metadata::MetadataMap, remote: Option<std::net::SocketAddr>) -> Self {
+    pub fn of_grpc(
+        md: &tonic::metadata::MetadataMap,
+        remote: Option<std::net::SocketAddr>,
+    ) -> Self {
         let from_rest = md.get(REST_HEADER).is_some_and(|v| v == "rest");
         match from_rest && remote.is_some_and(|a| a.ip().is_loopback()) {
             true => Self::Rest,
@@ -222,10 +225,7 @@ impl OnInstance {
     }
 
     /// As [`read`](Self::read) for a proxied request: the review of a raw resource path.
-    pub async fn read_path(
-        &self,
-        attrs: &review::ReadAttributes,
-    ) -> Result<Reads<'_>, ApiError> {
+    pub async fn read_path(&self, attrs: &review::ReadAttributes) -> Result<Reads<'_>, ApiError> {
         if let Some(who) = &self.identity {
             review::require(&self.reader, who, attrs).await?;
         }
@@ -265,16 +265,17 @@ impl OnInstance {
     ) -> Result<(Reads<'_>, Visible), ApiError> {
         let visible = match (&self.identity, namespace, kind.namespaced()) {
             (None, _, _) => Visible::All,
-            (Some(_), "", true) => {
-                match self.review(Verb::List, kind, None, None).await {
-                    Ok(()) => Visible::All,
-                    Err(ApiError::Forbidden(_)) => {
-                        let who = self.identity.as_ref().ok_or_else(|| ApiError::Internal("no identity".into()))?;
-                        review::namespaces(&self.reader, who, kind).await?
-                    }
-                    Err(e) => return Err(e),
+            (Some(_), "", true) => match self.review(Verb::List, kind, None, None).await {
+                Ok(()) => Visible::All,
+                Err(ApiError::Forbidden(_)) => {
+                    let who = self
+                        .identity
+                        .as_ref()
+                        .ok_or_else(|| ApiError::Internal("no identity".into()))?;
+                    review::namespaces(&self.reader, who, kind).await?
                 }
-            }
+                Err(e) => return Err(e),
+            },
             (Some(_), ns, true) => {
                 self.review(Verb::List, kind, Some(ns), None).await?;
                 Visible::All
@@ -328,9 +329,7 @@ impl OnInstance {
         Fut: std::future::Future<Output = Result<Option<DynamicObject>, kube::Error>>,
     {
         let what = format!("{} {name:?}", kind.resource().kind);
-        let result = self
-            .bounded(&what, call(self.api(kind, namespace)?))
-            .await;
+        let result = self.bounded(&what, call(self.api(kind, namespace)?)).await;
         let written = result.as_ref().ok().and_then(|o| o.as_ref());
         if let Some(rv) = written
             .and_then(|o| o.metadata.resource_version.as_deref())

@@ -9,8 +9,8 @@ use crate::actors::instance::caches::Kind;
 use crate::actors::instance::InstanceReader;
 use crate::error::{ApiError, Refusal};
 
-pub use crate::actors::instance::access::ReadAttributes;
 use super::identity::Identity;
+pub use crate::actors::instance::access::ReadAttributes;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verb {

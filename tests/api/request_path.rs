@@ -1,0 +1,325 @@
+//! One request path for every surface: an instance operator narrows `kairship:edit` to one
+//! namespace (a RoleBinding instead of the ClusterRoleBinding), and an editor meets that
+//! decision through gRPC, REST and the proxy alike: writes in `payments` go through,
+//! writes in `default` are refused in the instance's own words, lists show `payments`
+//! only and say so, each write and refusal leaves an audit line naming the caller and the
+//! surface, and a gRPC create is seen by a proxy read right after. And nothing under
+//! `src/api` reaches an instance's caches or client but through `api::request`.
+
+use kairship::proto::workload_service_client::WorkloadServiceClient;
+use kairship::proto::*;
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::json;
+use tonic::Code;
+
+use crate::auth::{signer, start, ADMIN, EDITOR};
+use crate::impersonation::audit_lines;
+
+fn with<T>(token: &str, msg: T) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(msg);
+    r.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {token}").parse().expect("metadata"),
+    );
+    r
+}
+
+fn deployment(ns: &str, name: &str) -> String {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
+           "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                    "template": {"metadata": {"labels": {"app": name}},
+                                 "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+    .to_string()
+}
+
+fn ar(group: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&kube::api::GroupVersionKind::gvk(group, "v1", kind), plural)
+}
+
+/// On `instance`: `kairship:edit` holds `edit` in `payments` only.
+async fn narrow_edit_to_payments(instance: &kube::Client) {
+    let ns: Api<DynamicObject> =
+        Api::all_with(instance.clone(), &ar("", "Namespace", "namespaces"));
+    let payments: DynamicObject = serde_json::from_value(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "payments"}}),
+    )
+    .expect("namespace");
+    ns.create(&PostParams::default(), &payments)
+        .await
+        .expect("create payments");
+    let crbs: Api<DynamicObject> = Api::all_with(
+        instance.clone(),
+        &ar(
+            "rbac.authorization.k8s.io",
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+        ),
+    );
+    crbs.delete("kairship:edit", &DeleteParams::default())
+        .await
+        .expect("remove the cluster-wide binding");
+    let rbs: Api<DynamicObject> = Api::namespaced_with(
+        instance.clone(),
+        "payments",
+        &ar("rbac.authorization.k8s.io", "RoleBinding", "rolebindings"),
+    );
+    let rb: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "kairship:edit", "namespace": "payments"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "kairship:edit"}]}))
+    .expect("rolebinding");
+    rbs.create(&PostParams::default(), &rb)
+        .await
+        .expect("create the namespaced binding");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_editor_narrowed_to_one_namespace_meets_it_on_every_surface() {
+    let audit = audit_lines();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = signer("k1");
+    let api = start(dir.path(), &json!({"keys": [key.jwk]})).await;
+    narrow_edit_to_payments(&api.env.sim.client("karmada-1").await).await;
+    let mut grpc = WorkloadServiceClient::new(api.channel.clone());
+    // The admin's workload in `default`: the editor must not see it.
+    grpc.create_workload(with(
+        ADMIN,
+        CreateWorkloadRequest {
+            instance: "karmada-1".into(),
+            object_json: deployment("default", "admins-own"),
+        },
+    ))
+    .await
+    .expect("the admin creates in default");
+
+    // gRPC: allowed in payments, refused in default with the instance's reason.
+    let created = grpc
+        .create_workload(with(
+            EDITOR,
+            CreateWorkloadRequest {
+                instance: "karmada-1".into(),
+                object_json: deployment("payments", "ledger"),
+            },
+        ))
+        .await
+        .expect("create in payments over gRPC");
+    assert_eq!(
+        created.into_inner().metadata.map(|m| m.name).as_deref(),
+        Some("ledger")
+    );
+    // Read-your-writes across surfaces: the proxy (from its cache) sees it at once.
+    let editor = api.proxy_kubeconfig_as("karmada-1", EDITOR);
+    let out = api.kubectl_with(
+        &editor,
+        &[
+            "get",
+            "deployment",
+            "ledger",
+            "-n",
+            "payments",
+            "-o",
+            "name",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let refused = grpc
+        .create_workload(with(
+            EDITOR,
+            CreateWorkloadRequest {
+                instance: "karmada-1".into(),
+                object_json: deployment("default", "sneaky"),
+            },
+        ))
+        .await
+        .expect_err("refused in default");
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    assert!(
+        refused
+            .message()
+            .contains("User \"erin\" cannot create resource \"deployments\"")
+            && refused.message().contains("\"default\""),
+        "the instance's own reason: {}",
+        refused.message()
+    );
+
+    // REST: the same, through the gRPC services it calls.
+    let rest = api.https_client(EDITOR).await;
+    let post = |ns: &str, name: &str| {
+        let body = json!({"instance": "karmada-1", "objectJson": deployment(ns, name)}).to_string();
+        http::Request::post("/apis/kairship.io/v1alpha1/instances/karmada-1/workloads")
+            .header("content-type", "application/json")
+            .body(body.into_bytes())
+            .expect("request")
+    };
+    rest.request_text(post("payments", "ledger-rest"))
+        .await
+        .expect("create in payments over REST");
+    match rest.request_text(post("default", "sneaky-rest")).await {
+        // REST answers a google.rpc.Status: its code is gRPC's PERMISSION_DENIED (7).
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 7, "{s:?}");
+            assert!(
+                s.message.contains("cannot create resource \"deployments\""),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("REST create in default: {other:?}"),
+    }
+
+    // The proxy: kubectl as erin.
+    let out = api.kubectl_with(
+        &editor,
+        &[
+            "create",
+            "deployment",
+            "ledger-proxy",
+            "--image=nginx",
+            "-n",
+            "payments",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = api.kubectl_with(
+        &editor,
+        &[
+            "create",
+            "deployment",
+            "sneaky-proxy",
+            "--image=nginx",
+            "-n",
+            "default",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("forbidden"));
+
+    // Lists across namespaces show payments only, and say they were filtered.
+    let listed = grpc
+        .list_workloads(with(
+            EDITOR,
+            ListWorkloadsRequest {
+                instance: "karmada-1".into(),
+                ..Default::default()
+            },
+        ))
+        .await
+        .expect("list")
+        .into_inner();
+    let spaces: std::collections::BTreeSet<String> = listed
+        .workloads
+        .iter()
+        .filter_map(|w| w.metadata.as_ref().map(|m| m.namespace.clone()))
+        .collect();
+    assert_eq!(
+        spaces.into_iter().collect::<Vec<_>>(),
+        vec!["payments".to_string()]
+    );
+    assert!(listed.filtered, "the answer says namespaces were left out");
+    // Asking for default outright is refused, as kube-apiserver refuses it.
+    let refused = grpc
+        .list_workloads(with(
+            EDITOR,
+            ListWorkloadsRequest {
+                instance: "karmada-1".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            },
+        ))
+        .await
+        .expect_err("default refused");
+    assert_eq!(refused.code(), Code::PermissionDenied);
+
+    // Deletes, over gRPC and REST.
+    grpc.delete_workload(with(
+        EDITOR,
+        DeleteWorkloadRequest {
+            instance: "karmada-1".into(),
+            kind: "Deployment".into(),
+            namespace: "payments".into(),
+            name: "ledger".into(),
+        },
+    ))
+    .await
+    .expect("delete over gRPC");
+    let del = http::Request::delete(
+        "/apis/kairship.io/v1alpha1/instances/karmada-1/namespaces/payments/workloads/Deployment/ledger-rest",
+    )
+    .body(Vec::new())
+    .expect("request");
+    rest.request_text(del).await.expect("delete over REST");
+
+    // One audit line per write and refusal, naming erin and the surface.
+    let lines = String::from_utf8_lossy(&audit.lock()).into_owned();
+    let line = |needles: &[&str]| lines.lines().any(|l| needles.iter().all(|n| l.contains(n)));
+    for (surface, verb, name, outcome) in [
+        ("grpc", "create", "ledger", "allowed"),
+        ("grpc", "create", "sneaky", "refused"),
+        ("rest", "create", "ledger-rest", "allowed"),
+        ("rest", "create", "sneaky-rest", "refused"),
+        ("proxy", "create", "", "allowed"),
+        ("proxy", "create", "", "refused"),
+        ("grpc", "delete", "ledger", "allowed"),
+        ("rest", "delete", "ledger-rest", "allowed"),
+    ] {
+        let mut needles = vec![
+            "\"user\":\"erin\"".to_string(),
+            format!("\"surface\":\"{surface}\""),
+            format!("\"verb\":\"{verb}\""),
+            format!("\"outcome\":\"{outcome}\""),
+            "\"resource\":\"deployments\"".to_string(),
+        ];
+        if !name.is_empty() {
+            needles.push(format!("\"name\":\"{name}\""));
+        }
+        let needles: Vec<&str> = needles.iter().map(String::as_str).collect();
+        assert!(line(&needles), "no audit line {needles:?} in:\n{lines}");
+    }
+    api.stop().await;
+}
+
+/// Nothing under `src/api` outside `api::request` reaches an instance's reader: every
+/// read and write goes through the request path's steps.
+#[test]
+fn only_the_request_path_reaches_instances() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/api");
+    let mut stack = vec![root.clone()];
+    let mut offenders = Vec::new();
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read src/api").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                if p != root.join("request") {
+                    stack.push(p);
+                }
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            for needle in [
+                "tree.reader(",
+                "InstanceReader",
+                ".limiter",
+                ".access.allowed(",
+            ] {
+                if text.contains(needle) {
+                    offenders.push(format!("{} uses {needle}", p.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "bypassing api::request: {offenders:#?}"
+    );
+}
