@@ -11,6 +11,30 @@ use crate::node::{self, Node};
 use crate::process::{free_port, Proc};
 use crate::{karmada, members, pki, Error};
 
+/// One etcd on loopback, its data under `dir`: (process, client URL).
+pub fn start_etcd(bin: &std::path::Path, dir: &std::path::Path) -> Result<(Proc, String), Error> {
+    let etcd_port = free_port()?;
+    let peer_port = free_port()?;
+    let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+    let etcd = Proc::spawn(
+        "etcd",
+        &bin.join("etcd"),
+        vec![
+            format!("--data-dir={}", dir.join("etcd").display()),
+            format!("--listen-client-urls={etcd_url}"),
+            format!("--advertise-client-urls={etcd_url}"),
+            format!("--listen-peer-urls=http://127.0.0.1:{peer_port}"),
+            format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"),
+            format!("--initial-cluster=default=http://127.0.0.1:{peer_port}"),
+            "--quota-backend-bytes=1073741824".into(),
+            "--unsafe-no-fsync".into(),
+            "--log-level=warn".into(),
+        ],
+        dir.join("etcd.log"),
+    )?;
+    Ok((etcd, etcd_url))
+}
+
 pub struct FleetConfig {
     /// The binaries of `scripts/real-fleet/build.sh`.
     pub bin: PathBuf,
@@ -110,28 +134,10 @@ impl RealFleet {
             None => None,
         };
         let for_pods = node_guard.is_some();
-        let etcd_port = free_port()?;
-        let peer_port = free_port()?;
-        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let (etcd, etcd_url) = start_etcd(&config.bin, &config.dir)?;
         progress(&format!(
             "etcd on {etcd_url} (one etcd, a key prefix per API server)"
         ));
-        let etcd = Proc::spawn(
-            "etcd",
-            &config.bin.join("etcd"),
-            vec![
-                format!("--data-dir={}", config.dir.join("etcd").display()),
-                format!("--listen-client-urls={etcd_url}"),
-                format!("--advertise-client-urls={etcd_url}"),
-                format!("--listen-peer-urls=http://127.0.0.1:{peer_port}"),
-                format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"),
-                format!("--initial-cluster=default=http://127.0.0.1:{peer_port}"),
-                "--quota-backend-bytes=1073741824".into(),
-                "--unsafe-no-fsync".into(),
-                "--log-level=warn".into(),
-            ],
-            config.dir.join("etcd.log"),
-        )?;
         let bin = &config.bin;
         let mut host = ApiServer::start(
             bin,

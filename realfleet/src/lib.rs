@@ -10,9 +10,11 @@
 //! [`process`] runs and stops children; [`pki`] makes certificates; [`apiserver`] starts a
 //! kube-apiserver; [`karmada`] adds Karmada's components and joins members; [`members`]
 //! creates Nodes and fills Deployment status; [`faults`] acts on real processes;
-//! [`node`] adds a kubelet-backed node to the host (`kairship demo --fleet cluster`).
+//! [`node`] adds a kubelet-backed node to the host (`kairship demo --fleet cluster`);
+//! [`dex`] runs Dex as a real OIDC provider.
 
 pub mod apiserver;
+pub mod dex;
 pub mod faults;
 pub mod fleet;
 pub mod karmada;

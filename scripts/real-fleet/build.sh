@@ -5,7 +5,8 @@
 # at pinned versions, from their Go modules, into a cache outside the repository; and what
 # the cluster tier's kubelet-backed node needs besides Debian's containerd and runc:
 # kubelet, kube-proxy and kube-scheduler (k8s.io/kubernetes), CoreDNS, Helm, and the pause
-# and CoreDNS images (OCI archives written by scripts/image/oci.py, no daemon).
+# and CoreDNS images (OCI archives written by scripts/image/oci.py, no daemon); and for the
+# identity tests karmadactl and Dex.
 # Idempotent: a binary already built at these versions is kept. Prints the bin directory
 # on its last line.
 set -euo pipefail
@@ -17,6 +18,9 @@ ETCD_VERSION=${ETCD_VERSION:-v3.6.7}
 KARMADA_VERSION=${KARMADA_VERSION:-v1.18.2}
 COREDNS_VERSION=${COREDNS_VERSION:-v1.14.7}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
+# Dex's module path lacks its /v2 suffix, so the module proxy serves its releases only as
+# pseudo-versions; this is its latest release's.
+DEX_VERSION=${DEX_VERSION:-v0.0.0-20260806151424-ab64ed778070}
 
 CACHE=${KAIRSHIP_REAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kairship/real}
 ROOT="$CACHE/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION-karmada-$KARMADA_VERSION"
@@ -107,6 +111,12 @@ for c in aggregated-apiserver controller-manager scheduler webhook; do
   build "karmada-$c" github.com/karmada-io/karmada "$KARMADA_VERSION" "github.com/karmada-io/karmada/cmd/$c" \
     "-X github.com/karmada-io/karmada/pkg/version.gitVersion=$KARMADA_VERSION"
 done
+# The client users drive Karmada with (the identity tests run it through Kairship's proxy).
+build karmadactl github.com/karmada-io/karmada "$KARMADA_VERSION" github.com/karmada-io/karmada/cmd/karmadactl \
+  "-X github.com/karmada-io/karmada/pkg/version.gitVersion=$KARMADA_VERSION"
+# A real OIDC provider for the identity tests.
+build dex github.com/dexidp/dex "$DEX_VERSION" github.com/dexidp/dex/cmd/dex \
+  "-X github.com/dexidp/dex/version.Version=$DEX_VERSION"
 # Karmada's CRDs at the same version, for installing into each karmada-apiserver.
 if [ ! -d "$ROOT/karmada-crds" ]; then
   src=$(cd "$ROOT/src/karmada-scheduler" && go list -m -f '{{.Dir}}' github.com/karmada-io/karmada)

@@ -91,6 +91,13 @@ fn unauthenticated() -> ApiError {
 }
 
 impl Auth {
+    /// The OIDC issuer and client id, when OIDC is configured (the console's sign-in).
+    pub fn oidc_provider(&self) -> Option<(String, String)> {
+        self.oidc
+            .as_ref()
+            .map(|o| (o.provider().0.to_string(), o.provider().1.to_string()))
+    }
+
     /// Everything allowed, as `anonymous` (tests, benchmarks' baseline).
     pub fn disabled() -> Arc<Self> {
         Arc::new(Self {

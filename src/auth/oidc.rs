@@ -95,6 +95,12 @@ fn parse_jwks(bytes: &[u8], source: &str) -> Result<JwkSet, AuthSetupError> {
 }
 
 impl Oidc {
+    /// The issuer and the client id (audience) tokens must carry: what the console needs to
+    /// send a browser to sign in.
+    pub fn provider(&self) -> (&str, &str) {
+        (&self.config.issuer, &self.config.audience)
+    }
+
     /// Loads the keys once; an unreadable or invalid source refuses to start.
     pub async fn new(config: OidcConfig) -> Result<Arc<Self>, AuthSetupError> {
         if config.issuer.is_empty() || config.audience.is_empty() {

@@ -88,10 +88,27 @@ pub struct AuthArgs {
     /// Static bearer tokens, kube-apiserver format: token,user,uid,"group1,group2".
     #[arg(long)]
     pub token_auth_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub oidc: OidcArgs,
+    /// Shared secret of the global-management webhook (HMAC-SHA256); off without it.
+    #[arg(long)]
+    pub webhook_secret_file: Option<PathBuf>,
+    /// Serve every request as an anonymous admin. Only for throwaway local setups.
+    #[arg(long)]
+    pub insecure_disable_auth: bool,
+    /// Kairship's namespace on the host (where the webhook remembers accepted requests).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "kairship-system")]
+    pub namespace: String,
+}
+
+/// An OIDC provider whose ID tokens Kairship accepts, as kube-apiserver's `--oidc-*` flags.
+#[derive(Debug, Args, Clone, Default)]
+pub struct OidcArgs {
     /// OIDC issuer; tokens must carry it as `iss`.
     #[arg(long, requires = "oidc_client_id")]
     pub oidc_issuer_url: Option<String>,
-    /// The audience (`aud`) tokens must be issued for.
+    /// The audience (`aud`) tokens must be issued for; also the client the console signs
+    /// in as (authorization code with PKCE, so a public client).
     #[arg(long, requires = "oidc_issuer_url")]
     pub oidc_client_id: Option<String>,
     /// The provider's signing keys as a JWKS file.
@@ -114,21 +131,12 @@ pub struct AuthArgs {
     /// Prefix for OIDC groups (none by default).
     #[arg(long, default_value = "")]
     pub oidc_groups_prefix: String,
-    /// Shared secret of the global-management webhook (HMAC-SHA256); off without it.
-    #[arg(long)]
-    pub webhook_secret_file: Option<PathBuf>,
-    /// Serve every request as an anonymous admin. Only for throwaway local setups.
-    #[arg(long)]
-    pub insecure_disable_auth: bool,
-    /// Kairship's namespace on the host (where the webhook remembers accepted requests).
-    #[arg(long, env = "POD_NAMESPACE", default_value = "kairship-system")]
-    pub namespace: String,
 }
 
-impl AuthArgs {
-    pub fn config(&self) -> Result<crate::auth::AuthConfig, Error> {
-        use crate::auth::{AuthConfig, JwksSource, OidcConfig};
-        let oidc = match (&self.oidc_issuer_url, &self.oidc_client_id) {
+impl OidcArgs {
+    pub fn config(&self) -> Result<Option<crate::auth::OidcConfig>, Error> {
+        use crate::auth::{JwksSource, OidcConfig};
+        Ok(match (&self.oidc_issuer_url, &self.oidc_client_id) {
             (Some(issuer), Some(audience)) => {
                 let jwks = match (&self.oidc_jwks_file, &self.oidc_jwks_url) {
                     (Some(f), None) => JwksSource::File(f.clone()),
@@ -153,10 +161,15 @@ impl AuthArgs {
                 })
             }
             _ => None,
-        };
-        Ok(AuthConfig {
+        })
+    }
+}
+
+impl AuthArgs {
+    pub fn config(&self) -> Result<crate::auth::AuthConfig, Error> {
+        Ok(crate::auth::AuthConfig {
             token_file: self.token_auth_file.clone(),
-            oidc,
+            oidc: self.oidc.config()?,
             webhook_secret_file: self.webhook_secret_file.clone(),
             disabled: self.insecure_disable_auth,
             operator: None,

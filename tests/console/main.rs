@@ -285,6 +285,39 @@ fn committed_client_types_and_build_are_what_the_sources_give() {
     );
 }
 
+const DEX_CLIENT: &str = "kairship";
+
+/// Dex with one user in `kairship-admins` and the console (at `console`) as its public
+/// client (authorization code with PKCE).
+async fn start_dex(dir: &Path, console: &str) -> kairship_realfleet::dex::Dex {
+    use kairship_realfleet::dex::{Client, Dex, DexConfig, User};
+    let bin = kairship_realfleet::default_bin_dir();
+    assert!(
+        bin.join("dex").is_file(),
+        "dex is missing from {}: run scripts/real-fleet/build.sh",
+        bin.display()
+    );
+    Dex::start(DexConfig {
+        bin,
+        dir: dir.join("dex"),
+        users: vec![User {
+            email: "dana@example.com".into(),
+            username: "dana".into(),
+            password: kairship_realfleet::pki::token(),
+            groups: vec!["kairship-admins".into()],
+        }],
+        clients: vec![Client {
+            id: DEX_CLIENT.into(),
+            secret: None,
+            redirect_uris: vec![format!("{console}/ui/")],
+        }],
+        id_token_expiry: Duration::from_secs(3600),
+        allowed_origins: vec![console.to_string()],
+    })
+    .await
+    .expect("dex starts")
+}
+
 struct Demo(Child);
 
 impl Drop for Demo {
@@ -313,15 +346,31 @@ fn console_in_a_real_browser_against_the_demo() {
     );
     let playwright = npm_bin("playwright");
     let dir = tempfile::tempdir().expect("tempdir");
+    // Dex as the OIDC provider the console signs in with: it must know the console's
+    // address (its redirect URI) before the demo starts.
+    let port = kairship_realfleet::process::free_port().expect("a free port");
+    let console = format!("https://127.0.0.1:{port}");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let dex = rt.block_on(start_dex(dir.path(), &console));
     let _demo = Demo(
         Command::new(env!("CARGO_BIN_EXE_kairship"))
+            .args(["demo", "--grpc-addr", "127.0.0.1:0"])
+            .args(["--http-addr", &format!("127.0.0.1:{port}")])
             .args([
-                "demo",
-                "--grpc-addr",
-                "127.0.0.1:0",
-                "--http-addr",
-                "127.0.0.1:0",
+                "--oidc-issuer-url",
+                &dex.issuer,
+                "--oidc-client-id",
+                DEX_CLIENT,
             ])
+            .args([
+                "--oidc-jwks-url",
+                &dex.jwks_url(),
+                "--oidc-username-claim",
+                "email",
+            ])
+            .args(["--oidc-groups-prefix", "oidc:"])
+            .arg("--oidc-ca-file")
+            .arg(&dex.ca_file)
             .args(["--probes-addr", "127.0.0.1:0", "--state-dir"])
             .arg(dir.path())
             .stdout(Stdio::null())
@@ -338,11 +387,37 @@ fn console_in_a_real_browser_against_the_demo() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    // The Dex user's group holds admin on every instance, as an IAM would bind it.
+    let binding = dir.path().join("dex-admins.yaml");
+    std::fs::write(
+        &binding,
+        "apiVersion: kairship.io/v1alpha1\nkind: InstanceRoleBinding\nmetadata: {name: dex-admins}\nspec:\n  role: admin\n  instances: [\"*\"]\n  subjects: [{kind: Group, name: \"oidc:kairship-admins\"}]\n",
+    )
+    .expect("write the binding");
+    let host: Value =
+        serde_json::from_str(&std::fs::read_to_string(&endpoints).expect("endpoints"))
+            .expect("endpoints.json");
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let bound = Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(host["host_kubeconfig"].as_str().expect("host_kubeconfig"))
+        .args(["apply", "-f"])
+        .arg(&binding)
+        .output()
+        .expect("kubectl");
+    assert!(
+        bound.status.success(),
+        "{}",
+        String::from_utf8_lossy(&bound.stderr)
+    );
     let started = Instant::now();
+    let user = &dex.users[0];
     let out = Command::new(playwright)
         .arg("test")
         .current_dir(root().join("ui"))
         .env("KAIRSHIP_STATE_DIR", dir.path())
+        .env("KAIRSHIP_DEX_LOGIN", &user.email)
+        .env("KAIRSHIP_DEX_PASSWORD", &user.password)
         .env("CHROMIUM", &chromium)
         .env("CONSOLE_TEST_OUT", dir.path().join("playwright"))
         // Screenshots go to the run's own directory unless asked for (to refresh docs/).

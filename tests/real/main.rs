@@ -15,6 +15,7 @@ mod cluster_scoped;
 #[allow(dead_code)]
 mod common;
 mod differential;
+mod identity;
 #[path = "../scenarios/nginx.rs"]
 mod nginx;
 #[path = "../scenarios/tables.rs"]
@@ -34,6 +35,10 @@ struct Demo {
     child: Child,
     dir: tempfile::TempDir,
     endpoints: Value,
+    /// The OIDC provider the demo trusts, and a token of it obtained before the demo
+    /// started (expired by the time the identity checks run, or waited on).
+    dex: kairship_realfleet::dex::Dex,
+    early_token: (String, Instant),
 }
 
 impl Drop for Demo {
@@ -81,6 +86,17 @@ async fn start() -> Option<Demo> {
         return None;
     }
     let dir = tempfile::tempdir().expect("tempdir");
+    let dex = identity::start_dex(
+        &dir.path().join("dex"),
+        vec![identity::dana(), identity::alice()],
+    )
+    .await;
+    let early_token = (
+        dex.password_token(identity::CLIENT, &dex.users[0])
+            .await
+            .expect("a Dex token"),
+        Instant::now(),
+    );
     let log = std::fs::File::create(dir.path().join("demo.log")).expect("log");
     let child = Command::new(env!("CARGO_BIN_EXE_kairship"))
         .args([
@@ -102,9 +118,11 @@ async fn start() -> Option<Demo> {
             "--probes-addr",
             "127.0.0.1:0",
         ])
+        .args(identity::demo_flags(&dex))
         .arg("--state-dir")
         .arg(dir.path())
-        .env("RUST_LOG", "warn,kube_client=off")
+        // Audit lines too: the identity checks read them.
+        .env("RUST_LOG", "warn,kube_client=off,kairship::audit=info")
         .stdout(Stdio::from(log.try_clone().expect("log")))
         .stderr(Stdio::from(log))
         .spawn()
@@ -113,6 +131,8 @@ async fn start() -> Option<Demo> {
         child,
         dir,
         endpoints: Value::Null,
+        dex,
+        early_token,
     };
     let path = demo.dir.path().join("endpoints.json");
     let deadline = Instant::now() + Duration::from_secs(420);
@@ -515,6 +535,13 @@ async fn kairship_against_real_karmada() {
         ],
     );
     assert_eq!(lease["spec"]["holderIdentity"], "kairship-demo", "{lease}");
+
+    // The caller's identity: Dex tokens everywhere, and an editor narrowed by the
+    // instance's RBAC.
+    identity::bind(&demo, "dex-admins", "admin", &["*"], "oidc:kairship-admins");
+    identity::narrowed_editor(&demo, &demo.dex).await;
+    identity::roles_on_members(&demo, &demo.dex).await;
+    identity::dex_tokens_on_every_surface(&demo, &demo.dex, demo.early_token.clone()).await;
 
     // Killing karmada-2's apiserver shows it Unreachable; karmada-1 keeps serving.
     let admin = demo.endpoints["sim_admin"]

@@ -117,7 +117,7 @@ export async function recentEvents(inst: string, max: number): Promise<KubeEvent
 }
 
 /** What the caller may do: the strongest role on `inst` (fleet-wide roles included). */
-export type Roles = { fleet: string; on: (inst: string) => string };
+export type Roles = { name: string; fleet: string; on: (inst: string) => string };
 
 const RANK: Record<string, number> = { view: 1, edit: 2, admin: 3 };
 
@@ -129,7 +129,7 @@ export async function callerRoles(): Promise<Roles> {
   const c = await api.caller();
   const named = new Map((c.roles ?? []).map((r) => [r.instance ?? '', r.role ?? '']));
   const fleet = c.fleetRole ?? '';
-  return { fleet, on: (inst) => named.get(inst) ?? fleet };
+  return { name: c.name ?? '', fleet, on: (inst) => named.get(inst) ?? fleet };
 }
 
 /** The chaos report as `kairship chaos run` writes it (report.json). */

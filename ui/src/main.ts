@@ -1,6 +1,7 @@
-// The console's shell: sign-in with a bearer token (typed, or `#token=` in the link the
-// demo prints), hash routes, and polling. The REST API has no watch, so each page is
-// re-read every POLL_MS.
+// The console's shell: sign-in with the OIDC provider Kairship trusts (authorization code
+// with PKCE, see oidc.ts) or with a bearer token (typed, or `#token=` in the link the demo
+// prints), hash routes, and polling. The REST API has no watch, so each page is re-read
+// every POLL_MS.
 
 import './style.css';
 import { api, ApiError, atLeast, callerRoles, setToken, token, type Roles } from './client';
@@ -10,6 +11,7 @@ import { instancePage } from './instance';
 import { actorsTable } from './actors';
 import { createForm } from './create';
 import { chaosPage } from './chaos';
+import * as oidc from './oidc';
 
 const POLL_MS = 2000;
 const app = document.getElementById('app') as HTMLElement;
@@ -25,16 +27,27 @@ function takeTokenFromLink() {
   }
 }
 
+let provider: oidc.OidcSettings | null = null;
+
 function signIn(message = '') {
   const input = h('input', { type: 'password', name: 'token', placeholder: 'bearer token', autocomplete: 'off' }) as HTMLInputElement;
+  const withProvider =
+    provider &&
+    h(
+      'div',
+      { class: 'sso' },
+      h('button', { class: 'primary', type: 'button', id: 'oidc-signin', onclick: () => provider && oidc.begin(provider).catch((e: Error) => signIn(e.message)) }, 'Sign in with your identity provider'),
+      h('p', { class: 'muted' }, `${provider.issuer}; or paste a token:`),
+    );
   const form = h(
     'form',
     { class: 'form signin', id: 'signin' },
     h('h2', {}, 'Sign in to Kairship'),
+    withProvider,
     h('p', { class: 'muted' }, 'Use a bearer token from the token file or your OIDC provider. The console sees exactly what the token may see.'),
     input,
     message && h('p', { class: 'error', role: 'alert' }, message),
-    h('button', { class: 'primary', type: 'submit' }, 'Sign in'),
+    h('button', { class: provider ? '' : 'primary', type: 'submit' }, 'Sign in with the token'),
   );
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
@@ -62,7 +75,7 @@ function shell(roles: Roles) {
       {},
       h('strong', {}, 'Kairship'),
       h('nav', {}, h('a', { href: '#/' }, 'Fleet'), h('a', { href: '#/actors' }, 'Actors'), roles.fleet && h('a', { href: '#/chaos' }, 'Chaos'), admin && h('a', { href: '#/new' }, 'New instance')),
-      h('span', { class: 'who', 'data-role': roles.fleet }, roles.fleet ? `${roles.fleet} on every instance` : 'limited to some instances'),
+      h('span', { class: 'who', id: 'who', 'data-role': roles.fleet }, `${roles.name} · ${roles.fleet ? `${roles.fleet} on every instance` : 'limited to some instances'}`),
       h('button', { class: 'small', onclick: () => { setToken(''); signIn(); } }, 'Sign out'),
     ),
     h('div', { id: 'notice', role: 'status' }),
@@ -125,6 +138,18 @@ async function route() {
   }
 }
 
-takeTokenFromLink();
-window.addEventListener('hashchange', () => void route());
-void route();
+async function start() {
+  takeTokenFromLink();
+  provider = await oidc.settings();
+  try {
+    const idToken = await oidc.finish();
+    if (idToken) setToken(idToken);
+  } catch (e) {
+    window.addEventListener('hashchange', () => void route());
+    return signIn(`Sign-in failed: ${(e as Error).message}`);
+  }
+  window.addEventListener('hashchange', () => void route());
+  void route();
+}
+
+void start();

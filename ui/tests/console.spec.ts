@@ -35,6 +35,23 @@ test('a wrong token is refused and the sign-in form stays', async ({ page }) => 
   await expect(page.locator('#signin')).toContainText('That token was not accepted');
 });
 
+test('signs in through the OIDC provider and shows who signed in', async ({ page }) => {
+  const login = process.env.KAIRSHIP_DEX_LOGIN ?? '';
+  expect(login, 'the test runner starts Dex and names its user').not.toBe('');
+  await page.goto(`${endpoints.http}/ui/`);
+  await page.locator('#oidc-signin').click();
+  // Dex's own login page.
+  await page.locator('input[name="login"]').fill(login);
+  await page.locator('input[name="password"]').fill(process.env.KAIRSHIP_DEX_PASSWORD ?? '');
+  await page.locator('button[type="submit"]').click();
+  // Back on the console with an ID token: the user and their roles (admin through the
+  // group Dex gave them).
+  await expect(page.locator('#instances')).toBeVisible();
+  await expect(page.locator('#who')).toContainText(login);
+  await expect(page.locator('#who')).toContainText('admin on every instance');
+  await expect(page).not.toHaveURL(/code=/);
+});
+
 test('the overview lists every instance Running with its capacity', async ({ page }) => {
   await signIn(page, endpoints.tokens.admin);
   for (const name of names) {

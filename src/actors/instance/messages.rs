@@ -67,6 +67,8 @@ pub enum InstanceMsg {
     Probed(Result<String, super::probe::ProbeError>),
     StatusWritten(StatusWrite),
     Registered(Result<(), crate::actors::host_write::HostError>),
+    /// Kairship's roles on the members could not be applied (or removed): try again.
+    MemberAccessFailed(super::member_access::MemberAccessError),
     /// The latest view, for the API and the tests.
     View(RpcReplyPort<InstanceView>),
     /// Chaos: panic inside the handler, to exercise supervision.

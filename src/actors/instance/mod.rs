@@ -8,6 +8,7 @@ pub mod client;
 pub mod connect;
 pub mod feed;
 pub mod lifecycle;
+pub mod member_access;
 pub mod memo;
 pub mod messages;
 pub mod printers;
@@ -63,6 +64,9 @@ pub struct InstanceState {
     resource_version: Option<String>,
     last_write_at: Option<Instant>,
     registered: bool,
+    /// Whether Kairship's roles on the members were last applied (`Some(true)`) or
+    /// removed (`Some(false)`) by this actor as leader; `None`: not yet, or failed.
+    member_access: Option<bool>,
     last_error: Option<String>,
     ticker: Option<tokio::task::JoinHandle<()>>,
     /// Ticks at once when this replica becomes the leader, so a new leader writes status
@@ -250,6 +254,7 @@ impl Actor for InstanceActor {
             write_in_flight: false,
             last_write_at: None,
             registered: false,
+            member_access: None,
             last_error: None,
             ticker: Some(ticker),
             on_leadership: Some(on_leadership),
@@ -379,6 +384,11 @@ impl Actor for InstanceActor {
                     state.last_error = Some(e.to_string());
                 }
             },
+            InstanceMsg::MemberAccessFailed(e) => {
+                warn!(error = %e, "applying Kairship's roles on the member clusters failed; retrying on the next tick");
+                state.member_access = None;
+                state.last_error = Some(e.to_string());
+            }
             InstanceMsg::View(reply) => {
                 let _ = reply.send(state.view());
             }
@@ -418,7 +428,20 @@ fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
     }
     if !state.ctx.leadership.is_leader() {
         state.registered = false;
+        state.member_access = None;
         return;
+    }
+    let wanted = member_access::wanted(&state.instance);
+    if state.member_access != Some(wanted) && state.observed.lifecycle.connected() {
+        if let Some(client) = state.client.clone() {
+            let (timeout, me) = (state.ctx.settings.instance_call_timeout, myself.clone());
+            state.member_access = Some(wanted); // one attempt in flight; a failure clears it
+            tokio::spawn(async move {
+                if let Err(e) = member_access::ensure(&client, wanted, timeout).await {
+                    let _ = me.send_message(InstanceMsg::MemberAccessFailed(e));
+                }
+            });
+        }
     }
     if !state.registered && state.observed.lifecycle.connected() {
         let (ctx, instance, endpoint, me) = (

@@ -73,8 +73,14 @@ pub struct ManagerState {
 }
 
 /// The part of the spec that needs a fresh actor when it changes.
+/// What an instance actor is started from: its spec, and whether Kairship's roles reach its
+/// members (an annotation); a change restarts the actor.
 fn spec_key(i: &Instance) -> String {
-    serde_json::to_string(&i.spec).unwrap_or_default()
+    let members = crate::actors::instance::member_access::wanted(i);
+    format!(
+        "{}|members={members}",
+        serde_json::to_string(&i.spec).unwrap_or_default()
+    )
 }
 
 fn deleting(i: &Instance) -> bool {

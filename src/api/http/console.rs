@@ -12,6 +12,22 @@ const ASSETS: &[(&str, &[u8])] = include!(concat!(env!("OUT_DIR"), "/console_ass
 
 pub const PREFIX: &str = "/ui";
 
+/// `/ui/config.json`: where the console sends a browser to sign in (the OIDC issuer and
+/// client id Kairship trusts), or `{"oidc": null}` for token sign-in alone. Public, as the
+/// page itself: it names the provider, which its login page names anyway.
+pub async fn config(
+    axum::extract::State(router): axum::extract::State<crate::api::router::Router>,
+) -> Response {
+    let oidc = router.auth.oidc_provider().map(|(issuer, client_id)| {
+        serde_json::json!({"issuer": issuer, "clientId": client_id,
+                           "scopes": ["openid", "email", "profile", "groups"]})
+    });
+    let mut r = axum::Json(serde_json::json!({ "oidc": oidc })).into_response();
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
 pub async fn redirect() -> Redirect {
     Redirect::permanent("/ui/")
 }

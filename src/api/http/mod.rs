@@ -80,6 +80,10 @@ pub fn app(
             &format!("{API_PREFIX}{}", chaos_report::PATH),
             get(chaos_report::file).with_state(reports),
         )
+        .route(
+            &format!("{}/config.json", console::PREFIX),
+            get(console::config),
+        )
         .route(console::PREFIX, get(console::redirect))
         .route(&format!("{}/", console::PREFIX), get(console::index))
         .route(

@@ -50,6 +50,12 @@ pub async fn handle(
 /// `view`; writes of namespaced objects and of Karmada's cluster-wide policies need `edit`;
 /// any other cluster-scoped write (clusters, namespaces, CRDs, RBAC) needs `admin`.
 pub fn required_role(method: &Method, path: &str) -> (Role, String) {
+    // Karmada's cluster proxy: what it reaches on the member decides (the member's own
+    // bindings of Kairship's groups then decide again, there).
+    if let Some(on_member) = member_path(path) {
+        let (role, action) = required_role(method, on_member);
+        return (role, format!("{action} on a member cluster"));
+    }
     let (plural, namespaced) = match routes::parse(path) {
         Route::Resource(rp) => (rp.plural, rp.namespace.is_some()),
         _ => ("the API".to_string(), false),
@@ -73,6 +79,19 @@ pub fn required_role(method: &Method, path: &str) -> (Role, String) {
         false => Role::Admin,
     };
     (need, format!("{verb} {plural}"))
+}
+
+/// The member path of a request through Karmada's cluster proxy
+/// (`/apis/cluster.karmada.io/v1alpha1/clusters/{cluster}/proxy/{path}`).
+fn member_path(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix("/apis/cluster.karmada.io/v1alpha1/clusters/")?;
+    let (_, after) = rest.split_once('/')?;
+    let member = after.strip_prefix("proxy")?;
+    match member {
+        "" => Some("/"),
+        m if m.starts_with('/') => Some(m),
+        _ => None,
+    }
 }
 
 async fn serve(router: Router, name: String, rest: String, req: Request) -> Response {
@@ -291,5 +310,29 @@ mod tests {
         );
         let (_, action) = required_role(&Method::PUT, "/apis/apps/v1/namespaces/x/deployments/d");
         assert_eq!(action, "update deployments");
+        // Through the cluster proxy, the path on the member decides.
+        let member = "/apis/cluster.karmada.io/v1alpha1/clusters/member1/proxy";
+        assert_eq!(
+            role(Method::GET, &format!("{member}/api/v1/nodes")),
+            Role::View
+        );
+        assert_eq!(
+            role(
+                Method::POST,
+                &format!("{member}/api/v1/namespaces/default/configmaps")
+            ),
+            Role::Edit
+        );
+        assert_eq!(
+            role(Method::DELETE, &format!("{member}/api/v1/nodes/n1")),
+            Role::Admin
+        );
+        assert_eq!(
+            role(
+                Method::PATCH,
+                "/apis/cluster.karmada.io/v1alpha1/clusters/member1"
+            ),
+            Role::Admin
+        );
     }
 }

@@ -126,6 +126,40 @@ async fn apply_secret(
     Ok(())
 }
 
+/// The chart's values for an OIDC provider given to the demo (its CA, when given, in the
+/// Secret `kairship-oidc-ca`; the pods must be able to reach the provider).
+fn oidc_values(oidc: &crate::cli::run::OidcArgs) -> Vec<String> {
+    let Some(issuer) = &oidc.oidc_issuer_url else {
+        return Vec::new();
+    };
+    let mut v = vec![
+        format!("auth.oidc.issuerURL={issuer}"),
+        format!(
+            "auth.oidc.clientID={}",
+            oidc.oidc_client_id.clone().unwrap_or_default()
+        ),
+        format!(
+            "auth.oidc.jwksURL={}",
+            oidc.oidc_jwks_url.clone().unwrap_or_default()
+        ),
+        format!("auth.oidc.usernameClaim={}", oidc.oidc_username_claim),
+        format!("auth.oidc.groupsClaim={}", oidc.oidc_groups_claim),
+    ];
+    if let Some(p) = &oidc.oidc_username_prefix {
+        v.push(format!("auth.oidc.usernamePrefix={p}"));
+    }
+    if !oidc.oidc_groups_prefix.is_empty() {
+        v.push(format!(
+            "auth.oidc.groupsPrefix={}",
+            oidc.oidc_groups_prefix
+        ));
+    }
+    if oidc.oidc_ca_file.is_some() {
+        v.push("auth.oidc.caSecretName=kairship-oidc-ca".into());
+    }
+    v
+}
+
 /// The values the demo installs the chart with (the rest are the chart's defaults).
 pub fn chart_values(image: &str, degraded_after_secs: u64) -> Result<Vec<String>, Error> {
     let (repository, tag) = image
@@ -241,6 +275,21 @@ async fn install_and_serve(
         &args.image,
         args.instance_degraded_after_secs,
     )?);
+    if let Some(ca) = &args.oidc.oidc_ca_file {
+        let ca = read(ca)?;
+        apply_secret(
+            &host,
+            "kairship-oidc-ca",
+            "Opaque",
+            BTreeMap::from([("ca.crt", ca)]),
+        )
+        .await?;
+    }
+    install.extend(
+        oidc_values(&args.oidc)
+            .into_iter()
+            .flat_map(|v| ["--set".to_string(), v]),
+    );
     let out = helm(
         &pre.helm,
         &host_kubeconfig,

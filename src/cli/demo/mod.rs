@@ -62,6 +62,10 @@ pub struct DemoArgs {
     /// instance is Degraded (a Karmada CRD missing, a kind Kairship may not list).
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub instance_degraded_after_secs: u64,
+    /// An OIDC provider whose tokens Kairship accepts besides the demo's token file (the
+    /// console then offers to sign in with it).
+    #[command(flatten)]
+    pub oidc: crate::cli::run::OidcArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -86,11 +90,13 @@ async fn demo_auth(
     host: &kube::Client,
     tokens: &DemoTokens,
     viewer_instance: Option<&String>,
+    oidc: &crate::cli::run::OidcArgs,
 ) -> Result<std::sync::Arc<crate::auth::Auth>, Error> {
     bind_roles(host, viewer_instance).await?;
     let config = crate::auth::AuthConfig {
         token_file: Some(tokens.token_file.clone()),
         webhook_secret_file: Some(tokens.webhook_secret.clone()),
+        oidc: oidc.config()?,
         ..Default::default()
     };
     crate::auth::Auth::new(&config, host.clone())
@@ -309,7 +315,7 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
     );
     let names: Vec<String> = fleet.instances.iter().map(|(n, _)| n.clone()).collect();
     let tokens = write_tokens(dir)?;
-    let auth = demo_auth(&host, &tokens, names.first()).await?;
+    let auth = demo_auth(&host, &tokens, names.first(), &args.oidc).await?;
     let DemoTokens { admin, viewer, .. } = tokens;
     let cert = kairship_wire::tls::generate("kairship").map_err(|e| Error::Usage(e.to_string()))?;
     let running = server::start(server::ServerConfig {

@@ -1,0 +1,121 @@
+//! Kairship's roles on an instance's member clusters, as Karmada documents unified
+//! authentication: Karmada's cluster proxy impersonates the caller on the member, and the
+//! members know nothing of Kairship's `kairship:view`, `kairship:edit` and `kairship:admin`
+//! groups. The instance already binds those groups (`deploy/instance-rbac.yaml`, which
+//! also lets them use the cluster proxy); this controller keeps one
+//! ClusterPropagationPolicy that propagates those same bindings to every member, so each
+//! member maps the groups as the instance does, members that join later included. The
+//! Instance annotation `kairship.io/member-access: disabled` asks for it to be removed
+//! (Karmada then takes the bindings back from the members). Applied by the leader.
+
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::discovery::ApiResource;
+use serde_json::json;
+
+use crate::crd::Instance;
+
+pub const ANNOTATION: &str = "kairship.io/member-access";
+pub const POLICY: &str = "kairship-member-access";
+/// The instance's bindings of Kairship's groups (`deploy/instance-rbac.yaml`).
+pub const BINDINGS: [&str; 3] = ["kairship:view", "kairship:edit", "kairship:admin"];
+
+/// Whether the Instance wants Kairship's roles on its members (the default).
+pub fn wanted(instance: &Instance) -> bool {
+    instance
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION))
+        .is_none_or(|v| v != "disabled")
+}
+
+fn policies() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk(
+            "policy.karmada.io",
+            "v1alpha1",
+            "ClusterPropagationPolicy",
+        ),
+        "clusterpropagationpolicies",
+    )
+}
+
+/// The policy: the three bindings, to every member cluster.
+pub fn policy() -> serde_json::Value {
+    let selectors: Vec<serde_json::Value> = BINDINGS
+        .iter()
+        .map(|b| json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "name": b}))
+        .collect();
+    json!({
+        "apiVersion": "policy.karmada.io/v1alpha1",
+        "kind": "ClusterPropagationPolicy",
+        "metadata": {"name": POLICY, "labels": {"app.kubernetes.io/managed-by": "kairship"}},
+        // No cluster affinity: every member, and each one that joins later.
+        "spec": {"resourceSelectors": selectors, "placement": {}},
+    })
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MemberAccessError {
+    #[error("the instance did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("{0}")]
+    Refused(#[from] kube::Error),
+}
+
+/// Applies the policy (server-side, so an operator's own fields stay theirs) or removes it.
+pub async fn ensure(
+    client: &kube::Client,
+    wanted: bool,
+    timeout: Duration,
+) -> Result<(), MemberAccessError> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &policies());
+    let call = async {
+        match wanted {
+            true => api
+                .patch(
+                    POLICY,
+                    &PatchParams::apply("kairship").force(),
+                    &Patch::Apply(&policy()),
+                )
+                .await
+                .map(drop),
+            false => match api.delete(POLICY, &DeleteParams::default()).await {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                Err(e) => Err(e),
+            },
+        }
+    };
+    tokio::time::timeout(timeout, call)
+        .await
+        .map_err(|_| MemberAccessError::Timeout(timeout))?
+        .map_err(MemberAccessError::Refused)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn on_unless_the_instance_says_disabled() {
+        let mut i = Instance::new(
+            "a",
+            serde_json::from_value(json!({"mode": "External"})).expect("spec"),
+        );
+        assert!(wanted(&i));
+        i.metadata.annotations = Some([(ANNOTATION.to_string(), "disabled".to_string())].into());
+        assert!(!wanted(&i));
+        let p = policy();
+        assert_eq!(
+            p["spec"]["resourceSelectors"].as_array().map(Vec::len),
+            Some(3)
+        );
+        assert!(
+            p["spec"]["placement"].get("clusterAffinity").is_none(),
+            "every member"
+        );
+    }
+}
