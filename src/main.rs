@@ -31,7 +31,7 @@ fn main() -> ExitCode {
             Command::Sim(args) => kairship::cli::sim::run(args).await,
             Command::Run(args) => kairship::cli::run::run(*args).await,
             #[cfg(feature = "testbed")]
-            Command::Demo(args) => kairship::cli::demo::run(args).await,
+            Command::Demo(args) => kairship::cli::demo::run(*args).await,
             Command::Ctl(args) => kairship::cli::ctl::run(args).await,
             #[cfg(feature = "testbed")]
             Command::Chaos(args) => kairship::cli::chaos::run(args).await,

@@ -217,6 +217,7 @@ impl RealFleet {
             components.extend(karmada::controllers(bin, &api)?);
             for m in ms.iter_mut() {
                 let mc = m.wait_ready(READY).await?;
+                components.push(karmada::kube_controller_manager(bin, m)?);
                 members::create_nodes(&mc, config.nodes_per_cluster).await?;
                 tasks.push(tokio::spawn(members::fill_deployment_status(
                     mc,

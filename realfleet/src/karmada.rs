@@ -231,6 +231,13 @@ pub async fn webhook(
                "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [group],
                           "apiVersions": [version], "resources": [resource], "scope": "*"}]})
     };
+    let binding_hook = |name: &str, resource: &str, scope: &str| {
+        json!({"name": format!("{name}.karmada.io"), "admissionReviewVersions": ["v1"],
+               "sideEffects": "None", "failurePolicy": "Fail", "timeoutSeconds": 10,
+               "clientConfig": {"url": format!("https://localhost:{port}/mutate-{name}"), "caBundle": ca},
+               "rules": [{"operations": ["CREATE"], "apiGroups": ["work.karmada.io"],
+                          "apiVersions": ["*"], "resources": [resource], "scope": scope}]})
+    };
     let p = "policy.karmada.io";
     apply(
         client,
@@ -242,6 +249,11 @@ pub async fn webhook(
                    hook("clusterpropagationpolicy", p, "v1alpha1", "clusterpropagationpolicies", "mutate-clusterpropagationpolicy"),
                    hook("overridepolicy", p, "v1alpha1", "overridepolicies", "mutate-overridepolicy"),
                    hook("work", "work.karmada.io", "v1alpha1", "works", "mutate-work"),
+                   // Bindings get their permanent ids here, as in Karmada's own webhook
+                   // configuration; without them every binding's Works share the empty id,
+                   // and one binding's orphan cleanup deletes another's Works.
+                   binding_hook("resourcebinding", "resourcebindings", "Namespaced"),
+                   binding_hook("clusterresourcebinding", "clusterresourcebindings", "Cluster"),
                ]}),
     )
     .await?;
@@ -295,8 +307,18 @@ pub fn controllers(bin: &Path, karmada: &ApiServer) -> Result<Vec<Proc>, Error> 
     // As Karmada's installers do: kube-controller-manager for namespace deletion, garbage
     // collection and, above all, ClusterRole aggregation (the default view/edit/admin roles
     // are empty without it).
-    let kcm = Proc::spawn(
-        &format!("kube-controller-manager {}", karmada.name),
+    let kcm = kube_controller_manager(bin, karmada)?;
+    Ok(vec![cm, scheduler, kcm])
+}
+
+/// kube-controller-manager with what an API server without workloads needs: ClusterRole
+/// aggregation (the default view/edit/admin roles stay empty without it), namespace
+/// deletion and garbage collection. Every real cluster runs it; members need it too, so
+/// Kairship's roles propagated there (`view`, `edit`) grant what they say.
+pub fn kube_controller_manager(bin: &Path, api: &ApiServer) -> Result<Proc, Error> {
+    let kc = api.kubeconfig.display().to_string();
+    Proc::spawn(
+        &format!("kube-controller-manager {}", api.name),
         &bin.join("kube-controller-manager"),
         vec![
             format!("--kubeconfig={kc}"),
@@ -309,9 +331,8 @@ pub fn controllers(bin: &Path, karmada: &ApiServer) -> Result<Vec<Proc>, Error> 
             "--use-service-account-credentials=false".into(),
             "--v=1".into(),
         ],
-        karmada.dir.join("kube-controller-manager.log"),
-    )?;
-    Ok(vec![cm, scheduler, kcm])
+        api.dir.join("kube-controller-manager.log"),
+    )
 }
 
 /// A member cluster as Karmada knows it: its Cluster name and credentials.

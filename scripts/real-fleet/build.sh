@@ -114,9 +114,20 @@ done
 # The client users drive Karmada with (the identity tests run it through Kairship's proxy).
 build karmadactl github.com/karmada-io/karmada "$KARMADA_VERSION" github.com/karmada-io/karmada/cmd/karmadactl \
   "-X github.com/karmada-io/karmada/pkg/version.gitVersion=$KARMADA_VERSION"
-# A real OIDC provider for the identity tests.
-build dex github.com/dexidp/dex "$DEX_VERSION" github.com/dexidp/dex/cmd/dex \
-  "-X github.com/dexidp/dex/version.Version=$DEX_VERSION"
+# A real OIDC provider for the identity tests: Dex's server as a library under a small
+# command of ours (dex/main.go), since Dex's own command needs its api/v2 module at the same
+# commit, which the module proxy does not serve.
+if [ ! -x "$BIN/dex" ]; then
+  d="$ROOT/src/dex"; mkdir -p "$d"; t0=$(date +%s)
+  cp "$(dirname "$0")/dex/main.go" "$d/main.go"
+  printf 'module kairship.local/realfleet/dex\ngo 1.25\nrequire github.com/dexidp/dex %s\n' "$DEX_VERSION" > "$d/go.mod"
+  step "dex: downloading and compiling github.com/dexidp/dex@$DEX_VERSION"
+  (cd "$d" && go mod tidy >tidy.log 2>&1 && go build -p "$PAR" -ldflags="-s -w" -o "$BIN/dex.tmp" . >build.log 2>&1) \
+    || { cat "$d"/*.log >&2; exit 1; }
+  mv "$BIN/dex.tmp" "$BIN/dex"; step "dex: built in $(elapsed "$t0")"
+else
+  step "dex: cached"
+fi
 # Karmada's CRDs at the same version, for installing into each karmada-apiserver.
 if [ ! -d "$ROOT/karmada-crds" ]; then
   src=$(cd "$ROOT/src/karmada-scheduler" && go list -m -f '{{.Dir}}' github.com/karmada-io/karmada)

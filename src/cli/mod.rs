@@ -35,7 +35,7 @@ pub enum Command {
     Sim(sim::SimArgs),
     /// The main job: a simulated Karmada fleet and Kairship with all roles against it.
     #[cfg(feature = "testbed")]
-    Demo(demo::DemoArgs),
+    Demo(Box<demo::DemoArgs>),
     /// A client for people: instances, stats, clusters and actors over gRPC.
     Ctl(ctl::CtlArgs),
     /// Run Kairship against a host cluster (production).

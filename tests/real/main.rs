@@ -122,7 +122,10 @@ async fn start() -> Option<Demo> {
         .arg("--state-dir")
         .arg(dir.path())
         // Audit lines too: the identity checks read them.
-        .env("RUST_LOG", "warn,kube_client=off,kairship::audit=info")
+        .env(
+            "RUST_LOG",
+            "warn,kube_client=off,kairship::audit=info,kairship::actors::manager=info",
+        )
         .stdout(Stdio::from(log.try_clone().expect("log")))
         .stderr(Stdio::from(log))
         .spawn()

@@ -75,9 +75,11 @@ pub fn pick<'a>(policies: &'a [Value], template: &Value) -> Option<&'a Value> {
         .map(|(p, _)| p)
 }
 
-/// Karmada's binding name: `<name>-<kind lowercased>`.
+/// Karmada's binding name: `<name>-<kind>`, lowercased, with the `:` that RBAC names may
+/// hold (`system:...`, `kairship:view`) made `.`, since a binding's name must be a DNS
+/// subdomain (Karmada's `names.GenerateBindingName`).
 pub fn binding_name(name: &str, kind: &str) -> String {
-    format!("{name}-{}", kind.to_lowercase())
+    format!("{}-{kind}", name.replace(':', ".")).to_lowercase()
 }
 
 /// Replicas a template asks for, as the default resource interpreter reads them.
@@ -207,6 +209,10 @@ mod tests {
     #[test]
     fn names_and_replicas() {
         assert_eq!(binding_name("nginx", "Deployment"), "nginx-deployment");
+        assert_eq!(
+            binding_name("kairship:view", "ClusterRoleBinding"),
+            "kairship.view-clusterrolebinding"
+        );
         assert_eq!(
             replicas(&json!({"kind": "Deployment", "spec": {"replicas": 4}})),
             4

@@ -50,7 +50,7 @@ pub fn work_name(namespace: &str, name: &str, kind: &str) -> String {
         .bytes()
         .map(|b| SAFE[usize::from(b) % SAFE.len()] as char)
         .collect();
-    format!("{}-{suffix}", name.to_lowercase())
+    format!("{}-{suffix}", name.replace(':', ".").to_lowercase())
 }
 
 /// The template as it goes to one cluster: no server fields, its share of replicas.

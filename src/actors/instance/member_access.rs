@@ -5,8 +5,9 @@
 //! also lets them use the cluster proxy); this controller keeps one
 //! ClusterPropagationPolicy that propagates those same bindings to every member, so each
 //! member maps the groups as the instance does, members that join later included. The
-//! Instance annotation `kairship.io/member-access: disabled` asks for it to be removed
-//! (Karmada then takes the bindings back from the members). Applied by the leader.
+//! Instance annotation `kairship.io/member-access: disabled` asks for it to be removed:
+//! Karmada keeps what a deleted policy propagated, so the three ClusterResourceBindings go
+//! too, and with them their Works and the members' copies. Applied by the leader.
 
 use std::time::Duration;
 
@@ -29,6 +30,27 @@ pub fn wanted(instance: &Instance) -> bool {
         .as_ref()
         .and_then(|a| a.get(ANNOTATION))
         .is_none_or(|v| v != "disabled")
+}
+
+/// Karmada's name for a cluster-scoped template's binding (`names.GenerateBindingName`:
+/// `:` becomes `.`).
+pub fn binding_name(template: &str) -> String {
+    format!("{}-clusterrolebinding", template.replace(':', "."))
+}
+
+fn bindings() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("work.karmada.io", "v1alpha2", "ClusterResourceBinding"),
+        "clusterresourcebindings",
+    )
+}
+
+async fn delete_if_there(api: &Api<DynamicObject>, name: &str) -> Result<(), kube::Error> {
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 fn policies() -> ApiResource {
@@ -61,6 +83,10 @@ pub fn policy() -> serde_json::Value {
 pub enum MemberAccessError {
     #[error("the instance did not answer within {0:?}")]
     Timeout(Duration),
+    /// Applied to a policy still being deleted (its removal asked for a moment ago): it
+    /// will be gone once Karmada lets it go, so apply again then.
+    #[error("the policy {POLICY} is still being deleted")]
+    Terminating,
     #[error("{0}")]
     Refused(#[from] kube::Error),
 }
@@ -74,25 +100,33 @@ pub async fn ensure(
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &policies());
     let call = async {
         match wanted {
-            true => api
-                .patch(
-                    POLICY,
-                    &PatchParams::apply("kairship").force(),
-                    &Patch::Apply(&policy()),
-                )
-                .await
-                .map(drop),
-            false => match api.delete(POLICY, &DeleteParams::default()).await {
-                Ok(_) => Ok(()),
-                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-                Err(e) => Err(e),
-            },
+            true => {
+                let applied = api
+                    .patch(
+                        POLICY,
+                        &PatchParams::apply("kairship").force(),
+                        &Patch::Apply(&policy()),
+                    )
+                    .await?;
+                if applied.metadata.deletion_timestamp.is_some() {
+                    return Ok(Err(MemberAccessError::Terminating));
+                }
+                Ok(Ok(()))
+            }
+            false => {
+                delete_if_there(&api, POLICY).await?;
+                let claimed: Api<DynamicObject> = Api::all_with(client.clone(), &bindings());
+                for b in BINDINGS {
+                    delete_if_there(&claimed, &binding_name(b)).await?;
+                }
+                Ok(Ok(()))
+            }
         }
     };
     tokio::time::timeout(timeout, call)
         .await
         .map_err(|_| MemberAccessError::Timeout(timeout))?
-        .map_err(MemberAccessError::Refused)
+        .map_err(MemberAccessError::Refused)?
 }
 
 #[cfg(test)]

@@ -67,6 +67,8 @@ pub struct InstanceState {
     /// Whether Kairship's roles on the members were last applied (`Some(true)`) or
     /// removed (`Some(false)`) by this actor as leader; `None`: not yet, or failed.
     member_access: Option<bool>,
+    /// That write, aborted with the actor: its successor may want the opposite.
+    member_access_task: Option<tokio::task::JoinHandle<()>>,
     last_error: Option<String>,
     ticker: Option<tokio::task::JoinHandle<()>>,
     /// Ticks at once when this replica becomes the leader, so a new leader writes status
@@ -255,6 +257,7 @@ impl Actor for InstanceActor {
             last_write_at: None,
             registered: false,
             member_access: None,
+            member_access_task: None,
             last_error: None,
             ticker: Some(ticker),
             on_leadership: Some(on_leadership),
@@ -277,6 +280,9 @@ impl Actor for InstanceActor {
             t.abort();
         }
         if let Some(t) = state.on_leadership.take() {
+            t.abort();
+        }
+        if let Some(t) = state.member_access_task.take() {
             t.abort();
         }
         state.ctx.routes.withdraw(&state.name, myself.get_id());
@@ -436,11 +442,11 @@ fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
         if let Some(client) = state.client.clone() {
             let (timeout, me) = (state.ctx.settings.instance_call_timeout, myself.clone());
             state.member_access = Some(wanted); // one attempt in flight; a failure clears it
-            tokio::spawn(async move {
+            state.member_access_task = Some(tokio::spawn(async move {
                 if let Err(e) = member_access::ensure(&client, wanted, timeout).await {
                     let _ = me.send_message(InstanceMsg::MemberAccessFailed(e));
                 }
-            });
+            }));
         }
     }
     if !state.registered && state.observed.lifecycle.connected() {
