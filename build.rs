@@ -12,6 +12,7 @@ const PROTOS: &[&str] = &[
     "kairship/v1alpha1/policy.proto",
     "kairship/v1alpha1/supervisor.proto",
     "kairship/v1alpha1/access.proto",
+    "kairship/v1alpha1/search.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

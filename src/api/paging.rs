@@ -30,23 +30,33 @@ pub fn labels_match(sel: &LabelSelector, labels: Option<&BTreeMap<String, String
 }
 
 pub fn paginate<T>(
-    mut items: Vec<(String, T)>,
+    items: Vec<(String, T)>,
     opts: Option<&ListOptions>,
 ) -> Result<Page<T>, ApiError> {
-    let size = match opts.map(|o| o.page_size).unwrap_or(0) {
+    let size = opts.map(|o| o.page_size).unwrap_or(0);
+    let token = opts.map(|o| o.page_token.as_str()).unwrap_or("");
+    paginate_by(items, size, token, "options.")
+}
+
+/// As [`paginate`], from a request's own `page_size` and `page_token` fields (`prefix` is
+/// how errors name them: `options.` in lists, empty in search).
+pub fn paginate_by<T>(
+    mut items: Vec<(String, T)>,
+    page_size: i32,
+    page_token: &str,
+    prefix: &str,
+) -> Result<Page<T>, ApiError> {
+    let size = match page_size {
         0 => DEFAULT_PAGE_SIZE,
         n if n < 0 => {
             return Err(ApiError::invalid(
-                "options.page_size",
+                &format!("{prefix}page_size"),
                 "must not be negative",
             ))
         }
         n => (n as usize).min(MAX_PAGE_SIZE),
     };
-    let after = match opts
-        .map(|o| o.page_token.as_str())
-        .filter(|t| !t.is_empty())
-    {
+    let after = match Some(page_token).filter(|t| !t.is_empty()) {
         None => None,
         Some(t) => Some(
             base64::engine::general_purpose::URL_SAFE_NO_PAD
@@ -54,7 +64,10 @@ pub fn paginate<T>(
                 .ok()
                 .and_then(|b| String::from_utf8(b).ok())
                 .ok_or_else(|| {
-                    ApiError::invalid("options.page_token", "not a token this server issued")
+                    ApiError::invalid(
+                        &format!("{prefix}page_token"),
+                        "not a token this server issued",
+                    )
                 })?,
         ),
     };

@@ -61,6 +61,8 @@ pub enum CtlCommand {
     /// Workloads of one instance and where Karmada placed them.
     #[command(subcommand)]
     Workloads(super::ctl_workloads::WorkloadsCmd),
+    /// Search the fleet: objects in every instance you may view (`-l app=payments`).
+    Search(super::ctl_search::SearchArgs),
     /// Who Kairship takes you for, and your role on each instance.
     Whoami,
 }
@@ -407,6 +409,7 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
             super::ctl_clusters::cordon(&conn, out, instance, cluster, false).await
         }
         CtlCommand::Workloads(cmd) => super::ctl_workloads::run(&conn, out, cmd).await,
+        CtlCommand::Search(args) => super::ctl_search::run(&conn, out, args).await,
         CtlCommand::Whoami => {
             let mut c = AccessServiceClient::new(conn.channel.clone());
             let r = c

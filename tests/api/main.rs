@@ -18,6 +18,7 @@ mod proxy;
 mod rbac;
 mod request_path;
 mod rest;
+mod search;
 mod routing;
 mod server;
 mod tables;

@@ -5,6 +5,7 @@ mod access;
 mod cluster;
 mod instance;
 mod policy;
+mod search;
 mod supervisor;
 mod workload;
 
@@ -70,6 +71,9 @@ pub async fn serve(
     health_reporter
         .set_serving::<proto::access_service_server::AccessServiceServer<access::Access>>()
         .await;
+    health_reporter
+        .set_serving::<proto::search_service_server::SearchServiceServer<search::Search>>()
+        .await;
     // Not serving from the moment the process starts shutting down, as /readyz.
     let draining = {
         let (drain, reporter) = (router.drain.clone(), health_reporter.clone());
@@ -109,7 +113,10 @@ pub async fn serve(
             )),
         )
         .add_service(proto::access_service_server::AccessServiceServer::new(
-            access::Access(router),
+            access::Access(router.clone()),
+        ))
+        .add_service(proto::search_service_server::SearchServiceServer::new(
+            search::Search(router),
         ))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await;

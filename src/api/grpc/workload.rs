@@ -40,12 +40,12 @@ fn selects(sel: &Value, kind: Kind, o: &DynamicObject, policy_ns: Option<&str>) 
 
 /// What the caller may see beside a workload, as the instance decides: the policies and
 /// bindings of each namespace (and the cluster-wide policies).
-struct Beside(std::collections::BTreeMap<(Kind, String), bool>);
+pub(super) struct Beside(std::collections::BTreeMap<(Kind, String), bool>);
 
 impl Beside {
     /// Reviews the kinds shown beside workloads in `namespaces` (decisions are cached by
     /// the instance's access reviews, so a page costs a few reviews at most).
-    async fn of(on: &OnInstance, namespaces: impl IntoIterator<Item = String>) -> Self {
+    pub(super) async fn of(on: &OnInstance, namespaces: impl IntoIterator<Item = String>) -> Self {
         let mut seen = std::collections::BTreeMap::new();
         let namespaces: std::collections::BTreeSet<String> = namespaces.into_iter().collect();
         for kind in Kind::POLICIES.into_iter().chain([Kind::ResourceBinding]) {
@@ -371,15 +371,28 @@ impl WorkloadService for Workloads {
     }
 }
 
+/// A workload with what `beside` lets the caller see of its policies and placement; `None`
+/// when the instance does not let the caller read it.
+pub(super) async fn workload_for(
+    on: &OnInstance,
+    beside: &Beside,
+    kind: Kind,
+    o: &DynamicObject,
+) -> Option<proto::Workload> {
+    let ns = o.metadata.namespace.as_deref();
+    let reads = on
+        .read(Verb::Get, kind, ns, o.metadata.name.as_deref())
+        .await
+        .ok()?;
+    Some(workload(&reads, beside, kind, o))
+}
+
 /// A workload just written, with what the caller may see beside it.
 async fn shown(on: &OnInstance, kind: Kind, o: &DynamicObject) -> proto::Workload {
     let ns = o.metadata.namespace.clone().unwrap_or_default();
-    let beside = Beside::of(on, [ns.clone()]).await;
-    match on
-        .read(Verb::Get, kind, Some(&ns), o.metadata.name.as_deref())
-        .await
-    {
-        Ok(reads) => workload(&reads, &beside, kind, o),
-        Err(_) => workload_alone(kind, o),
+    let beside = Beside::of(on, [ns]).await;
+    match workload_for(on, &beside, kind, o).await {
+        Some(w) => w,
+        None => workload_alone(kind, o),
     }
 }

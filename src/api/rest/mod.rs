@@ -201,6 +201,13 @@ fn set_path(msg: &mut DynamicMessage, path: &str, text: &str) -> Result<(), Stat
             )))
         }
     };
+    // A repeated field takes each occurrence of its parameter (`kinds=A&kinds=B`).
+    if fd.is_list() {
+        if let Value::List(items) = msg.get_field_mut(&fd) {
+            items.push(value);
+        }
+        return Ok(());
+    }
     msg.set_field(&fd, value);
     Ok(())
 }

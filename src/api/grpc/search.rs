@@ -1,0 +1,194 @@
+//! SearchService: one query across the fleet ("where does `app=payments` run?"), answered
+//! from the instances' caches. Every instance the caller may view is searched through the
+//! request path (so within each only what the instance lets the caller list is seen); an
+//! instance that cannot answer now is named in the answer rather than failing the search.
+//! Hits are ordered by instance, kind, namespace and name; only the page returned is
+//! decorated with placement and policies.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use kube::api::DynamicObject;
+use tonic::{Request, Response, Status};
+
+use super::workload::{workload_for, Beside};
+use crate::actors::instance::caches::Kind;
+use crate::api::paging;
+use crate::api::request::{OnInstance, Surface};
+use crate::api::router::Router;
+use crate::auth::Role;
+use crate::error::{check_name, ApiError};
+use crate::proto::{self, search_service_server::SearchService};
+
+pub struct Search(pub Router);
+
+/// What a search looks for, checked before any instance is asked.
+struct Query {
+    kinds: Vec<Kind>,
+    labels: kairship_wire::selectors::LabelSelector,
+    namespace: String,
+    name: String,
+    substring: bool,
+    instances: BTreeSet<String>,
+    instance_labels: kairship_wire::selectors::LabelSelector,
+}
+
+fn parse(req: &proto::SearchRequest) -> Result<Query, ApiError> {
+    let kinds = match req.kinds.is_empty() {
+        true => Kind::ALL.to_vec(),
+        false => req
+            .kinds
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                Kind::from_name(k, &Kind::ALL).ok_or_else(|| {
+                    let names: Vec<String> = Kind::ALL.iter().map(|k| k.resource().kind).collect();
+                    ApiError::invalid(&format!("kinds[{i}]"), format!("{k:?} is not one of {}", names.join(", ")))
+                })
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    let selector = |field: &str, text: &str| {
+        kairship_wire::selectors::LabelSelector::parse(text)
+            .map_err(|e| ApiError::invalid(field, e.message))
+    };
+    if !req.namespace.is_empty() {
+        check_name("namespace", &req.namespace)?;
+    }
+    for (i, name) in req.instances.iter().enumerate() {
+        check_name(&format!("instances[{i}]"), name)?;
+    }
+    Ok(Query {
+        kinds,
+        labels: selector("label_selector", &req.label_selector)?,
+        namespace: req.namespace.clone(),
+        name: req.name.clone(),
+        substring: req.name_match == proto::NameMatch::Substring as i32,
+        instances: req.instances.iter().cloned().collect(),
+        instance_labels: selector("instance_selector", &req.instance_selector)?,
+    })
+}
+
+impl Query {
+    fn matches(&self, kind: Kind, o: &DynamicObject) -> bool {
+        let name = o.metadata.name.as_deref().unwrap_or_default();
+        let ns = o.metadata.namespace.as_deref().unwrap_or_default();
+        (self.name.is_empty()
+            || (self.substring && name.contains(&self.name))
+            || (!self.substring && name == self.name))
+            && (self.namespace.is_empty() || !kind.namespaced() || ns == self.namespace)
+            && paging::labels_match(&self.labels, o.metadata.labels.as_ref())
+    }
+}
+
+/// A hit before decoration: its instance (index into the searched), kind and object.
+type Found = (usize, Kind, Arc<DynamicObject>);
+
+#[tonic::async_trait]
+impl SearchService for Search {
+    async fn search(
+        &self,
+        req: Request<proto::SearchRequest>,
+    ) -> Result<Response<proto::SearchResponse>, Status> {
+        let router = &self.0;
+        let caller = router.caller(req.metadata())?;
+        let surface = Surface::of_grpc(req.metadata(), req.remote_addr());
+        let req = req.into_inner();
+        let q = parse(&req)?;
+        let viewer = router.auth.viewer(&caller);
+        let mut names: Vec<String> = router
+            .instances()
+            .iter()
+            .filter(|i| {
+                let labels = i.metadata.labels.as_ref();
+                paging::labels_match(&q.instance_labels, labels)
+            })
+            .filter_map(|i| i.metadata.name.clone())
+            .filter(|n| viewer(n) && (q.instances.is_empty() || q.instances.contains(n)))
+            .collect();
+        names.sort();
+        let mut searched: Vec<OnInstance> = Vec::new();
+        let mut found: Vec<(String, Found)> = Vec::new();
+        let (mut filtered, mut unavailable) = (false, Vec::new());
+        for name in names {
+            let on = match router
+                .on_instance(caller.clone(), surface, Role::View, &name, "search")
+                .await
+            {
+                Ok(on) => on,
+                Err(ApiError::Unavailable(_) | ApiError::ResourceExhausted(_)) => {
+                    unavailable.push(name);
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let at = searched.len();
+            for &kind in &q.kinds {
+                let (reads, visible) = match on.list(kind, &q.namespace).await {
+                    Ok(r) => r,
+                    // Not this kind (here, or in this namespace), for this caller.
+                    Err(ApiError::Forbidden(_)) => {
+                        filtered = true;
+                        continue;
+                    }
+                    Err(ApiError::Unavailable(_)) => {
+                        unavailable.push(name.clone());
+                        break;
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                filtered |= visible.filtered();
+                let Ok(store) = reads.store(kind) else {
+                    continue;
+                };
+                for o in store.state() {
+                    let ns = o.metadata.namespace.clone().unwrap_or_default();
+                    if (kind.namespaced() && !visible.allows(&ns)) || !q.matches(kind, &o) {
+                        continue;
+                    }
+                    let key = format!(
+                        "{name}/{}/{ns}/{}",
+                        kind.resource().kind,
+                        o.metadata.name.as_deref().unwrap_or_default()
+                    );
+                    found.push((key, (at, kind, o)));
+                }
+            }
+            searched.push(on);
+        }
+        unavailable.dedup();
+        let page = paging::paginate_by(found, req.page_size, &req.page_token, "")?;
+        let mut hits = Vec::with_capacity(page.items.len());
+        for (at, kind, o) in &page.items {
+            hits.push(hit(&searched[*at], *kind, o).await);
+        }
+        Ok(Response::new(proto::SearchResponse {
+            hits,
+            next_page_token: page.next_page_token,
+            filtered,
+            unavailable_instances: unavailable,
+        }))
+    }
+}
+
+/// One hit, with its workload's placement and policies where the caller may see them.
+async fn hit(on: &OnInstance, kind: Kind, o: &DynamicObject) -> proto::SearchHit {
+    let mut h = proto::SearchHit {
+        instance: on.instance().to_string(),
+        kind: kind.resource().kind,
+        namespace: o.metadata.namespace.clone().unwrap_or_default(),
+        name: o.metadata.name.clone().unwrap_or_default(),
+        labels: o.metadata.labels.clone().unwrap_or_default().into_iter().collect(),
+        ..Default::default()
+    };
+    if Kind::WORKLOADS.contains(&kind) {
+        let beside = Beside::of(on, [h.namespace.clone()]).await;
+        if let Some(w) = workload_for(on, &beside, kind, o).await {
+            h.placement = w.placement;
+            h.replicas = w.replicas;
+            h.ready_replicas = w.ready_replicas;
+            h.policies = w.policies;
+        }
+    }
+    h
+}
