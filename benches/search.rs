@@ -47,7 +47,10 @@ async fn main() {
             (0..per_instance).map(|d| {
                 // One in a hundred belongs to `payments`.
                 let app = if d % 100 == 0 { "payments" } else { "web" };
-                deployment(&format!("svc-{d:05}"), json!({"app": app, "shard": (d % 10).to_string()}))
+                deployment(
+                    &format!("svc-{d:05}"),
+                    json!({"app": app, "shard": (d % 10).to_string()}),
+                )
             }),
         );
     }

@@ -68,9 +68,14 @@ fn rows(j: &Value) -> Vec<Vec<String>> {
     }
     let mut notes = Vec::new();
     if j["filtered"] == true {
-        notes.push("(some objects were left out: an instance does not let you list them)".to_string());
+        notes.push(
+            "(some objects were left out: an instance does not let you list them)".to_string(),
+        );
     }
-    if let Some(u) = j["unavailableInstances"].as_array().filter(|u| !u.is_empty()) {
+    if let Some(u) = j["unavailableInstances"]
+        .as_array()
+        .filter(|u| !u.is_empty())
+    {
         let names: Vec<&str> = u.iter().filter_map(Value::as_str).collect();
         notes.push(format!("(not searched now: {})", names.join(", ")));
     }
@@ -97,6 +102,10 @@ pub(crate) async fn run(conn: &Conn, out: Output, args: &SearchArgs) -> Result<(
         page_size: args.page_size,
         page_token: args.page_token.clone(),
     };
-    let r = c.search(conn.request(req)).await.map_err(status)?.into_inner();
+    let r = c
+        .search(conn.request(req))
+        .await
+        .map_err(status)?
+        .into_inner();
     print(out, "kairship.v1alpha1.SearchResponse", &r, rows)
 }

@@ -18,8 +18,8 @@ mod proxy;
 mod rbac;
 mod request_path;
 mod rest;
-mod search;
 mod routing;
+mod search;
 mod server;
 mod tables;
 #[path = "../scenarios/tables.rs"]

@@ -103,20 +103,36 @@ async fn one_query_finds_a_workload_in_every_instance_the_caller_may_view() {
     .await;
     let instances: std::collections::BTreeSet<&str> =
         found.hits.iter().map(|h| h.instance.as_str()).collect();
-    assert_eq!(instances.into_iter().collect::<Vec<_>>(), ["karmada-1", "karmada-2"]);
+    assert_eq!(
+        instances.into_iter().collect::<Vec<_>>(),
+        ["karmada-1", "karmada-2"]
+    );
     let api_hit = found
         .hits
         .iter()
         .find(|h| h.name == "payments-api" && h.instance == "karmada-2")
         .expect("payments-api in karmada-2");
-    assert_eq!(api_hit.labels.get("app").map(String::as_str), Some("payments"));
-    assert!(api_hit.policies.iter().any(|p| p.name == "payments"), "{api_hit:?}");
+    assert_eq!(
+        api_hit.labels.get("app").map(String::as_str),
+        Some("payments")
+    );
+    assert!(
+        api_hit.policies.iter().any(|p| p.name == "payments"),
+        "{api_hit:?}"
+    );
     assert_eq!(api_hit.replicas, 2);
 
     // The viewer of karmada-1 finds only karmada-1's.
-    let viewed = search.search(by_label(VIEWER)).await.expect("viewer").into_inner();
+    let viewed = search
+        .search(by_label(VIEWER))
+        .await
+        .expect("viewer")
+        .into_inner();
     assert!(!viewed.hits.is_empty());
-    assert!(viewed.hits.iter().all(|h| h.instance == "karmada-1"), "{viewed:?}");
+    assert!(
+        viewed.hits.iter().all(|h| h.instance == "karmada-1"),
+        "{viewed:?}"
+    );
 
     // Narrower queries: a kind, a name (exact and substring), one instance, paging.
     let q = |req: SearchRequest| with(ADMIN, req);
@@ -142,7 +158,10 @@ async fn one_query_finds_a_workload_in_every_instance_the_caller_may_view() {
         .expect("substring")
         .into_inner();
     assert_eq!(
-        part.hits.iter().map(|h| (h.instance.as_str(), h.name.as_str())).collect::<Vec<_>>(),
+        part.hits
+            .iter()
+            .map(|h| (h.instance.as_str(), h.name.as_str()))
+            .collect::<Vec<_>>(),
         [("karmada-2", "payments-worker")]
     );
     let mut seen = Vec::new();
@@ -160,7 +179,11 @@ async fn one_query_finds_a_workload_in_every_instance_the_caller_may_view() {
             .expect("page")
             .into_inner();
         assert!(page.hits.len() <= 3);
-        seen.extend(page.hits.into_iter().map(|h| format!("{}/{}", h.instance, h.name)));
+        seen.extend(
+            page.hits
+                .into_iter()
+                .map(|h| format!("{}/{}", h.instance, h.name)),
+        );
         if page.next_page_token.is_empty() {
             break;
         }
@@ -180,7 +203,11 @@ async fn one_query_finds_a_workload_in_every_instance_the_caller_may_view() {
         .await
         .expect_err("bad selector");
     assert_eq!(bad.code(), Code::InvalidArgument);
-    assert!(bad.message().starts_with("label_selector"), "{}", bad.message());
+    assert!(
+        bad.message().starts_with("label_selector"),
+        "{}",
+        bad.message()
+    );
     let bad = search
         .search(q(SearchRequest {
             kinds: vec!["Pod".into()],
@@ -213,7 +240,11 @@ async fn one_query_finds_a_workload_in_every_instance_the_caller_may_view() {
         // HTTP 400 with google.rpc.Status naming the field (kube reads the body as text).
         Err(kube::Error::Api(s)) => {
             assert_eq!(s.code, 400, "{s:?}");
-            assert!(s.message.contains("\"field\":\"instance_selector\""), "{}", s.message);
+            assert!(
+                s.message.contains("\"field\":\"instance_selector\""),
+                "{}",
+                s.message
+            );
         }
         other => panic!("a bad selector over REST: {other:?}"),
     }

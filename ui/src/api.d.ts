@@ -292,6 +292,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/apis/kairship.io/v1alpha1/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["SearchService_Search"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -530,6 +546,27 @@ export interface components {
         };
         "kairship.v1alpha1.RestartInstanceResponse": {
             actor?: components["schemas"]["kairship.v1alpha1.ActorSnapshot"];
+        };
+        "kairship.v1alpha1.SearchHit": {
+            instance?: string;
+            kind?: string;
+            labels?: {
+                [key: string]: string;
+            };
+            name?: string;
+            namespace?: string;
+            placement?: components["schemas"]["kairship.v1alpha1.Placement"];
+            policies?: components["schemas"]["kairship.v1alpha1.PolicyRef"][];
+            /** Format: int32 */
+            readyReplicas?: number;
+            /** Format: int32 */
+            replicas?: number;
+        };
+        "kairship.v1alpha1.SearchResponse": {
+            filtered?: boolean;
+            hits?: components["schemas"]["kairship.v1alpha1.SearchHit"][];
+            nextPageToken?: string;
+            unavailableInstances?: string[];
         };
         "kairship.v1alpha1.SecretKeyRef": {
             key?: string;
@@ -1442,6 +1479,43 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["kairship.v1alpha1.Leader"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    SearchService_Search: {
+        parameters: {
+            query?: {
+                label_selector?: string;
+                namespace?: string;
+                name?: string;
+                name_match?: "NAME_MATCH_EXACT" | "NAME_MATCH_SUBSTRING";
+                instance_selector?: string;
+                page_size?: number;
+                page_token?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.SearchResponse"];
                 };
             };
             /** @description An error as google.rpc.Status */

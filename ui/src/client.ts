@@ -12,6 +12,7 @@ export type Workload = S['kairship.v1alpha1.Workload'];
 export type Policy = S['kairship.v1alpha1.Policy'];
 export type Actor = S['kairship.v1alpha1.ActorSnapshot'];
 export type Caller = S['kairship.v1alpha1.Caller'];
+export type SearchHit = S['kairship.v1alpha1.SearchHit'];
 type Violation = { field?: string; description?: string };
 
 const PREFIX = '/apis/kairship.io/v1alpha1';
@@ -86,6 +87,8 @@ export const api = {
   workload: (inst: string, ns: string, kind: string, name: string) =>
     call<Workload>('GET', `/instances/${seg(inst)}/namespaces/${seg(ns)}/workloads/${seg(kind)}/${seg(name)}`),
   caller: () => call<Caller>('GET', '/caller'),
+  search: (params: Record<string, string>) =>
+    call<S['kairship.v1alpha1.SearchResponse']>('GET', `/search?${new URLSearchParams(params)}`),
   actors: () => call<S['kairship.v1alpha1.ListActorsResponse']>('GET', '/actors').then((r) => r.actors ?? []),
   restart: (inst: string) =>
     call<S['kairship.v1alpha1.RestartInstanceResponse']>('POST', `/instances/${seg(inst)}:restart`, {}),

@@ -197,7 +197,8 @@ function table(id: string, heads: string[], rows: Node[]) {
 }
 
 /** Renders the page into `root`; returns its refresh function for polling. */
-export function instancePage(root: Element, inst: string, canEdit: boolean, report: (e: unknown) => void) {
+/** `focus`: `namespace/name` of a workload to bring into view (a search result's link). */
+export function instancePage(root: Element, inst: string, canEdit: boolean, report: (e: unknown) => void, focus?: string) {
   const live = h('div');
   const events = h('div', { id: 'events' });
   const editorSlot = h('div');
@@ -227,6 +228,7 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, repo
     events,
   );
   const shown = new Map<string, Overrides | string>();
+  let focused = false;
   const showEvents = async () => {
     try {
       const list = await recentEvents(inst, EVENTS_SHOWN);
@@ -247,6 +249,12 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, repo
         h('h3', {}, 'Workloads'),
         table('workloads', ['Workload', 'Ready', 'Placement (per cluster)', 'Policies', 'Overrides'], workloadRows(inst, workloads, shown, () => void refresh())),
       );
+      const row = focus && root.querySelector(`#workloads tr[data-workload="${CSS.escape(focus)}"]`);
+      if (row) {
+        row.classList.add('focus');
+        if (!focused) row.scrollIntoView({ block: 'center' });
+        focused = true;
+      }
       const slot = root.querySelector('#policies');
       if (slot) mount(slot, table('policy-table', ['Kind', 'Name', 'Selects', 'Clusters', 'Priority', ''], policyRows(policies, canEdit, open)));
     } catch (e) {

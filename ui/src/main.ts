@@ -12,6 +12,7 @@ import { actorsTable } from './actors';
 import { createForm } from './create';
 import { chaosPage } from './chaos';
 import * as oidc from './oidc';
+import { searchBox, searchPage } from './search';
 
 const POLL_MS = 2000;
 const app = document.getElementById('app') as HTMLElement;
@@ -75,6 +76,7 @@ function shell(roles: Roles) {
       {},
       h('strong', {}, 'Kairship'),
       h('nav', {}, h('a', { href: '#/' }, 'Fleet'), h('a', { href: '#/actors' }, 'Actors'), roles.fleet && h('a', { href: '#/chaos' }, 'Chaos'), admin && h('a', { href: '#/new' }, 'New instance')),
+      searchBox(),
       h('span', { class: 'who', id: 'who', 'data-role': roles.fleet }, `${roles.name} · ${roles.fleet ? `${roles.fleet} on every instance` : 'limited to some instances'}`),
       h('button', { class: 'small', onclick: () => { setToken(''); signIn(); } }, 'Sign out'),
     ),
@@ -107,10 +109,14 @@ async function route() {
   }
   const page = shell(roles);
   const hash = location.hash.replace(/^#/, '') || '/';
-  const inst = /^\/instances\/([^/]+)$/.exec(hash);
+  const inst = /^\/instances\/([^/]+)(?:\/workloads\/([^/]+)\/([^/]+))?$/.exec(hash);
+  const search = /^\/search\?q=(.*)$/.exec(hash);
   if (inst) {
     const name = decodeURIComponent(inst[1]);
-    poll(instancePage(page, name, atLeast(roles.on(name), 'edit'), report));
+    const focus = inst[2] ? `${decodeURIComponent(inst[2])}/${decodeURIComponent(inst[3])}` : undefined;
+    poll(instancePage(page, name, atLeast(roles.on(name), 'edit'), report, focus));
+  } else if (search) {
+    searchPage(page, decodeURIComponent(search[1]));
   } else if (hash === '/actors') {
     const slot = h('div');
     mount(page, h('h2', {}, 'Actors'), h('p', { class: 'muted' }, 'The supervision tree on the replica that answered.'), slot);

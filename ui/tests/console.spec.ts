@@ -116,6 +116,28 @@ test("the instance page shows the nginx sample's placement and its policies", as
   await expect(page.locator('#policy-editor .violation[data-field="object_json.metadata.name"]')).toContainText('not a valid name');
 });
 
+test('the search box finds nginx in every instance and links to it', async ({ page }) => {
+  await signIn(page, endpoints.tokens.admin);
+  await page.locator('#search').fill('app=nginx');
+  await page.locator('#search').press('Enter');
+  for (const name of names) {
+    await expect(page.locator(`#hits tr[data-hit="${name}/Deployment/default/nginx"]`)).toContainText('member1: 1');
+  }
+  await page.locator(`#hits tr[data-hit="${names[1]}/Deployment/default/nginx"] a`, { hasText: 'default/nginx' }).click();
+  await expect(page).toHaveURL(new RegExp(`#/instances/${names[1]}/workloads/default/nginx$`));
+  await expect(page.locator('#workloads tr[data-workload="default/nginx"]')).toHaveClass(/focus/);
+});
+
+test("the viewer's search covers its one instance", async ({ page }) => {
+  await signIn(page, endpoints.tokens.viewer);
+  await page.locator('#search').fill('nginx');
+  await page.locator('#search').press('Enter');
+  await expect(page.locator('#hits tbody tr')).not.toHaveCount(0);
+  for (const row of await page.locator('#hits tbody tr').all()) {
+    await expect(row).toHaveAttribute('data-hit', new RegExp(`^${viewerInstance}/`));
+  }
+});
+
 test('cordon and uncordon a member cluster', async ({ page }) => {
   await signIn(page, endpoints.tokens.admin);
   await page.goto(`${endpoints.http}/ui/#/instances/${names[0]}`);

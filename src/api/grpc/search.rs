@@ -43,7 +43,10 @@ fn parse(req: &proto::SearchRequest) -> Result<Query, ApiError> {
             .map(|(i, k)| {
                 Kind::from_name(k, &Kind::ALL).ok_or_else(|| {
                     let names: Vec<String> = Kind::ALL.iter().map(|k| k.resource().kind).collect();
-                    ApiError::invalid(&format!("kinds[{i}]"), format!("{k:?} is not one of {}", names.join(", ")))
+                    ApiError::invalid(
+                        &format!("kinds[{i}]"),
+                        format!("{k:?} is not one of {}", names.join(", ")),
+                    )
                 })
             })
             .collect::<Result<_, _>>()?,
@@ -178,7 +181,13 @@ async fn hit(on: &OnInstance, kind: Kind, o: &DynamicObject) -> proto::SearchHit
         kind: kind.resource().kind,
         namespace: o.metadata.namespace.clone().unwrap_or_default(),
         name: o.metadata.name.clone().unwrap_or_default(),
-        labels: o.metadata.labels.clone().unwrap_or_default().into_iter().collect(),
+        labels: o
+            .metadata
+            .labels
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect(),
         ..Default::default()
     };
     if Kind::WORKLOADS.contains(&kind) {
