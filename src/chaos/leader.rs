@@ -435,6 +435,7 @@ async fn measure(
             target: format!("<= {limit:.1} s (lease + 2 jittered retries)"),
             actual: secs(failover),
             ok: failover.is_some_and(|d| d.as_secs_f64() <= limit),
+            enforced: true,
         },
         // The first write may meet the old leader's resourceVersion (409, by design: the
         // fence) and go out again on the next tick, 2 s later.
@@ -443,12 +444,14 @@ async fn measure(
             target: format!("<= {:.1} s (takeover + 2 ticks)", limit + 4.0),
             actual: secs(resumed),
             ok: resumed.is_some_and(|d| d.as_secs_f64() <= limit + 4.0),
+            enforced: true,
         },
         Goal {
             name: "samples with two leaders".into(),
             target: "0".into(),
             actual: both_leading.to_string(),
             ok: both_leading == 0,
+            enforced: true,
         },
     ];
     if signal == LeaderSignal::Stop {
@@ -457,15 +460,17 @@ async fn measure(
             target: "0".into(),
             actual: deposed_writes.to_string(),
             ok: deposed_writes == 0,
+            enforced: true,
         });
         goals.push(Goal {
             name: format!("{old} stepped down after SIGCONT"),
             target: format!("<= {} s", election.renew),
             actual: secs(stepped_down),
             ok: stepped_down.is_some_and(|d| d.as_secs() <= election.renew),
+            enforced: true,
         });
     }
-    report.passed = goals.iter().all(|g| g.ok);
+    report.passed = goals.iter().all(|g| g.ok || !g.enforced);
     report.goals = goals;
     Ok(())
 }

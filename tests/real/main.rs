@@ -540,25 +540,31 @@ async fn kairship_against_real_karmada() {
     assert_eq!(lease["spec"]["holderIdentity"], "kairship-demo", "{lease}");
 
     // Fleet search on real Karmada: the nginx sample in both instances, as placed there.
-    let found = eventually(Duration::from_secs(60), "nginx found in both instances", || {
-        let mut s = kairship::proto::search_service_client::SearchServiceClient::new(channel.clone());
-        let req = demo.request(SearchRequest {
-            kinds: vec!["Deployment".into()],
-            label_selector: "app=nginx".into(),
-            ..Default::default()
-        });
-        async move {
-            let r = s.search(req).await.ok()?.into_inner();
-            let placed = r.hits.iter().filter(|h| {
-                h.placement.as_ref().is_some_and(|p| {
-                    let mut cs: Vec<&str> = p.clusters.iter().map(|c| c.name.as_str()).collect();
-                    cs.sort();
-                    cs == ["member1", "member2"]
-                })
+    let found = eventually(
+        Duration::from_secs(60),
+        "nginx found in both instances",
+        || {
+            let mut s =
+                kairship::proto::search_service_client::SearchServiceClient::new(channel.clone());
+            let req = demo.request(SearchRequest {
+                kinds: vec!["Deployment".into()],
+                label_selector: "app=nginx".into(),
+                ..Default::default()
             });
-            (placed.count() == 2).then_some(r)
-        }
-    })
+            async move {
+                let r = s.search(req).await.ok()?.into_inner();
+                let placed = r.hits.iter().filter(|h| {
+                    h.placement.as_ref().is_some_and(|p| {
+                        let mut cs: Vec<&str> =
+                            p.clusters.iter().map(|c| c.name.as_str()).collect();
+                        cs.sort();
+                        cs == ["member1", "member2"]
+                    })
+                });
+                (placed.count() == 2).then_some(r)
+            }
+        },
+    )
     .await;
     let mut where_: Vec<&str> = found.hits.iter().map(|h| h.instance.as_str()).collect();
     where_.sort();

@@ -145,7 +145,7 @@ export type ChaosReport = {
     victim?: string;
     passed?: boolean;
     skipped?: string | null;
-    goals?: { name?: string; target?: string; actual?: string; ok?: boolean }[];
+    goals?: { name?: string; target?: string; actual?: string; ok?: boolean; enforced?: boolean }[];
   }[];
 };
 
