@@ -60,8 +60,8 @@ async fn external_instances_reach_running_with_correct_stats_and_register() {
         assert_eq!(stats.nodes_total, nodes, "{name}");
         assert_eq!(stats.cpu_allocatable, cpu.to_string(), "{name}");
         assert_eq!(
-            stats.namespaces, 4,
-            "default, kube-system, kube-public, karmada-system"
+            stats.namespaces, 6,
+            "default, kube-system, kube-public, karmada-system and each member's karmada-es-"
         );
         assert_eq!(status.clusters.as_deref(), Some("2/2"));
         let ready = status

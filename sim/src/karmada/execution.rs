@@ -146,7 +146,6 @@ impl BindingRef {
 
 pub fn run(c: &Controller) -> ApiResult<()> {
     let work_def = c.def("work.karmada.io", "v1alpha1", "works")?;
-    let ns_def = c.def("", "v1", "namespaces")?;
     let clusters = c.list("cluster.karmada.io", "v1alpha1", "clusters")?;
     let ops = c.list("policy.karmada.io", "v1alpha1", "overridepolicies")?;
     let cops = c.list("policy.karmada.io", "v1alpha1", "clusteroverridepolicies")?;
@@ -167,6 +166,14 @@ pub fn run(c: &Controller) -> ApiResult<()> {
             (k, w)
         })
         .collect();
+    // Karmada's cluster controller makes each cluster's execution space when it joins,
+    // before any Work needs it.
+    for cname in clusters
+        .iter()
+        .filter_map(|x| x["metadata"]["name"].as_str())
+    {
+        ensure_namespace(c.store(), &execution_namespace(cname))?;
+    }
     let mut wanted = BTreeSet::new();
     let mut bindings = Vec::new();
     for plural in super::BINDING_PLURALS {
@@ -221,13 +228,6 @@ pub fn run(c: &Controller) -> ApiResult<()> {
                 warn!(binding = %rb.name, cluster = cname, error = %e, "overrides failed; work not updated");
                 wanted.insert(key);
                 continue;
-            }
-            if c.store().get(&ns_def, None, &wns).is_err() {
-                let _ = c.store().create(
-                    &ns_def,
-                    None,
-                    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": wns}}),
-                );
             }
             let mut work = json!({
                 "apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
