@@ -56,6 +56,17 @@ const COMMON: &[Builtin] = &[
         false,
     ),
     b("", "v1", "Event", "events", &["ev"], true, false),
+    // Served without a kubelet too: on a karmada-apiserver, Pods simply stay Pending.
+    b("", "v1", "Pod", "pods", &["po"], true, true),
+    b(
+        "apps",
+        "v1",
+        "ReplicaSet",
+        "replicasets",
+        &["rs"],
+        true,
+        true,
+    ),
     b(
         "apps",
         "v1",

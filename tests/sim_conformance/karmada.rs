@@ -232,6 +232,74 @@ async fn nginx_sample_ends_as_karmada_leaves_it() {
         nodes["items"].as_array().map(|a| a.len() as u64),
         cluster["status"]["nodeSummary"]["totalNum"].as_u64()
     );
+    // The member runs the Deployment's Pod (through a ReplicaSet), Running once ready, on
+    // one of its Nodes; kubectl prints it with kube-apiserver's Pod columns.
+    let pods_path = format!("{proxy}/api/v1/namespaces/default/pods?labelSelector=app%3Dnginx");
+    let pod = eventually(WAIT, "nginx's pod Running on member2", || async {
+        let pods: Value =
+            serde_json::from_str(&sim.kubectl("karmada-1", &["get", "--raw", &pods_path])).ok()?;
+        let items = pods["items"].as_array()?.clone();
+        (items.len() == 1 && items[0]["status"]["phase"] == "Running").then(|| items[0].clone())
+    })
+    .await;
+    let name = pod["metadata"]["name"].as_str().expect("pod name");
+    let hash = pod["metadata"]["labels"]["pod-template-hash"]
+        .as_str()
+        .expect("pod-template-hash");
+    assert!(name.starts_with(&format!("nginx-{hash}-")), "{name}");
+    assert_eq!(pod["metadata"]["ownerReferences"][0]["kind"], "ReplicaSet");
+    assert!(nodes["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|n| n["metadata"]["name"] == pod["spec"]["nodeName"]));
+    assert_eq!(pod["status"]["containerStatuses"][0]["ready"], true);
+    let rs: Value = serde_json::from_str(&sim.kubectl(
+        "karmada-1",
+        &[
+            "get",
+            "--raw",
+            &format!("{proxy}/apis/apps/v1/namespaces/default/replicasets/nginx-{hash}"),
+        ],
+    ))
+    .expect("replicaset");
+    assert_eq!(rs["status"]["readyReplicas"], 1);
+    // karmada-apiserver serves Pods too (no kubelet runs them there): nothing, not a 404.
+    let none_here = sim.kubectl("karmada-1", &["get", "pods", "-A", "-o", "name"]);
+    assert!(none_here.trim().is_empty(), "{none_here}");
+    // The cluster proxy acts as the caller on the member: a user the instance lets use the
+    // proxy, but whom the member does not know, is refused by the member.
+    // (Applied as JSON: kubectl's typed `create clusterrolebinding` sends protobuf, which
+    // the simulator refuses with 415.)
+    let rbac = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(
+        rbac.path(),
+        serde_json::to_vec(&serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+             "metadata": {"name": "proxy-only"},
+             "rules": [{"apiGroups": ["cluster.karmada.io"], "resources": ["clusters/proxy"], "verbs": ["get"]}]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+             "metadata": {"name": "proxy-only"},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "proxy-only"},
+             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "carol"}]},
+        ]}))
+        .expect("json"),
+    )
+    .expect("write");
+    let path = rbac.path().to_string_lossy().to_string();
+    sim.kubectl("karmada-1", &["apply", "--validate=false", "-f", &path]);
+    let refused = sim.kubectl_raw(
+        "karmada-1",
+        &[
+            "get",
+            "--raw",
+            &format!("{proxy}/api/v1/namespaces/default/pods"),
+            "--as=carol",
+        ],
+    );
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(err.contains("forbidden") && err.contains("carol"), "{err}");
     let none: Value = serde_json::from_str(&sim.kubectl(
         "karmada-1",
         &[

@@ -107,17 +107,43 @@ export type KubeEvent = {
   eventTime?: string;
 };
 
-/** The instance's most recent events, newest first, read through the kubectl-compatible
- *  proxy with the caller's token (the instance's RBAC decides, as for kubectl). */
-export async function recentEvents(inst: string, max: number): Promise<KubeEvent[]> {
-  const res = await fetch(`${PREFIX}/instances/${seg(inst)}/proxy/api/v1/events?limit=500`, {
+/** A list read through the kubectl-compatible proxy with the caller's token: the
+ *  instance's RBAC decides, as for kubectl (and a member's, through its cluster proxy). */
+async function proxyList<T>(inst: string, path: string): Promise<T[]> {
+  const res = await fetch(`${PREFIX}/instances/${seg(inst)}/proxy${path}`, {
     headers: { authorization: `Bearer ${token()}`, accept: 'application/json' },
   });
-  const body = (await res.json().catch(() => ({}))) as { items?: KubeEvent[]; message?: string };
+  const body = (await res.json().catch(() => ({}))) as { items?: T[]; message?: string };
   if (!res.ok) throw new ApiError(res.status, body.message ?? `HTTP ${res.status}`, []);
-  const when = (e: KubeEvent) => e.lastTimestamp ?? e.eventTime ?? e.metadata?.creationTimestamp ?? '';
-  return (body.items ?? []).sort((a, b) => when(b).localeCompare(when(a))).slice(0, max);
+  return body.items ?? [];
 }
+
+/** The instance's most recent events, newest first. */
+export async function recentEvents(inst: string, max: number): Promise<KubeEvent[]> {
+  const items = await proxyList<KubeEvent>(inst, '/api/v1/events?limit=500');
+  const when = (e: KubeEvent) => e.lastTimestamp ?? e.eventTime ?? e.metadata?.creationTimestamp ?? '';
+  return items.sort((a, b) => when(b).localeCompare(when(a))).slice(0, max);
+}
+
+/** A Pod as a member cluster's API serves it. */
+export type KubePod = {
+  metadata?: { name?: string; deletionTimestamp?: string };
+  spec?: { nodeName?: string; containers?: unknown[] };
+  status?: {
+    phase?: string;
+    reason?: string;
+    podIP?: string;
+    containerStatuses?: { ready?: boolean; restartCount?: number; state?: { waiting?: { reason?: string }; terminated?: { reason?: string } } }[];
+  };
+};
+
+/** The Pods matching `selector` in `ns` on member `cluster`, read through Karmada's
+ *  cluster proxy, which acts on the member as the caller. */
+export const memberPods = (inst: string, cluster: string, ns: string, selector: string) =>
+  proxyList<KubePod>(
+    inst,
+    `/apis/cluster.karmada.io/v1alpha1/clusters/${seg(cluster)}/proxy/api/v1/namespaces/${seg(ns)}/pods?labelSelector=${encodeURIComponent(selector)}`,
+  );
 
 /** What the caller may do: the strongest role on `inst` (fleet-wide roles included). */
 export type Roles = { name: string; fleet: string; on: (inst: string) => string };

@@ -1,9 +1,10 @@
-// One instance: its member clusters, workloads with placement and overrides, policies
+// One instance: its member clusters, workloads with placement, overrides and the Pods on
+// each member (read through Karmada's cluster proxy as the signed-in user), policies
 // (view as YAML or JSON, create and edit with the server's validation errors beside the
 // editor) and recent events.
 
 import { parse, stringify } from 'yaml';
-import { api, ApiError, recentEvents, type Cluster, type KubeEvent, type Policy, type Workload } from './client';
+import { api, ApiError, memberPods, recentEvents, type Cluster, type KubeEvent, type KubePod, type Policy, type Workload } from './client';
 import { age, h, mount } from './dom';
 import { bar, explanation, phaseBadge } from './overview';
 
@@ -90,7 +91,86 @@ function eventRows(events: KubeEvent[]) {
   });
 }
 
-function workloadRows(inst: string, w: Workload[], shown: Map<string, Overrides | string>, refresh: () => void) {
+/** The label selector of a workload's Pods on the members, as kubectl's `-l` takes it: a
+ *  Job's own selector names its uid on the control plane, so its Pods go by job name. */
+function podSelector(w: Workload): string | undefined {
+  let obj: { spec?: { selector?: { matchLabels?: Record<string, string>; matchExpressions?: { key: string; operator: string; values?: string[] }[] } } } = {};
+  try {
+    obj = JSON.parse(w.objectJson ?? '{}');
+  } catch {
+    return undefined;
+  }
+  if (w.kind === 'Job') return `batch.kubernetes.io/job-name=${w.metadata?.name ?? ''}`;
+  const sel = obj.spec?.selector;
+  const parts = Object.entries(sel?.matchLabels ?? {}).map(([k, v]) => `${k}=${v}`);
+  for (const e of sel?.matchExpressions ?? []) {
+    const vs = (e.values ?? []).join(',');
+    if (e.operator === 'In') parts.push(`${e.key} in (${vs})`);
+    else if (e.operator === 'NotIn') parts.push(`${e.key} notin (${vs})`);
+    else if (e.operator === 'Exists') parts.push(e.key);
+    else if (e.operator === 'DoesNotExist') parts.push(`!${e.key}`);
+  }
+  return parts.length > 0 ? parts.join(',') : undefined;
+}
+
+/** What kubectl prints as a Pod's STATUS. */
+function podStatus(p: KubePod): string {
+  if (p.metadata?.deletionTimestamp) return 'Terminating';
+  for (const c of p.status?.containerStatuses ?? []) {
+    const why = c.state?.waiting?.reason ?? c.state?.terminated?.reason;
+    if (why) return why;
+  }
+  return p.status?.reason ?? p.status?.phase ?? 'Pending';
+}
+
+/** Pods shown per workload and cluster: the last answer, or the member's refusal. */
+type PodsShown = Map<string, KubePod[] | string>;
+
+function podList(got: KubePod[] | string) {
+  if (typeof got === 'string') return h('div', { class: 'pods error' }, got);
+  if (got.length === 0) return h('div', { class: 'pods muted' }, 'no pods');
+  return h(
+    'ul',
+    { class: 'pods' },
+    got.map((p) => {
+      const statuses = p.status?.containerStatuses ?? [];
+      const ready = statuses.filter((c) => c.ready).length;
+      const restarts = statuses.reduce((n, c) => n + (c.restartCount ?? 0), 0);
+      const status = podStatus(p);
+      return h(
+        'li',
+        { 'data-pod': p.metadata?.name ?? '', 'data-status': status },
+        h('code', {}, p.metadata?.name ?? ''),
+        ` ${status} · ${ready}/${p.spec?.containers?.length ?? 0} ready`,
+        restarts > 0 && ` · ${restarts} restarts`,
+        p.spec?.nodeName && h('span', { class: 'muted' }, ` on ${p.spec.nodeName}`),
+        p.status?.podIP && h('span', { class: 'muted' }, ` · ${p.status.podIP}`),
+      );
+    }),
+  );
+}
+
+/** Reads the Pods of every open panel again (on each refresh of the page). */
+async function refreshPods(inst: string, workloads: Workload[], pods: PodsShown) {
+  await Promise.all(
+    [...pods.keys()].map(async (key) => {
+      const [id, cluster] = key.split('@');
+      const w = workloads.find((x) => `${x.metadata?.namespace}/${x.kind}/${x.metadata?.name}` === id);
+      const selector = w && podSelector(w);
+      if (!w || !selector || !cluster) {
+        pods.delete(key);
+        return;
+      }
+      try {
+        pods.set(key, await memberPods(inst, cluster, w.metadata?.namespace ?? '', selector));
+      } catch (e) {
+        pods.set(key, (e as Error).message);
+      }
+    }),
+  );
+}
+
+function workloadRows(inst: string, w: Workload[], shown: Map<string, Overrides | string>, pods: PodsShown, refresh: () => void) {
   return w.map((w) => {
     const id = `${w.metadata?.namespace}/${w.metadata?.name}`;
     const placement = w.placement;
@@ -105,11 +185,20 @@ function workloadRows(inst: string, w: Workload[], shown: Map<string, Overrides 
         {},
         (placement?.clusters ?? []).map((c) => {
           const s = status.get(c.name);
+          const key = `${w.metadata?.namespace}/${w.kind}/${w.metadata?.name}@${c.name}`;
+          const got = pods.get(key);
+          const toggle = () => {
+            if (got === undefined) pods.set(key, []);
+            else pods.delete(key);
+            refresh();
+          };
           return h(
             'div',
             { class: 'placement', 'data-cluster': c.name ?? '' },
             `${c.name}: ${c.replicas ?? 0} replica${c.replicas === 1 ? '' : 's'}`,
             s ? ` · ready ${s.readyReplicas ?? 0}/${s.replicas ?? 0}${s.health ? ` · ${s.health}` : ''}` : ' · no status yet',
+            podSelector(w) && h('button', { class: 'small link', onclick: toggle, 'aria-expanded': String(got !== undefined) }, got === undefined ? 'Pods' : 'Hide pods'),
+            got !== undefined && podList(got),
           );
         }),
         !placement?.bindingName && h('span', { class: 'muted' }, 'not propagated'),
@@ -228,6 +317,7 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, repo
     events,
   );
   const shown = new Map<string, Overrides | string>();
+  const pods: PodsShown = new Map();
   let focused = false;
   const showEvents = async () => {
     try {
@@ -241,13 +331,14 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, repo
     void showEvents();
     try {
       const [i, clusters, workloads, policies] = await Promise.all([api.instance(inst), api.clusters(inst), api.workloads(inst), api.policies(inst)]);
+      await refreshPods(inst, workloads, pods);
       mount(
         live,
         h('p', {}, phaseBadge(i.status?.phase), ' ', h('span', { class: 'why' }, explanation(i.status?.conditions))),
         h('h3', {}, 'Member clusters'),
         table('clusters', ['Cluster', 'Ready', 'Version', 'Nodes', 'Allocated / allocatable', 'Taints', ''], clusterRows(inst, clusters, canEdit, refresh, report)),
         h('h3', {}, 'Workloads'),
-        table('workloads', ['Workload', 'Ready', 'Placement (per cluster)', 'Policies', 'Overrides'], workloadRows(inst, workloads, shown, () => void refresh())),
+        table('workloads', ['Workload', 'Ready', 'Placement (per cluster)', 'Policies', 'Overrides'], workloadRows(inst, workloads, shown, pods, () => void refresh())),
       );
       const row = focus && root.querySelector(`#workloads tr[data-workload="${CSS.escape(focus)}"]`);
       if (row) {

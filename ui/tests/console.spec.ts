@@ -91,6 +91,14 @@ test("the instance page shows the nginx sample's placement and its policies", as
   await expect(nginx.locator('.placement[data-cluster="member2"]')).toContainText('member2: 1 replica');
   await expect(nginx.locator('.placement[data-cluster="member1"]')).toContainText('ready 1/1', { timeout: 30_000 });
   await expect(nginx).toContainText('PropagationPolicy default/nginx-propagation');
+  // The Pod behind member1's replica, read from member1 through Karmada's cluster proxy.
+  await nginx.locator('.placement[data-cluster="member1"] button', { hasText: 'Pods' }).click();
+  const pod = nginx.locator('.placement[data-cluster="member1"] ul.pods li');
+  await expect(pod).toHaveCount(1);
+  await expect(pod).toHaveAttribute('data-pod', /^nginx-[a-z0-9]+-[a-z0-9]{5}$/);
+  await expect(pod).toHaveAttribute('data-status', 'Running');
+  await expect(pod).toContainText('1/1 ready');
+  await expect(pod).toContainText('on member1-node-');
   await expect(page.locator('#clusters tbody tr')).toHaveCount(3);
   // Overrides per cluster, read from the Works on request.
   await nginx.locator('td.overrides button', { hasText: 'Show' }).click();
@@ -199,6 +207,10 @@ test('the viewer sees only its instance and no admin actions', async ({ page }) 
   await page.goto(`${endpoints.http}/ui/#/instances/${viewerInstance}`);
   await expect(page.locator('#clusters tbody tr').first()).toBeVisible();
   await expect(page.locator('#clusters button', { hasText: 'Cordon' })).toHaveCount(0);
+  // Kairship's view role reaches the members too: the viewer reads nginx's Pod on member2.
+  const nginx = page.locator('#workloads tr[data-workload="default/nginx"]');
+  await nginx.locator('.placement[data-cluster="member2"] button', { hasText: 'Pods' }).click();
+  await expect(nginx.locator('.placement[data-cluster="member2"] ul.pods li[data-status="Running"]')).toHaveCount(1);
   // The chaos report covers every instance: no link, and the API refuses.
   await expect(page.locator('header a[href="#/chaos"]')).toHaveCount(0);
   await page.goto(`${endpoints.http}/ui/#/chaos`);

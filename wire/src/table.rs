@@ -139,6 +139,32 @@ fn label_selector(sel: &Value) -> String {
     }
 }
 
+/// A Pod's STATUS as kubectl prints it: Terminating, else a container's waiting or
+/// terminated reason, else the pod's reason or phase.
+fn pod_status(v: &Value) -> Value {
+    if v.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null())
+    {
+        return "Terminating".into();
+    }
+    let reason = v
+        .pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find_map(|c| {
+            let state = &c["state"];
+            state["waiting"]["reason"]
+                .as_str()
+                .or_else(|| state["terminated"]["reason"].as_str())
+        });
+    reason
+        .or_else(|| v.pointer("/status/reason").and_then(Value::as_str))
+        .or_else(|| v.pointer("/status/phase").and_then(Value::as_str))
+        .unwrap_or("Pending")
+        .into()
+}
+
 /// kube-apiserver's own printers for the built-in kinds served here.
 pub fn builtin_columns(group: &str, kind: &str) -> Option<Vec<Column>> {
     let name = || column("Name", "string", 0, NAME_DESC, Cell::Name);
@@ -162,6 +188,35 @@ pub fn builtin_columns(group: &str, kind: &str) -> Option<Vec<Column>> {
             column("Containers", "string", 1, "Names of each container in the template.", Cell::Builtin(|v| containers(v, "name"))),
             column("Images", "string", 1, "Images referenced by each container in the template.", Cell::Builtin(|v| containers(v, "image"))),
             column("Selector", "string", 1, "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment.", Cell::Builtin(|v| label_selector(&v["spec"]["selector"]).into())),
+        ],
+        ("apps", "ReplicaSet") => vec![
+            name(),
+            column("Desired", "integer", 0, "Number of desired pods.", Cell::Builtin(|v| v.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1).into())),
+            column("Current", "integer", 0, "Number of actual replicas.", Cell::Builtin(|v| i64_at(v, "/status/replicas").into())),
+            column("Ready", "integer", 0, "Number of ready replicas.", Cell::Builtin(|v| i64_at(v, "/status/readyReplicas").into())),
+            age_column(),
+            column("Containers", "string", 1, "Names of each container in the template.", Cell::Builtin(|v| containers(v, "name"))),
+            column("Images", "string", 1, "Images referenced by each container in the template.", Cell::Builtin(|v| containers(v, "image"))),
+            column("Selector", "string", 1, "Label selector for pods.", Cell::Builtin(|v| label_selector(&v["spec"]["selector"]).into())),
+        ],
+        ("", "Pod") => vec![
+            name(),
+            column("Ready", "string", 0, "The aggregate readiness state of this pod for accepting traffic.", Cell::Builtin(|v| {
+                let statuses = v.pointer("/status/containerStatuses").and_then(Value::as_array);
+                let ready = statuses.into_iter().flatten().filter(|c| c["ready"] == true).count();
+                let total = v.pointer("/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
+                format!("{ready}/{total}").into()
+            })),
+            column("Status", "string", 0, "The aggregate status of the containers in this pod.", Cell::Builtin(pod_status)),
+            column("Restarts", "string", 0, "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.", Cell::Builtin(|v| {
+                let n: i64 = v.pointer("/status/containerStatuses").and_then(Value::as_array).into_iter().flatten().filter_map(|c| c["restartCount"].as_i64()).sum();
+                n.to_string().into()
+            })),
+            age_column(),
+            column("IP", "string", 1, "IP address assigned to the pod", Cell::Builtin(|v| v.pointer("/status/podIP").and_then(Value::as_str).unwrap_or("<none>").into())),
+            column("Node", "string", 1, "Name of the node assigned to the pod", Cell::Builtin(|v| v.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("<none>").into())),
+            column("Nominated Node", "string", 1, "Name of the node nominated for this pod", Cell::Builtin(|v| v.pointer("/status/nominatedNodeName").and_then(Value::as_str).unwrap_or("<none>").into())),
+            column("Readiness Gates", "string", 1, "Readiness gates of the pod", Cell::Builtin(|_| "<none>".into())),
         ],
         _ => return None,
     })

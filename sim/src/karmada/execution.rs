@@ -39,18 +39,26 @@ pub fn work_name(namespace: &str, name: &str, kind: &str) -> String {
         format!("{namespace}-{name}-{kind}")
     }
     .to_lowercase();
+    format!(
+        "{}-{}",
+        name.replace(':', ".").to_lowercase(),
+        safe_hash(&key)
+    )
+}
+
+/// A 32-bit FNV-1a hash of `key` in decimal, each digit encoded with the Kubernetes "safe"
+/// alphabet (no vowels, no look-alikes), as Kubernetes names its generated objects.
+pub fn safe_hash(key: &str) -> String {
     let mut hash: u32 = 0x811c_9dc5;
     for b in key.bytes() {
         hash ^= u32::from(b);
         hash = hash.wrapping_mul(0x0100_0193);
     }
     const SAFE: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let suffix: String = hash
-        .to_string()
+    hash.to_string()
         .bytes()
         .map(|b| SAFE[usize::from(b) % SAFE.len()] as char)
-        .collect();
-    format!("{}-{suffix}", name.replace(':', ".").to_lowercase())
+        .collect()
 }
 
 /// The template as it goes to one cluster: no server fields, its share of replicas.

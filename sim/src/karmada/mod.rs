@@ -15,6 +15,7 @@ pub mod failover;
 pub mod members;
 pub mod nodes;
 pub mod overrides;
+pub mod pods;
 pub mod scheduler;
 pub mod selector;
 pub mod status;
@@ -132,6 +133,7 @@ impl Controller {
         binding::run(self)?;
         execution::run(self)?;
         status::run(self)?;
+        pods::run(self)?;
         Ok(())
     }
 

@@ -1,12 +1,14 @@
 //! The Cluster `proxy` subresource as karmada-aggregated-apiserver serves it:
 //! `/apis/cluster.karmada.io/v1alpha1/clusters/{name}/proxy/{member API path}` reads the
-//! member cluster's own objects (GET only: get and list).
+//! member cluster's own objects (GET only: get and list), as the caller: Karmada's proxy
+//! impersonates the caller on the member, so the member's own RBAC decides.
 
 use axum::body::Body;
 use http::{Method, Request, Response, StatusCode};
 
 use super::resource::{list_response, Query};
 use super::{json_response, ApiServer};
+use crate::rbac;
 use kairship_wire::routes::{self, Route};
 use kairship_wire::status::{ApiError, ApiResult};
 
@@ -16,6 +18,7 @@ impl ApiServer {
         req: &Request<Body>,
         cluster: &str,
         path: &str,
+        who: &rbac::Identity,
     ) -> ApiResult<Response<Body>> {
         let members = self
             .members
@@ -32,7 +35,13 @@ impl ApiServer {
             return Err(ApiError::method_not_allowed(req.method().as_str()));
         }
         let member = members.store(cluster)?;
-        match routes::parse(path) {
+        let route = routes::parse(path);
+        let watch = Query::parse(req.uri().query().unwrap_or(""))?.flag("watch");
+        let attrs = rbac::attributes(req.method(), path, &route, watch);
+        if rbac::authorize(&member, who, &attrs).is_none() {
+            return Err(rbac::forbidden(who, &attrs));
+        }
+        match route {
             Route::Version => Ok(json_response(StatusCode::OK, &super::discovery::version())),
             Route::Resource(rp) => {
                 let def = member

@@ -322,7 +322,7 @@ impl ApiServer {
             return Err(rbac::forbidden(who, &attrs));
         }
         if let Route::ClusterProxy { cluster, path } = &route {
-            return self.cluster_proxy(&req, cluster, path);
+            return self.cluster_proxy(&req, cluster, path, who);
         }
         if req.method() != Method::GET && !matches!(route, Route::Resource(_)) {
             return Err(ApiError::method_not_allowed(req.method().as_str()));
@@ -374,6 +374,19 @@ impl ApiServer {
     }
 
     async fn read_json(&self, req: Request<Body>) -> ApiResult<Value> {
+        // Protobuf and CBOR bodies (kubectl's typed `create` subcommands send protobuf) are
+        // refused as kube-apiserver refuses a format it does not serve, naming it.
+        let ct = req
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        if ct.starts_with("application/vnd.kubernetes.protobuf")
+            || ct.starts_with("application/cbor")
+        {
+            return Err(ApiError::unsupported_media_type(&ct));
+        }
         let body = self.read_body(req).await?;
         serde_json::from_slice(&body).map_err(|e| {
             ApiError::bad_request(format!("the body of the request was not valid JSON: {e}"))
