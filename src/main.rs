@@ -32,7 +32,7 @@ fn main() -> ExitCode {
             Command::Run(args) => kairship::cli::run::run(*args).await,
             #[cfg(feature = "testbed")]
             Command::Demo(args) => kairship::cli::demo::run(*args).await,
-            Command::Ctl(args) => kairship::cli::ctl::run(args).await,
+            Command::Ctl(args) => kairship::cli::ctl::run(*args).await,
             #[cfg(feature = "testbed")]
             Command::Chaos(args) => kairship::cli::chaos::run(args).await,
             Command::Crds => kairship::crd::crds_yaml()

@@ -38,7 +38,7 @@ pub enum Command {
     #[cfg(feature = "testbed")]
     Demo(Box<demo::DemoArgs>),
     /// A client for people: instances, stats, clusters and actors over gRPC.
-    Ctl(ctl::CtlArgs),
+    Ctl(Box<ctl::CtlArgs>),
     /// Run Kairship against a host cluster (production).
     Run(Box<run::RunArgs>),
     /// Chaos experiments: faults against one instance while the others carry load.
