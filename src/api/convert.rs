@@ -104,7 +104,7 @@ pub fn instance(i: &crd::Instance) -> proto::Instance {
                 .managed
                 .as_ref()
                 .and_then(|m| m.karmada_spec.as_ref())
-                .and_then(super::karmada_spec::version_of)
+                .and_then(crate::crd::karmada_spec::version_of)
                 .unwrap_or_default(),
         }),
         status,
@@ -154,13 +154,16 @@ pub fn instance_spec(spec: Option<&proto::InstanceSpec>) -> Result<crd::Instance
                 "is only for INSTANCE_MODE_MANAGED (an External instance runs the version it runs)",
             ));
         }
-        super::karmada_spec::check_version("instance.spec.karmada_version", &spec.karmada_version)?;
+        crate::crd::karmada_spec::check_version(
+            "instance.spec.karmada_version",
+            &spec.karmada_version,
+        )?;
     }
     let managed = (mode == crd::InstanceMode::Managed).then(|| crd::ManagedSpec {
         namespace: Some(spec.managed_namespace.clone()).filter(|n| !n.is_empty()),
         karmada_spec: Some(spec.karmada_version.as_str())
             .filter(|v| !v.is_empty())
-            .map(super::karmada_spec::for_version),
+            .map(crate::crd::karmada_spec::for_version),
     });
     Ok(crd::InstanceSpec {
         mode,

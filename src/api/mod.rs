@@ -7,7 +7,6 @@ pub mod convert;
 pub mod drain;
 pub mod grpc;
 pub mod http;
-pub mod karmada_spec;
 pub mod objects;
 pub mod openapi;
 pub mod override_diff;

@@ -4,6 +4,7 @@
 
 mod binding;
 mod instance;
+pub mod karmada_spec;
 mod registration;
 
 pub use binding::*;

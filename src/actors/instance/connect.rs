@@ -110,7 +110,7 @@ fn upgrade_message(karmada: &DynamicObject, ns: &str, name: &str, spec: Option<&
         .data
         .pointer("/status/karmadaVersion")
         .and_then(Value::as_str);
-    let to = spec.and_then(crate::api::karmada_spec::version_of);
+    let to = spec.and_then(crate::crd::karmada_spec::version_of);
     match (from, to.as_deref()) {
         (Some(f), Some(t)) if f != t => format!("{ns}/{name} from {f} to {t}"),
         (_, Some(t)) => format!("{ns}/{name} to {t}"),
@@ -182,7 +182,7 @@ async fn ensure_karmada(
         // The Instance asks for more than the object has (a new version): patch it, and
         // karmada-operator upgrades; the leader alone writes.
         let stale = wanted.as_ref().is_some_and(|w| {
-            !crate::api::karmada_spec::contains(k.data.get("spec").unwrap_or(&Value::Null), w)
+            !crate::crd::karmada_spec::contains(k.data.get("spec").unwrap_or(&Value::Null), w)
         });
         if stale && ctx.leadership.is_leader() {
             // Conditional on the version just read, so a deposed leader's late patch fails.

@@ -123,7 +123,7 @@ impl InstanceService for Instances {
                 .clone()
                 .unwrap_or_else(|| serde_json::json!({}));
             if let Some(change) = &new.karmada_spec {
-                crate::api::karmada_spec::merge(&mut merged, change);
+                crate::crd::karmada_spec::merge(&mut merged, change);
             }
             new.karmada_spec =
                 Some(merged).filter(|m| m.as_object().is_some_and(|o| !o.is_empty()));
