@@ -47,7 +47,7 @@ pub struct Refusal {
 }
 
 impl ApiError {
-    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
         Self::InvalidArgument {
             field: field.into(),
             message: message.into(),

@@ -14,7 +14,7 @@ mod tests {
     use prost::Message;
 
     #[test]
-    fn descriptor_holds_the_six_services_of_the_pinned_package() {
+    fn descriptor_holds_the_seven_services_of_the_pinned_package() {
         let fds = prost_types::FileDescriptorSet::decode(super::FILE_DESCRIPTOR_SET)
             .expect("descriptor decodes");
         let ours: Vec<_> = fds
@@ -36,7 +36,8 @@ mod tests {
                 "WorkloadService",
                 "PolicyService",
                 "SupervisorService",
-                "AccessService"
+                "AccessService",
+                "SearchService"
             ]
         );
         let instance = &services[0].1;

@@ -20,6 +20,7 @@ pub mod fleet;
 pub mod karmada;
 pub mod members;
 pub mod node;
+pub mod operator;
 pub mod pki;
 pub mod process;
 

@@ -9,6 +9,7 @@ The output is reproducible: entries sorted, owners and times fixed (SOURCE_DATE_
   oci.py build --out IMG.tar --name REPO:TAG --entrypoint /bin/x [--cmd ARG]... \
       [--user UID:GID] [--label K=V]... [--env K=V]... [--workdir DIR] \
       [--file SRC:DEST[:MODE[:UID:GID]]]... [--dir DEST:MODE[:UID:GID]]... [--users]
+      [--gzip-level 1..9]
   oci.py inspect IMG.tar        prints {"name", "config", "manifest", "files"} as JSON
 """
 import argparse
@@ -113,9 +114,9 @@ def layer_tar(entries, epoch):
     return buf.getvalue()
 
 
-def gzip_bytes(data):
+def gzip_bytes(data, level=9):
     out = io.BytesIO()
-    with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=9, mtime=0) as g:
+    with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=level, mtime=0) as g:
         g.write(data)
     return out.getvalue()
 
@@ -146,7 +147,7 @@ def build(args):
     if args.entrypoint and args.entrypoint[0] not in entries:
         raise Usage(f"--entrypoint {args.entrypoint[0]}: not a file in the image")
     tar = layer_tar(entries, epoch)
-    layer = gzip_bytes(tar)
+    layer = gzip_bytes(tar, args.gzip_level)
     labels = key_values(args.label, "--label")
     env = ["PATH=/usr/local/bin:/usr/bin:/bin"] + [f"{k}={v}" for k, v in key_values(args.env, "--env").items()]
     created = datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -253,6 +254,8 @@ def main():
     b.add_argument("--dir", action="append")
     b.add_argument("--users", action="store_true", help="add /etc/passwd and /etc/group with root and nonroot (65532)")
     b.add_argument("--epoch", type=int)
+    b.add_argument("--gzip-level", type=int, default=9, choices=range(1, 10),
+                   help="1 is fast for large images that only travel on this machine")
     i = sub.add_parser("inspect")
     i.add_argument("archive")
     args = p.parse_args()

@@ -6,7 +6,8 @@
 # the cluster tier's kubelet-backed node needs besides Debian's containerd and runc:
 # kubelet, kube-proxy and kube-scheduler (k8s.io/kubernetes), CoreDNS, Helm, and the pause
 # and CoreDNS images (OCI archives written by scripts/image/oci.py, no daemon); and for the
-# identity tests karmadactl and Dex.
+# identity tests karmadactl and Dex; and for managed instances karmada-operator, the
+# previous Karmada minor, both releases' CRD tarballs and images of every component.
 # Idempotent: a binary already built at these versions is kept. Prints the bin directory
 # on its last line.
 set -euo pipefail
@@ -16,6 +17,9 @@ ETCD_VERSION=${ETCD_VERSION:-v3.6.7}
 # v1.18.2 is the newest Karmada release the Go module proxy serves here; its go.mod
 # builds against k8s.io/* v0.35.3, hence the kube-apiserver above.
 KARMADA_VERSION=${KARMADA_VERSION:-v1.18.2}
+# The previous minor (its newest patch the module proxy serves here): managed instances
+# are upgraded from it to the above.
+KARMADA_PREVIOUS=${KARMADA_PREVIOUS:-v1.17.1}
 COREDNS_VERSION=${COREDNS_VERSION:-v1.14.7}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 # Dex's module path lacks its /v2 suffix, so the module proxy serves its releases only as
@@ -41,13 +45,14 @@ step() { printf 'real-fleet: %s\n' "$*" >&2; }
 elapsed() { echo "$(( $(date +%s) - $1 ))s"; }
 
 # A module of ours that requires the upstream module and builds one of its commands.
+# NAME may have a directory (v1.17.5/karmada-scheduler): the binary goes there under BIN.
 build() { # name module version package ldflags [replace lines...]
   local name=$1 module=$2 version=$3 pkg=$4 ldx=$5; shift 5
   if [ -x "$BIN/$name" ]; then step "$name: cached"; return; fi
   local dir="$ROOT/src/$name" t0; t0=$(date +%s)
-  mkdir -p "$dir"
+  mkdir -p "$dir" "$(dirname "$BIN/$name")"
   {
-    echo "module kairship.local/realfleet/$name"
+    echo "module kairship.local/realfleet/${name//\//-}"
     echo "go 1.25"
     echo "require $module $version"
     for r in "$@"; do echo "replace $r"; done
@@ -107,9 +112,19 @@ if [ ! -x "$BIN/etcd" ]; then
 else
   step "etcd: cached"
 fi
-for c in aggregated-apiserver controller-manager scheduler webhook; do
+for c in aggregated-apiserver controller-manager scheduler webhook metrics-adapter; do
   build "karmada-$c" github.com/karmada-io/karmada "$KARMADA_VERSION" "github.com/karmada-io/karmada/cmd/$c" \
     "-X github.com/karmada-io/karmada/pkg/version.gitVersion=$KARMADA_VERSION"
+done
+# karmada-operator, which installs managed instances as pods; stamped with its version, so
+# its defaults (image tags, the CRD tarball's release) are this release's.
+build karmada-operator github.com/karmada-io/karmada "$KARMADA_VERSION" github.com/karmada-io/karmada/operator/cmd/operator \
+  "-X github.com/karmada-io/karmada/pkg/version.gitVersion=$KARMADA_VERSION"
+# The previous minor's components, for upgrading a managed instance from it (its own
+# k8s.io/* versions come with its go.mod).
+for c in aggregated-apiserver controller-manager scheduler webhook metrics-adapter; do
+  build "$KARMADA_PREVIOUS/karmada-$c" github.com/karmada-io/karmada "$KARMADA_PREVIOUS" "github.com/karmada-io/karmada/cmd/$c" \
+    "-X github.com/karmada-io/karmada/pkg/version.gitVersion=$KARMADA_PREVIOUS"
 done
 # The client users drive Karmada with (the identity tests run it through Kairship's proxy).
 build karmadactl github.com/karmada-io/karmada "$KARMADA_VERSION" github.com/karmada-io/karmada/cmd/karmadactl \
@@ -152,5 +167,45 @@ if [ ! -s "$IMAGES/coredns.tar" ]; then
     --entrypoint /coredns --file "$BIN/coredns:/coredns:0755" --users --user 65532:65532 >/dev/null
   step "CoreDNS image written"
 fi
+# What karmada-operator needs on an air-gapped node: its own manifests and CRD (from its
+# module), each release's CRD tarball in the layout the operator unpacks, and images of
+# every component it deploys, at the paths and entrypoints the operator's pod templates
+# name (kube-apiserver and kube-controller-manager on PATH, /usr/local/bin/etcd,
+# /bin/karmada-*), all under one registry name, kairship.local/karmada.
+OPERATOR="$ROOT/karmada-operator"
+if [ ! -s "$OPERATOR/crds/operator.karmada.io_karmadas.yaml" ]; then
+  src=$(cd "$ROOT/src/karmada-operator" && go list -m -f '{{.Dir}}' github.com/karmada-io/karmada)
+  mkdir -p "$OPERATOR"
+  cp -r "$src/operator/config/deploy" "$src/operator/config/crds" "$OPERATOR/"
+  chmod -R u+w "$OPERATOR"
+fi
+CRD_TARBALLS="$ROOT/crd-tarballs"
+for v in "$KARMADA_VERSION" "$KARMADA_PREVIOUS"; do
+  if [ ! -s "$CRD_TARBALLS/$v/crds.tar.gz" ]; then
+    probe="$ROOT/src/karmada-scheduler"; [ "$v" = "$KARMADA_PREVIOUS" ] && probe="$ROOT/src/$KARMADA_PREVIOUS/karmada-scheduler"
+    src=$(cd "$probe" && go list -m -f '{{.Dir}}' github.com/karmada-io/karmada)
+    mkdir -p "$CRD_TARBALLS/$v"
+    python3 "$(dirname "$0")/crd_tarball.py" "$src/charts/karmada/_crds" "$CRD_TARBALLS/$v/crds.tar.gz"
+    step "Karmada $v CRD tarball written"
+  fi
+done
+REG=kairship.local/karmada
+image() { # file name:tag binary path-in-image
+  local out="$IMAGES/karmada/$1.tar"
+  if [ -s "$out" ]; then return; fi
+  mkdir -p "$IMAGES/karmada"
+  python3 "$OCI" build --out "$out.tmp" --name "$REG/$2" --entrypoint "$4" \
+    --file "$3:$4:0755" --dir /tmp:1777 --dir /var/lib/karmada:0755 --users --gzip-level 1 >/dev/null
+  mv "$out.tmp" "$out"
+  step "image $REG/$2 written"
+}
+image "kube-apiserver-$KUBE_VERSION" "kube-apiserver:$KUBE_VERSION" "$BIN/kube-apiserver" /usr/local/bin/kube-apiserver
+image "kube-controller-manager-$KUBE_VERSION" "kube-controller-manager:$KUBE_VERSION" "$BIN/kube-controller-manager" /usr/local/bin/kube-controller-manager
+image "etcd-${ETCD_VERSION#v}" "etcd:${ETCD_VERSION#v}" "$BIN/etcd" /usr/local/bin/etcd
+image "karmada-operator-$KARMADA_VERSION" "karmada-operator:$KARMADA_VERSION" "$BIN/karmada-operator" /bin/karmada-operator
+for c in aggregated-apiserver controller-manager scheduler webhook metrics-adapter; do
+  image "karmada-$c-$KARMADA_VERSION" "karmada-$c:$KARMADA_VERSION" "$BIN/karmada-$c" "/bin/karmada-$c"
+  image "karmada-$c-$KARMADA_PREVIOUS" "karmada-$c:$KARMADA_PREVIOUS" "$BIN/$KARMADA_PREVIOUS/karmada-$c" "/bin/karmada-$c"
+done
 step "all binaries ready in $(elapsed "$t_all")"
 echo "$BIN"

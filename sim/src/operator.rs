@@ -1,6 +1,10 @@
-//! The karmada-operator double on the host: a `Karmada` object provisions a new simulated
-//! instance, writes the Secret `<name>-admin-config` (key `karmada.config`) and reports
-//! `status.secretRef` with a `Ready` condition; deleting the object tears it down.
+//! The karmada-operator double on the host, following the real operator (v1.18): it
+//! persists its defaults into a new `Karmada` object's spec (each component's image tag),
+//! runs its install workflow on every new generation (`Ready=False` reason `Progressing`,
+//! then `Ready=True` reason `Completed`, the whole condition list rewritten each time),
+//! writes the Secret `<name>-karmada-admin-config` (key `karmada.config`) and reports
+//! `status.secretRef`; like the real one it never writes `observedGeneration` nor the
+//! version it installed. Deleting the object tears the instance down.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -24,6 +28,7 @@ pub const KARMADA_VERSION: &str = "v1.12.0";
 pub async fn run(fleet: Fleet) {
     let host = fleet.host().clone();
     let in_flight: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let done: Done = Arc::default();
     loop {
         let Some(def) = host
             .store
@@ -40,14 +45,14 @@ pub async fn run(fleet: Fleet) {
             continue;
         };
         for ev in start.initial {
-            reconcile(&fleet, &def, &ev.object.value, &in_flight);
+            reconcile(&fleet, &def, &ev.object.value, &in_flight, &done);
         }
         let mut live = start.live;
         let key = def.key();
         loop {
             match live.recv().await {
                 Ok(ev) if *ev.resource == key && ev.kind != EventType::Deleted => {
-                    reconcile(&fleet, &def, &ev.object.value, &in_flight)
+                    reconcile(&fleet, &def, &ev.object.value, &in_flight, &done)
                 }
                 Ok(_) => {}
                 // Fell behind: start over from the current state.
@@ -55,6 +60,25 @@ pub async fn run(fleet: Fleet) {
             }
         }
     }
+}
+
+/// The generation each object's workflow last completed (the real operator keeps this in
+/// its work queue, not in the object).
+type Done = Arc<Mutex<std::collections::HashMap<String, i64>>>;
+
+/// The Secret with the admin kubeconfig, named as karmada-operator names it.
+pub fn admin_secret_name(name: &str) -> String {
+    if name.contains("karmada") {
+        format!("{name}-admin-config")
+    } else {
+        format!("{name}-karmada-admin-config")
+    }
+}
+
+fn generation(obj: &Value) -> i64 {
+    obj.pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(1)
 }
 
 fn instance_name(fleet: &Fleet, ns: &str, name: &str) -> String {
@@ -71,11 +95,13 @@ fn reconcile(
     def: &Arc<ResourceDef>,
     obj: &Value,
     in_flight: &Arc<Mutex<HashSet<String>>>,
+    done: &Done,
 ) {
     let (Some(ns), Some(name)) = (meta_str(obj, "namespace"), meta_str(obj, "name")) else {
         return;
     };
     let (ns, name) = (ns.to_string(), name.to_string());
+    let key = format!("{ns}/{name}");
     let finalizers: Vec<String> = obj
         .pointer("/metadata/finalizers")
         .and_then(Value::as_array)
@@ -87,12 +113,14 @@ fn reconcile(
         .unwrap_or_default();
     let ours = finalizers.iter().any(|f| f == FINALIZER);
     let result = if meta_str(obj, "deletionTimestamp").is_some() {
+        done.lock().remove(&key);
         if ours {
             teardown(fleet, def, &ns, &name, finalizers)
         } else {
             Ok(())
         }
     } else if !ours {
+        // The finalizer and the operator's defaults, in one write (a new generation).
         let mut f = finalizers;
         f.push(FINALIZER.to_string());
         patch(
@@ -100,37 +128,22 @@ fn reconcile(
             def,
             &ns,
             &name,
-            json!({"metadata": {"finalizers": f}}),
+            json!({"metadata": {"finalizers": f}, "spec": defaults(obj)}),
             false,
         )
-    } else if !is_ready(obj) && in_flight.lock().insert(format!("{ns}/{name}")) {
-        let (fleet, def, in_flight, name) =
-            (fleet.clone(), def.clone(), in_flight.clone(), name.clone());
-        let generation = obj
-            .pointer("/metadata/generation")
-            .cloned()
-            .unwrap_or(json!(1));
-        tokio::spawn(async move {
-            match provision(&fleet, &def, &ns, &name, generation).await {
-                Err(e) => {
-                    warn!(karmada = %name, namespace = %ns, error = %e, "provisioning failed");
-                    let status = json!({"status": {"conditions": [condition(false, "InstallFailed", &e.to_string())]}});
-                    let _ = patch(&fleet, &def, &ns, &name, status, true);
-                }
-                Ok(()) => upgrade_until_current(&fleet, &def, &ns, &name).await,
-            }
-            in_flight.lock().remove(&format!("{ns}/{name}"));
-        });
-        Ok(())
-    } else if is_ready(obj)
-        && obj.pointer("/status/observedGeneration") != obj.pointer("/metadata/generation")
-        && in_flight.lock().insert(format!("{ns}/{name}"))
+    } else if done.lock().get(&key) != Some(&generation(obj))
+        && in_flight.lock().insert(key.clone())
     {
-        let (fleet, def, in_flight, name) =
-            (fleet.clone(), def.clone(), in_flight.clone(), name.clone());
+        let (fleet, def, in_flight, done, name) = (
+            fleet.clone(),
+            def.clone(),
+            in_flight.clone(),
+            done.clone(),
+            name.clone(),
+        );
         tokio::spawn(async move {
-            upgrade_until_current(&fleet, &def, &ns, &name).await;
-            in_flight.lock().remove(&format!("{ns}/{name}"));
+            run_until_current(&fleet, &def, &ns, &name, &done).await;
+            in_flight.lock().remove(&key);
         });
         Ok(())
     } else {
@@ -141,13 +154,55 @@ fn reconcile(
     }
 }
 
-fn is_ready(obj: &Value) -> bool {
-    obj.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        })
+/// What the operator fills into a spec that leaves it out: each component's image tag.
+fn defaults(obj: &Value) -> Value {
+    let components: serde_json::Map<String, Value> = [
+        "karmadaAggregatedAPIServer",
+        "karmadaControllerManager",
+        "karmadaScheduler",
+        "karmadaWebhook",
+        "karmadaMetricsAdapter",
+    ]
+    .iter()
+    .filter(|c| {
+        obj.pointer(&format!("/spec/components/{c}/imageTag"))
+            .is_none()
+    })
+    .map(|c| (c.to_string(), json!({"imageTag": KARMADA_VERSION})))
+    .collect();
+    json!({"components": components})
+}
+
+/// Runs the install workflow until the object's generation stops moving: spec changes
+/// that land during a run are picked up before the in-flight guard lets go.
+async fn run_until_current(fleet: &Fleet, def: &ResourceDef, ns: &str, name: &str, done: &Done) {
+    let key = format!("{ns}/{name}");
+    loop {
+        let obj = match fleet.host().store.get(def, Some(ns), name) {
+            Ok(now)
+                if done.lock().get(&key) != Some(&generation(&now.value))
+                    && meta_str(&now.value, "deletionTimestamp").is_none() =>
+            {
+                now.value.clone()
+            }
+            _ => return,
+        };
+        let generation = generation(&obj);
+        match install(fleet, def, ns, name, &obj).await {
+            Ok(()) => {
+                done.lock().insert(key.clone(), generation);
+            }
+            Err(e) => {
+                warn!(karmada = %name, namespace = %ns, error = %e, "install workflow failed");
+                let status =
+                    json!({"status": {"conditions": [condition(false, "Failed", &e.to_string())]}});
+                let _ = patch(fleet, def, ns, name, status, true);
+                // The real operator requeues with backoff; the double waits for a new spec.
+                done.lock().insert(key.clone(), generation);
+                return;
+            }
+        }
+    }
 }
 
 fn condition(ready: bool, reason: &str, message: &str) -> Value {
@@ -176,17 +231,29 @@ fn patch(
         .map(|_| ())
 }
 
-async fn provision(
+async fn install(
     fleet: &Fleet,
     def: &ResourceDef,
     ns: &str,
     name: &str,
-    generation: Value,
+    obj: &Value,
 ) -> Result<(), crate::Error> {
-    info!(karmada = %name, namespace = %ns, "provisioning simulated Karmada control plane");
-    let progressing = json!({"status": {"conditions": [condition(false, "Progressing", "installing karmada control plane")]}});
+    let version = wanted_version(obj);
+    info!(karmada = %name, namespace = %ns, version = %version, "running the simulated install workflow");
+    let progressing = json!({"status": {"conditions": [condition(false, "Progressing", "karmada init job is in progressing")]}});
     patch(fleet, def, ns, name, progressing, true)?;
     tokio::time::sleep(fleet.config().provision_delay).await;
+    if let Some(url) = obj
+        .pointer("/spec/crdTarball/httpSource/url")
+        .and_then(Value::as_str)
+    {
+        // The double cannot download; it refuses what the real one could never fetch.
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(crate::Error::Invalid(format!(
+                "failed to download CRD tar, err: unsupported protocol scheme in {url:?}"
+            )));
+        }
+    }
     let inst_name = instance_name(fleet, ns, name);
     let inst = match fleet.instance(&inst_name) {
         Some(i) => i,
@@ -200,7 +267,7 @@ async fn provision(
                 .await?
         }
     };
-    let secret_name = format!("{name}-admin-config");
+    let secret_name = admin_secret_name(name);
     let config =
         serde_json::to_vec(&inst.kubeconfig()).map_err(|e| crate::Error::Invalid(e.to_string()))?;
     let secret = json!({
@@ -222,26 +289,18 @@ async fn provision(
             other?;
         }
     }
-    let current = host
-        .store
-        .get(def, Some(ns), name)
-        .map(|o| o.value.clone())
-        .unwrap_or_default();
     let status = json!({"status": {
-        "observedGeneration": generation,
         "conditions": [condition(true, "Completed", "karmada init job is completed")],
         "secretRef": {"namespace": ns, "name": secret_name},
-        "karmadaVersion": wanted_version(&current),
-        "kubernetesVersion": "v1.31.3",
         "apiServerService": {"name": format!("{name}-karmada-apiserver"), "port": 5443},
     }});
     patch(fleet, def, ns, name, status, true)?;
-    info!(karmada = %name, instance = %inst_name, "simulated Karmada control plane ready");
+    info!(karmada = %name, instance = %inst_name, version = %version, "simulated Karmada control plane ready");
     Ok(())
 }
 
 /// The version a Karmada spec asks for: its components' image tag, as karmada-operator
-/// installs them (controller-manager first, then the API server).
+/// installs them (controller-manager first, then the scheduler).
 pub fn wanted_version(obj: &Value) -> String {
     ["karmadaControllerManager", "karmadaScheduler"]
         .iter()
@@ -252,55 +311,6 @@ pub fn wanted_version(obj: &Value) -> String {
         })
         .unwrap_or(KARMADA_VERSION)
         .to_string()
-}
-
-/// Upgrades until the object's generation stops moving: spec changes that land during an
-/// install or upgrade are picked up before the in-flight guard lets go.
-async fn upgrade_until_current(fleet: &Fleet, def: &ResourceDef, ns: &str, name: &str) {
-    loop {
-        let obj = match fleet.host().store.get(def, Some(ns), name) {
-            Ok(now)
-                if now.value.pointer("/status/observedGeneration")
-                    != now.value.pointer("/metadata/generation")
-                    && is_ready(&now.value)
-                    && meta_str(&now.value, "deletionTimestamp").is_none() =>
-            {
-                now.value.clone()
-            }
-            _ => return,
-        };
-        if let Err(e) = upgrade(fleet, def, ns, name, &obj).await {
-            warn!(karmada = %name, namespace = %ns, error = %e, "upgrade failed");
-            return;
-        }
-    }
-}
-
-/// A spec change on a ready control plane: Ready=False/Upgrading, then the new version.
-async fn upgrade(
-    fleet: &Fleet,
-    def: &ResourceDef,
-    ns: &str,
-    name: &str,
-    obj: &Value,
-) -> Result<(), crate::Error> {
-    let version = wanted_version(obj);
-    let generation = obj
-        .pointer("/metadata/generation")
-        .cloned()
-        .unwrap_or(json!(1));
-    info!(karmada = %name, namespace = %ns, version = %version, "upgrading simulated Karmada control plane");
-    let upgrading = json!({"status": {"conditions": [condition(false, "Upgrading", &format!("upgrading karmada control plane to {version}"))]}});
-    patch(fleet, def, ns, name, upgrading, true)?;
-    tokio::time::sleep(fleet.config().provision_delay).await;
-    let done = json!({"status": {
-        "observedGeneration": generation,
-        "karmadaVersion": version,
-        "conditions": [condition(true, "Completed", "karmada init job is completed")],
-    }});
-    patch(fleet, def, ns, name, done, true)?;
-    info!(karmada = %name, version = %version, "simulated Karmada control plane upgraded");
-    Ok(())
 }
 
 fn teardown(
@@ -321,7 +331,7 @@ fn teardown(
         match fleet.host().store.delete(
             &secrets,
             Some(ns),
-            &format!("{name}-admin-config"),
+            &admin_secret_name(name),
             Default::default(),
         ) {
             Err(e) if e.code != 404 => return Err(e),

@@ -11,6 +11,8 @@ use super::supervision::RestartPolicy;
 pub struct Settings {
     /// Namespace of `Karmada` objects for managed instances.
     pub managed_namespace: String,
+    /// Registry, tags, version and CRD tarball for managed instances that do not say.
+    pub managed_defaults: crate::crd::karmada_spec::Defaults,
     /// How often an instance actor recomputes stats, probes and syncs status.
     pub tick: Duration,
     /// Upper bound on one reachability probe.
@@ -45,6 +47,7 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             managed_namespace: "kairship-system".into(),
+            managed_defaults: Default::default(),
             tick: Duration::from_secs(2),
             probe_timeout: Duration::from_secs(3),
             unreachable_after: 2,

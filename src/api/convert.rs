@@ -6,6 +6,7 @@ use kube::api::DynamicObject;
 use serde_json::Value;
 
 use crate::crd;
+use crate::crd::karmada_spec;
 use crate::error::ApiError;
 use crate::proto;
 
@@ -71,6 +72,7 @@ pub fn stats(s: &crd::InstanceStats, last_sync: Option<&str>) -> proto::Instance
 
 pub fn instance(i: &crd::Instance) -> proto::Instance {
     let spec = &i.spec;
+    let karmada = spec.managed.as_ref().and_then(|m| m.karmada_spec.as_ref());
     let status = i.status.as_ref().map(|s| proto::InstanceStatus {
         phase: format!("{:?}", s.phase),
         conditions: s.conditions.iter().map(condition).collect(),
@@ -100,11 +102,26 @@ pub fn instance(i: &crd::Instance) -> proto::Instance {
                 .and_then(|m| m.namespace.clone())
                 .unwrap_or_default(),
             paused: spec.paused,
-            karmada_version: spec
-                .managed
-                .as_ref()
-                .and_then(|m| m.karmada_spec.as_ref())
-                .and_then(crate::crd::karmada_spec::version_of)
+            karmada_version: karmada
+                .and_then(karmada_spec::version_of)
+                .unwrap_or_default(),
+            image_registry: karmada
+                .and_then(karmada_spec::registry_of)
+                .unwrap_or_default(),
+            component_images: karmada
+                .map(karmada_spec::images_of)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(c, i)| {
+                    let image = proto::ComponentImage {
+                        repository: i.repository,
+                        tag: i.tag,
+                    };
+                    (c, image)
+                })
+                .collect(),
+            crd_tarball_url: karmada
+                .and_then(karmada_spec::crd_tarball_of)
                 .unwrap_or_default(),
         }),
         status,
@@ -147,30 +164,68 @@ pub fn instance_spec(spec: Option<&proto::InstanceSpec>) -> Result<crd::Instance
         }
         (crd::InstanceMode::Managed, _) => None,
     };
-    if !spec.karmada_version.is_empty() {
-        if mode != crd::InstanceMode::Managed {
-            return Err(ApiError::invalid(
-                "instance.spec.karmada_version",
-                "is only for INSTANCE_MODE_MANAGED (an External instance runs the version it runs)",
-            ));
+    let managed = match mode {
+        crd::InstanceMode::Managed => Some(crd::ManagedSpec {
+            namespace: Some(spec.managed_namespace.clone()).filter(|n| !n.is_empty()),
+            karmada_spec: managed_fragment(spec)?,
+        }),
+        crd::InstanceMode::External => {
+            let managed_only = [
+                ("karmada_version", spec.karmada_version.is_empty()),
+                ("image_registry", spec.image_registry.is_empty()),
+                ("component_images", spec.component_images.is_empty()),
+                ("crd_tarball_url", spec.crd_tarball_url.is_empty()),
+            ];
+            if let Some((field, _)) = managed_only.iter().find(|(_, empty)| !empty) {
+                return Err(ApiError::invalid(
+                    format!("instance.spec.{field}"),
+                    "is only for INSTANCE_MODE_MANAGED (an External instance runs what it runs)",
+                ));
+            }
+            None
         }
-        crate::crd::karmada_spec::check_version(
-            "instance.spec.karmada_version",
-            &spec.karmada_version,
-        )?;
-    }
-    let managed = (mode == crd::InstanceMode::Managed).then(|| crd::ManagedSpec {
-        namespace: Some(spec.managed_namespace.clone()).filter(|n| !n.is_empty()),
-        karmada_spec: Some(spec.karmada_version.as_str())
-            .filter(|v| !v.is_empty())
-            .map(crate::crd::karmada_spec::for_version),
-    });
+    };
     Ok(crd::InstanceSpec {
         mode,
         external,
         managed,
         paused: spec.paused,
     })
+}
+
+/// The part of a managed instance's Karmada spec a request sets, in karmada-operator's
+/// terms (None: it sets nothing, so an update keeps everything).
+fn managed_fragment(spec: &proto::InstanceSpec) -> Result<Option<Value>, ApiError> {
+    let mut fragment = serde_json::json!({});
+    if !spec.karmada_version.is_empty() {
+        karmada_spec::check_version("instance.spec.karmada_version", &spec.karmada_version)?;
+        karmada_spec::merge(
+            &mut fragment,
+            &karmada_spec::for_version(&spec.karmada_version),
+        );
+    }
+    if !spec.image_registry.is_empty() {
+        let registry =
+            karmada_spec::for_registry("instance.spec.image_registry", &spec.image_registry)?;
+        karmada_spec::merge(&mut fragment, &registry);
+    }
+    for (component, image) in &spec.component_images {
+        let image = karmada_spec::Image {
+            repository: image.repository.clone(),
+            tag: image.tag.clone(),
+        };
+        let field = format!("instance.spec.component_images[{component:?}]");
+        karmada_spec::merge(
+            &mut fragment,
+            &karmada_spec::for_image(&field, component, &image)?,
+        );
+    }
+    if !spec.crd_tarball_url.is_empty() {
+        let crds =
+            karmada_spec::for_crd_tarball("instance.spec.crd_tarball_url", &spec.crd_tarball_url)?;
+        karmada_spec::merge(&mut fragment, &crds);
+    }
+    Ok(Some(fragment).filter(|f| f.as_object().is_some_and(|o| !o.is_empty())))
 }
 
 fn str_at(v: &Value, path: &str) -> String {

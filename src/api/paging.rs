@@ -50,7 +50,7 @@ pub fn paginate_by<T>(
         0 => DEFAULT_PAGE_SIZE,
         n if n < 0 => {
             return Err(ApiError::invalid(
-                &format!("{prefix}page_size"),
+                format!("{prefix}page_size"),
                 "must not be negative",
             ))
         }
@@ -65,7 +65,7 @@ pub fn paginate_by<T>(
                 .and_then(|b| String::from_utf8(b).ok())
                 .ok_or_else(|| {
                     ApiError::invalid(
-                        &format!("{prefix}page_token"),
+                        format!("{prefix}page_token"),
                         "not a token this server issued",
                     )
                 })?,

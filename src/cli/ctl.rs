@@ -81,10 +81,44 @@ pub enum InstancesCmd {
         /// NAMESPACE/NAME[:KEY] of the kubeconfig Secret (External).
         #[arg(long)]
         secret: Option<String>,
+        #[command(flatten)]
+        managed: ManagedFlags,
+    },
+    /// Change a managed instance: a new --karmada-version upgrades it.
+    Update {
+        name: String,
+        #[command(flatten)]
+        managed: ManagedFlags,
     },
     Delete {
         name: String,
     },
+}
+
+/// What karmada-operator installs for a managed instance; unset: Kairship's defaults.
+#[derive(Debug, clap::Args)]
+pub struct ManagedFlags {
+    /// The Karmada version (vMAJOR.MINOR.PATCH).
+    #[arg(long)]
+    karmada_version: Option<String>,
+    /// One registry for every component image (an air-gapped cluster's mirror).
+    #[arg(long)]
+    image_registry: Option<String>,
+    /// Where karmada-operator downloads Karmada's CRD tarball (http or https).
+    #[arg(long)]
+    crd_tarball_url: Option<String>,
+}
+
+impl ManagedFlags {
+    fn spec(&self) -> proto::InstanceSpec {
+        proto::InstanceSpec {
+            mode: proto::InstanceMode::Managed as i32,
+            karmada_version: self.karmada_version.clone().unwrap_or_default(),
+            image_registry: self.image_registry.clone().unwrap_or_default(),
+            crd_tarball_url: self.crd_tarball_url.clone().unwrap_or_default(),
+            ..Default::default()
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -278,7 +312,12 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
                         instance_rows(std::slice::from_ref(j))
                     })
                 }
-                InstancesCmd::Create { name, mode, secret } => {
+                InstancesCmd::Create {
+                    name,
+                    mode,
+                    secret,
+                    managed,
+                } => {
                     let spec = match mode.as_str() {
                         "external" => {
                             let secret = secret.as_deref().ok_or_else(|| Error::Usage("--secret NAMESPACE/NAME[:KEY] is required with --mode external".into()))?;
@@ -298,10 +337,7 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
                                 ..Default::default()
                             }
                         }
-                        _ => proto::InstanceSpec {
-                            mode: proto::InstanceMode::Managed as i32,
-                            ..Default::default()
-                        },
+                        _ => managed.spec(),
                     };
                     let inst = proto::Instance {
                         metadata: Some(proto::ObjectMeta {
@@ -313,6 +349,26 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
                     };
                     let r = c
                         .create_instance(conn.request(proto::CreateInstanceRequest {
+                            instance: Some(inst),
+                        }))
+                        .await
+                        .map_err(status)?
+                        .into_inner();
+                    print(out, "kairship.v1alpha1.Instance", &r, |j| {
+                        instance_rows(std::slice::from_ref(j))
+                    })
+                }
+                InstancesCmd::Update { name, managed } => {
+                    let inst = proto::Instance {
+                        metadata: Some(proto::ObjectMeta {
+                            name: name.clone(),
+                            ..Default::default()
+                        }),
+                        spec: Some(managed.spec()),
+                        status: None,
+                    };
+                    let r = c
+                        .update_instance(conn.request(proto::UpdateInstanceRequest {
                             instance: Some(inst),
                         }))
                         .await

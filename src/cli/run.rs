@@ -68,6 +68,24 @@ pub struct RunArgs {
     /// Namespace of the Karmada objects of managed instances.
     #[arg(long, default_value = "kairship-system")]
     pub managed_namespace: String,
+    /// Karmada version of a managed instance created without one (unset: karmada-operator's).
+    #[arg(long)]
+    pub managed_karmada_version: Option<String>,
+    /// Registry of every component image of a managed instance created without one
+    /// (<registry>/kube-apiserver, <registry>/karmada-scheduler, ...): an air-gapped
+    /// cluster's mirror. Unset: karmada-operator's registries.
+    #[arg(long)]
+    pub managed_image_registry: Option<String>,
+    /// COMPONENT=TAG (repeatable): the tag of a component whose image is not tagged with the
+    /// Karmada version (etcd, karmadaAPIServer, kubeControllerManager), for managed
+    /// instances created without one.
+    #[arg(long = "managed-image-tag", value_name = "COMPONENT=TAG")]
+    pub managed_image_tags: Vec<String>,
+    /// Where karmada-operator downloads Karmada's CRD tarball for a managed instance created
+    /// without one; `{version}` becomes the instance's Karmada version. Unset: the release
+    /// on GitHub, which an air-gapped cluster cannot reach.
+    #[arg(long)]
+    pub managed_crd_tarball_url: Option<String>,
     /// On SIGTERM, seconds `/readyz` fails while every request is still served, so
     /// endpoints drop this replica before its listeners close (kube-apiserver's
     /// --shutdown-delay-duration; in a pod, a few seconds). Then watches end cleanly and
@@ -318,6 +336,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     };
     let settings = Settings {
         managed_namespace: args.managed_namespace.clone(),
+        managed_defaults: managed_defaults(&args)?,
         degraded_after: std::time::Duration::from_secs(args.instance_degraded_after_secs),
         ..Settings::default()
     };
@@ -372,6 +391,34 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// The `--managed-*` flags, checked as a request's fields would be, so a typo stops the
+/// start instead of failing every managed instance later.
+fn managed_defaults(args: &RunArgs) -> Result<crate::crd::karmada_spec::Defaults, Error> {
+    let mut image_tags = std::collections::BTreeMap::new();
+    for kv in &args.managed_image_tags {
+        let (component, tag) = kv.split_once('=').ok_or_else(|| {
+            Error::Usage(format!(
+                "--managed-image-tag {kv:?}: expected COMPONENT=TAG"
+            ))
+        })?;
+        image_tags.insert(component.to_string(), tag.to_string());
+    }
+    let defaults = crate::crd::karmada_spec::Defaults {
+        karmada_version: args.managed_karmada_version.clone(),
+        image_registry: args.managed_image_registry.clone(),
+        image_tags,
+        crd_tarball_url: args.managed_crd_tarball_url.clone(),
+    };
+    if let Some(v) = &defaults.karmada_version {
+        crate::crd::karmada_spec::check_version("--managed-karmada-version", v)
+            .map_err(|e| Error::Usage(e.to_string()))?;
+    }
+    defaults
+        .fragment(None)
+        .map_err(|e| Error::Usage(e.to_string()))?;
+    Ok(defaults)
 }
 
 #[cfg(test)]

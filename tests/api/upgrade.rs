@@ -63,17 +63,75 @@ async fn managed_instance_upgrade_end_to_end() {
         bad.message()
     );
 
+    // What an air-gapped cluster needs, each bad value refused naming its field.
+    let air_gapped = |f: &dyn Fn(&mut InstanceSpec)| {
+        let mut i = managed("team-u", "v1.12.0");
+        let spec = i.spec.as_mut().expect("spec");
+        spec.image_registry = "registry.example.com/karmada".into();
+        spec.component_images = [(
+            "etcd".to_string(),
+            ComponentImage {
+                repository: String::new(),
+                tag: "3.6.7".into(),
+            },
+        )]
+        .into();
+        spec.crd_tarball_url = "http://crds.example.com/v1.12.0/crds.tar.gz".into();
+        f(spec);
+        i
+    };
+    for (field, change) in [
+        (
+            "instance.spec.image_registry",
+            (&|s: &mut InstanceSpec| s.image_registry = "https://registry.example.com".into())
+                as &dyn Fn(&mut InstanceSpec),
+        ),
+        (
+            "instance.spec.component_images[\"etcdd\"]",
+            &|s: &mut InstanceSpec| {
+                s.component_images = [(
+                    "etcdd".to_string(),
+                    ComponentImage {
+                        repository: String::new(),
+                        tag: "3.6.7".into(),
+                    },
+                )]
+                .into()
+            },
+        ),
+        ("instance.spec.crd_tarball_url", &|s: &mut InstanceSpec| {
+            s.crd_tarball_url = "ftp://crds.example.com/crds.tar.gz".into()
+        }),
+    ] {
+        let e = c
+            .clone()
+            .create_instance(CreateInstanceRequest {
+                instance: Some(air_gapped(change)),
+            })
+            .await
+            .expect_err(field);
+        assert_eq!(e.code(), Code::InvalidArgument, "{field}");
+        assert!(e.message().contains(field), "{field}: {}", e.message());
+    }
     let created = c
         .clone()
         .create_instance(CreateInstanceRequest {
-            instance: Some(managed("team-u", "v1.12.0")),
+            instance: Some(air_gapped(&|_| {})),
         })
         .await
         .expect("create")
         .into_inner();
+    let spec = created.spec.clone().expect("spec");
+    assert_eq!(spec.karmada_version, "v1.12.0");
+    assert_eq!(spec.image_registry, "registry.example.com/karmada");
     assert_eq!(
-        created.spec.as_ref().map(|s| s.karmada_version.as_str()),
-        Some("v1.12.0")
+        spec.crd_tarball_url,
+        "http://crds.example.com/v1.12.0/crds.tar.gz"
+    );
+    assert_eq!(spec.component_images["etcd"].tag, "3.6.7");
+    assert_eq!(
+        spec.component_images["karmadaScheduler"].repository,
+        "registry.example.com/karmada/karmada-scheduler"
     );
     api.env
         .wait_phase("team-u", Phase::Running, Duration::from_secs(30))
@@ -172,7 +230,28 @@ async fn managed_instance_upgrade_end_to_end() {
         "v1.13.0"
     );
     assert_eq!(k.data["spec"]["featureGates"]["Failover"], true);
-    assert_eq!(k.data["status"]["karmadaVersion"], "v1.13.0");
+    // karmada-operator's own fields: every image from the one registry, etcd's under
+    // `local`, and the CRD tarball.
+    assert_eq!(
+        k.data["spec"]["components"]["karmadaAPIServer"]["imageRepository"],
+        "registry.example.com/karmada/kube-apiserver"
+    );
+    assert_eq!(
+        k.data["spec"]["components"]["etcd"]["local"],
+        json!({"imageRepository": "registry.example.com/karmada/etcd", "imageTag": "3.6.7"})
+    );
+    assert_eq!(
+        k.data["spec"]["crdTarball"],
+        json!({"httpSource": {"url": "http://crds.example.com/v1.12.0/crds.tar.gz"}, "crdDownloadPolicy": "IfNotPresent"})
+    );
+    assert!(
+        k.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key("kairship.io/spec-applied-at")),
+        "Kairship marks when it wrote the spec (the operator keeps no observedGeneration)"
+    );
+    assert!(k.data["status"].get("karmadaVersion").is_none());
 
     let external = Instance {
         spec: Some(InstanceSpec {

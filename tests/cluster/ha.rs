@@ -3,7 +3,8 @@
 //! through their own probes, one Lease holder, UID 65532 on a read-only root, JSON logs,
 //! metrics); every surface through the Service; the leader's loss (pod force-deleted,
 //! then its container killed) with a client reading all along; a rolling upgrade to a new
-//! image tag with clients reading, writing and watching; `helm uninstall`; and the machine
+//! image tag with clients reading, writing and watching; a managed instance through the
+//! real karmada-operator (`managed.rs`); `helm uninstall`; and the machine
 //! left as it was found once the demo stops. Figures are printed, not asserted.
 
 use std::path::{Path, PathBuf};
@@ -61,10 +62,10 @@ fn prerequisites() -> Result<(), String> {
     Ok(())
 }
 
-struct ClusterDemo {
+pub struct ClusterDemo {
     child: Child,
-    dir: tempfile::TempDir,
-    endpoints: Value,
+    pub dir: tempfile::TempDir,
+    pub endpoints: Value,
     host: PathBuf,
 }
 
@@ -130,20 +131,20 @@ impl ClusterDemo {
         demo
     }
 
-    fn log_tail(&self) -> String {
+    pub fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(self.dir.path().join("demo.log")).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(60)..].join("\n")
     }
 
-    fn kubectl(&self, args: &[&str]) -> String {
+    pub fn kubectl(&self, args: &[&str]) -> String {
         let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
         stdout(&run(Command::new(kubectl)
             .arg(format!("--kubeconfig={}", self.host.display()))
             .args(args)))
     }
 
-    fn json(&self, args: &[&str]) -> Value {
+    pub fn json(&self, args: &[&str]) -> Value {
         let mut a = args.to_vec();
         a.extend(["-o", "json"]);
         serde_json::from_str(&self.kubectl(&a)).expect("kubectl -o json")
@@ -248,6 +249,12 @@ fn name(pod: &Value) -> String {
 
 /// A plain-HTTP GET (the pods' probes port): the body on 200.
 async fn http_get(addr: &str, path: &str) -> Option<String> {
+    let (code, body) = http_get_status(addr, path).await?;
+    (code == 200).then_some(body)
+}
+
+/// A plain-HTTP GET: the status code and body.
+pub async fn http_get_status(addr: &str, path: &str) -> Option<(u16, String)> {
     let io = async {
         let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
         s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
@@ -257,7 +264,8 @@ async fn http_get(addr: &str, path: &str) -> Option<String> {
         s.read_to_end(&mut buf).await.ok()?;
         let text = String::from_utf8_lossy(&buf).into_owned();
         let (head, body) = text.split_once("\r\n\r\n")?;
-        (head.split_whitespace().nth(1) == Some("200")).then(|| body.to_string())
+        let code = head.split_whitespace().nth(1)?.parse().ok()?;
+        Some((code, body.to_string()))
     };
     tokio::time::timeout(Duration::from_secs(3), io)
         .await
@@ -702,6 +710,7 @@ async fn kairship_runs_as_pods_on_a_real_node() {
     every_surface_answers_through_the_service(&demo).await;
     leader_loss(&demo).await;
     rolling_upgrade(&demo).await;
+    crate::managed::lifecycle(&demo).await;
     uninstall(&demo).await;
     let stopped = Instant::now();
     let status = demo.stop();

@@ -11,6 +11,7 @@
 mod chart;
 mod ha;
 mod image;
+mod managed;
 mod readers;
 
 use std::path::{Path, PathBuf};

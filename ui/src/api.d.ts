@@ -384,6 +384,10 @@ export interface components {
             cluster?: string;
             policies?: string[];
         };
+        "kairship.v1alpha1.ComponentImage": {
+            repository?: string;
+            tag?: string;
+        };
         "kairship.v1alpha1.Condition": {
             lastTransitionTime?: string;
             message?: string;
@@ -418,6 +422,11 @@ export interface components {
             role?: string;
         };
         "kairship.v1alpha1.InstanceSpec": {
+            componentImages?: {
+                [key: string]: components["schemas"]["kairship.v1alpha1.ComponentImage"];
+            };
+            crdTarballUrl?: string;
+            imageRegistry?: string;
             karmadaVersion?: string;
             kubeconfigSecretRef?: components["schemas"]["kairship.v1alpha1.SecretKeyRef"];
             managedNamespace?: string;

@@ -7,6 +7,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::discovery::ApiResource;
 use serde_json::{json, Value};
 
+use super::now;
 use crate::actors::context::Context;
 use crate::crd::{Instance, InstanceMode};
 
@@ -59,24 +60,16 @@ pub async fn connect(ctx: &Context, instance: &Instance) -> Result<Connected, Co
                 .and_then(|m| m.namespace.clone())
                 .unwrap_or_else(|| ctx.settings.managed_namespace.clone());
             let karmada = ensure_karmada(ctx, instance, &ns, &name).await?;
-            let ready = karmada
-                .data
-                .pointer("/status/conditions")
-                .and_then(Value::as_array)
-                .is_some_and(|cs| {
-                    cs.iter()
-                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                });
-            // A spec the operator has not acted on yet (an upgrade under way) is not ready.
-            let observed = karmada
-                .data
-                .pointer("/status/observedGeneration")
-                .and_then(Value::as_i64);
-            let ready = ready && observed.is_none_or(|g| Some(g) == karmada.metadata.generation);
+            let spec = karmada.data.get("spec").unwrap_or(&Value::Null);
             let secret = karmada.data.pointer("/status/secretRef").cloned();
-            let (true, Some(secret)) = (ready, secret) else {
-                return Err(not_ready(&karmada, &ns, &name));
+            let (true, Some(secret)) = (ready(&karmada), secret) else {
+                return Err(not_ready(instance, &karmada, &ns, &name, None));
             };
+            // The operator reports Ready once it has written the Deployments, not once
+            // they have rolled: an upgrade is done when every component runs the new spec.
+            if let Some(rolling) = rolling_components(ctx, &ns, &name).await? {
+                return Err(not_ready(instance, &karmada, &ns, &name, Some(rolling)));
+            }
             let sns = secret["namespace"].as_str().unwrap_or(&ns).to_string();
             let sname = secret["name"].as_str().ok_or_else(|| {
                 ConnectError::Failed(format!(
@@ -84,32 +77,125 @@ pub async fn connect(ctx: &Context, instance: &Instance) -> Result<Connected, Co
                 ))
             })?;
             let config = read_secret_key(ctx, &sns, sname, "karmada.config").await?;
-            let version = karmada
-                .data
-                .pointer("/status/karmadaVersion")
-                .and_then(Value::as_str)
-                .map(String::from);
+            // karmada-operator reports no version: the spec it has just completed is it.
+            let version = crate::crd::karmada_spec::version_of(spec);
             client_from(ctx, &config, version).await
         }
     }
 }
 
-/// Why a Karmada object is not usable yet: an installed control plane (it reported a
-/// version) that is not Ready is being upgraded; anything else is still provisioning.
-fn not_ready(karmada: &DynamicObject, ns: &str, name: &str) -> ConnectError {
-    if karmada.data.pointer("/status/karmadaVersion").is_some() {
-        let wanted = karmada.data.get("spec");
-        ConnectError::Upgrading(upgrade_message(karmada, ns, name, wanted))
-    } else {
-        ConnectError::Provisioning(format!("{ns}/{name}"))
+/// The annotation with the time Kairship last wrote the Karmada object's spec.
+/// karmada-operator keeps neither `observedGeneration` nor the version it installed, and
+/// its `Ready` condition stays `True` from the previous run until it picks up a new spec;
+/// a `Ready` condition older than this write is about the old spec.
+pub const SPEC_APPLIED_AT: &str = "kairship.io/spec-applied-at";
+
+/// The operator's `Ready` condition, if it speaks about the current spec.
+fn ready_condition(karmada: &DynamicObject) -> Option<&Value> {
+    let c = karmada
+        .data
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")?;
+    let applied = karmada
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(SPEC_APPLIED_AT));
+    let at = c["lastTransitionTime"].as_str().unwrap_or_default();
+    // RFC 3339 in UTC with seconds, as both sides write it, orders as text.
+    applied.is_none_or(|a| at >= a.as_str()).then_some(c)
+}
+
+fn ready(karmada: &DynamicObject) -> bool {
+    let current = ready_condition(karmada).is_some_and(|c| c["status"] == "True");
+    // A double that does keep observedGeneration (the simulator once did) must agree.
+    let observed = karmada
+        .data
+        .pointer("/status/observedGeneration")
+        .and_then(Value::as_i64);
+    current && observed.is_none_or(|g| Some(g) == karmada.metadata.generation)
+}
+
+/// Why a Karmada object is not usable yet, with the operator's own words: an instance that
+/// has run (it reported a version) is being upgraded; anything else is provisioning.
+fn not_ready(
+    instance: &Instance,
+    karmada: &DynamicObject,
+    ns: &str,
+    name: &str,
+    rolling: Option<String>,
+) -> ConnectError {
+    let progress = rolling
+        .map(|r| format!(": rolling out {r}"))
+        .or_else(|| {
+            ready_condition(karmada).map(|c| {
+                let (reason, message) = (
+                    c["reason"].as_str().unwrap_or_default(),
+                    c["message"].as_str().unwrap_or_default(),
+                );
+                format!(": karmada-operator says {reason}: {message}")
+            })
+        })
+        .unwrap_or_else(|| ": karmada-operator has not reported on this spec yet".into());
+    let spec = karmada.data.get("spec");
+    match instance
+        .status
+        .as_ref()
+        .and_then(|s| s.karmada_version.as_deref())
+    {
+        Some(from) => ConnectError::Upgrading(format!(
+            "{}{progress}",
+            upgrade_message(Some(from), ns, name, spec)
+        )),
+        None => ConnectError::Provisioning(format!("{ns}/{name}{progress}")),
     }
 }
 
-fn upgrade_message(karmada: &DynamicObject, ns: &str, name: &str, spec: Option<&Value>) -> String {
-    let from = karmada
-        .data
-        .pointer("/status/karmadaVersion")
-        .and_then(Value::as_str);
+/// The operator's Deployments of instance `name` that have not rolled out their current
+/// spec (as `kubectl rollout status` judges), named with their progress; None when all
+/// have. A host that refuses the list (an older chart's RBAC) does not hold the instance.
+async fn rolling_components(
+    ctx: &Context,
+    ns: &str,
+    name: &str,
+) -> Result<Option<String>, ConnectError> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let api: Api<Deployment> = Api::namespaced(ctx.host.clone(), ns);
+    let params = kube::api::ListParams::default().labels(&format!(
+        "app.kubernetes.io/managed-by=karmada-operator,app.kubernetes.io/instance={name}"
+    ));
+    let list = match bounded(ctx, api.list(&params)).await? {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(namespace = %ns, error = %e, "cannot list the operator's Deployments; not waiting for their rollout");
+            return Ok(None);
+        }
+    };
+    let rolling: Vec<String> = list
+        .items
+        .iter()
+        .filter_map(|d| {
+            let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            let st = d.status.clone().unwrap_or_default();
+            let updated = st.updated_replicas.unwrap_or(0);
+            let done = st.observed_generation >= d.metadata.generation
+                && updated >= want
+                && st.replicas.unwrap_or(0) <= want
+                && st.available_replicas.unwrap_or(0) >= want;
+            (!done).then(|| {
+                format!(
+                    "{} ({updated}/{want} updated)",
+                    d.metadata.name.as_deref().unwrap_or_default()
+                )
+            })
+        })
+        .collect();
+    Ok(Some(rolling.join(", ")).filter(|r| !r.is_empty()))
+}
+
+fn upgrade_message(from: Option<&str>, ns: &str, name: &str, spec: Option<&Value>) -> String {
     let to = spec.and_then(crate::crd::karmada_spec::version_of);
     match (from, to.as_deref()) {
         (Some(f), Some(t)) if f != t => format!("{ns}/{name} from {f} to {t}"),
@@ -186,14 +272,21 @@ async fn ensure_karmada(
         });
         if stale && ctx.leadership.is_leader() {
             // Conditional on the version just read, so a deposed leader's late patch fails.
-            let patch = json!({"metadata": {"resourceVersion": k.metadata.resource_version}, "spec": wanted});
+            let patch = json!({"metadata": {
+                "resourceVersion": k.metadata.resource_version,
+                "annotations": {SPEC_APPLIED_AT: now()},
+            }, "spec": wanted});
             tracing::info!(karmada = %name, namespace = %ns, "patching the Karmada object's spec (upgrade)");
             let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
             fenced(ctx, api.patch(name, &params, &patch))
                 .await?
                 .map_err(|e| failed("patching", e))?;
+            let from = instance
+                .status
+                .as_ref()
+                .and_then(|s| s.karmada_version.as_deref());
             return Err(ConnectError::Upgrading(upgrade_message(
-                &k,
+                from,
                 ns,
                 name,
                 wanted.as_ref(),
@@ -206,16 +299,21 @@ async fn ensure_karmada(
             "{ns}/{name} (created by the leader)"
         )));
     }
-    let spec = instance
-        .spec
-        .managed
-        .as_ref()
-        .and_then(|m| m.karmada_spec.clone())
-        .unwrap_or_else(|| json!({}));
+    // An Instance written directly (not through the API) gets Kairship's defaults here,
+    // under what it says itself.
+    let own = wanted.unwrap_or_else(|| json!({}));
+    let version = crate::crd::karmada_spec::version_of(&own);
+    let mut spec = ctx
+        .settings
+        .managed_defaults
+        .fragment(version.as_deref())
+        .map_err(|e| ConnectError::Failed(e.to_string()))?;
+    crate::crd::karmada_spec::merge(&mut spec, &own);
     let mut obj = DynamicObject::new(name, &karmada_resource())
         .within(ns)
         .data(json!({"spec": spec}));
     obj.metadata.labels = Some([("kairship.io/instance".to_string(), name.to_string())].into());
+    obj.metadata.annotations = Some([(SPEC_APPLIED_AT.to_string(), now())].into());
     let params = PostParams::default();
     match fenced(ctx, api.create(&params, &obj)).await? {
         Ok(k) => Ok(k),

@@ -191,7 +191,8 @@ impl InstanceState {
     }
 }
 
-fn now() -> String {
+/// Now as Kubernetes writes times (RFC 3339, UTC, whole seconds).
+pub(super) fn now() -> String {
     jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()

@@ -38,7 +38,19 @@ impl InstanceService for Instances {
         check_name("instance.metadata.name", &name)?;
         self.0
             .authorize(&caller, Role::Admin, &name, "create instances")?;
-        let spec = convert::instance_spec(inst.spec.as_ref())?;
+        let mut spec = convert::instance_spec(inst.spec.as_ref())?;
+        if let Some(m) = spec.managed.as_mut() {
+            // The defaults written into the Instance, so it describes itself.
+            let defaults = &self.0.tree.settings().managed_defaults;
+            let own = m
+                .karmada_spec
+                .take()
+                .unwrap_or_else(|| serde_json::json!({}));
+            let mut full =
+                defaults.fragment(crate::crd::karmada_spec::version_of(&own).as_deref())?;
+            crate::crd::karmada_spec::merge(&mut full, &own);
+            m.karmada_spec = Some(full).filter(|f| f.as_object().is_some_and(|o| !o.is_empty()));
+        }
         let mut obj = Instance::new(&name, spec);
         obj.metadata.labels = inst
             .metadata
@@ -122,7 +134,9 @@ impl InstanceService for Instances {
                 .karmada_spec
                 .clone()
                 .unwrap_or_else(|| serde_json::json!({}));
-            if let Some(change) = &new.karmada_spec {
+            if let Some(change) = new.karmada_spec.as_mut() {
+                let defaults = &self.0.tree.settings().managed_defaults;
+                defaults.follow_version(&merged, change);
                 crate::crd::karmada_spec::merge(&mut merged, change);
             }
             new.karmada_spec =

@@ -44,7 +44,7 @@ fn parse(req: &proto::SearchRequest) -> Result<Query, ApiError> {
                 Kind::from_name(k, &Kind::ALL).ok_or_else(|| {
                     let names: Vec<String> = Kind::ALL.iter().map(|k| k.resource().kind).collect();
                     ApiError::invalid(
-                        &format!("kinds[{i}]"),
+                        format!("kinds[{i}]"),
                         format!("{k:?} is not one of {}", names.join(", ")),
                     )
                 })

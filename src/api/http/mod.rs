@@ -6,6 +6,7 @@ mod cache_read;
 mod cache_watch;
 mod chaos_report;
 mod console;
+mod karmada_crds;
 pub mod proxy;
 pub(crate) mod status;
 pub mod tls;
@@ -20,10 +21,13 @@ use super::rest::Rest;
 use super::router::Router;
 pub use tls::serve_tls;
 
+pub use karmada_crds::{KEY as KARMADA_CRDS_KEY, LABEL as KARMADA_CRDS_LABEL};
+
 pub const API_PREFIX: &str = "/apis/kairship.io/v1alpha1";
 
-/// `/metrics`, `/healthz` and `/readyz`: part of the HTTPS app, and served alone on the
-/// optional plain-HTTP port for probes and scrapers.
+/// `/metrics`, `/healthz`, `/readyz` and Karmada's CRD tarballs (for karmada-operator in
+/// an air-gapped cluster): part of the HTTPS app, and served alone on the optional
+/// plain-HTTP port for probes, scrapers and the operator.
 pub fn probes(router: Router) -> HttpRouter {
     let metrics = router.metrics.clone();
     let scrape = {
@@ -42,7 +46,11 @@ pub fn probes(router: Router) -> HttpRouter {
             }
         }
     };
+    let crds = HttpRouter::new()
+        .route(karmada_crds::PATH, get(karmada_crds::get))
+        .with_state(router.clone());
     HttpRouter::new()
+        .merge(crds)
         .route("/metrics", get(scrape))
         .route("/healthz", get(|| async { "ok" }))
         .route(

@@ -35,6 +35,8 @@ fn usage(e: impl std::fmt::Display) -> Error {
 /// What `--fleet cluster` needs on the machine, each missing piece naming how to get it.
 struct Prerequisites {
     helm: PathBuf,
+    /// karmada-operator and every component it deploys, both Karmada releases.
+    operator_images: Vec<PathBuf>,
     chart: PathBuf,
     image_archive: PathBuf,
 }
@@ -67,8 +69,12 @@ fn prerequisites(args: &DemoArgs) -> Result<Prerequisites, Error> {
     }
     let absolute =
         |p: &Path| std::path::absolute(p).map_err(io(format!("resolving {}", p.display())));
+    let operator_images =
+        kairship_realfleet::operator::images(&kairship_realfleet::default_bin_dir())
+            .map_err(usage)?;
     Ok(Prerequisites {
         helm,
+        operator_images,
         chart: absolute(&args.chart)?,
         image_archive: absolute(&image_archive)?,
     })
@@ -160,6 +166,53 @@ fn oidc_values(oidc: &crate::cli::run::OidcArgs) -> Vec<String> {
     v
 }
 
+/// karmada-operator from its own manifests, and Karmada's CRD tarballs (both releases) in
+/// ConfigMaps Kairship serves to it: the node has no way out, as an air-gapped cluster.
+async fn operator(host: &kube::Client) -> Result<(), Error> {
+    use kairship_realfleet::operator;
+    let bin = kairship_realfleet::default_bin_dir();
+    operator::install(host, &bin).await.map_err(usage)?;
+    for version in [operator::KARMADA_VERSION, operator::PREVIOUS_VERSION] {
+        let tarball = operator::crd_tarball(&bin, version).map_err(usage)?;
+        let name = format!("karmada-crds-{}", version.replace('.', "-"));
+        let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": NAMESPACE,
+                         "labels": {crate::api::http::KARMADA_CRDS_LABEL: version}},
+            "binaryData": {crate::api::http::KARMADA_CRDS_KEY: base64_of(&tarball)}});
+        Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(host.clone(), NAMESPACE)
+            .patch(
+                &name,
+                &PatchParams::apply("kairship-demo").force(),
+                &Patch::Apply(&cm),
+            )
+            .await
+            .map_err(|e| usage(format!("writing ConfigMap {NAMESPACE}/{name}: {e}")))?;
+    }
+    Ok(())
+}
+
+fn base64_of(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The chart's `managedDefaults` for this node: every image from the imported registry,
+/// the CRD tarball from Kairship's own Service.
+fn managed_defaults() -> Vec<String> {
+    use kairship_realfleet::operator;
+    let mut v = vec![
+        format!("managedDefaults.karmadaVersion={}", operator::KARMADA_VERSION),
+        format!("managedDefaults.imageRegistry={}", operator::REGISTRY),
+        format!(
+            "managedDefaults.crdTarballURL=http://{RELEASE}.{NAMESPACE}.svc:8080/karmada-crds/{{version}}/crds.tar.gz"
+        ),
+    ];
+    for (component, tag) in operator::IMAGE_TAGS {
+        v.push(format!("managedDefaults.imageTags.{component}={tag}"));
+    }
+    v
+}
+
 /// The values the demo installs the chart with (the rest are the chart's defaults).
 pub fn chart_values(image: &str, degraded_after_secs: u64) -> Result<Vec<String>, Error> {
     let (repository, tag) = image
@@ -176,6 +229,11 @@ pub fn chart_values(image: &str, degraded_after_secs: u64) -> Result<Vec<String>
     ]
     .into_iter()
     .flat_map(|v| ["--set".to_string(), v])
+    .chain(
+        managed_defaults()
+            .into_iter()
+            .flat_map(|v| ["--set-string".to_string(), v]),
+    )
     .collect())
 }
 
@@ -186,7 +244,9 @@ pub(super) async fn run(args: &DemoArgs) -> Result<(), Error> {
         "starting a real fleet with a kubelet-backed node: host kube-apiserver + {} Karmada instance(s) x {} member cluster(s); containerd, kubelet, kube-proxy, CoreDNS",
         args.instances, args.clusters
     ));
-    let real = RealRun::start(args, Some(vec![pre.image_archive.clone()])).await?;
+    let mut images = vec![pre.image_archive.clone()];
+    images.extend(pre.operator_images.clone());
+    let real = RealRun::start(args, Some(images)).await?;
     let result = tokio::select! {
         r = install_and_serve(args, &pre, &real) => r,
         _ = super::super::shutdown_signal() => {
@@ -240,6 +300,7 @@ async fn install_and_serve(
         ]),
     )
     .await?;
+    operator(&host).await?;
     let tokens = write_tokens(dir)?;
     let read = |p: &Path| std::fs::read(p).map_err(io(format!("reading {}", p.display())));
     apply_secret(
