@@ -171,7 +171,11 @@ impl RealFleet {
                     &config.dir,
                     &format!("{name}-member{m}"),
                     &etcd_url,
-                    Options::default(),
+                    // Control planes running as pods (managed instances) join them too.
+                    Options {
+                        for_pods,
+                        ..Options::default()
+                    },
                 )?);
             }
             instances.push((name, api, ms));

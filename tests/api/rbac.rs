@@ -148,7 +148,7 @@ async fn deploy_manifests_are_valid_and_rbac_covers_exactly_the_calls_made() {
     c.create_instance(CreateInstanceRequest {
         instance: Some(Instance {
             metadata: meta("team-m"),
-            spec: Some(managed),
+            spec: Some(managed.clone()),
             status: None,
         }),
     })
@@ -160,6 +160,48 @@ async fn deploy_manifests_are_valid_and_rbac_covers_exactly_the_calls_made() {
     api.env
         .wait_phase("team-m", Phase::Running, Duration::from_secs(30))
         .await;
+    // An upgrade patches the Karmada object; the operator's tarball server reads its
+    // ConfigMaps (none here: a 404 that says which label to use).
+    let mut upgrade = managed.clone();
+    upgrade.karmada_version = "v1.13.0".into();
+    c.update_instance(UpdateInstanceRequest {
+        instance: Some(Instance {
+            metadata: meta("team-m"),
+            spec: Some(upgrade),
+            status: None,
+        }),
+    })
+    .await
+    .expect("upgrade managed");
+    eventually(Duration::from_secs(30), "team-m upgraded", || async {
+        let i = c
+            .clone()
+            .get_instance(GetInstanceRequest {
+                name: "team-m".into(),
+            })
+            .await
+            .ok()?
+            .into_inner();
+        let s = i.status?;
+        (s.phase == "Running" && s.karmada_version == "v1.13.0").then_some(())
+    })
+    .await;
+    let tarball = api
+        .https_client("rbac-admin-token")
+        .await
+        .request_text(
+            http::Request::get("/karmada-crds/v1.13.0/crds.tar.gz")
+                .body(Vec::new())
+                .expect("request"),
+        )
+        .await
+        .expect_err("no tarball ConfigMap");
+    assert!(
+        tarball
+            .to_string()
+            .contains("kairship.io/karmada-crds=v1.13.0"),
+        "{tarball}"
+    );
     eventually(
         Duration::from_secs(10),
         "the stale registration updated",

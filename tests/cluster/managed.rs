@@ -101,8 +101,33 @@ fn running_at(version: &'static str) -> impl Fn(&Value) -> bool {
     move |i| i["status"]["phase"] == "Running" && i["status"]["karmadaVersion"] == version
 }
 
+/// `kubectl apply` through Kairship's proxy, retried for up to a minute: right after the
+/// operator's Ready the metrics adapter's APIServices may not be Available yet, and
+/// kubectl's schema download answers 503 until they are (a user would retry too).
+async fn apply(kubeconfig: &std::path::Path, obj: &Value) {
+    let started = Instant::now();
+    loop {
+        match try_kubectl(kubeconfig, &["apply", "-f", "-"], Some(obj)) {
+            Ok(_) => return,
+            Err(e) if started.elapsed() < Duration::from_secs(60) => {
+                println!("  kubectl apply retried: {}", e.trim());
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            Err(e) => panic!("kubectl apply {obj}: {e}"),
+        }
+    }
+}
+
 /// kubectl with a kubeconfig file, `stdin` piped in when given.
 fn kubectl_with(kubeconfig: &std::path::Path, args: &[&str], stdin: Option<&Value>) -> String {
+    try_kubectl(kubeconfig, args, stdin).unwrap_or_else(|e| panic!("kubectl {args:?}: {e}"))
+}
+
+fn try_kubectl(
+    kubeconfig: &std::path::Path,
+    args: &[&str],
+    stdin: Option<&Value>,
+) -> Result<String, String> {
     let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
     let mut cmd = Command::new(kubectl);
     cmd.arg(format!("--kubeconfig={}", kubeconfig.display()))
@@ -121,13 +146,15 @@ fn kubectl_with(kubeconfig: &std::path::Path, args: &[&str], stdin: Option<&Valu
     }
     drop(child.stdin.take());
     let out = child.wait_with_output().expect("kubectl");
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout(&out)
+    if out.status.success() {
+        Ok(stdout(&out))
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
 }
 
 /// The images the operator's pods of this instance run.
@@ -360,7 +387,7 @@ pub async fn lifecycle(demo: &ClusterDemo) {
     );
     let proxy = proxy_kubeconfig(demo);
     for obj in member_join(demo) {
-        kubectl_with(&proxy, &["apply", "-f", "-"], Some(&obj));
+        apply(&proxy, &obj).await;
     }
     watch_until(
         demo,
@@ -371,7 +398,7 @@ pub async fn lifecycle(demo: &ClusterDemo) {
     )
     .await;
     for obj in workload() {
-        kubectl_with(&proxy, &["apply", "-f", "-"], Some(&obj));
+        apply(&proxy, &obj).await;
     }
     let started = Instant::now();
     while placed_on(&proxy) != ["member1"] {
@@ -477,23 +504,26 @@ pub async fn lifecycle(demo: &ClusterDemo) {
         .arg(demo.dir.path())
         .args(["instances", "delete", NAME]));
     loop {
-        let left = demo.kubectl(&[
-            "-n",
-            NS,
-            "get",
-            "karmada,deployments,statefulsets,services,secrets",
-            "-l",
-            &format!("app.kubernetes.io/instance={NAME}"),
-            "-o",
-            "name",
-        ]);
-        let karmada = demo.kubectl(&["-n", NS, "get", "karmadas", "-o", "name"]);
-        if left.trim().is_empty() && !karmada.contains(NAME) && instance(demo).is_none() {
+        // Everything the operator made is named after the instance, labelled or not.
+        let left: Vec<String> = demo
+            .kubectl(&[
+                "-n",
+                NS,
+                "get",
+                "karmadas,deployments,statefulsets,services,secrets,configmaps,pods",
+                "-o",
+                "name",
+            ])
+            .lines()
+            .filter(|l| l.contains(&format!("/{NAME}")))
+            .map(String::from)
+            .collect();
+        if left.is_empty() && instance(demo).is_none() {
             break;
         }
         assert!(
             started.elapsed() < Duration::from_secs(180),
-            "left behind: {left}{karmada}"
+            "left behind: {left:?}"
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
     }

@@ -31,6 +31,8 @@ export function createForm(root: Element, done: (name: string) => void) {
       { class: 'managed' },
       field('Namespace for the Karmada object (optional)', 'instance.spec.managed_namespace'),
       field('Karmada version (optional)', 'instance.spec.karmada_version', { placeholder: 'v1.18.2' }),
+      field('Image registry for every component (optional; air-gapped clusters)', 'instance.spec.image_registry', { placeholder: 'registry.internal/karmada' }),
+      field("Karmada's CRD tarball URL (optional)", 'instance.spec.crd_tarball_url', { placeholder: 'http://kairship.kairship-system.svc:8080/karmada-crds/v1.18.2/crds.tar.gz' }),
     ),
     h(
       'fieldset',
@@ -64,7 +66,13 @@ export function createForm(root: Element, done: (name: string) => void) {
               key: value('instance.spec.kubeconfig_secret_ref.key'),
             },
           }
-        : { mode: 'INSTANCE_MODE_MANAGED', managedNamespace: value('instance.spec.managed_namespace'), karmadaVersion: value('instance.spec.karmada_version') },
+        : {
+            mode: 'INSTANCE_MODE_MANAGED',
+            managedNamespace: value('instance.spec.managed_namespace'),
+            karmadaVersion: value('instance.spec.karmada_version'),
+            imageRegistry: value('instance.spec.image_registry'),
+            crdTarballUrl: value('instance.spec.crd_tarball_url'),
+          },
     };
     try {
       const created = await api.createInstance(instance);

@@ -182,6 +182,13 @@ test('create a managed instance, see the server refuse a bad name, then delete i
   await page.locator('#create-instance button[type="submit"]').click();
   await expect(name.locator('.field-error')).toContainText('not a valid name');
   await name.locator('input').fill('console-e2e');
+  // What an air-gapped cluster sets, checked by the server field by field.
+  const crds = page.locator('[data-field="instance.spec.crd_tarball_url"]');
+  await crds.locator('input').fill('ftp://mirror.example/crds.tar.gz');
+  await page.locator('#create-instance button[type="submit"]').click();
+  await expect(crds.locator('.field-error')).toContainText('http or https');
+  await crds.locator('input').fill('');
+  await page.locator('[data-field="instance.spec.image_registry"] input').fill('registry.example.com/karmada');
   await page.locator('#create-instance button[type="submit"]').click();
   await expect(page.locator('h2')).toHaveText('Instance console-e2e');
   await page.click('header a[href="#/"]');

@@ -15,7 +15,7 @@ use crate::crd::{Instance, InstanceMode};
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ConnectError {
     /// The managed control plane is still being installed.
-    #[error("waiting for Karmada {0} to become Ready")]
+    #[error("provisioning Karmada {0}")]
     Provisioning(String),
     /// karmada-operator is moving an installed control plane to a new spec.
     #[error("upgrading Karmada {0}")]
@@ -180,14 +180,16 @@ async fn rolling_components(
             let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
             let st = d.status.clone().unwrap_or_default();
             let updated = st.updated_replicas.unwrap_or(0);
+            let (total, available) = (st.replicas.unwrap_or(0), st.available_replicas.unwrap_or(0));
             let done = st.observed_generation >= d.metadata.generation
                 && updated >= want
-                && st.replicas.unwrap_or(0) <= want
-                && st.available_replicas.unwrap_or(0) >= want;
+                && total <= want
+                && available >= want;
             (!done).then(|| {
                 format!(
-                    "{} ({updated}/{want} updated)",
-                    d.metadata.name.as_deref().unwrap_or_default()
+                    "{} ({updated}/{want} updated, {available} available, {} old)",
+                    d.metadata.name.as_deref().unwrap_or_default(),
+                    total.saturating_sub(updated)
                 )
             })
         })
