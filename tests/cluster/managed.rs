@@ -250,29 +250,93 @@ fn workload() -> Vec<Value> {
     ]
 }
 
-/// The clusters Karmada placed the workload on, read through Kairship's proxy.
-fn placed_on(kubeconfig: &std::path::Path) -> Vec<String> {
-    let rb: Value = serde_json::from_str(&kubectl_with(
-        kubeconfig,
-        &["-n", "managed-app", "get", "resourcebindings", "-o", "json"],
-        None,
-    ))
-    .expect("JSON");
-    rb["items"]
+/// The clusters Karmada placed the workload on, as Kairship's WorkloadService reports
+/// them (from its caches) through `kairship ctl`.
+fn placed_on(demo: &ClusterDemo) -> Vec<String> {
+    let out = ctl(
+        demo,
+        &[
+            "workloads",
+            "get",
+            NAME,
+            "web",
+            "-n",
+            "managed-app",
+            "-o",
+            "json",
+        ],
+    );
+    if !out.status.success() {
+        return Vec::new();
+    }
+    let w: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    w["placement"]["clusters"]
         .as_array()
         .into_iter()
         .flatten()
-        .flat_map(|b| {
-            b["spec"]["clusters"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
         .filter_map(|c| c["name"].as_str().map(String::from))
         .collect()
 }
 
+/// A new instance the operator cannot finish (a CRD tarball nobody serves): Provisioning
+/// with the operator's failure, never Running, and deletable while broken.
+async fn broken_instance_stays_provisioning(demo: &ClusterDemo) {
+    let broken = "team-broken";
+    let url = format!("http://kairship.{NS}.svc:8080/karmada-crds/v9.9.9/crds.tar.gz");
+    ctl_ok(
+        demo,
+        &[
+            "instances",
+            "create",
+            broken,
+            "--mode",
+            "managed",
+            "--crd-tarball-url",
+            &url,
+        ],
+    );
+    let started = Instant::now();
+    let shown = loop {
+        let out = ctl(demo, &["instances", "get", broken, "-o", "json"]);
+        let i: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let (phase, message) = phase_and_message(&i);
+        assert_ne!(
+            phase, "Running",
+            "a control plane without CRDs is never Running"
+        );
+        if phase == "Provisioning" && message.contains("failed to download CRD tar") {
+            break message;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "{broken}: no failure shown; last {phase}: {message}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    println!(
+        "a new instance with a missing CRD tarball: Provisioning after {:.0}s with {shown:?}",
+        started.elapsed().as_secs_f64()
+    );
+    run(Command::new(env!("CARGO_BIN_EXE_kairship"))
+        .args(["ctl", "--state-dir"])
+        .arg(demo.dir.path())
+        .args(["instances", "delete", broken]));
+    let started = Instant::now();
+    while demo
+        .kubectl(&["-n", NS, "get", "karmadas", "-o", "name"])
+        .contains(broken)
+        || ctl(demo, &["instances", "get", broken]).status.success()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{broken} not deleted while broken"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
 pub async fn lifecycle(demo: &ClusterDemo) {
+    broken_instance_stays_provisioning(demo).await;
     // An unknown version's tarball is refused by Kairship's server with a clear answer.
     let e = &demo.endpoints;
     let ip = crate::ha::service_ip(e);
@@ -401,7 +465,7 @@ pub async fn lifecycle(demo: &ClusterDemo) {
         apply(&proxy, &obj).await;
     }
     let started = Instant::now();
-    while placed_on(&proxy) != ["member1"] {
+    while placed_on(demo) != ["member1"] {
         assert!(
             started.elapsed() < Duration::from_secs(120),
             "the workload was not placed on member1"
@@ -454,7 +518,7 @@ pub async fn lifecycle(demo: &ClusterDemo) {
         );
     }
     assert_eq!(
-        placed_on(&proxy),
+        placed_on(demo),
         ["member1"],
         "placement survives the upgrade"
     );
@@ -530,5 +594,19 @@ pub async fn lifecycle(demo: &ClusterDemo) {
     println!(
         "managed instance {NAME} deleted in {:.0}s",
         started.elapsed().as_secs_f64()
+    );
+    let registrations = demo.kubectl(&["get", "instanceregistrations", "-o", "name"]);
+    assert!(!registrations.contains(NAME), "{registrations}");
+    let others = ctl_ok(demo, &["instances", "list"]);
+    let phases: Vec<&str> = others["instances"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["status"]["phase"].as_str())
+        .collect();
+    assert_eq!(
+        phases,
+        ["Running", "Running"],
+        "the other instances untouched"
     );
 }
