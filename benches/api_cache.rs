@@ -256,7 +256,7 @@ async fn main() {
     // loaded windows alternate, so drift on a shared machine hits both alike.
     let probe_path = "/apis/apps/v1/namespaces/default/deployments/web-00042";
     let url = format!("{}/faults/karmada-2", fleet.admin_url());
-    kairship_wire::admin::call(
+    kairship_wire::fault_client::call(
         "POST",
         &url,
         Some(json!({"mode": "latency", "latency_ms": 2000})),

@@ -15,8 +15,8 @@ pub mod chaos;
 pub mod cli;
 pub mod crd;
 pub mod error;
-pub mod limits;
 pub mod metrics;
+pub mod open_files;
 pub mod proto;
 pub mod quantity;
 pub mod server;
@@ -32,7 +32,7 @@ pub enum Error {
     Fleet(Box<dyn std::error::Error + Send + Sync>),
     #[cfg(feature = "testbed")]
     #[error(transparent)]
-    FaultApi(#[from] kairship_wire::admin::CallError),
+    FaultApi(#[from] kairship_wire::fault_client::CallError),
     #[error("{context}: {source}")]
     Io {
         context: String,

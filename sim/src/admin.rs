@@ -1,5 +1,5 @@
 //! The simulator's admin API (plain HTTP on loopback): faults per instance as pinned in
-//! DESIGN.md, plus member-cluster controls and a listing of what runs.
+//! ../shared/DESIGN.md, plus member-cluster controls and a listing of what runs.
 //!
 //! - `POST /faults/{instance}` with a [`Fault`]; `DELETE /faults/{instance}` clears it
 //!   (`host` addresses the host API).

@@ -1,4 +1,4 @@
-//! Per-API-server fault injection, as pinned in DESIGN.md:
+//! Per-API-server fault injection, as pinned in ../shared/DESIGN.md:
 //! `{"mode": "down" | "latency" | "errors" | "drop-watches" | "compact", "latency_ms": n, "error_rate": 0.0-1.0}`.
 //!
 //! - `down`: new connections are reset and open ones (watches included) are cut.

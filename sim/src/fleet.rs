@@ -250,7 +250,7 @@ impl Fleet {
             .map(|d| d.join("kubeconfigs").join(format!("{name}.kubeconfig")))
     }
 
-    /// The endpoints.json document (DESIGN.md); Kairship's own fields stay null here.
+    /// The endpoints.json document (../shared/DESIGN.md); Kairship's own fields stay null here.
     pub fn endpoints(&self) -> Value {
         let path = |n: &str| self.kubeconfig_path(n).map(|p| p.display().to_string());
         let instances: Vec<Value> = self

@@ -2,7 +2,7 @@
 //! per Karmada instance. Each actor's folder holds its messages beside it.
 
 pub mod context;
-pub mod host_write;
+pub mod host_error;
 pub mod instance;
 pub mod leader;
 pub mod manager;

@@ -63,7 +63,7 @@ impl Injector {
         let url = format!("{base}{path}");
         let (code, answer) = tokio::time::timeout(
             Duration::from_secs(5),
-            kairship_wire::admin::call(method, &url, body),
+            kairship_wire::fault_client::call(method, &url, body),
         )
         .await
         .map_err(|_| format!("{method} {url}: no answer within 5s"))?
@@ -157,7 +157,9 @@ impl Injector {
                 }));
             }
             Fault::Burst { factor } => load.start_burst(&victim, *factor),
-            Fault::Leader { .. } => return Err("leader faults are run by chaos::leader".into()),
+            Fault::Leader { .. } => {
+                return Err("leader faults are run by chaos::leader_failover".into())
+            }
         }
         Ok(Active { repeat })
     }

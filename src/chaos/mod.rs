@@ -3,7 +3,7 @@
 //! whether the others noticed. Run by `kairship chaos run`.
 
 pub mod faults;
-pub mod leader;
+pub mod leader_failover;
 pub mod load;
 pub mod report;
 pub mod run;

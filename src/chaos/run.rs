@@ -121,7 +121,7 @@ pub async fn run_one(
     run_id: &str,
 ) -> ExperimentReport {
     if let super::spec::Fault::Leader { signal } = &e.fault {
-        return super::leader::run(e, *signal, profile, run_id).await;
+        return super::leader_failover::run(e, *signal, profile, run_id).await;
     }
     let timing = profile.timing();
     let mut report = ExperimentReport {

@@ -59,7 +59,7 @@ pub enum Fault {
     },
     /// The victim gets `factor` times the normal request rate.
     Burst { factor: u32 },
-    /// The leading replica of two is killed or frozen (see `chaos::leader`); it brings
+    /// The leading replica of two is killed or frozen (see `chaos::leader_failover`); it brings
     /// its own host and replicas, so it needs neither a victim nor the fleet.
     Leader { signal: LeaderSignal },
 }

@@ -290,7 +290,7 @@ fn load_tls(args: &RunArgs) -> Result<std::sync::Arc<rustls::ServerConfig>, Erro
 
 pub async fn run(args: RunArgs) -> Result<(), Error> {
     // The number of instances is not known yet: take what the hard limit allows.
-    let files = crate::limits::raise_open_files();
+    let files = crate::open_files::raise_open_files();
     tracing::info!(open_files = files, "open-files limit");
     let identity = crate::actors::leader::process_identity(
         &args.identity.clone().unwrap_or_else(default_identity),

@@ -82,8 +82,8 @@ const FILES_PER_INSTANCE: u64 = 8;
 pub async fn run(args: SimArgs) -> Result<(), Error> {
     match args.action {
         None => {
-            let limit = crate::limits::raise_open_files();
-            crate::limits::check(args.instances, FILES_PER_INSTANCE, limit)
+            let limit = crate::open_files::raise_open_files();
+            crate::open_files::check(args.instances, FILES_PER_INSTANCE, limit)
                 .map_err(Error::Usage)?;
             serve(&args).await
         }
@@ -97,7 +97,7 @@ pub async fn run(args: SimArgs) -> Result<(), Error> {
             let admin = admin_url(&args.state_dir)?;
             let url = format!("{admin}/faults/{instance}");
             let (code, body) = if clear {
-                kairship_wire::admin::call("DELETE", &url, None).await?
+                kairship_wire::fault_client::call("DELETE", &url, None).await?
             } else {
                 let mode = mode.ok_or_else(|| Error::Usage("--mode is required".into()))?;
                 let fault = Fault {
@@ -106,7 +106,7 @@ pub async fn run(args: SimArgs) -> Result<(), Error> {
                     error_rate,
                 };
                 let body = serde_json::to_value(&fault).map_err(|e| Error::Usage(e.to_string()))?;
-                kairship_wire::admin::call("POST", &url, Some(body)).await?
+                kairship_wire::fault_client::call("POST", &url, Some(body)).await?
             };
             report(code, body)
         }
@@ -118,7 +118,7 @@ pub async fn run(args: SimArgs) -> Result<(), Error> {
         }) => {
             let admin = admin_url(&args.state_dir)?;
             let url = format!("{admin}/clusters/{instance}/{cluster}");
-            let (code, body) = kairship_wire::admin::call(
+            let (code, body) = kairship_wire::fault_client::call(
                 "POST",
                 &url,
                 Some(json!({"ready": ready, "flapping": flapping})),

@@ -1,4 +1,4 @@
-//! REST over HTTPS: the paths pinned in DESIGN.md, proto3 JSON, and `google.rpc.Status`
+//! REST over HTTPS: the paths pinned in ../shared/DESIGN.md, proto3 JSON, and `google.rpc.Status`
 //! errors with the matching HTTP status.
 
 use http_body_util::BodyExt;

@@ -1,4 +1,4 @@
-//! `kairship demo` as a newcomer runs it: the real binary, endpoints.json as DESIGN.md
+//! `kairship demo` as a newcomer runs it: the real binary, endpoints.json as ../shared/DESIGN.md
 //! pins it, kubectl through the proxy, the gRPC API, and a clean shutdown on SIGTERM that
 //! leaves no port open.
 

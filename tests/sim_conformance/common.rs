@@ -85,14 +85,14 @@ impl Sim {
         fault: serde_json::Value,
     ) -> (u16, serde_json::Value) {
         let url = format!("{}/faults/{instance}", self.fleet.admin_url());
-        kairship_wire::admin::call("POST", &url, Some(fault))
+        kairship_wire::fault_client::call("POST", &url, Some(fault))
             .await
             .expect("admin API answers")
     }
 
     pub async fn clear_fault(&self, instance: &str) {
         let url = format!("{}/faults/{instance}", self.fleet.admin_url());
-        let (code, _) = kairship_wire::admin::call("DELETE", &url, None)
+        let (code, _) = kairship_wire::fault_client::call("DELETE", &url, None)
             .await
             .expect("admin API answers");
         assert_eq!(code, 200);

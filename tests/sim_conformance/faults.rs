@@ -186,7 +186,7 @@ async fn clusters_move_and_can_be_held_not_ready() {
     )
     .await;
     let url = format!("{}/clusters/karmada-1/member1", sim.fleet.admin_url());
-    let (code, _) = kairship_wire::admin::call("POST", &url, Some(json!({"ready": false})))
+    let (code, _) = kairship_wire::fault_client::call("POST", &url, Some(json!({"ready": false})))
         .await
         .expect("admin");
     assert_eq!(code, 200);
@@ -195,7 +195,7 @@ async fn clusters_move_and_can_be_held_not_ready() {
     assert_eq!(c.data["status"]["nodeSummary"]["readyNum"], 0);
     let other = clusters.get("member2").await.expect("member2");
     assert_eq!(other.data["status"]["conditions"][0]["status"], "True");
-    let (code, _) = kairship_wire::admin::call(
+    let (code, _) = kairship_wire::fault_client::call(
         "POST",
         &format!("{}/clusters/karmada-1/member9", sim.fleet.admin_url()),
         Some(json!({})),

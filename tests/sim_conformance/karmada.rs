@@ -392,7 +392,7 @@ async fn a_not_ready_cluster_is_tainted_and_its_replicas_move() {
 
     let url = format!("{}/clusters/karmada-1/member2", sim.fleet.admin_url());
     let (code, _) =
-        kairship_wire::admin::call("POST", &url, Some(serde_json::json!({"ready": false})))
+        kairship_wire::fault_client::call("POST", &url, Some(serde_json::json!({"ready": false})))
             .await
             .expect("admin");
     assert_eq!(code, 200);
@@ -431,7 +431,7 @@ async fn a_not_ready_cluster_is_tainted_and_its_replicas_move() {
     })
     .await;
 
-    let (code, _) = kairship_wire::admin::call("POST", &url, Some(serde_json::json!({})))
+    let (code, _) = kairship_wire::fault_client::call("POST", &url, Some(serde_json::json!({})))
         .await
         .expect("admin");
     assert_eq!(code, 200);

@@ -5,7 +5,7 @@
 //! ([`kubeconfig`]), rustls serving configuration ([`tls`]) and the fault API's client
 //! ([`admin`]).
 
-pub mod admin;
+pub mod fault_client;
 pub mod kubeconfig;
 pub mod resource;
 pub mod routes;

@@ -51,7 +51,7 @@ pub struct InstanceReader {
 /// How a status write ended, and the Instance's resourceVersion it leaves behind (the
 /// precondition of the next write), when known.
 pub struct StatusWrite {
-    pub result: Result<Box<crate::crd::InstanceStatus>, crate::actors::host_write::HostError>,
+    pub result: Result<Box<crate::crd::InstanceStatus>, crate::actors::host_error::HostError>,
     pub resource_version: Option<String>,
 }
 
@@ -66,7 +66,7 @@ pub enum InstanceMsg {
     /// A probe's answer: the instance's Kubernetes version.
     Probed(Result<String, super::probe::ProbeError>),
     StatusWritten(StatusWrite),
-    Registered(Result<(), crate::actors::host_write::HostError>),
+    Registered(Result<(), crate::actors::host_error::HostError>),
     /// Kairship's roles on the members could not be applied (or removed): try again.
     MemberAccessFailed(super::member_access::MemberAccessError),
     /// The latest view, for the API and the tests.

@@ -5,7 +5,7 @@ use kube::api::{Api, PostParams};
 use kube::Resource;
 
 use crate::actors::context::{Context, Counters};
-use crate::actors::host_write::{bounded, fenced, gone_is_fine, HostError};
+use crate::actors::host_error::{bounded, fenced, gone_is_fine, HostError};
 use crate::crd::{Instance, InstanceMode, InstanceRegistration, InstanceRegistrationSpec};
 
 pub async fn ensure(

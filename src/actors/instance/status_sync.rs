@@ -11,7 +11,7 @@ use serde_json::json;
 use super::messages::{InstanceMsg, StatusWrite};
 use super::{now, status, InstanceState};
 use crate::actors::context::{Context, Counters};
-use crate::actors::host_write;
+use crate::actors::host_error;
 use crate::crd::{Instance, InstanceStatus};
 
 /// Writes status when it changed, or to refresh lastSyncTime; one write at a time.
@@ -77,7 +77,7 @@ async fn write_status(
         .leadership
         .fenced(ctx.settings.request_timeout, call)
         .await;
-    match host_write::fenced("patching the Instance status", answer) {
+    match host_error::fenced("patching the Instance status", answer) {
         Ok(written) => {
             Counters::bump(&ctx.counters.status_writes);
             StatusWrite {

@@ -9,7 +9,7 @@ use tracing::{info, warn};
 
 use super::messages::ManagerMsg;
 use crate::actors::context::{Context, Counters};
-use crate::actors::host_write::{bounded, fenced, gone_is_fine, HostError};
+use crate::actors::host_error::{bounded, fenced, gone_is_fine, HostError};
 use crate::actors::instance::{connect::karmada_resource, registration};
 use crate::crd::{Condition, Instance, InstanceMode, Phase, FINALIZER};
 

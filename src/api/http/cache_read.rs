@@ -14,7 +14,7 @@ use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{json, Value};
 
-use super::status::{json_response, k8s_status, status_response, SOURCE_HEADER};
+use super::kube_status::{json_response, k8s_status, status_response, SOURCE_HEADER};
 use crate::actors::instance::caches::Kind;
 use crate::actors::instance::feed::{rv_of, Feed};
 use crate::api::paging;

@@ -18,7 +18,7 @@ use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
 use super::cache_read::Selection;
-use super::status::status_response;
+use super::kube_status::status_response;
 use crate::actors::instance::caches::Kind;
 use crate::actors::instance::feed::{rv_of, FeedEvent};
 use crate::api::request::Reads;

@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use http::{header, HeaderMap, HeaderValue};
 
-use super::status::status_response;
+use super::kube_status::status_response;
 use crate::api::router::Router;
 use crate::error::ApiError;
 

@@ -7,8 +7,8 @@ mod cache_watch;
 mod chaos_report;
 mod console;
 mod karmada_crds;
+pub(crate) mod kube_status;
 pub mod proxy;
-pub(crate) mod status;
 pub mod tls;
 mod webhook;
 

@@ -14,8 +14,8 @@ use http::{header, Method};
 use kairship_wire::routes::{self, Route};
 
 use super::cache_read::{self, cached_kind, parse_bool};
-use super::status::status_response;
-pub use super::status::SOURCE_HEADER;
+use super::kube_status::status_response;
+pub use super::kube_status::SOURCE_HEADER;
 use crate::api::request::{audit, OnInstance, Surface};
 use crate::api::router::Router;
 use crate::auth::Role;

@@ -20,7 +20,7 @@ use serde_json::json;
 use tonic::transport::Channel;
 use tonic::Status;
 
-use crate::api::http::status::json_response;
+use crate::api::http::kube_status::json_response;
 use crate::error::ApiError;
 use rules::Rule;
 

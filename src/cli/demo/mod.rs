@@ -110,9 +110,9 @@ async fn demo_auth(
 const FILES_PER_SIM_INSTANCE: u64 = 8;
 
 pub async fn run(args: DemoArgs) -> Result<(), Error> {
-    let limit = crate::limits::raise_open_files();
+    let limit = crate::open_files::raise_open_files();
     if args.fleet == FleetKind::Sim {
-        crate::limits::check(args.instances, FILES_PER_SIM_INSTANCE, limit)
+        crate::open_files::check(args.instances, FILES_PER_SIM_INSTANCE, limit)
             .map_err(Error::Usage)?;
     }
     let total = 5;

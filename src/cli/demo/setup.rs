@@ -199,7 +199,7 @@ pub(super) async fn bind_roles(
     Ok(())
 }
 
-/// Where Kairship answers, for `endpoints.json` (the shape pinned in DESIGN.md).
+/// Where Kairship answers, for `endpoints.json` (the shape pinned in ../shared/DESIGN.md).
 pub(super) struct Endpoints<'a> {
     pub grpc: String,
     pub https: String,

@@ -119,11 +119,13 @@ fn value(text: &str, metric: &str) -> Option<f64> {
 }
 
 async fn scrape(url: &str) -> Option<Scrape> {
-    let (code, body) =
-        tokio::time::timeout(SCRAPE_TIMEOUT, kairship_wire::admin::call("GET", url, None))
-            .await
-            .ok()?
-            .ok()?;
+    let (code, body) = tokio::time::timeout(
+        SCRAPE_TIMEOUT,
+        kairship_wire::fault_client::call("GET", url, None),
+    )
+    .await
+    .ok()?
+    .ok()?;
     let text = body.as_str().filter(|_| code == 200)?;
     Some(Scrape {
         leader: value(text, "leader_election_master_status")? == 1.0,

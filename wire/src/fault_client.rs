@@ -1,4 +1,4 @@
-//! The client side of the fault API pinned in DESIGN.md (`POST {sim_admin}/faults/{instance}`
+//! The client side of the fault API pinned in ../shared/DESIGN.md (`POST {sim_admin}/faults/{instance}`
 //! with `{"mode": ...}`, `DELETE` to clear), which the simulator and the real fleet both
 //! serve over plain HTTP on loopback.
 
