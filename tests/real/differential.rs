@@ -29,6 +29,51 @@ async fn get(c: &kube::Client, uri: &str) -> (u16, String) {
     (code, String::from_utf8_lossy(&body).into_owned())
 }
 
+/// The created object of a POST (a Status on failure).
+async fn post(c: &kube::Client, uri: &str, body: &Value) -> Value {
+    let req = http::Request::post(uri)
+        .header("content-type", "application/json")
+        .body(body.to_string().into_bytes())
+        .expect("request");
+    let text = tokio::time::timeout(std::time::Duration::from_secs(20), c.request_text(req))
+        .await
+        .expect("answers in time");
+    match text {
+        Ok(t) => serde_json::from_str(&t).unwrap_or_default(),
+        Err(e) => serde_json::json!({"error": e.to_string()}),
+    }
+}
+
+/// A created Service's spec and status with allocated values replaced by their shape.
+fn service_shape(svc: &Value) -> Value {
+    let mut spec = svc["spec"].clone();
+    let ip_shape = |v: &Value| match v.as_str() {
+        Some("None") => Value::from("None"),
+        Some(ip) if ip.parse::<std::net::Ipv4Addr>().is_ok() => Value::from("<IPv4>"),
+        _ => v.clone(),
+    };
+    if let Some(ip) = spec.get("clusterIP").cloned() {
+        spec["clusterIP"] = ip_shape(&ip);
+    }
+    if let Some(ips) = spec.get_mut("clusterIPs").and_then(Value::as_array_mut) {
+        for ip in ips {
+            *ip = ip_shape(ip);
+        }
+    }
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports {
+            if let Some(n) = p.get("nodePort").and_then(Value::as_u64) {
+                p["nodePort"] = Value::from(if (30000..=32767).contains(&n) {
+                    "<30000-32767>".to_string()
+                } else {
+                    n.to_string()
+                });
+            }
+        }
+    }
+    serde_json::json!({"spec": spec, "status": svc["status"], "error": svc["error"]})
+}
+
 /// What kind of answer a body is: a watch stream, a list, a Status (with its reason).
 fn shape(code: u16, body: &str) -> String {
     let first = body.lines().next().unwrap_or_default();
@@ -151,6 +196,41 @@ async fn simulator_answers_as_a_real_kube_apiserver() {
             a.1.trim(),
             b.1.trim()
         ));
+    }
+    // What kube-apiserver defaults on a Service, compared field by field (the addresses
+    // it allocates compared by shape: one IPv4 of the service range, a port in range).
+    for (name, spec) in [
+        (
+            "plain",
+            serde_json::json!({"ports": [{"port": 80}], "selector": {"app": "web"}}),
+        ),
+        (
+            "nodeport",
+            serde_json::json!({"type": "NodePort", "ports": [{"port": 443, "targetPort": "https", "name": "https"}]}),
+        ),
+        (
+            "headless",
+            serde_json::json!({"clusterIP": "None", "ports": [{"port": 5432}]}),
+        ),
+        (
+            "headless-selected",
+            serde_json::json!({"clusterIP": "None", "selector": {"app": "db"}, "ports": [{"port": 5432}]}),
+        ),
+        (
+            "balancer",
+            serde_json::json!({"type": "LoadBalancer", "ports": [{"port": 80, "protocol": "UDP"}]}),
+        ),
+    ] {
+        let svc = serde_json::json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": "default"}, "spec": spec});
+        let (a, b) = (
+            post(&real, "/api/v1/namespaces/default/services", &svc).await,
+            post(&simulated, "/api/v1/namespaces/default/services", &svc).await,
+        );
+        let (a, b) = (service_shape(&a), service_shape(&b));
+        if a != b {
+            differences.push(format!("Service {name}: real {a}, simulator {b}"));
+        }
     }
     assert!(
         differences.is_empty(),

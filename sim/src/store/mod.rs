@@ -3,6 +3,7 @@
 //!
 //! Every object is serialized once when written, so LIST and watch only copy bytes.
 
+mod defaults;
 pub mod meta;
 mod writes;
 
@@ -386,6 +387,9 @@ impl Store {
         }
         if def.plural == "namespaces" {
             obj["status"] = json!({"phase": "Active"});
+        }
+        if def.key() == defaults::SERVICES {
+            defaults::service_on_create(&mut obj, inner.collections.get(&def.key()));
         }
         if def.key() == CRD_KEY {
             let new_def = resources::def_from_crd(&obj)?;

@@ -1,0 +1,209 @@
+//! What kube-apiserver fills into a Service on create, and keeps on update, that clients
+//! read back: its type, session affinity, traffic policies, IP families, each port's
+//! protocol and target port, a cluster IP from the service range (10.96.0.0/12 here, as
+//! kubeadm's default) and node ports (30000-32767) for NodePort and LoadBalancer.
+
+use std::collections::HashSet;
+
+use serde_json::{json, Value};
+
+use super::Collection;
+
+pub(super) const SERVICES: &str = "/services";
+
+/// Fills a new Service's defaults; `existing` are the Services already stored.
+pub(super) fn service_on_create(obj: &mut Value, existing: Option<&Collection>) {
+    let (taken_ips, taken_ports) = taken(existing);
+    if !obj.get("spec").is_some_and(Value::is_object) {
+        obj["spec"] = json!({});
+    }
+    let spec = &mut obj["spec"];
+    let kind = spec["type"].as_str().unwrap_or("ClusterIP").to_string();
+    spec["type"] = json!(kind);
+    default(spec, "sessionAffinity", json!("None"));
+    let mut next_port = port_allocator(&obj_name(obj), taken_ports);
+    let spec = &mut obj["spec"];
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports {
+            default(p, "protocol", json!("TCP"));
+            if p.get("targetPort").is_none() {
+                p["targetPort"] = p["port"].clone();
+            }
+            if matches!(kind.as_str(), "NodePort" | "LoadBalancer") && p.get("nodePort").is_none() {
+                p["nodePort"] = json!(next_port());
+            }
+        }
+    }
+    if kind == "ExternalName" {
+        return;
+    }
+    default(spec, "internalTrafficPolicy", json!("Cluster"));
+    if matches!(kind.as_str(), "NodePort" | "LoadBalancer") {
+        default(spec, "externalTrafficPolicy", json!("Cluster"));
+    }
+    if kind == "LoadBalancer" {
+        default(spec, "allocateLoadBalancerNodePorts", json!(true));
+    }
+    let ip = match spec["clusterIP"].as_str().filter(|ip| !ip.is_empty()) {
+        Some(ip) => ip.to_string(),
+        None => allocate_ip(&taken_ips),
+    };
+    let headless_without_selector = ip == "None"
+        && spec
+            .get("selector")
+            .is_none_or(|s| s.as_object().is_none_or(|o| o.is_empty()));
+    spec["clusterIP"] = json!(ip);
+    default(spec, "clusterIPs", json!([ip]));
+    // Endpoints of a headless Service without a selector may be of either family, so
+    // kube-apiserver asks for both whatever the cluster runs.
+    if headless_without_selector {
+        default(spec, "ipFamilies", json!(["IPv4", "IPv6"]));
+        default(spec, "ipFamilyPolicy", json!("RequireDualStack"));
+    } else {
+        default(spec, "ipFamilies", json!(["IPv4"]));
+        default(spec, "ipFamilyPolicy", json!("SingleStack"));
+    }
+    obj["status"] = json!({"loadBalancer": {}});
+}
+
+/// An update that leaves out what was allocated keeps it, as kube-apiserver's Service
+/// storage does (the cluster IP is immutable; node ports stay with their port).
+pub(super) fn service_on_update(old: &Value, obj: &mut Value) {
+    let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    for key in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+        let missing = spec
+            .get(key)
+            .is_none_or(|v| v.is_null() || v.as_str() == Some(""));
+        if missing {
+            if let Some(v) = old["spec"].get(key) {
+                spec[key] = v.clone();
+            }
+        }
+    }
+    let old_ports: Vec<Value> = old["spec"]["ports"].as_array().cloned().unwrap_or_default();
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports {
+            if p.get("nodePort").is_none() {
+                if let Some(np) = old_ports
+                    .iter()
+                    .find(|o| o["port"] == p["port"])
+                    .and_then(|o| o.get("nodePort"))
+                {
+                    p["nodePort"] = np.clone();
+                }
+            }
+        }
+    }
+}
+
+fn default(v: &mut Value, key: &str, value: Value) {
+    if v.get(key).is_none_or(Value::is_null) {
+        v[key] = value;
+    }
+}
+
+fn obj_name(obj: &Value) -> String {
+    format!(
+        "{}/{}",
+        obj["metadata"]["namespace"].as_str().unwrap_or_default(),
+        obj["metadata"]["name"].as_str().unwrap_or_default()
+    )
+}
+
+fn taken(existing: Option<&Collection>) -> (HashSet<String>, HashSet<u64>) {
+    let mut ips = HashSet::new();
+    let mut ports = HashSet::new();
+    for o in existing.into_iter().flat_map(|c| c.values()) {
+        if let Some(ip) = o.value["spec"]["clusterIP"].as_str() {
+            ips.insert(ip.to_string());
+        }
+        for p in o.value["spec"]["ports"].as_array().into_iter().flatten() {
+            if let Some(n) = p["nodePort"].as_u64() {
+                ports.insert(n);
+            }
+        }
+    }
+    (ips, ports)
+}
+
+/// A free address of 10.96.0.0/12 past the first (the `kubernetes` Service's), picked at
+/// random as kube-apiserver's allocator does.
+fn allocate_ip(taken: &HashSet<String>) -> String {
+    let mut seed = uuid_seed();
+    loop {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let host = 2 + (seed >> 33) % ((1 << 20) - 3);
+        let ip = format!(
+            "10.{}.{}.{}",
+            96 + (host >> 16),
+            (host >> 8) & 0xff,
+            host & 0xff
+        );
+        if !taken.contains(&ip) {
+            return ip;
+        }
+    }
+}
+
+fn port_allocator(name: &str, mut taken: HashSet<u64>) -> impl FnMut() -> u64 {
+    let mut seed = uuid_seed()
+        ^ name
+            .bytes()
+            .fold(0u64, |h, b| h.wrapping_mul(31) ^ u64::from(b));
+    move || loop {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let port = 30000 + (seed >> 33) % 2768;
+        if taken.insert(port) {
+            return port;
+        }
+    }
+}
+
+fn uuid_seed() -> u64 {
+    let uid = super::meta::new_uid();
+    uid.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn services_get_kube_apiservers_defaults() {
+        let mut svc = json!({"metadata": {"name": "web", "namespace": "default"},
+            "spec": {"type": "NodePort", "ports": [{"port": 80}]}});
+        service_on_create(&mut svc, None);
+        let spec = &svc["spec"];
+        assert_eq!(spec["sessionAffinity"], "None");
+        assert_eq!(spec["ports"][0]["protocol"], "TCP");
+        assert_eq!(spec["ports"][0]["targetPort"], 80);
+        let np = spec["ports"][0]["nodePort"].as_u64().expect("node port");
+        assert!((30000..=32767).contains(&np));
+        let ip = spec["clusterIP"].as_str().expect("cluster IP");
+        assert!(ip.starts_with("10."));
+        assert_eq!(spec["clusterIPs"], json!([ip]));
+        assert_eq!(spec["ipFamilies"], json!(["IPv4"]));
+        assert_eq!(spec["externalTrafficPolicy"], "Cluster");
+
+        let mut update = json!({"spec": {"type": "NodePort", "ports": [{"port": 80}]}});
+        service_on_update(&svc, &mut update);
+        assert_eq!(update["spec"]["clusterIP"], ip);
+        assert_eq!(update["spec"]["ports"][0]["nodePort"], np);
+
+        let mut headless = json!({"metadata": {"name": "db"}, "spec": {"clusterIP": "None"}});
+        service_on_create(&mut headless, None);
+        assert_eq!(headless["spec"]["clusterIPs"], json!(["None"]));
+        assert_eq!(headless["spec"]["ipFamilyPolicy"], "RequireDualStack");
+        let mut external = json!({"metadata": {"name": "x"}, "spec": {"type": "ExternalName", "externalName": "example.com"}});
+        service_on_create(&mut external, None);
+        assert!(external["spec"].get("clusterIP").is_none());
+    }
+}
