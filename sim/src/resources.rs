@@ -56,8 +56,30 @@ const COMMON: &[Builtin] = &[
         false,
     ),
     b("", "v1", "Event", "events", &["ev"], true, false),
-    // Served without a kubelet too: on a karmada-apiserver, Pods simply stay Pending.
+    // Served without a kubelet too: on a karmada-apiserver, Pods simply stay Pending,
+    // and the Node list is empty (members' nodes are made by the simulated kubelets).
     b("", "v1", "Pod", "pods", &["po"], true, true),
+    b("", "v1", "Node", "nodes", &["no"], false, true),
+    b(
+        "",
+        "v1",
+        "ReplicationController",
+        "replicationcontrollers",
+        &["rc"],
+        true,
+        true,
+    ),
+    // Every kube-apiserver serves the aggregation API (empty here: the simulator's
+    // aggregated kinds are built in).
+    b(
+        "apiregistration.k8s.io",
+        "v1",
+        "APIService",
+        "apiservices",
+        &[],
+        false,
+        true,
+    ),
     b(
         "apps",
         "v1",
@@ -162,9 +184,6 @@ const COMMON: &[Builtin] = &[
     ),
 ];
 
-/// Served by member clusters only.
-const MEMBER_NODES: Builtin = b("", "v1", "Node", "nodes", &["no"], false, true);
-
 /// Served by karmada-aggregated-apiserver, not a CRD (see shared/karmada/README.md).
 const KARMADA_AGGREGATED: &[Builtin] = &[b(
     "cluster.karmada.io",
@@ -198,7 +217,20 @@ fn builtin_def(x: &Builtin) -> ResourceDef {
         plural: x.plural.to_string(),
         singular: x.kind.to_lowercase(),
         short_names: x.short.iter().map(|s| s.to_string()).collect(),
-        categories: if x.group.is_empty() || x.group == "apps" || x.group == "batch" {
+        // kube-apiserver's `all`: what `kubectl get all` lists (no ConfigMaps, Secrets or
+        // Nodes).
+        categories: if [
+            "pods",
+            "services",
+            "replicationcontrollers",
+            "deployments",
+            "replicasets",
+            "statefulsets",
+            "daemonsets",
+            "jobs",
+        ]
+        .contains(&x.plural)
+        {
             vec!["all".to_string()]
         } else {
             vec![]
@@ -384,10 +416,7 @@ pub fn initial(flavor: Flavor) -> (Vec<ResourceDef>, Vec<Value>) {
             defs.extend(KARMADA_AGGREGATED.iter().map(builtin_def));
             KARMADA_CRDS
         }
-        Flavor::Member => {
-            defs.push(builtin_def(&MEMBER_NODES));
-            &[]
-        }
+        Flavor::Member => &[],
     };
     (defs, crds.iter().map(CrdFacts::to_object).collect())
 }

@@ -197,6 +197,59 @@ async fn simulator_answers_as_a_real_kube_apiserver() {
             b.1.trim()
         ));
     }
+    // Kinds every kube-apiserver serves, kubelet or not: lists, not 404.
+    for uri in [
+        "/api/v1/nodes",
+        "/api/v1/pods",
+        "/api/v1/namespaces/default/replicationcontrollers",
+        "/apis/apiregistration.k8s.io/v1/apiservices",
+        "/apis/apps/v1/replicasets",
+    ] {
+        let (a, b) = (get(&real, uri).await, get(&simulated, uri).await);
+        let (ra, sb) = (shape(a.0, &a.1), shape(b.0, &b.1));
+        if ra != sb {
+            differences.push(format!("{uri}: real {ra}, simulator {sb}"));
+        }
+    }
+    // Which core kinds are in the `all` category (`kubectl get all`).
+    let categories = |body: &str| -> Vec<(String, Value)> {
+        let v: Value = serde_json::from_str(body).unwrap_or_default();
+        let mut out: Vec<(String, Value)> = v["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| {
+                [
+                    "pods",
+                    "configmaps",
+                    "secrets",
+                    "nodes",
+                    "services",
+                    "replicationcontrollers",
+                ]
+                .contains(&r["name"].as_str().unwrap_or_default())
+            })
+            .map(|r| {
+                (
+                    r["name"].as_str().unwrap_or_default().to_string(),
+                    r["categories"].clone(),
+                )
+            })
+            .collect();
+        out.sort_by(|x, y| x.0.cmp(&y.0));
+        out
+    };
+    let (a, b) = (
+        get(&real, "/api/v1").await,
+        get(&simulated, "/api/v1").await,
+    );
+    if categories(&a.1) != categories(&b.1) {
+        differences.push(format!(
+            "/api/v1 categories: real {:?}, simulator {:?}",
+            categories(&a.1),
+            categories(&b.1)
+        ));
+    }
     // What kube-apiserver defaults on a Service, compared field by field (the addresses
     // it allocates compared by shape: one IPv4 of the service range, a port in range).
     for (name, spec) in [

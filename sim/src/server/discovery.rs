@@ -56,10 +56,18 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
         .all()
         .filter(|d| d.group == group && d.versions.iter().any(|v| v == version))
     {
-        resources.push(json!({
+        let mut r = json!({
             "name": d.plural, "singularName": d.singular, "namespaced": d.namespaced, "kind": d.kind,
-            "verbs": VERBS, "shortNames": d.short_names, "categories": d.categories,
-        }));
+            "verbs": VERBS,
+        });
+        // kube-apiserver leaves empty lists out (omitempty).
+        if !d.short_names.is_empty() {
+            r["shortNames"] = json!(d.short_names);
+        }
+        if !d.categories.is_empty() {
+            r["categories"] = json!(d.categories);
+        }
+        resources.push(r);
         if super::scale::served(d) {
             resources.push(json!({
                 "name": format!("{}/scale", d.plural), "singularName": "", "namespaced": d.namespaced,
