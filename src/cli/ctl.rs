@@ -110,6 +110,17 @@ pub struct ManagedFlags {
 }
 
 impl ManagedFlags {
+    /// The first flag given, for refusing them on an external instance.
+    fn set_flag(&self) -> Option<&'static str> {
+        [
+            ("--karmada-version", self.karmada_version.is_some()),
+            ("--image-registry", self.image_registry.is_some()),
+            ("--crd-tarball-url", self.crd_tarball_url.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(f, set)| set.then_some(f))
+    }
+
     fn spec(&self) -> proto::InstanceSpec {
         proto::InstanceSpec {
             mode: proto::InstanceMode::Managed as i32,
@@ -320,6 +331,11 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
                 } => {
                     let spec = match mode.as_str() {
                         "external" => {
+                            if let Some(flag) = managed.set_flag() {
+                                return Err(Error::Usage(format!(
+                                    "{flag} is for --mode managed (an external instance runs what it runs)"
+                                )));
+                            }
                             let secret = secret.as_deref().ok_or_else(|| Error::Usage("--secret NAMESPACE/NAME[:KEY] is required with --mode external".into()))?;
                             let (path, key) = secret.split_once(':').unwrap_or((secret, ""));
                             let (ns, sname) = path.split_once('/').ok_or_else(|| {

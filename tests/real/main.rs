@@ -234,20 +234,7 @@ impl Demo {
     }
 }
 
-async fn eventually<T, F, Fut>(within: Duration, what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
+use common::eventually;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kairship_against_real_karmada() {
