@@ -432,14 +432,25 @@ async fn kairship_against_real_karmada() {
         placed.policies.iter().any(|p| p.name == "web"),
         "{placed:?}"
     );
-    // ...and the members run what Karmada sent them.
-    let on_member1 = demo.json(
-        &demo
-            .dir
-            .path()
-            .join("real/karmada-1-member1/admin.kubeconfig"),
-        &["get", "deployment", "web", "-n", "default", "-o", "json"],
-    );
+    // ...and the members run what Karmada sent them (the execution controller applies it
+    // shortly after the scheduler's placement).
+    let member1 = demo
+        .dir
+        .path()
+        .join("real/karmada-1-member1/admin.kubeconfig");
+    let on_member1: Value = eventually(Duration::from_secs(60), "web on member1", || {
+        let out = demo.kubectl(
+            &member1,
+            &["get", "deployment", "web", "-n", "default", "-o", "json"],
+        );
+        async move {
+            out.status
+                .success()
+                .then(|| serde_json::from_slice(&out.stdout).ok())
+                .flatten()
+        }
+    })
+    .await;
     assert_eq!(on_member1["spec"]["replicas"], 2);
 
     // The caller's identity meets the instance's real RBAC: the viewer reads workloads,
