@@ -83,10 +83,12 @@ pub fn policy() -> serde_json::Value {
 pub enum MemberAccessError {
     #[error("the instance did not answer within {0:?}")]
     Timeout(Duration),
-    /// Applied to a policy still being deleted (its removal asked for a moment ago): it
-    /// will be gone once Karmada lets it go, so apply again then.
-    #[error("the policy {POLICY} is still being deleted")]
-    Terminating,
+    /// The policy, or a binding Karmada made for it, is still being deleted (its removal
+    /// was asked for a moment ago): apply again once Karmada lets it go. A policy applied
+    /// while a binding terminates would never get that binding back, since nothing tells
+    /// Karmada's detector to look at the template again.
+    #[error("{0} is still being deleted")]
+    Terminating(String),
     #[error("{0}")]
     Refused(#[from] kube::Error),
 }
@@ -101,6 +103,17 @@ pub async fn ensure(
     let call = async {
         match wanted {
             true => {
+                let claimed: Api<DynamicObject> = Api::all_with(client.clone(), &bindings());
+                for b in BINDINGS {
+                    let name = binding_name(b);
+                    if let Some(crb) = claimed.get_opt(&name).await? {
+                        if crb.metadata.deletion_timestamp.is_some() {
+                            return Ok(Err(MemberAccessError::Terminating(format!(
+                                "ClusterResourceBinding {name}"
+                            ))));
+                        }
+                    }
+                }
                 let applied = api
                     .patch(
                         POLICY,
@@ -109,7 +122,9 @@ pub async fn ensure(
                     )
                     .await?;
                 if applied.metadata.deletion_timestamp.is_some() {
-                    return Ok(Err(MemberAccessError::Terminating));
+                    return Ok(Err(MemberAccessError::Terminating(format!(
+                        "the policy {POLICY}"
+                    ))));
                 }
                 Ok(Ok(()))
             }
