@@ -132,6 +132,23 @@ impl ManagedFlags {
     }
 }
 
+fn print_instance(out: Output, i: &proto::Instance) -> Result<(), Error> {
+    print(out, "kairship.v1alpha1.Instance", i, |j| {
+        instance_rows(std::slice::from_ref(j))
+    })
+}
+
+fn named(name: &str, spec: proto::InstanceSpec) -> proto::Instance {
+    proto::Instance {
+        metadata: Some(proto::ObjectMeta {
+            name: name.to_string(),
+            ..Default::default()
+        }),
+        spec: Some(spec),
+        status: None,
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum ActorsCmd {
     List,
@@ -319,9 +336,7 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
                         .await
                         .map_err(status)?
                         .into_inner();
-                    print(out, "kairship.v1alpha1.Instance", &r, |j| {
-                        instance_rows(std::slice::from_ref(j))
-                    })
+                    print_instance(out, &r)
                 }
                 InstancesCmd::Create {
                     name,
@@ -355,44 +370,24 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
                         }
                         _ => managed.spec(),
                     };
-                    let inst = proto::Instance {
-                        metadata: Some(proto::ObjectMeta {
-                            name: name.clone(),
-                            ..Default::default()
-                        }),
-                        spec: Some(spec),
-                        status: None,
-                    };
                     let r = c
                         .create_instance(conn.request(proto::CreateInstanceRequest {
-                            instance: Some(inst),
+                            instance: Some(named(name, spec)),
                         }))
                         .await
                         .map_err(status)?
                         .into_inner();
-                    print(out, "kairship.v1alpha1.Instance", &r, |j| {
-                        instance_rows(std::slice::from_ref(j))
-                    })
+                    print_instance(out, &r)
                 }
                 InstancesCmd::Update { name, managed } => {
-                    let inst = proto::Instance {
-                        metadata: Some(proto::ObjectMeta {
-                            name: name.clone(),
-                            ..Default::default()
-                        }),
-                        spec: Some(managed.spec()),
-                        status: None,
-                    };
                     let r = c
                         .update_instance(conn.request(proto::UpdateInstanceRequest {
-                            instance: Some(inst),
+                            instance: Some(named(name, managed.spec())),
                         }))
                         .await
                         .map_err(status)?
                         .into_inner();
-                    print(out, "kairship.v1alpha1.Instance", &r, |j| {
-                        instance_rows(std::slice::from_ref(j))
-                    })
+                    print_instance(out, &r)
                 }
                 InstancesCmd::Delete { name } => {
                     c.delete_instance(

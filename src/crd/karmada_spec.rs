@@ -257,6 +257,13 @@ impl Defaults {
         Ok(spec)
     }
 
+    /// `own` (an instance's spec) over these defaults for its version.
+    pub fn under(&self, own: &Value) -> Result<Value, ApiError> {
+        let mut spec = self.fragment(version_of(own).as_deref())?;
+        merge(&mut spec, own);
+        Ok(spec)
+    }
+
     /// For an update of `old` by `change`: a CRD tarball these defaults chose for the old
     /// version follows the new version (a URL the instance set itself stays).
     pub fn follow_version(&self, old: &Value, change: &mut Value) {

@@ -175,6 +175,21 @@ struct Plan {
     pods: BTreeMap<Key, Wanted>,
 }
 
+impl Plan {
+    fn want(&mut self, pod: Value, phase: Phase) {
+        self.pods.insert(key_of(&pod), Wanted { pod, phase });
+    }
+}
+
+/// A long-running workload's Pod: Running once its workload reports it ready.
+fn running_if(ready: bool) -> Phase {
+    if ready {
+        Phase::Running
+    } else {
+        Phase::Pending
+    }
+}
+
 fn plan_workload(plan: &mut Plan, kind: &str, w: &Value, nodes: &[String]) {
     let (ns, name) = key_of(w);
     let template = &w["spec"]["template"];
@@ -211,17 +226,7 @@ fn plan_workload(plan: &mut Plan, kind: &str, w: &Value, nodes: &[String]) {
                     rs_ref.clone(),
                     node_for(i),
                 );
-                plan.pods.insert(
-                    key_of(&p),
-                    Wanted {
-                        pod: p,
-                        phase: if ready {
-                            Phase::Running
-                        } else {
-                            Phase::Pending
-                        },
-                    },
-                );
+                plan.want(p, running_if(ready));
             }
             plan.replica_sets.insert((ns, rs_name), (rs, rs_status));
         }
@@ -239,17 +244,7 @@ fn plan_workload(plan: &mut Plan, kind: &str, w: &Value, nodes: &[String]) {
                 l.insert("apps.kubernetes.io/pod-index".into(), i.to_string().into());
                 let owner = owner_ref(w, "apps/v1", "StatefulSet");
                 let p = pod(&ns, pod_name, template, l, owner, node_for(i));
-                plan.pods.insert(
-                    key_of(&p),
-                    Wanted {
-                        pod: p,
-                        phase: if ready {
-                            Phase::Running
-                        } else {
-                            Phase::Pending
-                        },
-                    },
-                );
+                plan.want(p, running_if(ready));
             }
         }
         "DaemonSet" => {
@@ -264,13 +259,7 @@ fn plan_workload(plan: &mut Plan, kind: &str, w: &Value, nodes: &[String]) {
                     owner,
                     node_for(i),
                 );
-                plan.pods.insert(
-                    key_of(&p),
-                    Wanted {
-                        pod: p,
-                        phase: Phase::Running,
-                    },
-                );
+                plan.want(p, Phase::Running);
             }
         }
         "Job" => {
@@ -289,15 +278,12 @@ fn plan_workload(plan: &mut Plan, kind: &str, w: &Value, nodes: &[String]) {
                 }
                 let owner = owner_ref(w, "batch/v1", "Job");
                 let p = pod(&ns, pod_name, template, l, owner, node_for(i));
-                plan.pods.insert(
-                    key_of(&p),
-                    Wanted {
-                        pod: p,
-                        phase: if ready {
-                            Phase::Succeeded
-                        } else {
-                            Phase::Running
-                        },
+                plan.want(
+                    p,
+                    if ready {
+                        Phase::Succeeded
+                    } else {
+                        Phase::Running
                     },
                 );
             }

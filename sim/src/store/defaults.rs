@@ -21,7 +21,7 @@ pub(super) fn service_on_create(obj: &mut Value, existing: Option<&Collection>) 
     let kind = spec["type"].as_str().unwrap_or("ClusterIP").to_string();
     spec["type"] = json!(kind);
     default(spec, "sessionAffinity", json!("None"));
-    let mut next_port = port_allocator(&obj_name(obj), taken_ports);
+    let mut next_port = port_allocator(taken_ports);
     let spec = &mut obj["spec"];
     if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
         for p in ports {
@@ -104,14 +104,6 @@ fn default(v: &mut Value, key: &str, value: Value) {
     }
 }
 
-fn obj_name(obj: &Value) -> String {
-    format!(
-        "{}/{}",
-        obj["metadata"]["namespace"].as_str().unwrap_or_default(),
-        obj["metadata"]["name"].as_str().unwrap_or_default()
-    )
-}
-
 fn taken(existing: Option<&Collection>) -> (HashSet<String>, HashSet<u64>) {
     let mut ips = HashSet::new();
     let mut ports = HashSet::new();
@@ -133,9 +125,7 @@ fn taken(existing: Option<&Collection>) -> (HashSet<String>, HashSet<u64>) {
 fn allocate_ip(taken: &HashSet<String>) -> String {
     let mut seed = uuid_seed();
     loop {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        seed = step(seed);
         let host = 2 + (seed >> 33) % ((1 << 20) - 3);
         let ip = format!(
             "10.{}.{}.{}",
@@ -149,20 +139,21 @@ fn allocate_ip(taken: &HashSet<String>) -> String {
     }
 }
 
-fn port_allocator(name: &str, mut taken: HashSet<u64>) -> impl FnMut() -> u64 {
-    let mut seed = uuid_seed()
-        ^ name
-            .bytes()
-            .fold(0u64, |h, b| h.wrapping_mul(31) ^ u64::from(b));
+fn port_allocator(mut taken: HashSet<u64>) -> impl FnMut() -> u64 {
+    let mut seed = uuid_seed();
     move || loop {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        seed = step(seed);
         let port = 30000 + (seed >> 33) % 2768;
         if taken.insert(port) {
             return port;
         }
     }
+}
+
+/// One step of a 64-bit linear congruential generator (Knuth's MMIX constants).
+fn step(seed: u64) -> u64 {
+    seed.wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407)
 }
 
 fn uuid_seed() -> u64 {

@@ -303,14 +303,11 @@ async fn ensure_karmada(
     }
     // An Instance written directly (not through the API) gets Kairship's defaults here,
     // under what it says itself.
-    let own = wanted.unwrap_or_else(|| json!({}));
-    let version = crate::crd::karmada_spec::version_of(&own);
-    let mut spec = ctx
+    let spec = ctx
         .settings
         .managed_defaults
-        .fragment(version.as_deref())
+        .under(&wanted.unwrap_or_else(|| json!({})))
         .map_err(|e| ConnectError::Failed(e.to_string()))?;
-    crate::crd::karmada_spec::merge(&mut spec, &own);
     let mut obj = DynamicObject::new(name, &karmada_resource())
         .within(ns)
         .data(json!({"spec": spec}));

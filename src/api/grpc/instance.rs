@@ -46,9 +46,7 @@ impl InstanceService for Instances {
                 .karmada_spec
                 .take()
                 .unwrap_or_else(|| serde_json::json!({}));
-            let mut full =
-                defaults.fragment(crate::crd::karmada_spec::version_of(&own).as_deref())?;
-            crate::crd::karmada_spec::merge(&mut full, &own);
+            let full = defaults.under(&own)?;
             m.karmada_spec = Some(full).filter(|f| f.as_object().is_some_and(|o| !o.is_empty()));
         }
         let mut obj = Instance::new(&name, spec);

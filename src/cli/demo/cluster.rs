@@ -114,11 +114,7 @@ async fn apply_secret(
     kind: &str,
     data: BTreeMap<&str, Vec<u8>>,
 ) -> Result<(), Error> {
-    use base64::Engine;
-    let data: BTreeMap<&str, String> = data
-        .into_iter()
-        .map(|(k, v)| (k, base64::engine::general_purpose::STANDARD.encode(v)))
-        .collect();
+    let data: BTreeMap<&str, String> = data.into_iter().map(|(k, v)| (k, base64_of(&v))).collect();
     let secret = serde_json::json!({"apiVersion": "v1", "kind": "Secret", "type": kind,
         "metadata": {"name": name, "namespace": NAMESPACE}, "data": data});
     Api::<Secret>::namespaced(host.clone(), NAMESPACE)
