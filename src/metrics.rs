@@ -231,7 +231,7 @@ impl Metrics {
                         })
                         .set(i64::try_from(restarts).unwrap_or(i64::MAX));
                     for kind in Kind::ALL {
-                        let n = reader.stores.get(&kind).map_or(0, |s| s.state().len());
+                        let n = reader.stores.get(&kind).map_or(0, |s| s.len());
                         self.cached
                             .get_or_create(&KindLabels {
                                 karmada_instance: name.clone(),

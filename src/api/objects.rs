@@ -5,6 +5,7 @@
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 
 use super::request::{OnInstance, Reads};
+use crate::actors::instance::cached_object::CachedObject;
 use crate::actors::instance::caches::Kind;
 use crate::error::{check_name, ApiError};
 
@@ -147,7 +148,12 @@ pub async fn delete(
 }
 
 /// A cached object with its kind.
-pub type Cached = (Kind, std::sync::Arc<DynamicObject>);
+pub type Cached = (Kind, std::sync::Arc<CachedObject>);
+
+/// The whole of a cached object, for a path that reads its spec or status.
+pub fn decoded(o: &CachedObject) -> Result<DynamicObject, ApiError> {
+    o.decode().map_err(|e| ApiError::Internal(e.to_string()))
+}
 
 /// Cached objects of one kind (`kind`) or of all `among` (empty `kind`), filtered by
 /// namespace (namespaced kinds only), label selector and what the caller may see, keyed
@@ -173,18 +179,14 @@ pub async fn cached<'a>(
         filtered |= visible.filtered();
         let store = reads.store(kind)?;
         for o in store.state() {
-            let ns = o.metadata.namespace.clone().unwrap_or_default();
+            let ns = o.namespace().unwrap_or_default();
             if (!namespace.is_empty() && kind.namespaced() && ns != namespace)
-                || (kind.namespaced() && !visible.allows(&ns))
-                || !super::paging::labels_match(&sel, o.metadata.labels.as_ref())
+                || (kind.namespaced() && !visible.allows(ns))
+                || !super::paging::cached_labels_match(&sel, &o)
             {
                 continue;
             }
-            let key = format!(
-                "{ns}/{}/{}",
-                kind.resource().kind,
-                o.metadata.name.as_deref().unwrap_or_default()
-            );
+            let key = format!("{ns}/{}/{}", kind.resource().kind, o.name());
             items.push((key, (kind, o)));
         }
         last = Some(reads);

@@ -29,6 +29,14 @@ pub fn labels_match(sel: &LabelSelector, labels: Option<&BTreeMap<String, String
     sel.matches_labels(|k| labels.and_then(|l| l.get(k)).map(String::as_str))
 }
 
+/// As [`labels_match`], for a cached object.
+pub fn cached_labels_match(
+    sel: &LabelSelector,
+    o: &crate::actors::instance::cached_object::CachedObject,
+) -> bool {
+    sel.is_empty() || sel.matches_labels(|k| o.label(k))
+}
+
 pub fn paginate<T>(
     items: Vec<(String, T)>,
     opts: Option<&ListOptions>,

@@ -23,9 +23,19 @@ struct Watch {
 }
 
 async fn open(client: &kube::Client, query: &str) -> Watch {
-    let req = http::Request::get(format!("{DEPLOYS}?watch=true&{query}"))
-        .body(kube::client::Body::empty())
-        .expect("request");
+    open_as(client, query, "application/json", false).await
+}
+
+/// kubectl's Accept header for `kubectl get -w`.
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+
+async fn open_as(client: &kube::Client, query: &str, accept: &str, from_instance: bool) -> Watch {
+    let mut req =
+        http::Request::get(format!("{DEPLOYS}?watch=true&{query}")).header("accept", accept);
+    if from_instance {
+        req = req.header(kairship::api::http::proxy::SOURCE_HEADER, "instance");
+    }
+    let req = req.body(kube::client::Body::empty()).expect("request");
     let resp = client.send(req).await.expect("answer");
     assert!(resp.status().is_success(), "{query}: {}", resp.status());
     let source = resp
@@ -67,6 +77,19 @@ fn json_lines(
 }
 
 impl Watch {
+    /// The next event other than a bookmark, whole.
+    async fn next_event(&mut self) -> Value {
+        loop {
+            let ev = tokio::time::timeout(Duration::from_secs(10), self.lines.next())
+                .await
+                .expect("an event within 10s")
+                .expect("stream open");
+            if ev["type"] != "BOOKMARK" {
+                return ev;
+            }
+        }
+    }
+
     /// The next event other than a bookmark, as (type, name, label app).
     async fn next(&mut self) -> (String, String, String) {
         loop {
@@ -204,5 +227,74 @@ async fn the_kube_watcher_works_through_the_cache() {
     .await
     .expect("the watcher saw the new deployment");
     assert_eq!(got.metadata.labels.unwrap_or_default()["app"], "web");
+    api.stop().await;
+}
+
+/// A Table event's cells, ages (printed when sent, so a second apart at times) masked.
+fn cells(ev: &Value) -> Vec<Value> {
+    let is_age = |s: &str| s.ends_with('s') && s[..s.len() - 1].bytes().all(|b| b.is_ascii_digit());
+    ev["object"]["rows"][0]["cells"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| match c.as_str() {
+            Some(s) if is_age(s) => json!("<age>"),
+            _ => c,
+        })
+        .collect()
+}
+
+/// `kubectl get -w` from the cache: one-row Tables, the first with the column definitions,
+/// the same events (cells and all) as the instance sends for the same changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn table_watches_are_served_from_the_cache_as_the_instance_serves_them() {
+    let api = KairshipApi::start(1).await;
+    let proxy = crate::common::client_from(&api.proxy_kubeconfig("karmada-1")).await;
+    let direct: Api<Deployment> = Api::namespaced(api.env.sim.client("karmada-1").await, "default");
+    let mut cached = open_as(&proxy, "", TABLE, false).await;
+    let mut passed = open_as(&proxy, "", TABLE, true).await;
+    assert_eq!(
+        (cached.source.as_str(), passed.source.as_str()),
+        ("cache", "instance")
+    );
+    direct
+        .create(&PostParams::default(), &deployment("tabled", "web"))
+        .await
+        .expect("create");
+    let relabel = Patch::Merge(json!({"spec": {"replicas": 3}}));
+    direct
+        .patch("tabled", &PatchParams::default(), &relabel)
+        .await
+        .expect("patch");
+    for expected in ["ADDED", "MODIFIED"] {
+        let (c, p) = (cached.next_event().await, passed.next_event().await);
+        for ev in [&c, &p] {
+            assert_eq!(ev["type"], expected, "{ev}");
+            assert_eq!(ev["object"]["kind"], "Table", "{ev}");
+            assert_eq!(
+                ev["object"]["rows"].as_array().map(Vec::len),
+                Some(1),
+                "{ev}"
+            );
+        }
+        let columns = |ev: &Value| {
+            ev["object"]["columnDefinitions"]
+                .as_array()
+                .map_or(0, Vec::len)
+        };
+        assert_eq!(columns(&c), columns(&p), "column definitions: {c} vs {p}");
+        assert_eq!(
+            columns(&c) > 0,
+            expected == "ADDED",
+            "only the first event has them: {c}"
+        );
+        assert_eq!(cells(&c), cells(&p));
+        assert_eq!(
+            c["object"]["rows"][0]["object"]["metadata"],
+            p["object"]["rows"][0]["object"]["metadata"]
+        );
+        assert_eq!(c["object"]["metadata"], p["object"]["metadata"]);
+    }
     api.stop().await;
 }

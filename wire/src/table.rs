@@ -323,44 +323,83 @@ pub fn render(columns: &[Column], objs: &[&Value], with_columns: bool, list_meta
 
 /// One object's Table row with everything but its ages already serialized, so a server
 /// holding many objects can keep rows per object version and write Tables by copying.
+/// Compact on purpose (one buffer for the cells, the metadata shared with whoever holds
+/// the object's JSON): a cache keeps one per object.
 #[derive(Debug, Clone)]
 pub struct Row {
-    /// Serialized cells; `None` where an age is printed at write time.
-    cells: Vec<Result<Bytes, Option<String>>>,
+    /// The cells, comma-separated, with each age left out.
+    cells: Bytes,
+    /// Where each age goes in `cells`, and the timestamp it counts from (`None`: null).
+    ages: Box<[(u32, Option<Box<str>>)]>,
     metadata: Bytes,
 }
 
 impl Row {
     /// The row of `v` (a whole object) printed with `columns`.
     pub fn new(columns: &[Column], v: &Value) -> Row {
-        let cells = columns
-            .iter()
-            .map(|c| match cell(c, v) {
-                Printed::Plain(p) => Ok(Bytes::from(p.to_string())),
-                Printed::Age(t) => Err(t),
-            })
-            .collect();
         let metadata = v
             .get("metadata")
             .map_or_else(|| Bytes::from_static(b"{}"), |m| Bytes::from(m.to_string()));
-        Row { cells, metadata }
+        Row::with_metadata(columns, v, metadata)
+    }
+
+    /// As [`Row::new`], with the object's metadata already serialized (a slice of the
+    /// object's own JSON, which the row then shares instead of copying).
+    pub fn with_metadata(columns: &[Column], v: &Value, metadata: Bytes) -> Row {
+        let mut cells = Vec::with_capacity(64);
+        let mut ages = Vec::new();
+        for (i, c) in columns.iter().enumerate() {
+            if i > 0 {
+                cells.push(b',');
+            }
+            match cell(c, v) {
+                Printed::Plain(p) => {
+                    // Writing a Value into a Vec cannot fail.
+                    let _ = serde_json::to_writer(&mut cells, &p);
+                }
+                Printed::Age(t) => {
+                    let at = u32::try_from(cells.len()).unwrap_or(u32::MAX);
+                    ages.push((at, t.map(String::into_boxed_str)));
+                }
+            }
+        }
+        Row {
+            cells: Bytes::from(cells.into_boxed_slice()),
+            ages: ages.into_boxed_slice(),
+            metadata,
+        }
+    }
+
+    /// Bytes this row keeps of its own (not counting the shared metadata).
+    pub fn kept_bytes(&self) -> usize {
+        self.cells.len()
+            + self
+                .ages
+                .iter()
+                .map(|(_, t)| 16 + t.as_ref().map_or(0, |t| t.len()))
+                .sum::<usize>()
     }
 
     fn write(&self, out: &mut BytesMut) {
         out.put_slice(b"{\"cells\":[");
-        for (i, c) in self.cells.iter().enumerate() {
-            if i > 0 {
-                out.put_u8(b',');
+        let mut from = 0;
+        for (at, t) in self.ages.iter() {
+            let at = (*at as usize).min(self.cells.len());
+            out.put_slice(&self.cells[from..at]);
+            match t {
+                None => out.put_slice(b"null"),
+                Some(t) => out.put_slice(Value::String(age(t)).to_string().as_bytes()),
             }
-            match c {
-                Ok(b) => out.put_slice(b),
-                Err(None) => out.put_slice(b"null"),
-                Err(Some(t)) => out.put_slice(Value::String(age(t)).to_string().as_bytes()),
-            }
+            from = at;
         }
+        out.put_slice(&self.cells[from..]);
         out.put_slice(b"],\"object\":{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":");
         out.put_slice(&self.metadata);
         out.put_slice(b"}}");
+    }
+
+    fn size(&self) -> usize {
+        self.metadata.len() + self.cells.len() + self.ages.len() * 12 + 96
     }
 }
 
@@ -371,17 +410,7 @@ pub fn write(columns: &[Column], rows: &[&Row], with_columns: bool, list_meta: V
         "columnDefinitions": definitions(columns, with_columns),
     })
     .to_string();
-    let size: usize = rows
-        .iter()
-        .map(|r| {
-            r.metadata.len()
-                + r.cells
-                    .iter()
-                    .map(|c| c.as_ref().map_or(8, Bytes::len) + 1)
-                    .sum::<usize>()
-                + 96
-        })
-        .sum();
+    let size: usize = rows.iter().map(|r| r.size()).sum();
     let mut out = BytesMut::with_capacity(head.len() + size + 16);
     // The head without its closing brace, then the rows.
     out.put_slice(&head.as_bytes()[..head.len() - 1]);

@@ -9,11 +9,10 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
-use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use tokio::task::JoinHandle;
 
-use super::feed::Feed;
+use super::object_store::ObjectStore;
 use super::watch_health::WatchHealth;
 
 /// A kind the instance actor caches.
@@ -143,10 +142,9 @@ impl Kind {
     }
 }
 
-/// Reflector stores of one instance, and the tasks that feed them.
+/// The object stores of one instance, and the watch tasks that feed them.
 pub struct Caches {
-    pub stores: BTreeMap<Kind, Store<DynamicObject>>,
-    pub feeds: BTreeMap<Kind, Feed>,
+    pub stores: BTreeMap<Kind, ObjectStore>,
     /// Watch errors, each followed by a retry (resume or relist), across every kind.
     pub watch_restarts: Arc<AtomicU64>,
     /// Whether each kind's watch is failing: the API reads a failing kind from the
@@ -161,7 +159,6 @@ impl Caches {
     /// touching the others.
     pub fn start(client: &kube::Client, instance: &str) -> Self {
         let mut stores = BTreeMap::new();
-        let mut feeds = BTreeMap::new();
         let mut tasks = Vec::new();
         let watch_restarts = Arc::new(AtomicU64::new(0));
         let mut health_of = BTreeMap::new();
@@ -174,24 +171,19 @@ impl Caches {
             };
             let health = Arc::new(WatchHealth::default());
             health_of.insert(kind, health.clone());
-            let writer = reflector::store::Writer::new(ar);
-            let reader = writer.as_reader();
+            let store = ObjectStore::default();
             // kube-apiserver leaves apiVersion and kind out of list items; objects served
             // from the cache one by one must carry them, as the instance's own GET does.
-            let stream = reflector::reflector(
-                writer,
-                watcher(api, watcher::Config::default())
-                    .backoff(health.backoff())
-                    .modify(move |o| {
-                        if o.types.is_none() {
-                            o.types = Some(types.clone());
-                        }
-                    }),
-            );
+            let stream = watcher(api, watcher::Config::default())
+                .backoff(health.backoff())
+                .modify(move |o| {
+                    if o.types.is_none() {
+                        o.types = Some(types.clone());
+                    }
+                });
             let span = tracing::debug_span!("cache", instance = %instance, kind = ?kind);
             let restarts = watch_restarts.clone();
-            let feed = Feed::default();
-            let publisher = feed.clone();
+            let writer = store.clone();
             tasks.push(tokio::spawn(tracing::Instrument::instrument(
                 async move {
                     stream
@@ -203,7 +195,7 @@ impl Caches {
                                     if !matches!(ev, watcher::Event::Init) {
                                         health.succeeded();
                                     }
-                                    publisher.publish(&ev)
+                                    writer.apply(ev)
                                 }
                                 Err(e) => {
                                     restarts.fetch_add(1, Ordering::Relaxed);
@@ -217,12 +209,10 @@ impl Caches {
                 },
                 span,
             )));
-            stores.insert(kind, reader);
-            feeds.insert(kind, feed);
+            stores.insert(kind, store);
         }
         Self {
             stores,
-            feeds,
             watch_restarts,
             health: health_of,
             tasks,
@@ -245,7 +235,7 @@ impl Caches {
         })
     }
 
-    pub fn store(&self, kind: Kind) -> Option<&Store<DynamicObject>> {
+    pub fn store(&self, kind: Kind) -> Option<&ObjectStore> {
         self.stores.get(&kind)
     }
 
@@ -255,10 +245,10 @@ impl Caches {
 
     /// Resolves once every store has completed its first list.
     pub fn ready(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let stores: Vec<Store<DynamicObject>> = self.stores.values().cloned().collect();
+        let stores: Vec<ObjectStore> = self.stores.values().cloned().collect();
         async move {
             for s in stores {
-                let _ = s.wait_until_ready().await;
+                s.wait_until_ready().await;
             }
         }
     }

@@ -1,33 +1,129 @@
-//! Each cached kind's change feed: the events the reflector applied to the store, fanned
-//! out to watches that the proxy serves from the cache. No history is kept: a watch is
-//! served from here only when it starts at the feed's current resourceVersion (what a LIST
-//! from the cache returned); any other start is passed through to the instance, which has
-//! the history.
+//! Each cached kind's change feed: the changes the store applied, fanned out to watches
+//! that the proxy serves from the cache. No history is kept: a watch is served from here
+//! only when it starts at the feed's current resourceVersion (what a LIST from the cache
+//! returned); any other start is passed through to the instance, which has the history.
+//!
+//! A change is shared by every watcher, and so is each form of it a watcher writes: the
+//! JSON event line and the Table event line of each event type are encoded once, by the
+//! first watcher that needs it (as kube-apiserver's cacher serializes an event once for
+//! all its watchers).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use kube::api::DynamicObject;
-use kube::runtime::watcher;
+use bytes::{BufMut, Bytes, BytesMut};
+use kairship_wire::table::Column;
+use serde_json::json;
 use tokio::sync::broadcast;
+
+use super::cached_object::CachedObject;
 
 /// How far a cache watcher may fall behind before it is cut (and re-watches).
 const BACKLOG: usize = 1024;
 
+/// A watch event's type, as written on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "ADDED",
+            Self::Modified => "MODIFIED",
+            Self::Deleted => "DELETED",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// One change to one object, as every watcher of the kind sees it.
+pub struct Change {
+    pub object: Arc<CachedObject>,
+    /// The object as it was before (what watchers knew of it); `None` if it is new.
+    pub prev: Option<Arc<CachedObject>>,
+    pub deleted: bool,
+    json: [OnceLock<Bytes>; 3],
+    /// Per event type: without column definitions, then with them (a watch's first).
+    table: [OnceLock<Bytes>; 6],
+}
+
+impl Change {
+    pub fn new(object: Arc<CachedObject>, prev: Option<Arc<CachedObject>>, deleted: bool) -> Self {
+        Self {
+            object,
+            prev,
+            deleted,
+            json: Default::default(),
+            table: Default::default(),
+        }
+    }
+
+    /// The JSON event line of this change as `kind`.
+    pub fn json_line(&self, kind: EventType) -> Bytes {
+        self.json[kind.index()]
+            .get_or_init(|| line(kind.as_str(), self.object.json()))
+            .clone()
+    }
+
+    /// The Table event line of this change as `kind`, printed with `columns` (the kind's,
+    /// fixed for the cache's life).
+    pub fn table_line(&self, kind: EventType, columns: &[Column], with_columns: bool) -> Bytes {
+        self.table[kind.index() * 2 + usize::from(with_columns)]
+            .get_or_init(|| table_line(kind, &self.object, columns, with_columns))
+            .clone()
+    }
+}
+
+/// `{"type":...,"object":...}` and a newline.
+pub fn line(kind: &str, object: &[u8]) -> Bytes {
+    let mut b = BytesMut::with_capacity(object.len() + 32);
+    b.put_slice(b"{\"type\":\"");
+    b.put_slice(kind.as_bytes());
+    b.put_slice(b"\",\"object\":");
+    b.put_slice(object);
+    b.put_slice(b"}\n");
+    b.freeze()
+}
+
+/// A watch event whose object is a one-row Table, as kube-apiserver sends to kubectl.
+pub fn table_line(
+    kind: EventType,
+    object: &CachedObject,
+    columns: &[Column],
+    with_columns: bool,
+) -> Bytes {
+    let meta = json!({"resourceVersion": object.resource_version().to_string()});
+    let table = kairship_wire::table::write(columns, &[object.row(columns)], with_columns, meta);
+    line(kind.as_str(), &table)
+}
+
 #[derive(Clone, Debug)]
 pub enum FeedEvent {
-    Applied(Arc<DynamicObject>),
-    Deleted(Arc<DynamicObject>),
+    Change(Arc<Change>),
     /// The cache relisted: deletions may have been missed, so cache watches must end.
     Reset,
+}
+
+impl std::fmt::Debug for Change {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Change")
+            .field("object", &self.object)
+            .field("deleted", &self.deleted)
+            .finish()
+    }
 }
 
 #[derive(Clone)]
 pub struct Feed {
     tx: broadcast::Sender<FeedEvent>,
     last_rv: Arc<AtomicU64>,
-    /// The highest version seen during a relist, applied when it completes.
-    relist_rv: Arc<AtomicU64>,
 }
 
 impl Default for Feed {
@@ -35,58 +131,40 @@ impl Default for Feed {
         Self {
             tx: broadcast::channel(BACKLOG).0,
             last_rv: Arc::default(),
-            relist_rv: Arc::default(),
         }
     }
-}
-
-pub fn rv_of(o: &DynamicObject) -> u64 {
-    o.metadata
-        .resource_version
-        .as_deref()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(0)
 }
 
 impl Feed {
-    /// Called with every event after the reflector applied it to the store.
-    pub fn publish(&self, event: &watcher::Event<DynamicObject>) {
-        // Copies are made only for someone watching through the cache.
-        let watched = self.tx.receiver_count() > 0;
-        let ev = match event {
-            watcher::Event::Apply(o) | watcher::Event::Delete(o) if !watched => {
-                self.last_rv.fetch_max(rv_of(o), Ordering::Relaxed);
-                return;
-            }
-            watcher::Event::Apply(o) => FeedEvent::Applied(Arc::new(o.clone())),
-            watcher::Event::Delete(o) => FeedEvent::Deleted(Arc::new(o.clone())),
-            watcher::Event::Init => {
-                self.relist_rv.store(0, Ordering::Relaxed);
-                return;
-            }
-            watcher::Event::InitApply(o) => {
-                self.relist_rv.fetch_max(rv_of(o), Ordering::Relaxed);
-                return;
-            }
-            watcher::Event::InitDone => {
-                self.last_rv
-                    .fetch_max(self.relist_rv.load(Ordering::Relaxed), Ordering::Relaxed);
-                let _ = self.tx.send(FeedEvent::Reset);
-                return;
-            }
-        };
-        if let FeedEvent::Applied(o) | FeedEvent::Deleted(o) = &ev {
-            self.last_rv.fetch_max(rv_of(o), Ordering::Relaxed);
+    /// Called by the store with every change it applied, under its write lock.
+    pub(super) fn publish(
+        &self,
+        object: &Arc<CachedObject>,
+        prev: Option<&Arc<CachedObject>>,
+        deleted: bool,
+    ) {
+        self.last_rv
+            .fetch_max(object.resource_version(), Ordering::Relaxed);
+        // Nothing is made for a kind nobody watches through the cache.
+        if self.tx.receiver_count() > 0 {
+            let change = Change::new(object.clone(), prev.cloned(), deleted);
+            // The last receiver may have gone since the check: nothing to do then.
+            let _ = self.tx.send(FeedEvent::Change(Arc::new(change)));
         }
-        // The last receiver may have gone since the check: nothing to do then.
-        let _ = self.tx.send(ev);
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<FeedEvent> {
+    /// A relist completed with `newest` the highest version it listed.
+    pub(super) fn relisted(&self, newest: u64) {
+        self.last_rv.fetch_max(newest, Ordering::Relaxed);
+        let _ = self.tx.send(FeedEvent::Reset);
+    }
+
+    pub(super) fn subscribe(&self) -> broadcast::Receiver<FeedEvent> {
         self.tx.subscribe()
     }
 
-    /// The newest resourceVersion the cache reflects for this kind.
+    /// The newest resourceVersion the cache reflects for this kind (deletions included,
+    /// which leave no object behind).
     pub fn last_rv(&self) -> u64 {
         self.last_rv.load(Ordering::Relaxed)
     }
@@ -103,36 +181,5 @@ pub struct Version(Arc<AtomicU64>);
 impl Version {
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn obj(name: &str, rv: u64) -> DynamicObject {
-        serde_json::from_value(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "resourceVersion": rv.to_string()}}))
-        .expect("object")
-    }
-
-    #[test]
-    fn versions_advance_and_relists_reset_watchers() {
-        let feed = Feed::default();
-        let mut rx = feed.subscribe();
-        feed.publish(&watcher::Event::Init);
-        feed.publish(&watcher::Event::InitApply(obj("a", 5)));
-        feed.publish(&watcher::Event::InitDone);
-        assert_eq!(feed.last_rv(), 5);
-        assert!(matches!(rx.try_recv(), Ok(FeedEvent::Reset)));
-        feed.publish(&watcher::Event::Apply(obj("b", 9)));
-        feed.publish(&watcher::Event::Delete(obj("a", 11)));
-        assert_eq!(feed.last_rv(), 11);
-        assert!(matches!(rx.try_recv(), Ok(FeedEvent::Applied(o)) if rv_of(&o) == 9));
-        assert!(matches!(rx.try_recv(), Ok(FeedEvent::Deleted(o)) if rv_of(&o) == 11));
-        // Unwatched, the version still advances (a later watch starts from it).
-        drop(rx);
-        feed.publish(&watcher::Event::Apply(obj("c", 14)));
-        assert_eq!(feed.last_rv(), 14);
     }
 }

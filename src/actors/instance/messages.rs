@@ -19,12 +19,8 @@ pub struct InstanceView {
 pub struct InstanceReader {
     pub name: String,
     pub client: Option<kube::Client>,
-    pub stores: std::collections::BTreeMap<
-        super::caches::Kind,
-        kube::runtime::reflector::Store<kube::api::DynamicObject>,
-    >,
-    /// JSON of cached objects, reused across requests.
-    pub json: super::memo::JsonMemo,
+    /// Each cached kind's objects, with its change feed (for watches served from the cache).
+    pub stores: std::collections::BTreeMap<super::caches::Kind, super::object_store::ObjectStore>,
     /// Access decisions for reads served from the caches.
     pub access: super::access::AccessReviews,
     /// Versions written through the proxy, for read-your-writes from the cache.
@@ -36,8 +32,6 @@ pub struct InstanceReader {
     pub call_timeout: std::time::Duration,
     /// Table columns per cached kind, for `kubectl get` served from the cache.
     pub printers: super::printers::Printers,
-    /// Each cached kind's change feed, for watches served from the cache.
-    pub feeds: std::collections::BTreeMap<super::caches::Kind, super::feed::Feed>,
     /// Whether each cached kind's watch is failing (live): such a kind is read from the
     /// instance.
     pub watch_health: std::collections::BTreeMap<

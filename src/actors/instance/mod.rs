@@ -3,14 +3,15 @@
 //! tasks that report back as messages, so the actor never blocks on its instance.
 
 pub mod access;
+pub mod cached_object;
 pub mod caches;
 pub mod client;
 pub mod connect;
 pub mod feed;
 pub mod lifecycle;
 pub mod member_access;
-pub mod memo;
 pub mod messages;
+pub mod object_store;
 pub mod printers;
 pub mod probe;
 pub mod registration;
@@ -75,7 +76,6 @@ pub struct InstanceState {
     /// without waiting for the next tick.
     on_leadership: Option<tokio::task::JoinHandle<()>>,
     /// Serialized JSON of cached objects, shared by the API's readers of this instance.
-    json: memo::JsonMemo,
     /// Access decisions for cache-served reads, shared by the API's readers of this instance.
     access: access::AccessReviews,
     /// Versions written through the proxy, for read-your-writes from the cache.
@@ -144,18 +144,12 @@ impl InstanceState {
                 .as_ref()
                 .map(|c| c.stores.clone())
                 .unwrap_or_default(),
-            json: self.json.clone(),
             access: self.access.clone(),
             writes: self.writes.clone(),
             printers: self.printers.clone(),
             health,
             limiter: self.limiter.clone(),
             call_timeout: self.ctx.settings.instance_call_timeout,
-            feeds: self
-                .caches
-                .as_ref()
-                .map(|c| c.feeds.clone())
-                .unwrap_or_default(),
             watch_health: self
                 .caches
                 .as_ref()
@@ -263,7 +257,6 @@ impl Actor for InstanceActor {
             ticker: Some(ticker),
             on_leadership: Some(on_leadership),
             limiter: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS)),
-            json: memo::JsonMemo::default(),
             access: access::AccessReviews::new(call_timeout),
             writes: write_marks::WriteMarks::default(),
             printers: printers::Printers::new(call_timeout),
@@ -485,7 +478,7 @@ fn stats_inputs(caches: &Caches) -> StatsInputs {
     StatsInputs {
         clusters: clusters
             .iter()
-            .map(|c| c.metadata.resource_version.clone())
+            .map(|c| Some(c.resource_version().to_string()))
             .collect(),
         counts: stats::Counts {
             propagation_policies: caches.count(Kind::PropagationPolicy),
@@ -504,6 +497,11 @@ fn compute_stats(caches: &Caches, counts: stats::Counts) -> crate::crd::Instance
         .store(Kind::Cluster)
         .map(|s| s.state())
         .unwrap_or_default();
-    let values: Vec<&serde_json::Value> = clusters.iter().map(|c| &c.data).collect();
+    // Clusters are few: decoded from their JSON at each recount.
+    let decoded: Vec<serde_json::Value> = clusters
+        .iter()
+        .filter_map(|c| serde_json::from_slice(c.json()).ok())
+        .collect();
+    let values: Vec<&serde_json::Value> = decoded.iter().collect();
     stats::aggregate(&values, counts)
 }

@@ -1,23 +1,20 @@
 //! The columns kubectl's Tables have for each cached kind, so `kubectl get` is answered
 //! from the cache as the instance would print it: kube-apiserver's own printers for the
 //! built-in kinds, and for Karmada's kinds the `additionalPrinterColumns` of the CRDs the
-//! instance serves (read once per actor, on first use). Rows are kept per object version.
+//! instance serves (read once per actor, on first use). Each cached object keeps its row.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kairship_wire::table::{builtin_columns, custom_columns, Column, Row};
-use kube::api::DynamicObject;
+use kairship_wire::table::{builtin_columns, custom_columns, Column};
 use parking_lot::Mutex;
 
 use super::caches::Kind;
-use super::memo::RowMemo;
 
 #[derive(Clone)]
 pub struct Printers {
     columns: Arc<Mutex<BTreeMap<Kind, Arc<Vec<Column>>>>>,
-    rows: RowMemo,
     /// Bound of reading a CRD (`Settings::instance_call_timeout`).
     timeout: Duration,
 }
@@ -26,24 +23,8 @@ impl Printers {
     pub fn new(timeout: Duration) -> Self {
         Self {
             columns: Arc::default(),
-            rows: RowMemo::default(),
             timeout,
         }
-    }
-
-    /// The rows of `objects` printed with `columns` (from [`Printers::columns`] of the same
-    /// kind); `live` as for the memo.
-    pub fn rows(
-        &self,
-        kind: Kind,
-        columns: &[Column],
-        objects: &[&DynamicObject],
-        live: usize,
-    ) -> Vec<Arc<Row>> {
-        self.rows.get_or_make(kind, objects, live, |o| {
-            let value = serde_json::to_value(o).unwrap_or_default();
-            Arc::new(Row::new(columns, &value))
-        })
     }
 
     /// `None` when the columns cannot be known (the Table then comes from the instance).

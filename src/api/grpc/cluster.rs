@@ -1,7 +1,6 @@
 //! ClusterService: member clusters, served from the instance's Cluster cache; cordon,
 //! uncordon and taints written to the instance (read-modify-write on the live object).
 
-use kube::runtime::reflector::ObjectRef;
 use serde_json::{json, Value};
 use tonic::{Request, Response, Status};
 
@@ -113,14 +112,14 @@ impl ClusterService for Clusters {
             .store(Kind::Cluster)?
             .state()
             .iter()
-            .filter(|c| paging::labels_match(&sel, c.metadata.labels.as_ref()))
+            .filter(|c| paging::cached_labels_match(&sel, c))
             .map(|c| {
-                (
-                    c.metadata.name.clone().unwrap_or_default(),
-                    convert::cluster(c),
-                )
+                Ok((
+                    c.name().to_string(),
+                    convert::cluster(&objects::decoded(c)?),
+                ))
             })
-            .collect();
+            .collect::<Result<_, ApiError>>()?;
         let page = paging::paginate(items, req.options.as_ref())?;
         Ok(Response::new(proto::ListClustersResponse {
             clusters: page.items,
@@ -139,14 +138,16 @@ impl ClusterService for Clusters {
         let reads = on
             .read(Verb::Get, Kind::Cluster, None, Some(&req.name))
             .await?;
-        let key = ObjectRef::new_with(&req.name, Kind::Cluster.resource());
-        let c = reads.store(Kind::Cluster)?.get(&key).ok_or_else(|| {
-            ApiError::NotFound(format!(
-                "cluster {:?} not found in instance {:?}",
-                req.name, req.instance
-            ))
-        })?;
-        Ok(Response::new(convert::cluster(&c)))
+        let c = reads
+            .store(Kind::Cluster)?
+            .get(None, &req.name)
+            .ok_or_else(|| {
+                ApiError::NotFound(format!(
+                    "cluster {:?} not found in instance {:?}",
+                    req.name, req.instance
+                ))
+            })?;
+        Ok(Response::new(convert::cluster(&objects::decoded(&c)?)))
     }
 
     async fn cordon_cluster(

@@ -1,7 +1,6 @@
 //! PolicyService: PropagationPolicies and OverridePolicies, namespaced and cluster-scoped.
 
 use kube::api::DynamicObject;
-use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
 use tonic::{Request, Response, Status};
 
@@ -79,7 +78,11 @@ impl PolicyService for Policies {
         .await?;
         let page = paging::paginate(items, req.options.as_ref())?;
         Ok(Response::new(proto::ListPoliciesResponse {
-            policies: page.items.iter().map(|(k, o)| policy(*k, o)).collect(),
+            policies: page
+                .items
+                .iter()
+                .map(|(k, o)| Ok(policy(*k, &objects::decoded(o)?)))
+                .collect::<Result<_, ApiError>>()?,
             next_page_token: page.next_page_token,
             filtered,
         }))
@@ -94,23 +97,24 @@ impl PolicyService for Policies {
         let req = req.into_inner();
         let kind = objects::kind("kind", &req.kind, &Kind::POLICIES)?;
         check_name("name", &req.name)?;
-        let mut key = ObjectRef::new_with(&req.name, kind.resource());
         let namespace = match kind.namespaced() {
             true => {
                 check_name("namespace", &req.namespace)?;
-                key = key.within(&req.namespace);
                 Some(req.namespace.as_str())
             }
             false => None,
         };
         let reads = on.read(Verb::Get, kind, namespace, Some(&req.name)).await?;
-        let o = reads.store(kind)?.get(&key).ok_or_else(|| {
-            ApiError::NotFound(format!(
-                "{} {:?} not found in instance {:?}",
-                req.kind, req.name, req.instance
-            ))
-        })?;
-        Ok(Response::new(policy(kind, &o)))
+        let o = reads
+            .store(kind)?
+            .get(namespace, &req.name)
+            .ok_or_else(|| {
+                ApiError::NotFound(format!(
+                    "{} {:?} not found in instance {:?}",
+                    req.kind, req.name, req.instance
+                ))
+            })?;
+        Ok(Response::new(policy(kind, &objects::decoded(&o)?)))
     }
 
     async fn create_policy(

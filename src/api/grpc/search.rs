@@ -12,10 +12,11 @@ use kube::api::DynamicObject;
 use tonic::{Request, Response, Status};
 
 use super::workload::{workload_for, Beside};
+use crate::actors::instance::cached_object::CachedObject;
 use crate::actors::instance::caches::Kind;
-use crate::api::paging;
 use crate::api::request::{OnInstance, Surface};
 use crate::api::router::Router;
+use crate::api::{objects, paging};
 use crate::auth::Role;
 use crate::error::{check_name, ApiError};
 use crate::proto::{self, search_service_server::SearchService};
@@ -73,19 +74,19 @@ fn parse(req: &proto::SearchRequest) -> Result<Query, ApiError> {
 }
 
 impl Query {
-    fn matches(&self, kind: Kind, o: &DynamicObject) -> bool {
-        let name = o.metadata.name.as_deref().unwrap_or_default();
-        let ns = o.metadata.namespace.as_deref().unwrap_or_default();
+    fn matches(&self, kind: Kind, o: &CachedObject) -> bool {
+        let name = o.name();
+        let ns = o.namespace().unwrap_or_default();
         (self.name.is_empty()
             || (self.substring && name.contains(&self.name))
             || (!self.substring && name == self.name))
             && (self.namespace.is_empty() || !kind.namespaced() || ns == self.namespace)
-            && paging::labels_match(&self.labels, o.metadata.labels.as_ref())
+            && paging::cached_labels_match(&self.labels, o)
     }
 }
 
 /// A hit before decoration: its instance (index into the searched), kind and object.
-type Found = (usize, Kind, Arc<DynamicObject>);
+type Found = (usize, Kind, Arc<CachedObject>);
 
 #[tonic::async_trait]
 impl SearchService for Search {
@@ -145,15 +146,11 @@ impl SearchService for Search {
                     continue;
                 };
                 for o in store.state() {
-                    let ns = o.metadata.namespace.clone().unwrap_or_default();
-                    if (kind.namespaced() && !visible.allows(&ns)) || !q.matches(kind, &o) {
+                    let ns = o.namespace().unwrap_or_default();
+                    if (kind.namespaced() && !visible.allows(ns)) || !q.matches(kind, &o) {
                         continue;
                     }
-                    let key = format!(
-                        "{name}/{}/{ns}/{}",
-                        kind.resource().kind,
-                        o.metadata.name.as_deref().unwrap_or_default()
-                    );
+                    let key = format!("{name}/{}/{ns}/{}", kind.resource().kind, o.name());
                     found.push((key, (at, kind, o)));
                 }
             }
@@ -163,7 +160,7 @@ impl SearchService for Search {
         let page = paging::paginate_by(found, req.page_size, &req.page_token, "")?;
         let mut hits = Vec::with_capacity(page.items.len());
         for (at, kind, o) in &page.items {
-            hits.push(hit(&searched[*at], *kind, o).await);
+            hits.push(hit(&searched[*at], *kind, &objects::decoded(o)?).await);
         }
         Ok(Response::new(proto::SearchResponse {
             hits,

@@ -3,7 +3,6 @@
 
 use crate::auth::Role;
 use kube::api::DynamicObject;
-use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
 use tonic::{Request, Response, Status};
 
@@ -39,8 +38,20 @@ fn selects(sel: &Value, kind: Kind, o: &DynamicObject, policy_ns: Option<&str>) 
 }
 
 /// What the caller may see beside a workload, as the instance decides: the policies and
-/// bindings of each namespace (and the cluster-wide policies).
-pub(super) struct Beside(std::collections::BTreeMap<(Kind, String), bool>);
+/// bindings of each namespace (and the cluster-wide policies); with the policies' selectors
+/// decoded once for the request.
+pub(super) struct Beside {
+    allowed: std::collections::BTreeMap<(Kind, String), bool>,
+    policies: std::sync::OnceLock<Vec<Picker>>,
+}
+
+/// A policy's resource selectors, and the policy.
+struct Picker {
+    kind: Kind,
+    namespace: Option<String>,
+    name: String,
+    selectors: Vec<Value>,
+}
 
 impl Beside {
     /// Reviews the kinds shown beside workloads in `namespaces` (decisions are cached by
@@ -62,12 +73,15 @@ impl Beside {
                 }
             }
         }
-        Self(seen)
+        Self {
+            allowed: seen,
+            policies: std::sync::OnceLock::new(),
+        }
     }
 
     fn allows(&self, kind: Kind, namespace: &str) -> bool {
         let ns = if kind.namespaced() { namespace } else { "" };
-        self.0
+        self.allowed
             .get(&(kind, ns.to_string()))
             .copied()
             .unwrap_or(false)
@@ -80,34 +94,49 @@ fn policies_for(
     kind: Kind,
     o: &DynamicObject,
 ) -> Vec<proto::PolicyRef> {
-    let mut out = Vec::new();
     let ns = o.metadata.namespace.as_deref().unwrap_or_default();
-    for pk in Kind::POLICIES {
-        let Ok(store) = reads.store(pk) else {
-            continue;
-        };
-        if !beside.allows(pk, ns) {
-            continue;
-        }
-        for p in store.state() {
-            let pns = pk
-                .namespaced()
-                .then(|| p.metadata.namespace.clone().unwrap_or_default());
-            let picked = p
-                .data
-                .pointer("/spec/resourceSelectors")
-                .and_then(Value::as_array)
-                .is_some_and(|sels| sels.iter().any(|s| selects(s, kind, o, pns.as_deref())));
-            if picked {
-                out.push(proto::PolicyRef {
-                    kind: pk.resource().kind,
-                    namespace: pns.unwrap_or_default(),
-                    name: p.metadata.name.clone().unwrap_or_default(),
+    let pickers = beside.policies.get_or_init(|| {
+        let mut out = Vec::new();
+        for pk in Kind::POLICIES {
+            let Ok(store) = reads.store(pk) else {
+                continue;
+            };
+            for p in store.state() {
+                let Ok(decoded) = p.decode() else {
+                    continue;
+                };
+                let selectors = decoded
+                    .data
+                    .pointer("/spec/resourceSelectors")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                out.push(Picker {
+                    kind: pk,
+                    namespace: pk
+                        .namespaced()
+                        .then(|| p.namespace().unwrap_or_default().to_string()),
+                    name: p.name().to_string(),
+                    selectors,
                 });
             }
         }
-    }
-    out
+        out
+    });
+    pickers
+        .iter()
+        .filter(|p| beside.allows(p.kind, ns))
+        .filter(|p| {
+            p.selectors
+                .iter()
+                .any(|s| selects(s, kind, o, p.namespace.as_deref()))
+        })
+        .map(|p| proto::PolicyRef {
+            kind: p.kind.resource().kind,
+            namespace: p.namespace.clone().unwrap_or_default(),
+            name: p.name.clone(),
+        })
+        .collect()
 }
 
 /// Karmada names a workload's binding `<name>-<kind in lowercase>`.
@@ -126,10 +155,10 @@ fn placement(
         o.metadata.name.as_deref()?,
         kind.resource().kind.to_lowercase()
     );
-    let rb = store.get(
-        &ObjectRef::new_with(&name, Kind::ResourceBinding.resource())
-            .within(o.metadata.namespace.as_deref()?),
-    )?;
+    let rb = store
+        .get(o.metadata.namespace.as_deref(), &name)?
+        .decode()
+        .ok()?;
     let s = |v: &Value, k: &str| {
         v.get(k)
             .and_then(Value::as_str)
@@ -288,13 +317,13 @@ impl WorkloadService for Workloads {
         let namespaces = page
             .items
             .iter()
-            .filter_map(|(_, o)| o.metadata.namespace.clone());
+            .filter_map(|(_, o)| o.namespace().map(String::from));
         let beside = Beside::of(&on, namespaces).await;
         let workloads = page
             .items
             .iter()
-            .map(|(k, o)| workload(&reads, &beside, *k, o))
-            .collect();
+            .map(|(k, o)| Ok(workload(&reads, &beside, *k, &objects::decoded(o)?)))
+            .collect::<Result<_, ApiError>>()?;
         Ok(Response::new(proto::ListWorkloadsResponse {
             workloads,
             next_page_token: page.next_page_token,
@@ -317,13 +346,14 @@ impl WorkloadService for Workloads {
             .await?;
         let o = reads
             .store(kind)?
-            .get(&ObjectRef::new_with(&req.name, kind.resource()).within(&req.namespace))
+            .get(Some(&req.namespace), &req.name)
             .ok_or_else(|| {
                 ApiError::NotFound(format!(
                     "{} {}/{} not found in instance {:?}",
                     req.kind, req.namespace, req.name, req.instance
                 ))
             })?;
+        let o = objects::decoded(&o)?;
         let beside = Beside::of(&on, [req.namespace.clone()]).await;
         let mut w = workload(&reads, &beside, kind, &o);
         if let Some(p) = w.placement.as_mut() {

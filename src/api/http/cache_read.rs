@@ -10,13 +10,12 @@ use http::{header, Method, StatusCode};
 use kairship_wire::routes::{self, ResourcePath, Route};
 use kairship_wire::selectors::FieldSelector;
 use kairship_wire::table::Column;
-use kube::api::DynamicObject;
-use kube::runtime::reflector::ObjectRef;
 use serde_json::{json, Value};
 
 use super::kube_status::{json_response, k8s_status, status_response, SOURCE_HEADER};
+use crate::actors::instance::cached_object::CachedObject;
 use crate::actors::instance::caches::Kind;
-use crate::actors::instance::feed::{rv_of, Feed};
+use crate::actors::instance::feed::Feed;
 use crate::api::paging;
 use crate::api::request::review::ReadAttributes;
 use crate::api::request::{OnInstance, Reads, Verb};
@@ -104,8 +103,7 @@ fn cacheable(
     if forced || req.method != Method::GET {
         return None;
     }
-    let table_as_served = q.get("includeObject").is_none_or(|v| v == "Metadata")
-        && q.get("watch").is_none_or(|w| parse_bool(w) != Some(true));
+    let table_as_served = q.get("includeObject").is_none_or(|v| v == "Metadata");
     if wants_table(req) && !table_as_served {
         return None;
     }
@@ -135,27 +133,16 @@ fn from_cache(
     let ar = kind.resource();
     if let Some(w) = q.get("watch") {
         if parse_bool(w) == Some(true) {
-            return super::cache_watch::serve(reads, kind, rp, q);
+            return super::cache_watch::serve(reads, kind, rp, q, columns);
         }
     }
     if let Some(name) = &rp.name {
-        let mut key = ObjectRef::new_with(name, ar.clone());
-        if let Some(ns) = &rp.namespace {
-            key = key.within(ns);
-        }
-        return Some(match (store.get(&key), columns) {
+        return Some(match (store.get(rp.namespace.as_deref(), name), columns) {
             (Some(o), Some(columns)) => {
-                let meta = json!({"resourceVersion": rv_of(&o).to_string()});
-                table_response(reads, kind, columns, &[&*o], usize::MAX / 4, meta)
+                let meta = json!({"resourceVersion": o.resource_version().to_string()});
+                table_response(columns, &[&*o], meta)
             }
-            // One object: no eviction pass (the next LIST does that).
-            (Some(o), None) => json_response(
-                StatusCode::OK,
-                reads
-                    .json()
-                    .render(kind, &[&*o], usize::MAX / 4)
-                    .swap_remove(0),
-            ),
+            (Some(o), None) => json_response(StatusCode::OK, o.json().clone()),
             (None, _) => not_found(&ar.plural, &ar.group, name),
         });
     }
@@ -167,7 +154,7 @@ fn from_cache(
     // The feed's version also counts deletions, which leave no object behind.
     let newest = objects
         .iter()
-        .map(|o| rv_of(o))
+        .map(|o| o.resource_version())
         .chain(reads.feed(kind).map(Feed::last_rv))
         .max()
         .unwrap_or(0);
@@ -184,37 +171,28 @@ fn from_cache(
             }
         }
     }
-    let key = |o: &DynamicObject| {
-        (
-            o.metadata.namespace.clone().unwrap_or_default(),
-            o.metadata.name.clone().unwrap_or_default(),
-        )
-    };
-    let mut items: Vec<((String, String), &DynamicObject)> = objects
-        .iter()
-        .filter(|o| selection.matches(o))
-        .map(|o| (key(o), &**o))
-        .collect();
-    items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    if let Some(after) = q.get("continue").filter(|c| !c.is_empty()) {
-        let Some((ns, name)) = engine
-            .decode(after)
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok())
-            .and_then(|s| {
-                s.split_once('/')
-                    .map(|(a, b)| (a.to_string(), b.to_string()))
-            })
-        else {
-            return Some(status_response(&ApiError::invalid(
-                "continue",
-                "not a continue token this server issued",
-            )));
-        };
-        let after = (ns, name);
-        items.retain(|(k, _)| *k > after);
-    }
+    // The store keeps LIST order (namespace, then name): a page starts after the token.
+    let after = match q.get("continue").filter(|c| !c.is_empty()) {
+        None => None,
+        Some(token) => {
+            let Some(after) = engine
+                .decode(token)
+                .ok()
+                .and_then(|b| String::from_utf8(b).ok())
+                .and_then(|s| {
+                    s.split_once('/')
+                        .map(|(a, b)| (a.to_string(), b.to_string()))
+                })
+            else {
+                return Some(status_response(&ApiError::invalid(
+                    "continue",
+                    "not a continue token this server issued",
+                )));
+            };
+            Some(after)
+        }
+    };
     let limit = match q.get("limit").map(|l| (l, l.parse::<usize>())) {
         None => None,
         Some((_, Ok(l))) => Some(l).filter(|l| *l > 0),
@@ -225,62 +203,58 @@ fn from_cache(
             )))
         }
     };
-    let mut meta = json!({"resourceVersion": newest.to_string()});
-    if let Some(l) = limit {
-        if items.len() > l {
-            meta["remainingItemCount"] = json!(items.len() - l);
-            items.truncate(l);
-            meta["continue"] = json!(items
-                .last()
-                .map(|((ns, name), _)| engine.encode(format!("{ns}/{name}"))));
+    fn key(o: &CachedObject) -> (&str, &str) {
+        (o.namespace().unwrap_or_default(), o.name())
+    }
+    let start = after.as_ref().map_or(0, |(ns, name)| {
+        objects.partition_point(|o| key(o) <= (ns.as_str(), name.as_str()))
+    });
+    let mut items: Vec<&CachedObject> = Vec::new();
+    let mut remaining = 0;
+    for o in objects[start..].iter().filter(|o| selection.matches(o)) {
+        if limit.is_some_and(|l| items.len() >= l) {
+            remaining += 1;
+        } else {
+            items.push(o);
         }
     }
-    let refs: Vec<&DynamicObject> = items.iter().map(|(_, o)| *o).collect();
-    if let Some(columns) = columns {
-        return Some(table_response(
-            reads,
-            kind,
-            columns,
-            &refs,
-            objects.len(),
-            meta,
-        ));
+    let mut meta = json!({"resourceVersion": newest.to_string()});
+    if remaining > 0 {
+        meta["remainingItemCount"] = json!(remaining);
+        meta["continue"] = json!(items.last().map(|o| {
+            let (ns, name) = key(o);
+            engine.encode(format!("{ns}/{name}"))
+        }));
     }
-    let rendered = reads.json().render(kind, &refs, objects.len());
+    if let Some(columns) = columns {
+        return Some(table_response(columns, &items, meta));
+    }
     let head =
         json!({"kind": format!("{}List", ar.kind), "apiVersion": ar.api_version, "metadata": meta})
             .to_string();
     let mut body = bytes::BytesMut::with_capacity(
-        head.len() + rendered.iter().map(|b| b.len() + 1).sum::<usize>() + 16,
+        head.len() + items.iter().map(|o| o.json().len() + 1).sum::<usize>() + 16,
     );
     // The head without its closing brace, then the items copied as they are.
     body.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
     body.extend_from_slice(b",\"items\":[");
-    for (i, b) in rendered.iter().enumerate() {
+    for (i, o) in items.iter().enumerate() {
         if i > 0 {
             body.extend_from_slice(b",");
         }
-        body.extend_from_slice(b);
+        body.extend_from_slice(o.json());
     }
     body.extend_from_slice(b"]}");
     Some(json_response(StatusCode::OK, body.freeze()))
 }
 
 /// A `meta.k8s.io/v1` Table of cached objects, printed with the instance's columns from
-/// rows kept per object version; `live` as for the memo.
-fn table_response(
-    reads: &Reads<'_>,
-    kind: Kind,
-    columns: &[Column],
-    objects: &[&DynamicObject],
-    live: usize,
-    meta: Value,
-) -> Response {
-    let rows = reads.printers().rows(kind, columns, objects, live);
-    let refs: Vec<&kairship_wire::table::Row> = rows.iter().map(|r| &**r).collect();
+/// the rows each object keeps.
+fn table_response(columns: &[Column], objects: &[&CachedObject], meta: Value) -> Response {
+    let rows: Vec<&kairship_wire::table::Row> = objects.iter().map(|o| o.row(columns)).collect();
     json_response(
         StatusCode::OK,
-        kairship_wire::table::write(columns, &refs, true, meta),
+        kairship_wire::table::write(columns, &rows, true, meta),
     )
 }
 
@@ -306,15 +280,14 @@ impl Selection {
         })
     }
 
-    pub fn matches(&self, o: &DynamicObject) -> bool {
-        let m = &o.metadata;
+    pub fn matches(&self, o: &CachedObject) -> bool {
         self.namespace
-            .as_ref()
-            .is_none_or(|ns| m.namespace.as_ref() == Some(ns))
-            && paging::labels_match(&self.labels, m.labels.as_ref())
+            .as_deref()
+            .is_none_or(|ns| o.namespace() == Some(ns))
+            && paging::cached_labels_match(&self.labels, o)
             && self.fields.matches_metadata(|field| match field {
-                "name" => m.name.as_deref(),
-                "namespace" => m.namespace.as_deref(),
+                "name" => Some(o.name()),
+                "namespace" => o.namespace(),
                 _ => None,
             })
     }

@@ -4,44 +4,73 @@
 //! then changes) or from exactly the version a LIST from the cache returned. Any other
 //! start is passed through, since the instance keeps the history and the cache does not.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::Response;
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use http::{header, StatusCode};
 use kairship_wire::routes::ResourcePath;
-use kube::api::DynamicObject;
+use kairship_wire::table::Column;
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
 use super::cache_read::Selection;
 use super::kube_status::status_response;
 use crate::actors::instance::caches::Kind;
-use crate::actors::instance::feed::{rv_of, FeedEvent};
+use crate::actors::instance::feed::{line, table_line, Change, EventType, FeedEvent};
 use crate::api::request::Reads;
 
 const BOOKMARK_EVERY: Duration = Duration::from_secs(15);
 /// kube-apiserver ends watches after a while too; clients re-watch from their last version.
 const LONGEST: Duration = Duration::from_secs(30 * 60);
 
-fn line(kind: &str, object: &[u8]) -> Bytes {
-    let mut b = BytesMut::with_capacity(object.len() + 32);
-    b.put_slice(b"{\"type\":\"");
-    b.put_slice(kind.as_bytes());
-    b.put_slice(b"\",\"object\":");
-    b.put_slice(object);
-    b.put_slice(b"}\n");
-    b.freeze()
+/// What a change means to one watcher, from whether the object passes its selection now
+/// and passed it before (kube-apiserver's cacher decides the same way).
+fn transition(change: &Change, selection: &Selection) -> Option<EventType> {
+    let now = selection.matches(&change.object);
+    let before = change.prev.as_ref().is_some_and(|p| selection.matches(p));
+    match (change.deleted, before, now) {
+        (true, true, _) => Some(EventType::Deleted),
+        (true, false, _) => None,
+        (false, true, true) => Some(EventType::Modified),
+        (false, false, true) => Some(EventType::Added),
+        // Moved out of the selection: gone, for this watcher.
+        (false, true, false) => Some(EventType::Deleted),
+        (false, false, false) => None,
+    }
 }
 
-fn key(o: &DynamicObject) -> (String, String) {
-    (
-        o.metadata.namespace.clone().unwrap_or_default(),
-        o.metadata.name.clone().unwrap_or_default(),
-    )
+/// How a watcher's events are written: JSON objects, or one-row Tables (kubectl's form;
+/// the first event carries the column definitions).
+struct Form {
+    columns: Option<Arc<Vec<Column>>>,
+    sent_columns: bool,
+}
+
+impl Form {
+    fn change(&mut self, change: &Change, kind: EventType) -> Bytes {
+        match &self.columns {
+            None => change.json_line(kind),
+            Some(columns) => {
+                let first = !std::mem::replace(&mut self.sent_columns, true);
+                change.table_line(kind, columns, first)
+            }
+        }
+    }
+
+    fn added(&mut self, object: &crate::actors::instance::cached_object::CachedObject) -> Bytes {
+        match &self.columns {
+            None => line("ADDED", object.json()),
+            Some(columns) => {
+                let first = !std::mem::replace(&mut self.sent_columns, true);
+                table_line(EventType::Added, object, columns, first)
+            }
+        }
+    }
 }
 
 /// `None` passes the watch through to the instance.
@@ -50,20 +79,19 @@ pub fn serve(
     kind: Kind,
     rp: &ResourcePath,
     q: &HashMap<String, String>,
+    columns: Option<&[Column]>,
 ) -> Option<Response> {
     // A single object's watch and streaming lists are rare: the instance serves them.
     if rp.name.is_some() || q.contains_key("sendInitialEvents") {
         return None;
     }
-    let feed = reads.feed(kind)?;
     let store = reads.store(kind).ok()?;
     let selection = match Selection::parse(rp.namespace.clone(), q) {
         Ok(s) => s,
         Err(e) => return Some(status_response(&e)),
     };
-    // Subscribe before reading the version, so no change falls between the two.
-    let mut rx = feed.subscribe();
-    let current = feed.last_rv();
+    let start = store.subscribe();
+    let current = start.version;
     let from_now = match q.get("resourceVersion").map(String::as_str) {
         None | Some("") | Some("0") => true,
         Some(v) if v.parse::<u64>().ok() == Some(current) => false,
@@ -76,33 +104,27 @@ pub fn serve(
         .get("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())
         .map_or(LONGEST, |t| Duration::from_secs(t).min(LONGEST));
-    let version = feed.version();
-    let json = reads.json().clone();
+    let version = store.feed().version();
     let ar = kind.resource();
-
-    // The objects now, read before answering; what the client holds of them (sent as
-    // ADDED when starting from now, already listed otherwise) is worked out after the
-    // headers are sent, as kube-apiserver answers a watch before its first event.
-    let objects = store.state();
+    let mut form = Form {
+        columns: columns.map(|c| Arc::new(c.to_vec())),
+        sent_columns: false,
+    };
+    let mut rx = start.changes;
+    let objects = start.objects;
     let (tx, body) = mpsc::channel::<Result<Bytes, Infallible>>(64);
     let name = reads.instance().to_string();
+    // The objects now are sent as ADDED after the headers, as kube-apiserver answers a
+    // watch before its first event; a watch from a LIST's version already holds them.
     tokio::spawn(async move {
-        let held: Vec<&DynamicObject> = objects
-            .iter()
-            .map(|o| &**o)
-            .filter(|o| selection.matches(o) && (from_now || rv_of(o) <= current))
-            .collect();
-        let mut visible: HashSet<(String, String)> = held.iter().map(|o| key(o)).collect();
         if from_now {
-            for object in json.render(kind, &held, objects.len()) {
-                if tx.send(Ok(line("ADDED", &object))).await.is_err() {
+            for o in objects.iter().filter(|o| selection.matches(o)) {
+                if tx.send(Ok(form.added(o))).await.is_err() {
                     return;
                 }
             }
         }
-        drop(held);
         drop(objects);
-        let render = |o: &DynamicObject| json.render(kind, &[o], usize::MAX / 4).swap_remove(0);
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
         let mut tick = tokio::time::interval(BOOKMARK_EVERY);
@@ -110,26 +132,7 @@ pub fn serve(
         loop {
             let out = tokio::select! {
                 ev = rx.recv() => match ev {
-                    Ok(FeedEvent::Applied(o)) if rv_of(&o) > current => {
-                        let k = key(&o);
-                        match (selection.matches(&o), visible.contains(&k)) {
-                            (true, false) => {
-                                visible.insert(k);
-                                Some(line("ADDED", &render(&o)))
-                            }
-                            (true, true) => Some(line("MODIFIED", &render(&o))),
-                            // Moved out of the selection: gone, for this watcher.
-                            (false, true) => {
-                                visible.remove(&k);
-                                Some(line("DELETED", &render(&o)))
-                            }
-                            (false, false) => None,
-                        }
-                    }
-                    Ok(FeedEvent::Deleted(o)) if rv_of(&o) > current => {
-                        visible.remove(&key(&o)).then(|| line("DELETED", &render(&o)))
-                    }
-                    Ok(FeedEvent::Applied(_) | FeedEvent::Deleted(_)) => None,
+                    Ok(FeedEvent::Change(c)) => transition(&c, &selection).map(|t| form.change(&c, t)),
                     // A relist, a watcher too far behind, or the cache gone: end the
                     // stream; the client re-watches from its last version.
                     Ok(FeedEvent::Reset) | Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => {

@@ -24,6 +24,7 @@ use kube::api::{Api, DynamicObject};
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::actors::instance::caches::Kind;
+use crate::actors::instance::object_store::ObjectStore;
 use crate::actors::instance::InstanceReader;
 use crate::api::router::Router;
 use crate::auth::{Caller, Role};
@@ -150,10 +151,7 @@ pub struct Reads<'a> {
 }
 
 impl<'a> Reads<'a> {
-    pub fn store(
-        &self,
-        kind: Kind,
-    ) -> Result<&'a kube::runtime::reflector::Store<DynamicObject>, ApiError> {
+    pub fn store(&self, kind: Kind) -> Result<&'a ObjectStore, ApiError> {
         self.reader.stores.get(&kind).ok_or_else(|| {
             ApiError::Unavailable(format!("the {} cache is missing", kind.resource().kind))
         })
@@ -161,15 +159,10 @@ impl<'a> Reads<'a> {
 
     /// The change feed of `kind` (cache-served watches).
     pub fn feed(&self, kind: Kind) -> Option<&'a crate::actors::instance::feed::Feed> {
-        self.reader.feeds.get(&kind)
+        self.reader.stores.get(&kind).map(ObjectStore::feed)
     }
 
-    /// Cached objects' JSON, kept per version.
-    pub fn json(&self) -> &'a crate::actors::instance::memo::JsonMemo {
-        &self.reader.json
-    }
-
-    /// Table rows, kept per version.
+    /// The columns of each kind's Tables.
     pub fn printers(&self) -> &'a crate::actors::instance::printers::Printers {
         &self.reader.printers
     }

@@ -123,12 +123,7 @@ pub(super) async fn namespaces(
     let present: BTreeSet<String> = reader
         .stores
         .get(&kind)
-        .map(|s| {
-            s.state()
-                .iter()
-                .filter_map(|o| o.metadata.namespace.clone())
-                .collect()
-        })
+        .map(|s| s.namespaces().into_iter().collect())
         .unwrap_or_default();
     let mut allowed = BTreeSet::new();
     for ns in &present {
@@ -151,7 +146,7 @@ pub(super) async fn namespaces(
 /// up to a second for it.
 pub(super) async fn caught_up(reader: &InstanceReader, kind: Kind) -> bool {
     let want = reader.writes.get(kind);
-    let Some(feed) = reader.feeds.get(&kind) else {
+    let Some(feed) = reader.stores.get(&kind).map(|s| s.feed()) else {
         return want == 0;
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(1);

@@ -1,0 +1,229 @@
+//! One object as the caches hold it: its JSON, encoded once when the watch delivered it,
+//! and the few fields every read filters or sorts on (name, namespace, version, labels).
+//! Everything else (a workload's replicas, a binding's clusters, a policy's selectors) is
+//! decoded from the JSON on the rare paths that need it. A Table row is printed on first
+//! use and kept beside the JSON, sharing its metadata bytes.
+
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+use kairship_wire::table::{Column, Row};
+use kube::api::DynamicObject;
+
+/// A cached object. Cheap to share (`Arc`); immutable but for its row, printed once.
+pub struct CachedObject {
+    json: Bytes,
+    /// Where `metadata` sits in `json`.
+    metadata: (u32, u32),
+    name: Arc<str>,
+    namespace: Option<Arc<str>>,
+    resource_version: u64,
+    /// `key\0value\0` for each label, in the object's order.
+    labels: Box<str>,
+    row: OnceLock<Row>,
+}
+
+impl std::fmt::Debug for CachedObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedObject")
+            .field("namespace", &self.namespace)
+            .field("name", &self.name)
+            .field("resource_version", &self.resource_version)
+            .finish()
+    }
+}
+
+/// Why an object could not be decoded again from its JSON (never expected: the JSON was
+/// written from a decoded object).
+#[derive(Debug, thiserror::Error)]
+#[error("cached {what} cannot be decoded: {source}")]
+pub struct DecodeError {
+    what: String,
+    source: serde_json::Error,
+}
+
+impl CachedObject {
+    /// Encodes `o` (whose `apiVersion` and `kind` are set) once; `namespace` is the
+    /// store's shared copy of the object's namespace name.
+    pub fn new(o: &DynamicObject, namespace: Option<Arc<str>>) -> Self {
+        let mut buf = Vec::with_capacity(1024);
+        buf.push(b'{');
+        if let Some(t) = &o.types {
+            buf.extend_from_slice(b"\"apiVersion\":");
+            push_json(&mut buf, &t.api_version);
+            buf.extend_from_slice(b",\"kind\":");
+            push_json(&mut buf, &t.kind);
+            buf.push(b',');
+        }
+        buf.extend_from_slice(b"\"metadata\":");
+        let start = buf.len();
+        push_json(&mut buf, &o.metadata);
+        let end = buf.len();
+        if let Some(fields) = o.data.as_object() {
+            for (k, v) in fields {
+                buf.push(b',');
+                push_json(&mut buf, k);
+                buf.push(b':');
+                push_json(&mut buf, v);
+            }
+        }
+        buf.push(b'}');
+        let mut labels = String::new();
+        for (k, v) in o.metadata.labels.iter().flatten() {
+            labels.push_str(k);
+            labels.push('\0');
+            labels.push_str(v);
+            labels.push('\0');
+        }
+        let offset = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        Self {
+            // Exactly the object's size: no spare capacity kept per object.
+            json: Bytes::from(buf.into_boxed_slice()),
+            metadata: (offset(start), offset(end)),
+            name: Arc::from(o.metadata.name.as_deref().unwrap_or_default()),
+            namespace,
+            resource_version: o
+                .metadata
+                .resource_version
+                .as_deref()
+                .and_then(|r| r.parse().ok())
+                .unwrap_or(0),
+            labels: labels.into_boxed_str(),
+            row: OnceLock::new(),
+        }
+    }
+
+    /// The object's JSON, as a GET of it answers.
+    pub fn json(&self) -> &Bytes {
+        &self.json
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(super) fn name_arc(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+
+    pub(super) fn namespace_arc(&self) -> Option<&Arc<str>> {
+        self.namespace.as_ref()
+    }
+
+    /// `metadata.resourceVersion` as a number (0 if it is not one).
+    pub fn resource_version(&self) -> u64 {
+        self.resource_version
+    }
+
+    /// The value of label `key`, if the object has it.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        let mut parts = self.labels.split('\0');
+        while let (Some(k), Some(v)) = (parts.next(), parts.next()) {
+            if k == key {
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    /// Every label, in the object's order.
+    pub fn labels(&self) -> impl Iterator<Item = (&str, &str)> {
+        let mut parts = self.labels.split('\0');
+        std::iter::from_fn(move || match (parts.next(), parts.next()) {
+            (Some(k), Some(v)) => Some((k, v)),
+            _ => None,
+        })
+    }
+
+    /// The whole object, decoded from its JSON: for the paths that read its spec or status.
+    pub fn decode(&self) -> Result<DynamicObject, DecodeError> {
+        serde_json::from_slice(&self.json).map_err(|source| DecodeError {
+            what: format!(
+                "{}/{}",
+                self.namespace.as_deref().unwrap_or_default(),
+                self.name
+            ),
+            source,
+        })
+    }
+
+    /// The object's Table row with `columns` (its kind's, fixed for the cache's life),
+    /// printed on first use.
+    pub fn row(&self, columns: &[Column]) -> &Row {
+        self.row.get_or_init(|| {
+            let value: serde_json::Value = serde_json::from_slice(&self.json).unwrap_or_default();
+            let (start, end) = (self.metadata.0 as usize, self.metadata.1 as usize);
+            let metadata = match self.json.get(start..end) {
+                Some(_) => self.json.slice(start..end),
+                None => Bytes::from_static(b"{}"),
+            };
+            Row::with_metadata(columns, &value, metadata)
+        })
+    }
+
+    /// Bytes this object keeps (its JSON, fields, row; not the shared name and namespace
+    /// strings), for the memory figures.
+    pub fn kept_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.json.len()
+            + self.labels.len()
+            + self.row.get().map_or(0, |r| r.kept_bytes())
+    }
+}
+
+fn push_json<T: serde::Serialize + ?Sized>(buf: &mut Vec<u8>, v: &T) {
+    // Serializing these types into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *buf, v);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn deployment() -> DynamicObject {
+        serde_json::from_value(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "prod", "resourceVersion": "42",
+                "creationTimestamp": "2020-01-01T00:00:00Z", "labels": {"app": "web", "tier": "front"}},
+            "spec": {"replicas": 3}, "status": {"readyReplicas": 2}}))
+        .expect("object")
+    }
+
+    #[test]
+    fn json_is_what_serializing_the_object_gives() {
+        let o = deployment();
+        let c = CachedObject::new(&o, Some(Arc::from("prod")));
+        let ours: serde_json::Value = serde_json::from_slice(c.json()).expect("json");
+        assert_eq!(ours, serde_json::to_value(&o).expect("value"));
+        assert_eq!(c.json().len(), serde_json::to_vec(&o).expect("vec").len());
+        assert_eq!(c.decode().expect("decode").data, o.data);
+    }
+
+    #[test]
+    fn fields_and_labels() {
+        let c = CachedObject::new(&deployment(), Some(Arc::from("prod")));
+        assert_eq!((c.namespace(), c.name()), (Some("prod"), "web"));
+        assert_eq!(c.resource_version(), 42);
+        assert_eq!(c.label("tier"), Some("front"));
+        assert_eq!(c.label("web"), None);
+        assert_eq!(c.labels().count(), 2);
+    }
+
+    #[test]
+    fn the_row_shares_the_metadata_of_the_json() {
+        let c = CachedObject::new(&deployment(), Some(Arc::from("prod")));
+        let columns = kairship_wire::table::builtin_columns("apps", "Deployment").expect("columns");
+        let row = c.row(&columns);
+        let table = kairship_wire::table::write(&columns, &[row], false, json!({}));
+        let t: serde_json::Value = serde_json::from_slice(&table).expect("table");
+        assert_eq!(
+            t["rows"][0]["object"]["metadata"]["labels"]["tier"],
+            "front"
+        );
+        assert_eq!(t["rows"][0]["cells"][0], "web");
+    }
+}
