@@ -3,6 +3,9 @@
 
 use std::time::Duration;
 
+#[allow(dead_code, unused_imports)]
+pub mod live_bytes;
+
 use kairship::bootstrap;
 use kairship_sim::{Fleet, FleetConfig};
 use serde_json::{json, Value};
@@ -26,6 +29,29 @@ pub fn deployment(name: &str, labels: Value) -> Value {
         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}}})
 }
 
+/// A PropagationPolicy selecting every Deployment of `default`, placing them on a cluster
+/// that does not exist: Karmada makes a ResourceBinding per Deployment and schedules none.
+#[allow(dead_code)]
+pub fn policy_for_all_deployments() -> Value {
+    json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": "all-deployments", "namespace": "default"},
+        "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
+            "placement": {"clusterAffinity": {"clusterNames": ["nowhere"]}}}})
+}
+
+/// How many objects a LIST of `path` straight from an instance returns.
+#[allow(dead_code)]
+pub async fn count(c: &kube::Client, path: &str) -> usize {
+    let req = http::Request::get(format!("{path}?limit=1"))
+        .body(Vec::new())
+        .expect("request");
+    let Ok(v) = c.request::<Value>(req).await else {
+        return 0;
+    };
+    v["items"].as_array().map_or(0, Vec::len)
+        + v["metadata"]["remainingItemCount"].as_u64().unwrap_or(0) as usize
+}
+
 impl BenchFleet {
     /// `instances` instances of two quiet member clusters each, all attached.
     pub async fn start(instances: usize) -> Self {
@@ -35,6 +61,12 @@ impl BenchFleet {
             clusters: 2,
             state_dir: Some(dir.path().to_path_buf()),
             cluster_tick: Duration::from_secs(3600),
+            // The simulated controllers pass over every object; only on changes here, so
+            // a quiet instance costs nothing and the figures are Kairship's.
+            karmada: kairship_sim::karmada::KarmadaConfig {
+                resync: Duration::from_secs(3600),
+                ..Default::default()
+            },
             ..Default::default()
         })
         .await
@@ -56,19 +88,42 @@ impl BenchFleet {
     }
 
     /// Writes objects straight into an instance's store (no API round trips).
+    #[allow(dead_code)]
     pub fn seed_deployments(&self, instance: &str, objects: impl IntoIterator<Item = Value>) {
+        self.seed(instance, ("apps", "v1", "deployments"), objects);
+    }
+
+    /// Writes objects of `(group, version, plural)` into `default` of an instance's store.
+    pub fn seed(
+        &self,
+        instance: &str,
+        (group, version, plural): (&str, &str, &str),
+        objects: impl IntoIterator<Item = Value>,
+    ) {
         let inst = self.fleet.instance(instance).expect("instance");
         let def = inst
             .server
             .store
-            .lookup("apps", "v1", "deployments")
-            .expect("deployments served");
-        for d in objects {
+            .lookup(group, version, plural)
+            .expect("kind served");
+        for o in objects {
             inst.server
                 .store
-                .create(&def, Some("default"), d)
+                .create(&def, Some("default"), o)
                 .expect("create");
         }
+    }
+
+    /// A client straight to an instance of the simulated fleet (not through Kairship).
+    #[allow(dead_code)]
+    pub async fn fleet_client(&self, instance: &str) -> kube::Client {
+        client(
+            &self
+                .dir
+                .path()
+                .join(format!("kubeconfigs/{instance}.kubeconfig")),
+        )
+        .await
     }
 
     /// Until `n` instances report Running.
@@ -80,6 +135,83 @@ impl BenchFleet {
             < n
         {
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Kairship serving a bench fleet in this process, authorization off.
+#[allow(dead_code)]
+pub struct BenchServer {
+    pub running: kairship::server::Running,
+    pub cert: kairship_wire::tls::ServingCert,
+}
+
+#[allow(dead_code)]
+impl BenchServer {
+    pub async fn start(bench: &BenchFleet) -> Self {
+        let cert = kairship_wire::tls::generate("kairship").expect("cert");
+        let running = kairship::server::start(kairship::server::ServerConfig {
+            host: bench.host.clone(),
+            identity: "bench".into(),
+            election: kairship::actors::tree::Election::Always,
+            settings: kairship::actors::context::Settings::default(),
+            grpc_addr: "127.0.0.1:0".parse().expect("addr"),
+            http_addr: "127.0.0.1:0".parse().expect("addr"),
+            probes_addr: None,
+            tls: cert.server_config.clone(),
+            auth: kairship::auth::Auth::disabled(),
+            chaos_reports: None,
+            shutdown_delay: Duration::ZERO,
+        })
+        .await
+        .expect("server");
+        Self { running, cert }
+    }
+
+    /// A kubeconfig for an instance's proxy, written in the fleet's directory.
+    pub fn proxy_kubeconfig(&self, bench: &BenchFleet, name: &str) -> std::path::PathBuf {
+        let server = format!(
+            "https://{}/apis/kairship.io/v1alpha1/instances/{name}/proxy",
+            self.running.http_addr
+        );
+        let path = bench.dir.path().join(format!("proxy-{name}.kubeconfig"));
+        kairship_wire::kubeconfig::write(
+            &path,
+            &kairship_wire::kubeconfig::build(name, &server, &self.cert.ca_pem, "bench"),
+        )
+        .expect("write");
+        path
+    }
+}
+
+/// This process's CPU time (user + system), from /proc.
+#[allow(dead_code)]
+pub fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime, fields 14 and 15 of stat: 12 and 13 after the name (10 ms ticks).
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
+
+/// Waits (up to a minute) until the process is quiet: under 5% of a core over a second,
+/// so background work of the simulated controllers does not land in a measurement.
+#[allow(dead_code)]
+pub async fn settle() {
+    for _ in 0..60 {
+        let before = cpu_time();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if cpu_time() - before < Duration::from_millis(50) {
+            return;
         }
     }
 }
