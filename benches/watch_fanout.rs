@@ -74,7 +74,8 @@ async fn watchers_main(spec: &str) {
     let one = client(std::path::Path::new(&one)).await;
     let two = client(std::path::Path::new(&two)).await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(bool, String, u64)>();
-    let mut opened = Vec::new();
+    let mut opened: Vec<tokio::task::JoinHandle<()>> = Vec::new();
+    let failed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for i in 0..=n {
         // Watcher `n` is the other instance's.
         let (c, other) = match i == n {
@@ -93,9 +94,42 @@ async fn watchers_main(spec: &str) {
         }
         let req = req.body(Vec::new()).expect("request");
         let tx = tx.clone();
+        let failed = failed.clone();
+        if opened.len() >= 100 {
+            for o in opened.drain(..) {
+                o.await.expect("opened");
+            }
+        }
         opened.push(tokio::spawn(async move {
-            let resp = c.send(req.map(Into::into)).await.expect("watch");
-            assert!(resp.status().is_success(), "{}", resp.status());
+            let (head, body) = req.into_parts();
+            // A burst of watch starts may meet the instance's request limit (429), or an
+            // instance too loaded to answer its probes (503): again, a few times.
+            let mut tries = 0;
+            let resp = loop {
+                let req = http::Request::from_parts(head.clone(), body.clone());
+                let resp = c.send(req.map(Into::into)).await.expect("watch");
+                let again = matches!(resp.status().as_u16(), 429 | 503);
+                tries += 1;
+                if !again || tries >= 10 {
+                    break resp;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            };
+            if !resp.status().is_success() {
+                let status = resp.status();
+                let body = resp
+                    .into_body()
+                    .collect()
+                    .await
+                    .map(|b| b.to_bytes())
+                    .unwrap_or_default();
+                eprintln!(
+                    "a watch failed to open: {status}: {}",
+                    String::from_utf8_lossy(&body)
+                );
+                failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return;
+            }
             let mut body = resp.into_body().into_data_stream();
             let mut buf: Vec<u8> = Vec::new();
             tokio::spawn(async move {
@@ -105,6 +139,10 @@ async fn watchers_main(spec: &str) {
                     while let Some(end) = buf.iter().position(|b| *b == b'\n') {
                         let line: Vec<u8> = buf.drain(..=end).collect();
                         let text = String::from_utf8_lossy(&line);
+                        // Changes only: the initial ADDED events carry older stamps.
+                        if !text.starts_with("{\"type\":\"MODIFIED\"") {
+                            continue;
+                        }
                         let Some(at) = text.find(&needle) else {
                             continue;
                         };
@@ -159,6 +197,7 @@ async fn watchers_main(spec: &str) {
         "{}",
         json!({
             "events": mine.len(),
+            "failed_to_open": failed.load(std::sync::atomic::Ordering::Relaxed),
             "deliveries": deliveries,
             "p50_us": percentile(&mut mine, 0.5),
             "p99_us": percentile(&mut mine, 0.99),
@@ -211,6 +250,7 @@ async fn phase(
     seconds: u64,
 ) -> Phase {
     settle().await;
+    eprintln!("  phase: {name}");
     let before = live_bytes::now();
     let spec = format!(
         "{},{},{watchers},{},{seconds}",
@@ -313,6 +353,7 @@ async fn bench() {
         "  {:<22} {:>9} {:>12} {:>8} {:>11} {:>11} {:>14}",
         "", "CPU", "heap/watcher", "events", "p50 last", "p99 last", "other p99"
     );
+    let mut failures = Vec::new();
     for p in &phases {
         let us = |k: &str| Duration::from_micros(p.report[k].as_u64().unwrap_or(0));
         println!(
@@ -325,6 +366,15 @@ async fn bench() {
             us("p99_us"),
             us("other_p99_us"),
         );
+        if p.report["failed_to_open"].as_u64().unwrap_or(0) > 0 {
+            failures.push(format!(
+                "{}: {} watches failed to open",
+                p.name, p.report["failed_to_open"]
+            ));
+        }
+    }
+    for f in failures {
+        println!("  {f}");
     }
     println!("  (CPU: the serving process, Kairship and both simulated instances, as a share of one core; events: changes delivered, each to every watcher; p50/p99 last: an event's delay to its last watcher; goal p99 < 100 ms)");
     server.running.shutdown().await;
