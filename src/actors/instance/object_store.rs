@@ -61,6 +61,14 @@ impl Default for ObjectStore {
     }
 }
 
+/// What [`ObjectStore::select`] found.
+pub struct Selected {
+    pub objects: Vec<Arc<CachedObject>>,
+    /// Accepted objects past the limit.
+    pub remaining: usize,
+    pub version: u64,
+}
+
 /// A watch's start: the objects now, the feed from right after them, and their version.
 pub struct Subscription {
     pub objects: Vec<Arc<CachedObject>>,
@@ -116,6 +124,45 @@ impl ObjectStore {
     /// Every object, in LIST order (a snapshot: the lock is not held while it is read).
     pub fn state(&self) -> Vec<Arc<CachedObject>> {
         self.0.state.read().objects.values().cloned().collect()
+    }
+
+    /// The objects after `after` (a LIST position: namespace, empty for cluster-scoped
+    /// kinds, and name) that `wanted` accepts, up to `limit`, with how many more it accepts
+    /// and the version they are all at. One pass under the read lock: a selective LIST
+    /// touches each object once and clones only what it returns.
+    pub fn select(
+        &self,
+        after: Option<(&str, &str)>,
+        limit: Option<usize>,
+        mut wanted: impl FnMut(&CachedObject) -> bool,
+    ) -> Selected {
+        let state = self.0.state.read();
+        let range = match after {
+            None => state.objects.range(..),
+            Some((ns, name)) => {
+                let key = Key {
+                    namespace: (!ns.is_empty()).then(|| Arc::from(ns)),
+                    name: Arc::from(name),
+                };
+                state
+                    .objects
+                    .range((std::ops::Bound::Excluded(key), std::ops::Bound::Unbounded))
+            }
+        };
+        let mut out = Selected {
+            objects: Vec::new(),
+            remaining: 0,
+            // Read under the lock that publishes: no object newer than it is in the map.
+            version: self.0.feed.last_rv(),
+        };
+        for o in range.map(|(_, o)| o).filter(|o| wanted(o)) {
+            if limit.is_some_and(|l| out.objects.len() >= l) {
+                out.remaining += 1;
+            } else {
+                out.objects.push(o.clone());
+            }
+        }
+        out
     }
 
     pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<CachedObject>> {

@@ -145,11 +145,12 @@ impl SearchService for Search {
                 let Ok(store) = reads.store(kind) else {
                     continue;
                 };
-                for o in store.state() {
+                let selected = store.select(None, None, |o| {
                     let ns = o.namespace().unwrap_or_default();
-                    if (kind.namespaced() && !visible.allows(ns)) || !q.matches(kind, &o) {
-                        continue;
-                    }
+                    (!kind.namespaced() || visible.allows(ns)) && q.matches(kind, o)
+                });
+                for o in selected.objects {
+                    let ns = o.namespace().unwrap_or_default();
                     let key = format!("{name}/{}/{ns}/{}", kind.resource().kind, o.name());
                     found.push((key, (at, kind, o)));
                 }

@@ -15,7 +15,6 @@ use serde_json::{json, Value};
 use super::kube_status::{json_response, k8s_status, status_response, SOURCE_HEADER};
 use crate::actors::instance::cached_object::CachedObject;
 use crate::actors::instance::caches::Kind;
-use crate::actors::instance::feed::Feed;
 use crate::api::paging;
 use crate::api::request::review::ReadAttributes;
 use crate::api::request::{OnInstance, Reads, Verb};
@@ -150,18 +149,11 @@ fn from_cache(
         Ok(sel) => sel,
         Err(e) => return Some(status_response(&e)),
     };
-    let objects = store.state();
-    // The feed's version also counts deletions, which leave no object behind.
-    let newest = objects
-        .iter()
-        .map(|o| o.resource_version())
-        .chain(reads.feed(kind).map(Feed::last_rv))
-        .max()
-        .unwrap_or(0);
-    // A client asking for a version the cache has not seen yet is served by the instance.
+    // A client asking for a version the cache has not seen yet is served by the instance
+    // (the feed's version also counts deletions, which leave no object behind).
     if let Some(rv) = q.get("resourceVersion").filter(|r| !r.is_empty()) {
         match rv.parse::<u64>() {
-            Ok(rv) if rv > newest => return None,
+            Ok(rv) if rv > store.feed().last_rv() => return None,
             Ok(_) => {}
             Err(_) => {
                 return Some(status_response(&ApiError::invalid(
@@ -203,27 +195,18 @@ fn from_cache(
             )))
         }
     };
-    fn key(o: &CachedObject) -> (&str, &str) {
-        (o.namespace().unwrap_or_default(), o.name())
-    }
-    let start = after.as_ref().map_or(0, |(ns, name)| {
-        objects.partition_point(|o| key(o) <= (ns.as_str(), name.as_str()))
-    });
-    let mut items: Vec<&CachedObject> = Vec::new();
-    let mut remaining = 0;
-    for o in objects[start..].iter().filter(|o| selection.matches(o)) {
-        if limit.is_some_and(|l| items.len() >= l) {
-            remaining += 1;
-        } else {
-            items.push(o);
-        }
-    }
-    let mut meta = json!({"resourceVersion": newest.to_string()});
-    if remaining > 0 {
-        meta["remainingItemCount"] = json!(remaining);
+    let selected = store.select(
+        after.as_ref().map(|(ns, name)| (ns.as_str(), name.as_str())),
+        limit,
+        |o| selection.matches(o),
+    );
+    let items: Vec<&CachedObject> = selected.objects.iter().map(|o| &**o).collect();
+    let mut meta = json!({"resourceVersion": selected.version.to_string()});
+    if selected.remaining > 0 {
+        meta["remainingItemCount"] = json!(selected.remaining);
         meta["continue"] = json!(items.last().map(|o| {
-            let (ns, name) = key(o);
-            engine.encode(format!("{ns}/{name}"))
+            let ns = o.namespace().unwrap_or_default();
+            engine.encode(format!("{ns}/{}", o.name()))
         }));
     }
     if let Some(columns) = columns {
