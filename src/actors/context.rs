@@ -41,6 +41,11 @@ pub struct Settings {
     /// One call to the host cluster made for an API request or a global-management event.
     pub host_call_timeout: Duration,
     pub restart: RestartPolicy,
+    /// Clusterpedia's namespace, when each instance is registered with Clusterpedia.
+    pub clusterpedia: Option<String>,
+    /// How often the leader makes each instance's PediaCluster what it should be and reads
+    /// what Clusterpedia reports of it.
+    pub clusterpedia_every: Duration,
 }
 
 impl Default for Settings {
@@ -59,6 +64,8 @@ impl Default for Settings {
             instance_call_timeout: Duration::from_secs(10),
             host_call_timeout: Duration::from_secs(10),
             restart: RestartPolicy::default(),
+            clusterpedia: None,
+            clusterpedia_every: Duration::from_secs(10),
         }
     }
 }

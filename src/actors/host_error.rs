@@ -21,6 +21,9 @@ pub enum HostError {
     },
     #[error("{what} timed out after {after:?}")]
     TimedOut { what: String, after: Duration },
+    /// The host answered with something Kairship cannot use (a Secret without its key).
+    #[error("{what}")]
+    Invalid { what: String },
 }
 
 impl HostError {

@@ -86,6 +86,16 @@ pub struct RunArgs {
     /// on GitHub, which an air-gapped cluster cannot reach.
     #[arg(long)]
     pub managed_crd_tarball_url: Option<String>,
+    /// Register every instance with Clusterpedia: the leader keeps one PediaCluster
+    /// (cluster.clusterpedia.io/v1alpha2) per Instance, named after it, reading the instance
+    /// through a Secret in --clusterpedia-namespace, and reports Clusterpedia's view in the
+    /// Instance's ClusterpediaSynced condition.
+    #[arg(long)]
+    pub clusterpedia: bool,
+    /// Where Clusterpedia's clustersynchro-manager runs: the kubeconfig Secrets it reads
+    /// are written there.
+    #[arg(long, default_value = "clusterpedia-system")]
+    pub clusterpedia_namespace: String,
     /// On SIGTERM, seconds `/readyz` fails while every request is still served, so
     /// endpoints drop this replica before its listeners close (kube-apiserver's
     /// --shutdown-delay-duration; in a pod, a few seconds). Then watches end cleanly and
@@ -338,6 +348,9 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         managed_namespace: args.managed_namespace.clone(),
         managed_defaults: managed_defaults(&args)?,
         degraded_after: std::time::Duration::from_secs(args.instance_degraded_after_secs),
+        clusterpedia: args
+            .clusterpedia
+            .then(|| args.clusterpedia_namespace.clone()),
         ..Settings::default()
     };
     match tls.zip(auth) {

@@ -4,6 +4,7 @@
 //! only their instance, a down instance does not stop the others, and leader election
 //! lets exactly one replica write.
 
+mod clusterpedia;
 #[path = "../sim_conformance/common.rs"]
 #[allow(dead_code)]
 mod common;

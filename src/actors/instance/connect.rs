@@ -7,6 +7,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::discovery::ApiResource;
 use serde_json::{json, Value};
 
+use super::clusterpedia::KubeconfigSource;
 use super::now;
 use crate::actors::context::Context;
 use crate::crd::{Instance, InstanceMode};
@@ -26,6 +27,8 @@ pub enum ConnectError {
 
 pub struct Connected {
     pub client: kube::Client,
+    /// The Secret the kubeconfig came from (Clusterpedia reads the instance through a copy).
+    pub source: KubeconfigSource,
     pub endpoint: String,
     pub karmada_version: Option<String>,
 }
@@ -50,7 +53,12 @@ pub async fn connect(ctx: &Context, instance: &Instance) -> Result<Connected, Co
             let r = &ext.kubeconfig_secret_ref;
             let key = r.key.clone().unwrap_or_else(|| "kubeconfig".into());
             let config = read_secret_key(ctx, &r.namespace, &r.name, &key).await?;
-            client_from(ctx, &config, None).await
+            let source = KubeconfigSource {
+                namespace: r.namespace.clone(),
+                name: r.name.clone(),
+                key,
+            };
+            client_from(ctx, &config, source, None).await
         }
         InstanceMode::Managed => {
             let ns = instance
@@ -77,9 +85,14 @@ pub async fn connect(ctx: &Context, instance: &Instance) -> Result<Connected, Co
                 ))
             })?;
             let config = read_secret_key(ctx, &sns, sname, "karmada.config").await?;
+            let source = KubeconfigSource {
+                namespace: sns.clone(),
+                name: sname.to_string(),
+                key: "karmada.config".into(),
+            };
             // karmada-operator reports no version: the spec it has just completed is it.
             let version = crate::crd::karmada_spec::version_of(spec);
-            client_from(ctx, &config, version).await
+            client_from(ctx, &config, source, version).await
         }
     }
 }
@@ -362,6 +375,7 @@ pub fn parse_kubeconfig(text: &str) -> Result<Kubeconfig, String> {
 async fn client_from(
     ctx: &Context,
     kubeconfig: &str,
+    source: KubeconfigSource,
     karmada_version: Option<String>,
 ) -> Result<Connected, ConnectError> {
     let kc = parse_kubeconfig(kubeconfig).map_err(ConnectError::Failed)?;
@@ -380,6 +394,7 @@ async fn client_from(
     let _ = tokio::time::timeout(ctx.settings.probe_timeout, client.apiserver_version()).await;
     Ok(Connected {
         client,
+        source,
         endpoint,
         karmada_version,
     })

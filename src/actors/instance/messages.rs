@@ -61,6 +61,8 @@ pub enum InstanceMsg {
     Probed(Result<String, super::probe::ProbeError>),
     StatusWritten(StatusWrite),
     Registered(Result<(), crate::actors::host_error::HostError>),
+    /// The PediaCluster was made what it should be, and what Clusterpedia reports of it.
+    Clusterpedia(Result<super::clusterpedia::Reported, crate::actors::host_error::HostError>),
     /// Kairship's roles on the members could not be applied (or removed): try again.
     MemberAccessFailed(super::member_access::MemberAccessError),
     /// The latest view, for the API and the tests.

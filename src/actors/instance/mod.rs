@@ -6,6 +6,7 @@ pub mod access;
 pub mod cached_object;
 pub mod caches;
 pub mod client;
+pub mod clusterpedia;
 pub mod connect;
 pub mod feed;
 pub mod lifecycle;
@@ -65,6 +66,11 @@ pub struct InstanceState {
     resource_version: Option<String>,
     last_write_at: Option<Instant>,
     registered: bool,
+    /// The Secret the instance's kubeconfig was read from at the last connect.
+    kubeconfig_source: Option<clusterpedia::KubeconfigSource>,
+    /// When the PediaCluster was last made what it should be (`None`: an attempt is in
+    /// flight or none has run), while Clusterpedia registration is on.
+    clusterpedia_at: Option<Option<Instant>>,
     /// Whether Kairship's roles on the members were last applied (`Some(true)`) or
     /// removed (`Some(false)`) by this actor as leader; `None`: not yet, or failed.
     member_access: Option<bool>,
@@ -251,6 +257,8 @@ impl Actor for InstanceActor {
             write_in_flight: false,
             last_write_at: None,
             registered: false,
+            kubeconfig_source: None,
+            clusterpedia_at: None,
             member_access: None,
             member_access_task: None,
             last_error: None,
@@ -319,6 +327,7 @@ impl Actor for InstanceActor {
                 });
                 state.on(Event::Connected);
                 state.observed.endpoint = Some(c.endpoint);
+                state.kubeconfig_source = Some(c.source);
                 state.observed.karmada_version = c.karmada_version;
                 state.client = Some(c.client);
                 state.caches = Some(caches);
@@ -384,6 +393,20 @@ impl Actor for InstanceActor {
                     state.last_error = Some(e.to_string());
                 }
             },
+            InstanceMsg::Clusterpedia(result) => {
+                state.clusterpedia_at = Some(Some(Instant::now()));
+                state.observed.clusterpedia = Some(match result {
+                    Ok(reported) => reported,
+                    Err(e) => {
+                        warn!(error = %e, "registering with Clusterpedia failed; retrying");
+                        clusterpedia::Reported {
+                            ready: Some(false),
+                            reason: "RegistrationFailed".into(),
+                            message: e.to_string(),
+                        }
+                    }
+                });
+            }
             InstanceMsg::MemberAccessFailed(e) => {
                 warn!(error = %e, "applying Kairship's roles on the member clusters failed; retrying on the next tick");
                 state.member_access = None;
@@ -458,7 +481,37 @@ fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
             }
         });
     }
+    register_with_clusterpedia(myself, state);
     sync_status(myself, state);
+}
+
+/// Makes the PediaCluster what it should be, at most every `clusterpedia_every` and one
+/// attempt at a time, once the instance is connected (its kubeconfig is known to work).
+fn register_with_clusterpedia(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
+    let (Some(namespace), Some(source)) = (
+        state.ctx.settings.clusterpedia.clone(),
+        state.kubeconfig_source.clone(),
+    ) else {
+        return;
+    };
+    let due = match state.clusterpedia_at {
+        None => true,
+        Some(None) => false,
+        Some(Some(at)) => at.elapsed() >= state.ctx.settings.clusterpedia_every,
+    };
+    if !due || !state.observed.lifecycle.connected() {
+        return;
+    }
+    state.clusterpedia_at = Some(None);
+    let (ctx, instance, me) = (state.ctx.clone(), state.instance.clone(), myself.clone());
+    let span = tracing::Span::current();
+    tokio::spawn(tracing::Instrument::instrument(
+        async move {
+            let r = clusterpedia::ensure(&ctx, &instance, &source, &namespace).await;
+            let _ = me.send_message(InstanceMsg::Clusterpedia(r));
+        },
+        span,
+    ));
 }
 
 /// Asks the instance for its version, unless a probe is in flight.

@@ -13,6 +13,8 @@ pub struct Observed {
     pub karmada_version: Option<String>,
     pub kubernetes_version: Option<String>,
     pub endpoint: Option<String>,
+    /// What Clusterpedia reports of the instance, while registration is on.
+    pub clusterpedia: Option<super::clusterpedia::Reported>,
 }
 
 /// A condition whose `lastTransitionTime` moves only when its status does.
@@ -161,9 +163,21 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
     } else {
         prev.and_then(|p| p.last_sync_time.clone())
     };
+    let mut conditions = vec![reachable, synced, ready];
+    if let Some(c) = &o.clusterpedia {
+        conditions.push(condition(
+            prev_conds,
+            super::clusterpedia::CONDITION,
+            c.ready,
+            &c.reason,
+            &c.message,
+            o.generation,
+            now,
+        ));
+    }
     InstanceStatus {
         phase,
-        conditions: vec![reachable, synced, ready],
+        conditions,
         observed_generation: o.generation,
         karmada_version: o
             .karmada_version

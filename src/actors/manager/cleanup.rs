@@ -10,7 +10,7 @@ use tracing::{info, warn};
 use super::messages::ManagerMsg;
 use crate::actors::context::{Context, Counters};
 use crate::actors::host_error::{bounded, fenced, gone_is_fine, HostError};
-use crate::actors::instance::{connect::karmada_resource, registration};
+use crate::actors::instance::{clusterpedia, connect::karmada_resource, registration};
 use crate::crd::{Condition, Instance, InstanceMode, Phase, FINALIZER};
 
 fn now() -> String {
@@ -141,6 +141,9 @@ async fn cleanup(ctx: &Context, instance: &Instance, name: &str) -> Result<(), H
         info!(instance = %name, "managed Karmada object deleted");
     }
     registration::remove(ctx, name).await?;
+    if let Some(namespace) = &ctx.settings.clusterpedia {
+        clusterpedia::remove(ctx, name, namespace).await?;
+    }
     // Fresh read: the resourceVersion guards the finalizer list against concurrent edits.
     let api: Api<Instance> = Api::all(ctx.host.clone());
     let timeout = ctx.settings.request_timeout;

@@ -196,7 +196,9 @@ fn from_cache(
         }
     };
     let selected = store.select(
-        after.as_ref().map(|(ns, name)| (ns.as_str(), name.as_str())),
+        after
+            .as_ref()
+            .map(|(ns, name)| (ns.as_str(), name.as_str())),
         limit,
         |o| selection.matches(o),
     );

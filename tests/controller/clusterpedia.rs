@@ -1,0 +1,204 @@
+//! Clusterpedia registration against its CRD on the simulated host: one PediaCluster per
+//! Instance reading the instance through a Secret reference, following the instance's
+//! kubeconfig, kept as Kairship wrote it, reported in the Instance's conditions, and gone
+//! with the Instance. (The real tier runs Clusterpedia itself.)
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::ByteString;
+use kairship::actors::instance::clusterpedia;
+use kairship::actors::tree::Tree;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::common::eventually;
+use crate::harness::{fast_settings, Env, NS};
+
+const PEDIA_NS: &str = "clusterpedia-system";
+
+/// The PediaCluster kind as Clusterpedia's CRD declares it (cluster-scoped, a status
+/// subresource); its schema is left open here.
+async fn install_pedia_crd(host: &kube::Client) {
+    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+        serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "pediaclusters.cluster.clusterpedia.io"},
+            "spec": {"group": "cluster.clusterpedia.io", "scope": "Cluster",
+                "names": {"kind": "PediaCluster", "plural": "pediaclusters", "singular": "pediacluster", "listKind": "PediaClusterList"},
+                "versions": [{"name": "v1alpha2", "served": true, "storage": true,
+                    "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+        }))
+        .expect("CRD");
+    Api::all(host.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("install the PediaCluster CRD");
+}
+
+fn condition(env_status: &kairship::crd::InstanceStatus) -> Option<(String, String, String)> {
+    env_status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == clusterpedia::CONDITION)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_instance_is_registered_with_clusterpedia_through_a_secret_and_removed_with_it() {
+    let env = Env::start(2).await;
+    install_pedia_crd(&env.host).await;
+    kairship::bootstrap::ensure_namespace(&env.host, PEDIA_NS)
+        .await
+        .expect("namespace");
+    let settings = kairship::actors::context::Settings {
+        clusterpedia: Some(PEDIA_NS.into()),
+        clusterpedia_every: Duration::from_millis(300),
+        ..fast_settings()
+    };
+    let tree = Tree::start(env.host.clone(), None, "solo", settings)
+        .await
+        .expect("tree starts");
+    env.create_external("karmada-1").await;
+    env.create_external("karmada-2").await;
+    let pedias: Api<DynamicObject> = Api::all_with(env.host.clone(), &clusterpedia::resource());
+    let secrets: Api<Secret> = Api::namespaced(env.host.clone(), PEDIA_NS);
+    let kubeconfig_of = |s: Secret| s.data.and_then(|mut d| d.remove("kubeconfig"));
+
+    for name in ["karmada-1", "karmada-2"] {
+        let pedia = eventually(Duration::from_secs(20), "a PediaCluster", || async {
+            pedias.get_opt(name).await.ok().flatten()
+        })
+        .await;
+        let secret = format!("kairship-{name}-kubeconfig");
+        assert_eq!(
+            pedia.data["spec"]["authenticationFrom"]["kubeconfig"],
+            json!({"name": secret, "key": "kubeconfig"})
+        );
+        for inline in ["kubeconfig", "tokenData", "certData", "keyData"] {
+            assert!(pedia.data["spec"].get(inline).is_none(), "{inline} inline");
+        }
+        let apps = pedia.data["spec"]["syncResources"]
+            .as_array()
+            .and_then(|gs| gs.iter().find(|g| g["group"] == "apps"))
+            .expect("apps synced");
+        assert!(apps["resources"]
+            .as_array()
+            .expect("resources")
+            .contains(&json!("deployments")));
+        // The copy holds the instance's own kubeconfig.
+        let original = std::fs::read(env.sim.kubeconfig(name)).expect("kubeconfig");
+        let copy = secrets.get(&secret).await.expect("the secret");
+        assert_eq!(kubeconfig_of(copy), Some(ByteString(original)));
+        // Nothing reported by Clusterpedia yet: Unknown, saying so.
+        let (status, reason, _) = eventually(Duration::from_secs(10), "the condition", || async {
+            condition(&env.status(name).await?)
+        })
+        .await;
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("Unknown", "Registered")
+        );
+    }
+
+    // Clusterpedia's Ready condition shows on the Instance in its words.
+    pedias
+        .patch_status(
+            "karmada-1",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"conditions": [{"type": "Ready", "status": "False",
+                "reason": "ClusterUnhealthy", "message": "cluster is unhealthy: dial tcp: refused",
+                "lastTransitionTime": "2026-11-24T00:00:00Z"}]}}),
+            ),
+        )
+        .await
+        .expect("status");
+    eventually(
+        Duration::from_secs(10),
+        "Clusterpedia's failure",
+        || async {
+            let c = condition(&env.status("karmada-1").await?)?;
+            (c.0 == "False" && c.1 == "ClusterUnhealthy" && c.2.contains("dial tcp")).then_some(())
+        },
+    )
+    .await;
+    pedias
+        .patch_status(
+            "karmada-1",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"conditions": [{"type": "Ready", "status": "True",
+                "reason": "Ready", "message": "", "lastTransitionTime": "2026-11-24T00:00:01Z"}]}}),
+            ),
+        )
+        .await
+        .expect("status");
+    eventually(
+        Duration::from_secs(10),
+        "ClusterpediaSynced True",
+        || async { (condition(&env.status("karmada-1").await?)?.0 == "True").then_some(()) },
+    )
+    .await;
+
+    // A changed kubeconfig reaches Clusterpedia's copy.
+    let theirs: Api<Secret> = Api::namespaced(env.host.clone(), NS);
+    let mut rotated = std::fs::read(env.sim.kubeconfig("karmada-1")).expect("kubeconfig");
+    rotated.extend_from_slice(b"\n# rotated\n");
+    theirs
+        .patch(
+            "karmada-1-kubeconfig",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"kubeconfig": ByteString(rotated.clone())}})),
+        )
+        .await
+        .expect("rotate");
+    eventually(Duration::from_secs(10), "the copy to follow", || async {
+        let copy = secrets.get("kairship-karmada-1-kubeconfig").await.ok()?;
+        (kubeconfig_of(copy) == Some(ByteString(rotated.clone()))).then_some(())
+    })
+    .await;
+
+    // Credentials someone put inline are taken out again; the spec is Kairship's.
+    pedias
+        .patch(
+            "karmada-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"tokenData": "c2VjcmV0", "syncResources": []}})),
+        )
+        .await
+        .expect("tamper");
+    eventually(Duration::from_secs(10), "the spec restored", || async {
+        let p = pedias.get("karmada-1").await.ok()?;
+        (p.data["spec"] == clusterpedia::spec("karmada-1")).then_some(())
+    })
+    .await;
+
+    // Deleting an Instance removes its registration and credentials, and only those.
+    env.instances()
+        .delete("karmada-1", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually(
+        Duration::from_secs(15),
+        "PediaCluster and Secret gone",
+        || async {
+            (pedias.get_opt("karmada-1").await.ok()?.is_none()
+                && secrets
+                    .get_opt("kairship-karmada-1-kubeconfig")
+                    .await
+                    .ok()?
+                    .is_none())
+            .then_some(())
+        },
+    )
+    .await;
+    assert!(pedias.get_opt("karmada-2").await.expect("read").is_some());
+    assert!(secrets
+        .get_opt("kairship-karmada-2-kubeconfig")
+        .await
+        .expect("read")
+        .is_some());
+    tree.shutdown().await;
+}
