@@ -26,6 +26,10 @@ HELM_VERSION=${HELM_VERSION:-v3.22.0}
 # pseudo-versions; this is its latest release's.
 DEX_VERSION=${DEX_VERSION:-v0.0.0-20260806151424-ab64ed778070}
 
+# The first Clusterpedia release whose PediaCluster reads credentials from Secrets
+# (authenticationFrom); only its CRDs are used (see below).
+CLUSTERPEDIA_VERSION=${CLUSTERPEDIA_VERSION:-v0.9.1}
+
 CACHE=${KAIRSHIP_REAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kairship/real}
 ROOT="$CACHE/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION-karmada-$KARMADA_VERSION"
 BIN="$ROOT/bin"
@@ -149,6 +153,21 @@ if [ ! -d "$ROOT/karmada-crds" ]; then
   mkdir -p "$ROOT/karmada-crds"
   find "$src/charts/karmada/_crds/bases" -name '*.yaml' -exec cp {} "$ROOT/karmada-crds/" \;
   chmod -R u+w "$ROOT/karmada-crds"
+fi
+# Clusterpedia's CRDs (PediaCluster, ClusterSyncResources) from its module, for the
+# registration tests. Its binaries are not built: the module proxy here refuses v0.8.x (403)
+# and v0.9.x's archive drops its nested API module (staging/), while the only published
+# github.com/clusterpedia-io/api (v0.8) lacks spec.authenticationFrom, which v0.9 needs
+# (cluster.Spec.AuthenticationFrom undefined, ListOptions.InjectEvents undefined).
+if [ ! -s "$ROOT/clusterpedia-crds/cluster.clusterpedia.io_pediaclusters.yaml" ]; then
+  d="$ROOT/src/clusterpedia"; mkdir -p "$d"
+  (cd "$d" && go mod download -json "github.com/clusterpedia-io/clusterpedia@$CLUSTERPEDIA_VERSION" >dl.json) \
+    || { cat "$d/dl.json" >&2; exit 1; }
+  src=$(sed -n 's/.*"Dir": "\(.*\)".*/\1/p' "$d/dl.json")
+  mkdir -p "$ROOT/clusterpedia-crds"
+  cp "$src"/kustomize/crds/cluster.clusterpedia.io_*.yaml "$ROOT/clusterpedia-crds/"
+  chmod -R u+w "$ROOT/clusterpedia-crds"
+  step "Clusterpedia $CLUSTERPEDIA_VERSION CRDs copied"
 fi
 # Images the node imports into containerd (no registry is reachable): the pod sandbox's
 # pause program (ours: a static C program that waits for a signal and reaps children) and

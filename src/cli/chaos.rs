@@ -98,6 +98,7 @@ pub async fn run(args: ChaosArgs) -> Result<(), Error> {
                 leader_elect: false,
                 instance_degraded_after_secs: 60,
                 oidc: Default::default(),
+                clusterpedia: false,
             };
             let demo = super::demo::start_sim(&demo_args).await?;
             let path = demo_args.state_dir.join("endpoints.json");

@@ -3,14 +3,15 @@
 //! surfaces: stats equal to the real Clusters' summaries, kubectl through the proxy with
 //! server-side Tables, validation, server-side apply, patch, watch and explain, a
 //! workload and policy created over gRPC and scheduled by real Karmada, the caller's
-//! identity meeting real RBAC, and one instance's karmada-apiserver killed without
-//! disturbing the other.
+//! identity meeting real RBAC, Clusterpedia registration against its CRDs, and one
+//! instance's karmada-apiserver killed without disturbing the other, then deleted.
 //!
 //! One fleet serves every check (it takes about a minute to start). Without the binaries
 //! the tier fails under CI and is skipped, loudly, elsewhere.
 
 #[path = "../scenarios/cluster_scoped.rs"]
 mod cluster_scoped;
+mod clusterpedia;
 #[path = "../sim_conformance/common.rs"]
 #[allow(dead_code)]
 mod common;
@@ -109,6 +110,7 @@ async fn start() -> Option<Demo> {
             "2",
             "--instance-degraded-after-secs",
             "5",
+            "--clusterpedia",
         ])
         .args([
             "--grpc-addr",
@@ -568,6 +570,9 @@ async fn kairship_against_real_karmada() {
     where_.sort();
     assert_eq!(where_, ["karmada-1", "karmada-2"]);
 
+    // Each instance registered with Clusterpedia, against its real CRDs.
+    clusterpedia::registered(&demo, &["karmada-1", "karmada-2"]).await;
+
     // The caller's identity: Dex tokens everywhere, and an editor narrowed by the
     // instance's RBAC.
     identity::bind(&demo, "dex-admins", "admin", &["*"], "oidc:kairship-admins");
@@ -612,4 +617,7 @@ async fn kairship_against_real_karmada() {
         || async { (demo.phase("karmada-2").await == "Running").then_some(()) },
     )
     .await;
+
+    // Deleting an Instance takes its Clusterpedia registration along, and only its.
+    clusterpedia::removed_with_the_instance(&demo, "karmada-2", "karmada-1").await;
 }

@@ -66,7 +66,15 @@ pub struct DemoArgs {
     /// console then offers to sign in with it).
     #[command(flatten)]
     pub oidc: crate::cli::run::OidcArgs,
+    /// Register each instance with Clusterpedia (`kairship run --clusterpedia`): installs
+    /// Clusterpedia's CRDs, fetched by scripts/real-fleet/build.sh, into the host. The
+    /// demo does not run Clusterpedia's own servers (see the README).
+    #[arg(long)]
+    pub clusterpedia: bool,
 }
+
+/// Clusterpedia's namespace in the demo (its default).
+const CLUSTERPEDIA_NAMESPACE: &str = "clusterpedia-system";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum FleetKind {
@@ -121,6 +129,11 @@ pub async fn run(args: DemoArgs) -> Result<(), Error> {
         .map_err(io(format!("creating {}", dir.display())))?;
     let _ = std::fs::remove_file(dir.join("endpoints.json"));
 
+    if args.clusterpedia && args.fleet == FleetKind::Cluster {
+        return Err(Error::Usage(
+            "--clusterpedia works with --fleet sim or real; with the chart, set clusterpedia.enabled".into(),
+        ));
+    }
     match args.fleet {
         FleetKind::Real => return run_real(&args, total).await,
         FleetKind::Cluster => return cluster::run(&args).await,
@@ -307,6 +320,9 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
         });
     }
     attach_all(&host, list).await?;
+    if args.clusterpedia {
+        install_clusterpedia_crds(&host).await?;
+    }
 
     step(
         3,
@@ -331,6 +347,9 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
         },
         settings: Settings {
             degraded_after: Duration::from_secs(args.instance_degraded_after_secs),
+            clusterpedia: args
+                .clusterpedia
+                .then(|| CLUSTERPEDIA_NAMESPACE.to_string()),
             ..Settings::default()
         },
         grpc_addr: args.grpc_addr,
@@ -433,4 +452,38 @@ async fn serve(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<(), E
     running.shutdown().await;
     println!("stopped");
     Ok(())
+}
+
+/// Clusterpedia's PediaCluster and ClusterSyncResources CRDs from the build cache, and
+/// its namespace, where Kairship writes the kubeconfig Secrets Clusterpedia reads.
+async fn install_clusterpedia_crds(host: &kube::Client) -> Result<(), Error> {
+    let dir = kairship_realfleet::default_bin_dir()
+        .parent()
+        .map(|p| p.join("clusterpedia-crds"))
+        .unwrap_or_default();
+    if !dir
+        .join("cluster.clusterpedia.io_pediaclusters.yaml")
+        .is_file()
+    {
+        return Err(Error::Usage(format!(
+            "--clusterpedia: Clusterpedia's CRDs are not in {}: run scripts/real-fleet/build.sh",
+            dir.display()
+        )));
+    }
+    let failed = |e: kairship_realfleet::Error| Error::Usage(format!("--clusterpedia: {e}"));
+    kairship_realfleet::karmada::install_crds(host, &dir)
+        .await
+        .map_err(failed)?;
+    kairship_realfleet::karmada::wait_served(
+        host,
+        "/apis/cluster.clusterpedia.io/v1alpha2",
+        Duration::from_secs(30),
+        "Clusterpedia's CRDs",
+        &dir,
+    )
+    .await
+    .map_err(failed)?;
+    bootstrap::ensure_namespace(host, CLUSTERPEDIA_NAMESPACE)
+        .await
+        .map_err(|e| Error::Usage(format!("creating {CLUSTERPEDIA_NAMESPACE}: {e}")))
 }
