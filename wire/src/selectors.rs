@@ -103,6 +103,16 @@ impl LabelSelector {
         self.0.is_empty()
     }
 
+    /// A label every selected object has with one value (`k=v`, `k==v`, `k in (v)`), for
+    /// a store that indexes objects by label to start from.
+    pub fn required_label(&self) -> Option<(&str, &str)> {
+        self.0.iter().find_map(|r| match r {
+            Req::Eq(k, v) => Some((k.as_str(), v.as_str())),
+            Req::In(k, vs) if vs.len() == 1 => Some((k.as_str(), vs[0].as_str())),
+            _ => None,
+        })
+    }
+
     /// Whether an object's `metadata.labels` satisfy every requirement.
     pub fn matches(&self, obj: &Value) -> bool {
         let labels = obj.get("metadata").and_then(|m| m.get("labels"));

@@ -154,7 +154,7 @@ pub async fn ensure(
             let mut patch = json!({
                 "kubeconfig": null, "apiserver": null, "tokenData": null, "caData": null,
                 "certData": null, "keyData": null, "syncAllCustomResources": null,
-                "syncResourcesRefName": null,
+                "syncResourcesRefName": null, "shardingName": null,
             });
             if let (Some(p), Some(w)) = (patch.as_object_mut(), want.as_object()) {
                 p.extend(w.clone());

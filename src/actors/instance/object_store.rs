@@ -4,7 +4,7 @@
 //! kind's feed under the same lock that applies them, so a watch that starts from a
 //! snapshot sees every later change exactly once.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use kube::api::DynamicObject;
@@ -39,6 +39,9 @@ struct State {
     relist: Option<Objects>,
     /// Namespace names, shared by every object in them.
     namespaces: HashSet<Arc<str>>,
+    /// Label key -> value -> the objects carrying it, in LIST order: a label-selected LIST
+    /// reads the objects it selects instead of every object (8 bytes per object and label).
+    by_label: HashMap<Box<str>, HashMap<Box<str>, Vec<Arc<CachedObject>>>>,
 }
 
 struct Inner {
@@ -91,6 +94,7 @@ impl ObjectStore {
             watcher::Event::InitDone => {
                 if let Some(listed) = state.relist.take() {
                     state.objects = listed;
+                    state.reindex();
                 }
                 let newest = state
                     .objects
@@ -111,11 +115,18 @@ impl ObjectStore {
             watcher::Event::Apply(o) => {
                 let object = state.cached(&o);
                 let prev = state.objects.insert(Key::of(&object), object.clone());
+                if let Some(prev) = &prev {
+                    state.unindex(prev);
+                }
+                state.index(&object);
                 self.0.feed.publish(&object, prev.as_ref(), false);
             }
             watcher::Event::Delete(o) => {
                 let object = state.cached(&o);
                 let prev = state.objects.remove(&Key::of(&object));
+                if let Some(prev) = &prev {
+                    state.unindex(prev);
+                }
                 self.0.feed.publish(&object, prev.as_ref(), true);
             }
         }
@@ -128,25 +139,42 @@ impl ObjectStore {
 
     /// The objects after `after` (a LIST position: namespace, empty for cluster-scoped
     /// kinds, and name) that `wanted` accepts, up to `limit`, with how many more it accepts
-    /// and the version they are all at. One pass under the read lock: a selective LIST
-    /// touches each object once and clones only what it returns.
+    /// and the version they are all at. `label` (a label every wanted object has) narrows
+    /// the pass to the objects carrying it. One pass under the read lock: a selective LIST
+    /// touches only its candidates and clones only what it returns.
     pub fn select(
         &self,
         after: Option<(&str, &str)>,
         limit: Option<usize>,
+        label: Option<(&str, &str)>,
         mut wanted: impl FnMut(&CachedObject) -> bool,
     ) -> Selected {
         let state = self.0.state.read();
-        let range = match after {
-            None => state.objects.range(..),
-            Some((ns, name)) => {
+        // The namespace of cluster-scoped objects is None, which sorts first, as "" would.
+        let after = after.map(|(ns, name)| ((!ns.is_empty()).then_some(ns), name));
+        let candidates: Box<dyn Iterator<Item = &Arc<CachedObject>>> = match (label, after) {
+            (Some((k, v)), after) => {
+                let tagged = state
+                    .by_label
+                    .get(k)
+                    .and_then(|values| values.get(v))
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                let start = after.map_or(0, |a| tagged.partition_point(|o| list_key(o) <= a));
+                Box::new(tagged[start..].iter())
+            }
+            (None, None) => Box::new(state.objects.values()),
+            (None, Some((ns, name))) => {
                 let key = Key {
-                    namespace: (!ns.is_empty()).then(|| Arc::from(ns)),
+                    namespace: ns.map(Arc::from),
                     name: Arc::from(name),
                 };
-                state
-                    .objects
-                    .range((std::ops::Bound::Excluded(key), std::ops::Bound::Unbounded))
+                Box::new(
+                    state
+                        .objects
+                        .range((std::ops::Bound::Excluded(key), std::ops::Bound::Unbounded))
+                        .map(|(_, o)| o),
+                )
             }
         };
         let mut out = Selected {
@@ -155,7 +183,7 @@ impl ObjectStore {
             // Read under the lock that publishes: no object newer than it is in the map.
             version: self.0.feed.last_rv(),
         };
-        for o in range.map(|(_, o)| o).filter(|o| wanted(o)) {
+        for o in candidates.filter(|o| wanted(o)) {
             if limit.is_some_and(|l| out.objects.len() >= l) {
                 out.remaining += 1;
             } else {
@@ -221,7 +249,68 @@ impl ObjectStore {
     }
 }
 
+/// An object's place in LIST order.
+fn list_key(o: &CachedObject) -> (Option<&str>, &str) {
+    (o.namespace(), o.name())
+}
+
 impl State {
+    fn index(&mut self, o: &Arc<CachedObject>) {
+        for (k, v) in o.labels() {
+            let tagged = self
+                .by_label
+                .entry(k.into())
+                .or_default()
+                .entry(v.into())
+                .or_default();
+            let at = tagged.partition_point(|t| list_key(t) < list_key(o));
+            tagged.insert(at, o.clone());
+        }
+    }
+
+    fn unindex(&mut self, o: &CachedObject) {
+        for (k, v) in o.labels() {
+            let Some(values) = self.by_label.get_mut(k) else {
+                continue;
+            };
+            if let Some(tagged) = values.get_mut(v) {
+                let at = tagged.partition_point(|t| list_key(t) < list_key(o));
+                if tagged.get(at).is_some_and(|t| list_key(t) == list_key(o)) {
+                    tagged.remove(at);
+                }
+                if tagged.is_empty() {
+                    values.remove(v);
+                }
+            }
+            if values.is_empty() {
+                self.by_label.remove(k);
+            }
+        }
+    }
+
+    /// The index of every object, after a relist replaced them (in LIST order, so each
+    /// object is appended).
+    fn reindex(&mut self) {
+        let mut by_label: HashMap<Box<str>, HashMap<Box<str>, Vec<Arc<CachedObject>>>> =
+            HashMap::new();
+        for o in self.objects.values() {
+            for (k, v) in o.labels() {
+                by_label
+                    .entry(k.into())
+                    .or_default()
+                    .entry(v.into())
+                    .or_default()
+                    .push(o.clone());
+            }
+        }
+        for values in by_label.values_mut() {
+            for tagged in values.values_mut() {
+                tagged.shrink_to_fit();
+            }
+        }
+        self.by_label = by_label;
+    }
+
     fn cached(&mut self, o: &DynamicObject) -> Arc<CachedObject> {
         let namespace = o.metadata.namespace.as_deref().map(|ns| {
             if let Some(shared) = self.namespaces.get(ns) {
@@ -307,6 +396,77 @@ mod tests {
         assert!(deleted.deleted);
         assert_eq!(store.feed().last_rv(), 11);
         assert!(store.is_empty());
+    }
+
+    fn labelled(ns: &str, name: &str, rv: u64, labels: serde_json::Value) -> DynamicObject {
+        let mut o = obj(ns, name, rv);
+        o.metadata.labels = serde_json::from_value(labels).ok();
+        o
+    }
+
+    fn names(s: &Selected) -> Vec<String> {
+        s.objects
+            .iter()
+            .map(|o| format!("{}/{}", o.namespace().unwrap_or_default(), o.name()))
+            .collect()
+    }
+
+    #[test]
+    fn label_selected_reads_follow_every_change_in_list_order() {
+        let store = ObjectStore::default();
+        store.apply(watcher::Event::Init);
+        for (ns, name, tier) in [("b", "x", "web"), ("a", "z", "web"), ("a", "y", "db")] {
+            store.apply(watcher::Event::InitApply(labelled(
+                ns,
+                name,
+                1,
+                serde_json::json!({"tier": tier, "id": name}),
+            )));
+        }
+        store.apply(watcher::Event::InitDone);
+        let web = |after, limit| store.select(after, limit, Some(("tier", "web")), |_| true);
+        assert_eq!(names(&web(None, None)), ["a/z", "b/x"]);
+        // Paging through the index: from a position, with what remains counted.
+        let first = web(None, Some(1));
+        assert_eq!((names(&first), first.remaining), (vec!["a/z".into()], 1));
+        assert_eq!(names(&web(Some(("a", "z")), None)), ["b/x"]);
+        // A relabelled object moves between values; a new one lands in order.
+        store.apply(watcher::Event::Apply(labelled(
+            "a",
+            "y",
+            2,
+            serde_json::json!({"tier": "web", "id": "y"}),
+        )));
+        store.apply(watcher::Event::Apply(labelled(
+            "a",
+            "z",
+            3,
+            serde_json::json!({"tier": "db", "id": "z"}),
+        )));
+        store.apply(watcher::Event::Apply(labelled(
+            "a",
+            "w",
+            4,
+            serde_json::json!({"tier": "web"}),
+        )));
+        assert_eq!(names(&web(None, None)), ["a/w", "a/y", "b/x"]);
+        let db = store.select(None, None, Some(("tier", "db")), |_| true);
+        assert_eq!(names(&db), ["a/z"]);
+        // Deleted objects leave the index, and values nobody has any more with them.
+        store.apply(watcher::Event::Delete(labelled(
+            "b",
+            "x",
+            5,
+            serde_json::json!({}),
+        )));
+        assert_eq!(names(&web(None, None)), ["a/w", "a/y"]);
+        assert!(!store.0.state.read().by_label["id"].contains_key("x"));
+        let unknown = store.select(None, None, Some(("tier", "cache")), |_| true);
+        assert!(unknown.objects.is_empty());
+        // The filter still applies to the candidates, and the index equals a full scan.
+        let scan = store.select(None, None, None, |o| o.label("tier") == Some("web"));
+        assert_eq!(names(&scan), names(&web(None, None)));
+        assert_eq!(web(None, None).version, 5);
     }
 
     #[test]

@@ -145,7 +145,7 @@ impl SearchService for Search {
                 let Ok(store) = reads.store(kind) else {
                     continue;
                 };
-                let selected = store.select(None, None, |o| {
+                let selected = store.select(None, None, q.labels.required_label(), |o| {
                     let ns = o.namespace().unwrap_or_default();
                     (!kind.namespaced() || visible.allows(ns)) && q.matches(kind, o)
                 });

@@ -200,6 +200,7 @@ fn from_cache(
             .as_ref()
             .map(|(ns, name)| (ns.as_str(), name.as_str())),
         limit,
+        selection.labels.required_label(),
         |o| selection.matches(o),
     );
     let items: Vec<&CachedObject> = selected.objects.iter().map(|o| &**o).collect();
