@@ -32,6 +32,9 @@ impl Key {
 
 type Objects = BTreeMap<Key, Arc<CachedObject>>;
 
+/// Label key -> value -> the objects carrying it, in LIST order.
+type LabelIndex = HashMap<Box<str>, HashMap<Box<str>, Vec<Arc<CachedObject>>>>;
+
 #[derive(Default)]
 struct State {
     objects: Objects,
@@ -39,9 +42,9 @@ struct State {
     relist: Option<Objects>,
     /// Namespace names, shared by every object in them.
     namespaces: HashSet<Arc<str>>,
-    /// Label key -> value -> the objects carrying it, in LIST order: a label-selected LIST
-    /// reads the objects it selects instead of every object (8 bytes per object and label).
-    by_label: HashMap<Box<str>, HashMap<Box<str>, Vec<Arc<CachedObject>>>>,
+    /// A label-selected LIST reads the objects it selects instead of every object (8 bytes
+    /// per object and label).
+    by_label: LabelIndex,
 }
 
 struct Inner {
@@ -291,8 +294,7 @@ impl State {
     /// The index of every object, after a relist replaced them (in LIST order, so each
     /// object is appended).
     fn reindex(&mut self) {
-        let mut by_label: HashMap<Box<str>, HashMap<Box<str>, Vec<Arc<CachedObject>>>> =
-            HashMap::new();
+        let mut by_label = LabelIndex::new();
         for o in self.objects.values() {
             for (k, v) in o.labels() {
                 by_label
