@@ -113,7 +113,7 @@ async fn main() {
         at(0.99)
     );
     println!(
-        "memory added by searching: {} KiB resident over 50 searches (no index is kept; the caches are read)",
+        "memory added by searching: {} KiB resident over 50 searches (search keeps nothing of its own: it reads the caches and their label index)",
         rss_after.saturating_sub(rss_before)
     );
     running.shutdown().await;

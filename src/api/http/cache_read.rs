@@ -7,15 +7,14 @@ use std::collections::HashMap;
 use axum::response::Response;
 use base64::Engine;
 use http::{header, Method, StatusCode};
-use kairship_wire::routes::{self, ResourcePath, Route};
-use kairship_wire::selectors::FieldSelector;
+use kairship_wire::routes::ResourcePath;
 use kairship_wire::table::Column;
 use serde_json::{json, Value};
 
 use super::kube_status::{json_response, k8s_status, status_response, SOURCE_HEADER};
 use crate::actors::instance::cached_object::CachedObject;
 use crate::actors::instance::caches::Kind;
-use crate::api::paging;
+use crate::api::request::query::{cached_kind, parse_bool, Selection};
 use crate::api::request::review::ReadAttributes;
 use crate::api::request::{OnInstance, Reads, Verb};
 use crate::error::ApiError;
@@ -61,23 +60,6 @@ pub async fn answer(
     .map(Ok)
 }
 
-/// The cached kind a path names, if any.
-pub(super) fn cached_kind(path: &str) -> Option<Kind> {
-    let Route::Resource(rp) = routes::parse(path) else {
-        return None;
-    };
-    Kind::ALL.into_iter().find(|k| {
-        let r = k.resource();
-        r.group == rp.group && r.version == rp.version && r.plural == rp.plural
-    })
-}
-
-/// A boolean query parameter as kube-apiserver converts it: `0` or `false` in any case is
-/// false, anything else (`True`, `TRUE`, `1`, `t`, even empty) true.
-pub fn parse_bool(v: &str) -> Option<bool> {
-    Some(!(v == "0" || v.eq_ignore_ascii_case("false")))
-}
-
 fn wants_table(req: &http::request::Parts) -> bool {
     req.headers
         .get(header::ACCEPT)
@@ -106,16 +88,10 @@ fn cacheable(
     if wants_table(req) && !table_as_served {
         return None;
     }
-    let Route::Resource(rp) = routes::parse(path) else {
-        return None;
-    };
+    let (kind, rp) = cached_kind(path)?;
     if rp.subresource.is_some() || rp.watch_prefix {
         return None;
     }
-    let kind = Kind::ALL.into_iter().find(|k| {
-        let r = k.resource();
-        r.group == rp.group && r.version == rp.version && r.plural == rp.plural
-    })?;
     on.caches().serves(kind).then_some((kind, rp))
 }
 
@@ -200,7 +176,7 @@ fn from_cache(
             .as_ref()
             .map(|(ns, name)| (ns.as_str(), name.as_str())),
         limit,
-        selection.labels.required_label(),
+        selection.required_label(),
         |o| selection.matches(o),
     );
     let items: Vec<&CachedObject> = selected.objects.iter().map(|o| &**o).collect();
@@ -242,41 +218,6 @@ fn table_response(columns: &[Column], objects: &[&CachedObject], meta: Value) ->
         StatusCode::OK,
         kairship_wire::table::write(columns, &rows, true, meta),
     )
-}
-
-/// What a list or watch selects: namespace, label selector, field selector.
-pub struct Selection {
-    namespace: Option<String>,
-    labels: kairship_wire::selectors::LabelSelector,
-    fields: FieldSelector,
-}
-
-impl Selection {
-    pub fn parse(namespace: Option<String>, q: &HashMap<String, String>) -> Result<Self, ApiError> {
-        let labels = paging::selector(Some(&crate::proto::ListOptions {
-            label_selector: q.get("labelSelector").cloned().unwrap_or_default(),
-            ..Default::default()
-        }))?;
-        let fields = FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""))
-            .map_err(|e| ApiError::invalid("fieldSelector", e.message))?;
-        Ok(Self {
-            namespace,
-            labels,
-            fields,
-        })
-    }
-
-    pub fn matches(&self, o: &CachedObject) -> bool {
-        self.namespace
-            .as_deref()
-            .is_none_or(|ns| o.namespace() == Some(ns))
-            && paging::cached_labels_match(&self.labels, o)
-            && self.fields.matches_metadata(|field| match field {
-                "name" => Some(o.name()),
-                "namespace" => o.namespace(),
-                _ => None,
-            })
-    }
 }
 
 fn not_found(plural: &str, group: &str, name: &str) -> Response {

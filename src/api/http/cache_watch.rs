@@ -18,10 +18,10 @@ use kairship_wire::table::Column;
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
-use super::cache_read::Selection;
 use super::kube_status::status_response;
 use crate::actors::instance::caches::Kind;
 use crate::actors::instance::feed::{line, table_line, Change, EventType, FeedEvent};
+use crate::api::request::query::{parse_bool, Selection};
 use crate::api::request::Reads;
 
 const BOOKMARK_EVERY: Duration = Duration::from_secs(15);
@@ -99,7 +99,7 @@ pub fn serve(
     };
     let bookmarks = q
         .get("allowWatchBookmarks")
-        .is_some_and(|b| super::cache_read::parse_bool(b) == Some(true));
+        .is_some_and(|b| parse_bool(b) == Some(true));
     let timeout = q
         .get("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())

@@ -13,9 +13,10 @@ use axum::response::Response;
 use http::{header, Method};
 use kairship_wire::routes::{self, Route};
 
-use super::cache_read::{self, cached_kind, parse_bool};
+use super::cache_read;
 use super::kube_status::status_response;
 pub use super::kube_status::SOURCE_HEADER;
+use crate::api::request::query::{cached_kind, parse_bool};
 use crate::api::request::{audit, OnInstance, Surface};
 use crate::api::router::Router;
 use crate::auth::Role;
@@ -240,7 +241,9 @@ async fn pass_through(
     let (parts, body) = resp.into_parts();
     // A successful write of a cached kind: remember the version it produced, so the next
     // cached read waits for the cache to have it.
-    let written = cached_kind(path).filter(|_| method != Method::GET && parts.status.is_success());
+    let written = cached_kind(path)
+        .map(|(kind, _)| kind)
+        .filter(|_| method != Method::GET && parts.status.is_success());
     let body = match written {
         Some(kind) => {
             let bytes = crate::api::body::read_limited(

@@ -15,6 +15,7 @@
 
 pub mod audit;
 pub mod identity;
+pub mod query;
 pub mod review;
 
 use std::sync::Arc;
