@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use kairship::actors::context::Settings;
 use kairship::actors::tree::{Election, Tree};
-use kairship::api::router::Router;
+use kairship::api::context::ApiContext;
 use kairship::auth::{Auth, AuthConfig};
 use kairship::crd::{InstanceRoleBinding, InstanceRoleBindingSpec, Role, Subject, SubjectKind};
 use kairship::proto::workload_service_client::WorkloadServiceClient;
@@ -25,14 +25,14 @@ const USERS: usize = 1_000;
 const ROUNDS: usize = 7;
 const PER_ROUND: usize = 2_000;
 
-async fn serve(router: Router) -> Channel {
+async fn serve(ctx: ApiContext) -> Channel {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(kairship::api::grpc::serve(
         listener,
-        router,
+        ctx,
         std::future::pending(),
     ));
     Channel::from_shared(format!("http://{addr}"))
@@ -126,8 +126,8 @@ async fn main() {
         .await
         .expect("tree");
     bench.wait_running(1).await;
-    let open = Router::new(tree.handle());
-    let guarded = Router::with_auth(tree.handle(), Arc::clone(&auth));
+    let open = ApiContext::new(tree.handle());
+    let guarded = ApiContext::with_auth(tree.handle(), Arc::clone(&auth));
     open.ready().await;
     guarded.ready().await;
     let mut a = WorkloadServiceClient::new(serve(open).await);

@@ -12,8 +12,8 @@ use tokio::task::JoinHandle;
 use crate::actors::context::Settings;
 use crate::actors::tree::{Election, Tree};
 use crate::api;
+use crate::api::context::ApiContext;
 use crate::api::drain::{Drain, DrainControl};
-use crate::api::router::Router;
 
 pub struct ServerConfig {
     pub host: kube::Client,
@@ -51,7 +51,7 @@ pub enum ServerError {
 
 pub struct Running {
     pub tree: Tree,
-    pub router: Router,
+    pub ctx: ApiContext,
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
     pub probes_addr: Option<SocketAddr>,
@@ -105,11 +105,11 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
     )
     .await?;
     let (drain, draining) = Drain::new();
-    let router = Router::with_auth(tree.handle(), config.auth).with_drain(draining.clone());
+    let ctx = ApiContext::with_auth(tree.handle(), config.auth).with_drain(draining.clone());
     let (grpc_stop, rx) = watch::channel(false);
-    let grpc_router = router.clone();
+    let grpc_ctx = ctx.clone();
     let grpc = tokio::spawn(async move {
-        if let Err(e) = api::grpc::serve(grpc_listener, grpc_router, stopped(rx)).await {
+        if let Err(e) = api::grpc::serve(grpc_listener, grpc_ctx, stopped(rx)).await {
             tracing::error!(error = %e, "gRPC server stopped");
         }
     });
@@ -123,12 +123,12 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
         .connect_timeout(std::time::Duration::from_secs(5))
         .connect_lazy();
     let rest = api::rest::Rest::new(channel).map_err(|e| ServerError::Rest(e.to_string()))?;
-    let app = api::http::app(router.clone(), rest, config.chaos_reports.clone());
+    let app = api::http::app(ctx.clone(), rest, config.chaos_reports.clone());
     let probes_addr = probes.as_ref().map(|(_, a)| *a);
     // The probes answer to the end, so the kubelet sees "not ready" while this drains.
     let probes = probes.map(|(listener, _)| {
         let (stop, rx) = watch::channel(false);
-        let app = api::http::probes(router.clone());
+        let app = api::http::probes(ctx.clone());
         (
             stop,
             tokio::spawn(api::http::serve_plain(listener, app, stopped(rx))),
@@ -143,7 +143,7 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
     tracing::info!(grpc = %grpc_addr, https = %http_addr, "kairship API serving");
     Ok(Running {
         tree,
-        router,
+        ctx,
         grpc_addr,
         http_addr,
         probes_addr,

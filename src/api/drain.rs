@@ -24,7 +24,7 @@ pub enum Phase {
 }
 
 /// What request handlers read: the phase now, and a future for the moment to close.
-/// `None`: a router without a server, which never drains.
+/// `None`: an API context without a server, which never drains.
 #[derive(Clone, Debug)]
 pub struct Drain(Option<watch::Receiver<Phase>>);
 
@@ -39,7 +39,7 @@ impl Drain {
         (DrainControl(tx), Drain(Some(rx)))
     }
 
-    /// Never drains (tests and tools that build a router without a server).
+    /// Never drains (tests and tools that build an API context without a server).
     pub fn never() -> Drain {
         Drain(None)
     }
@@ -123,7 +123,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_router_without_a_server_never_closes() {
+    async fn a_context_without_a_server_never_closes() {
         let drain = Drain::never();
         let closing = tokio::time::timeout(Duration::from_millis(50), drain.closing()).await;
         assert!(closing.is_err());

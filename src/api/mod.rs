@@ -3,6 +3,7 @@
 //! karmada-apiserver.
 
 pub mod body;
+pub mod context;
 pub mod convert;
 pub mod drain;
 pub mod grpc;
@@ -13,4 +14,3 @@ pub mod override_diff;
 pub mod paging;
 pub mod request;
 pub mod rest;
-pub mod router;

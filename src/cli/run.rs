@@ -369,7 +369,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
                 .await
                 .map_err(|e| Error::Usage(e.to_string()))?;
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            let app = crate::api::http::probes(crate::api::router::Router::new(tree.handle()));
+            let app = crate::api::http::probes(crate::api::context::ApiContext::new(tree.handle()));
             let serving = tokio::spawn(crate::api::http::serve_plain(probes, app, async {
                 let _ = stopped.await;
             }));

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use kairship::actors::leader::LeaderConfig;
 use kairship::actors::tree::Tree;
-use kairship::api::router::Router;
+use kairship::api::context::ApiContext;
 use kairship::auth::{Auth, AuthConfig};
 use kairship::crd::Phase;
 use tonic::transport::Channel;
@@ -74,20 +74,20 @@ impl Api {
                 .expect("auth configuration loads"),
             None => Auth::disabled(),
         };
-        let router = Router::with_auth(tree.handle(), auth);
-        router.ready().await;
+        let ctx = ApiContext::with_auth(tree.handle(), auth);
+        ctx.ready().await;
         let (tx, rx) = tokio::sync::watch::channel(false);
 
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let (grpc_router, mut grpc_stop) = (router.clone(), rx.clone());
+        let (grpc_ctx, mut grpc_stop) = (ctx.clone(), rx.clone());
         tokio::spawn(async move {
             let stop = async move {
                 let _ = grpc_stop.changed().await;
             };
-            kairship::api::grpc::serve(listener, grpc_router, stop)
+            kairship::api::grpc::serve(listener, grpc_ctx, stop)
                 .await
                 .expect("grpc serves");
         });
@@ -109,7 +109,7 @@ impl Api {
             kairship::api::http::serve_tls(
                 https_listener,
                 config,
-                kairship::api::http::app(router, rest, Some(chaos_dir)),
+                kairship::api::http::app(ctx, rest, Some(chaos_dir)),
                 stop,
             )
             .await;

@@ -3,10 +3,10 @@
 
 use tonic::{Request, Response, Status};
 
-use crate::api::router::Router;
+use crate::api::context::ApiContext;
 use crate::proto::{self, access_service_server::AccessService};
 
-pub struct Access(pub Router);
+pub struct Access(pub ApiContext);
 
 #[tonic::async_trait]
 impl AccessService for Access {

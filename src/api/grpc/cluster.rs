@@ -6,15 +6,15 @@ use tonic::{Request, Response, Status};
 
 use super::on_instance;
 use crate::actors::instance::caches::Kind;
+use crate::api::context::ApiContext;
 use crate::api::convert;
 use crate::api::request::{OnInstance, Verb};
-use crate::api::router::Router;
 use crate::api::{objects, paging};
 use crate::auth::Role;
 use crate::error::{check_name, ApiError};
 use crate::proto::{self, cluster_service_server::ClusterService};
 
-pub struct Clusters(pub Router);
+pub struct Clusters(pub ApiContext);
 
 use crate::api::convert::UNSCHEDULABLE;
 /// How long a read through the Cluster proxy may take.

@@ -3,15 +3,15 @@
 use kube::api::{Api, DeleteParams, PostParams};
 use tonic::{Request, Response, Status};
 
+use crate::api::context::ApiContext;
 use crate::api::convert;
 use crate::api::paging;
-use crate::api::router::Router;
 use crate::auth::Role;
 use crate::crd::Instance;
 use crate::error::{check_name, ApiError};
 use crate::proto::{self, instance_service_server::InstanceService};
 
-pub struct Instances(pub Router);
+pub struct Instances(pub ApiContext);
 
 impl Instances {
     fn api(&self) -> Api<Instance> {

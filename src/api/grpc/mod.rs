@@ -12,8 +12,8 @@ mod workload;
 use std::future::Future;
 use std::time::Duration;
 
+use super::context::ApiContext;
 use super::request::{OnInstance, Surface};
-use super::router::Router;
 use crate::auth::Role;
 use crate::error::ApiError;
 use crate::proto;
@@ -21,16 +21,15 @@ use crate::proto;
 /// The request path's start for a gRPC method (and REST, which calls them): the caller
 /// from the `authorization` metadata, authorized for `need` on `instance`, routed there.
 pub(crate) async fn on_instance<T>(
-    router: &Router,
+    ctx: &ApiContext,
     req: &tonic::Request<T>,
     need: Role,
     instance: &str,
     action: &str,
 ) -> Result<OnInstance, ApiError> {
-    let caller = router.caller(req.metadata())?;
+    let caller = ctx.caller(req.metadata())?;
     let surface = Surface::of_grpc(req.metadata(), req.remote_addr());
-    router
-        .on_instance(caller, surface, need, instance, action)
+    ctx.on_instance(caller, surface, need, instance, action)
         .await
 }
 
@@ -45,7 +44,7 @@ pub enum ServeError {
 /// Serves gRPC on `listener` until `shutdown` resolves.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    router: Router,
+    ctx: ApiContext,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     let reflection_v1 = tonic_reflection::server::Builder::configure()
@@ -76,7 +75,7 @@ pub async fn serve(
         .await;
     // Not serving from the moment the process starts shutting down, as /readyz.
     let draining = {
-        let (drain, reporter) = (router.drain.clone(), health_reporter.clone());
+        let (drain, reporter) = (ctx.drain.clone(), health_reporter.clone());
         tokio::spawn(async move {
             drain.reached(crate::api::drain::Phase::Draining).await;
             reporter
@@ -91,32 +90,32 @@ pub async fn serve(
         .with_keepalive(Some(Duration::from_secs(60)));
     let served = tonic::transport::Server::builder()
         .timeout(Duration::from_secs(60))
-        .layer(crate::metrics::GrpcLayer(router.metrics.clone()))
+        .layer(crate::metrics::GrpcLayer(ctx.metrics.clone()))
         .add_service(health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(proto::instance_service_server::InstanceServiceServer::new(
-            instance::Instances(router.clone()),
+            instance::Instances(ctx.clone()),
         ))
         .add_service(proto::cluster_service_server::ClusterServiceServer::new(
-            cluster::Clusters(router.clone()),
+            cluster::Clusters(ctx.clone()),
         ))
         .add_service(proto::workload_service_server::WorkloadServiceServer::new(
-            workload::Workloads(router.clone()),
+            workload::Workloads(ctx.clone()),
         ))
         .add_service(proto::policy_service_server::PolicyServiceServer::new(
-            policy::Policies(router.clone()),
+            policy::Policies(ctx.clone()),
         ))
         .add_service(
             proto::supervisor_service_server::SupervisorServiceServer::new(supervisor::Supervisor(
-                router.clone(),
+                ctx.clone(),
             )),
         )
         .add_service(proto::access_service_server::AccessServiceServer::new(
-            access::Access(router.clone()),
+            access::Access(ctx.clone()),
         ))
         .add_service(proto::search_service_server::SearchServiceServer::new(
-            search::Search(router),
+            search::Search(ctx),
         ))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await;

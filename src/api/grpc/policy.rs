@@ -6,15 +6,15 @@ use tonic::{Request, Response, Status};
 
 use super::on_instance;
 use crate::actors::instance::caches::Kind;
+use crate::api::context::ApiContext;
 use crate::api::convert;
 use crate::api::request::Verb;
-use crate::api::router::Router;
 use crate::api::{objects, paging};
 use crate::auth::Role;
 use crate::error::{check_name, ApiError};
 use crate::proto::{self, policy_service_server::PolicyService};
 
-pub struct Policies(pub Router);
+pub struct Policies(pub ApiContext);
 
 pub fn policy(kind: Kind, o: &DynamicObject) -> proto::Policy {
     let d = &o.data;

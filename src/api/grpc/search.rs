@@ -14,14 +14,14 @@ use tonic::{Request, Response, Status};
 use super::workload::{workload_for, Beside};
 use crate::actors::instance::cached_object::CachedObject;
 use crate::actors::instance::caches::Kind;
+use crate::api::context::ApiContext;
 use crate::api::request::{OnInstance, Surface};
-use crate::api::router::Router;
 use crate::api::{objects, paging};
 use crate::auth::Role;
 use crate::error::{check_name, ApiError};
 use crate::proto::{self, search_service_server::SearchService};
 
-pub struct Search(pub Router);
+pub struct Search(pub ApiContext);
 
 /// What a search looks for, checked before any instance is asked.
 struct Query {
@@ -94,13 +94,13 @@ impl SearchService for Search {
         &self,
         req: Request<proto::SearchRequest>,
     ) -> Result<Response<proto::SearchResponse>, Status> {
-        let router = &self.0;
-        let caller = router.caller(req.metadata())?;
+        let ctx = &self.0;
+        let caller = ctx.caller(req.metadata())?;
         let surface = Surface::of_grpc(req.metadata(), req.remote_addr());
         let req = req.into_inner();
         let q = parse(&req)?;
-        let viewer = router.auth.viewer(&caller);
-        let mut names: Vec<String> = router
+        let viewer = ctx.auth.viewer(&caller);
+        let mut names: Vec<String> = ctx
             .instances()
             .iter()
             .filter(|i| {
@@ -115,7 +115,7 @@ impl SearchService for Search {
         let mut found: Vec<(String, Found)> = Vec::new();
         let (mut filtered, mut unavailable) = (false, Vec::new());
         for name in names {
-            let on = match router
+            let on = match ctx
                 .on_instance(caller.clone(), surface, Role::View, &name, "search")
                 .await
             {

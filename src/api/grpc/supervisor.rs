@@ -4,12 +4,12 @@ use tonic::{Request, Response, Status};
 
 use crate::actors::supervision::ActorSnapshot;
 use crate::actors::tree::TreeError;
-use crate::api::router::Router;
+use crate::api::context::ApiContext;
 use crate::auth::Role;
 use crate::error::{check_name, ApiError};
 use crate::proto::{self, supervisor_service_server::SupervisorService};
 
-pub struct Supervisor(pub Router);
+pub struct Supervisor(pub ApiContext);
 
 fn snapshot(a: &ActorSnapshot, replica: &str) -> proto::ActorSnapshot {
     proto::ActorSnapshot {

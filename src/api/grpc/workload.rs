@@ -8,14 +8,14 @@ use tonic::{Request, Response, Status};
 
 use super::on_instance;
 use crate::actors::instance::caches::Kind;
+use crate::api::context::ApiContext;
 use crate::api::convert;
 use crate::api::request::{OnInstance, Reads, Verb};
-use crate::api::router::Router;
 use crate::api::{objects, override_diff, paging};
 use crate::error::{check_name, ApiError};
 use crate::proto::{self, workload_service_server::WorkloadService};
 
-pub struct Workloads(pub Router);
+pub struct Workloads(pub ApiContext);
 
 /// Whether a resourceSelector of a policy picks this object (name, namespace, matchLabels).
 fn selects(sel: &Value, kind: Kind, o: &DynamicObject, policy_ns: Option<&str>) -> bool {

@@ -9,14 +9,14 @@ use axum::response::{IntoResponse, Response};
 use http::{header, HeaderMap, HeaderValue};
 
 use super::kube_status::status_response;
-use crate::api::router::Router;
+use crate::api::context::ApiContext;
 use crate::error::ApiError;
 
 pub const PATH: &str = "/chaos/{file}";
 
 #[derive(Clone)]
 pub struct Reports {
-    pub router: Router,
+    pub ctx: ApiContext,
     /// Where `kairship chaos run --state-dir` writes; none when the server was not told.
     pub dir: Option<PathBuf>,
 }
@@ -38,11 +38,11 @@ pub async fn file(
     let authorization = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let caller = match reports.router.auth.authenticate(authorization) {
+    let caller = match reports.ctx.auth.authenticate(authorization) {
         Ok(c) => c,
         Err(e) => return status_response(&e),
     };
-    if !reports.router.auth.sees_all(&caller) {
+    if !reports.ctx.auth.sees_all(&caller) {
         return status_response(&ApiError::PermissionDenied(format!(
             "{} may not read the chaos report: it covers every instance, and a role on each is needed",
             caller.user.name

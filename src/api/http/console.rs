@@ -16,9 +16,9 @@ pub const PREFIX: &str = "/ui";
 /// client id Kairship trusts), or `{"oidc": null}` for token sign-in alone. Public, as the
 /// page itself: it names the provider, which its login page names anyway.
 pub async fn config(
-    axum::extract::State(router): axum::extract::State<crate::api::router::Router>,
+    axum::extract::State(ctx): axum::extract::State<crate::api::context::ApiContext>,
 ) -> Response {
-    let oidc = router.auth.oidc_provider().map(|(issuer, client_id)| {
+    let oidc = ctx.auth.oidc_provider().map(|(issuer, client_id)| {
         serde_json::json!({"issuer": issuer, "clientId": client_id,
                            "scopes": ["openid", "email", "profile", "groups"]})
     });

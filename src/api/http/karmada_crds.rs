@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams};
 
-use crate::api::router::Router;
+use crate::api::context::ApiContext;
 
 pub const PATH: &str = "/karmada-crds/{version}/crds.tar.gz";
 pub const LABEL: &str = "kairship.io/karmada-crds";
@@ -21,16 +21,16 @@ fn refuse(code: http::StatusCode, message: String) -> Response {
     (code, message + "\n").into_response()
 }
 
-pub async fn get(State(router): State<Router>, Path(version): Path<String>) -> Response {
+pub async fn get(State(ctx): State<ApiContext>, Path(version): Path<String>) -> Response {
     if let Err(e) = crate::crd::karmada_spec::check_version("version", &version) {
         return refuse(http::StatusCode::BAD_REQUEST, e.to_string());
     }
-    let settings = router.tree.settings();
+    let settings = ctx.tree.settings();
     let ns = settings.managed_namespace.clone();
-    let api: Api<ConfigMap> = Api::namespaced(router.tree.host().clone(), &ns);
+    let api: Api<ConfigMap> = Api::namespaced(ctx.tree.host().clone(), &ns);
     let params = ListParams::default().labels(&format!("{LABEL}={version}"));
     let list = api.list(&params);
-    let items = match router.host_call(&format!("ConfigMaps in {ns}"), list).await {
+    let items = match ctx.host_call(&format!("ConfigMaps in {ns}"), list).await {
         Ok(l) => l.items,
         Err(e) => {
             tracing::warn!(%version, error = %e, "listing CRD tarball ConfigMaps");

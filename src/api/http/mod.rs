@@ -17,8 +17,8 @@ use std::sync::Arc;
 use axum::routing::{any, get, post};
 use axum::Router as HttpRouter;
 
+use super::context::ApiContext;
 use super::rest::Rest;
-use super::router::Router;
 pub use tls::serve_tls;
 
 pub use karmada_crds::{KEY as KARMADA_CRDS_KEY, LABEL as KARMADA_CRDS_LABEL};
@@ -28,14 +28,14 @@ pub const API_PREFIX: &str = "/apis/kairship.io/v1alpha1";
 /// `/metrics`, `/healthz`, `/readyz` and Karmada's CRD tarballs (for karmada-operator in
 /// an air-gapped cluster): part of the HTTPS app, and served alone on the optional
 /// plain-HTTP port for probes, scrapers and the operator.
-pub fn probes(router: Router) -> HttpRouter {
-    let metrics = router.metrics.clone();
+pub fn probes(ctx: ApiContext) -> HttpRouter {
+    let metrics = ctx.metrics.clone();
     let scrape = {
-        let (metrics, router) = (metrics.clone(), router.clone());
+        let (metrics, ctx) = (metrics.clone(), ctx.clone());
         move || {
-            let (metrics, router) = (metrics.clone(), router.clone());
+            let (metrics, ctx) = (metrics.clone(), ctx.clone());
             async move {
-                let body = metrics.render(&router.tree, &router.instances()).await;
+                let body = metrics.render(&ctx.tree, &ctx.instances()).await;
                 (
                     [(
                         http::header::CONTENT_TYPE,
@@ -48,7 +48,7 @@ pub fn probes(router: Router) -> HttpRouter {
     };
     let crds = HttpRouter::new()
         .route(karmada_crds::PATH, get(karmada_crds::get))
-        .with_state(router.clone());
+        .with_state(ctx.clone());
     HttpRouter::new()
         .merge(crds)
         .route("/metrics", get(scrape))
@@ -56,7 +56,7 @@ pub fn probes(router: Router) -> HttpRouter {
         .route(
             "/readyz",
             get(move || {
-                let answer = match (router.drain.serving(), router.is_ready()) {
+                let answer = match (ctx.drain.serving(), ctx.is_ready()) {
                     (false, _) => (
                         http::StatusCode::SERVICE_UNAVAILABLE,
                         "not ready: shutting down",
@@ -74,13 +74,13 @@ pub fn probes(router: Router) -> HttpRouter {
 
 /// The HTTPS app; `chaos_reports` is where `kairship chaos run` writes its report, if any.
 pub fn app(
-    router: Router,
+    ctx: ApiContext,
     rest: Arc<Rest>,
     chaos_reports: Option<std::path::PathBuf>,
 ) -> HttpRouter {
-    let metrics = router.metrics.clone();
+    let metrics = ctx.metrics.clone();
     let reports = chaos_report::Reports {
-        router: router.clone(),
+        ctx: ctx.clone(),
         dir: chaos_reports,
     };
     HttpRouter::new()
@@ -111,15 +111,15 @@ pub fn app(
             &format!("{API_PREFIX}/instances/{{name}}/proxy/{{*rest}}"),
             any(proxy::handle),
         )
-        .with_state(router.clone())
-        .merge(probes(router.clone()))
+        .with_state(ctx.clone())
+        .merge(probes(ctx.clone()))
         .fallback_service(any(super::rest::handle).with_state(rest))
         .layer(axum::middleware::from_fn_with_state(
             metrics,
             crate::metrics::track,
         ))
         .layer(axum::middleware::from_fn_with_state(
-            router.drain,
+            ctx.drain,
             crate::api::drain::close_keepalives,
         ))
 }

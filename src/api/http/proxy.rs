@@ -16,9 +16,9 @@ use kairship_wire::routes::{self, Route};
 use super::cache_read;
 use super::kube_status::status_response;
 pub use super::kube_status::SOURCE_HEADER;
+use crate::api::context::ApiContext;
 use crate::api::request::query::{cached_kind, parse_bool};
 use crate::api::request::{audit, OnInstance, Surface};
-use crate::api::router::Router;
 use crate::auth::Role;
 use crate::error::ApiError;
 
@@ -32,19 +32,19 @@ fn tagged(mut r: Response, source: &'static str) -> Response {
 }
 
 pub async fn handle_root(
-    State(router): State<Router>,
+    State(ctx): State<ApiContext>,
     Path(name): Path<String>,
     req: Request,
 ) -> Response {
-    serve(router, name, String::new(), req).await
+    serve(ctx, name, String::new(), req).await
 }
 
 pub async fn handle(
-    State(router): State<Router>,
+    State(ctx): State<ApiContext>,
     Path((name, rest)): Path<(String, String)>,
     req: Request,
 ) -> Response {
-    serve(router, name, rest, req).await
+    serve(ctx, name, rest, req).await
 }
 
 /// The role a proxied request needs, and what it does (for the 403 message). Reads need
@@ -95,12 +95,10 @@ fn member_path(path: &str) -> Option<&str> {
     }
 }
 
-async fn serve(router: Router, name: String, rest: String, req: Request) -> Response {
+async fn serve(ctx: ApiContext, name: String, rest: String, req: Request) -> Response {
     use tracing::Instrument;
     let span = tracing::debug_span!("proxy", instance = %name);
-    serve_in_span(router, name, rest, req)
-        .instrument(span)
-        .await
+    serve_in_span(ctx, name, rest, req).instrument(span).await
 }
 
 /// Ends a watch's stream cleanly during the server's graceful shutdown: the client sees
@@ -110,10 +108,10 @@ async fn serve(router: Router, name: String, rest: String, req: Request) -> Resp
 /// `api::drain`), where one re-watching just as the listener closed would find the
 /// connection gone under its request. Watches begun since end when the server closes;
 /// their clients then know to reconnect, and reach another replica.
-fn until_closing(resp: Response, router: &Router) -> Response {
+fn until_closing(resp: Response, ctx: &ApiContext) -> Response {
     use crate::api::drain::Phase;
     use futures::StreamExt;
-    let drain = router.drain.clone();
+    let drain = ctx.drain.clone();
     let end = match drain.serving() {
         true => Phase::Draining,
         false => Phase::Closing,
@@ -125,18 +123,18 @@ fn until_closing(resp: Response, router: &Router) -> Response {
     Response::from_parts(parts, Body::from_stream(stream))
 }
 
-async fn serve_in_span(router: Router, name: String, rest: String, req: Request) -> Response {
+async fn serve_in_span(ctx: ApiContext, name: String, rest: String, req: Request) -> Response {
     let path = format!("/{rest}");
     let authorization = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let caller = match router.auth.authenticate(authorization) {
+    let caller = match ctx.auth.authenticate(authorization) {
         Ok(c) => c,
         Err(e) => return status_response(&e),
     };
     let (need, action) = required_role(req.method(), &path);
-    let on = match router
+    let on = match ctx
         .on_instance(caller, Surface::Proxy, need, &name, &action)
         .await
     {
@@ -162,7 +160,7 @@ async fn serve_in_span(router: Router, name: String, rest: String, req: Request)
     // Only the head: the body cannot be held across an await by a `Send` handler.
     let (head, body) = req.into_parts();
     match cache_read::answer(&on, &head, &path, &query).await {
-        Some(Ok(resp)) if watching => return tagged(until_closing(resp, &router), "cache"),
+        Some(Ok(resp)) if watching => return tagged(until_closing(resp, &ctx), "cache"),
         Some(Ok(resp)) => return tagged(resp, "cache"),
         Some(Err(refused)) => return refused,
         None => {}
@@ -170,7 +168,7 @@ async fn serve_in_span(router: Router, name: String, rest: String, req: Request)
     let req = Request::from_parts(head, body);
     let method = req.method().clone();
     // Requests other than watches must be answered within the actors' request bound.
-    let within = (!watching).then(|| router.tree.settings().request_timeout);
+    let within = (!watching).then(|| ctx.tree.settings().request_timeout);
     let answer = pass_through(&on, req, &path, within).await;
     if method != Method::GET {
         let code = match &answer {
@@ -193,7 +191,7 @@ async fn serve_in_span(router: Router, name: String, rest: String, req: Request)
         );
     }
     match answer {
-        Ok(r) if watching => tagged(until_closing(r, &router), "instance"),
+        Ok(r) if watching => tagged(until_closing(r, &ctx), "instance"),
         Ok(r) => tagged(r, "instance"),
         Err(e) => status_response(&e),
     }

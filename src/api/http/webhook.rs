@@ -7,7 +7,7 @@ use axum::response::Response;
 use http::{header, StatusCode};
 use serde_json::json;
 
-use crate::api::router::Router;
+use crate::api::context::ApiContext;
 use crate::auth::webhook::{SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use crate::error::ApiError;
 
@@ -31,8 +31,8 @@ fn failure(e: &ApiError) -> Response {
     )
 }
 
-pub async fn handle(State(router): State<Router>, req: Request) -> Response {
-    let Some(webhook) = router.auth.webhook.as_ref() else {
+pub async fn handle(State(ctx): State<ApiContext>, req: Request) -> Response {
+    let Some(webhook) = ctx.auth.webhook.as_ref() else {
         return failure(&ApiError::NotFound(
             "the global-management webhook is not enabled (no --webhook-secret-file)".into(),
         ));

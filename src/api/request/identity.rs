@@ -4,7 +4,7 @@
 
 use http::{HeaderName, HeaderValue};
 
-use crate::api::router::Router;
+use crate::api::context::ApiContext;
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
 
@@ -20,7 +20,7 @@ pub fn role_group(role: Role) -> String {
 /// they hold there. `system:` groups other than `system:authenticated` are never passed on:
 /// they are Kubernetes' own (`system:masters` is cluster-admin), not an IdP's to grant.
 /// `None` when authorization is off: requests then go as Kairship's own identity.
-pub(super) fn on_instance(router: &Router, caller: &Caller, instance: &str) -> Option<Identity> {
+pub(super) fn on_instance(ctx: &ApiContext, caller: &Caller, instance: &str) -> Option<Identity> {
     if caller.is_unrestricted() {
         return None;
     }
@@ -31,7 +31,7 @@ pub(super) fn on_instance(router: &Router, caller: &Caller, instance: &str) -> O
         .filter(|g| !g.starts_with("system:") || *g == "system:authenticated")
         .cloned()
         .collect();
-    if let Some(role) = router.auth.role_on(caller, instance) {
+    if let Some(role) = ctx.auth.role_on(caller, instance) {
         groups.push(role_group(role));
     }
     Some(Identity {

@@ -7,7 +7,7 @@
 //! writes go as the caller, bounded by one timeout, leave an audit line (`audit`, refusals
 //! too) and a write mark, so a read right after through any surface sees them.
 //!
-//! Handlers get an [`OnInstance`] only from [`Router::on_instance`], and reach an
+//! Handlers get an [`OnInstance`] only from [`ApiContext::on_instance`], and reach an
 //! instance's caches only through a [`Reads`], which only a review gives; its client only
 //! through [`OnInstance::write`], [`OnInstance::live`] and [`OnInstance::send`], which act
 //! as the caller. `tests/api/request_path.rs` checks that nothing under `src/api` reaches
@@ -27,7 +27,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use crate::actors::instance::caches::Kind;
 use crate::actors::instance::object_store::ObjectStore;
 use crate::actors::instance::InstanceReader;
-use crate::api::router::Router;
+use crate::api::context::ApiContext;
 use crate::auth::{Caller, Role};
 use crate::error::{check_name, ApiError};
 pub use identity::Identity;
@@ -80,7 +80,7 @@ pub struct OnInstance {
     _permit: OwnedSemaphorePermit,
 }
 
-impl Router {
+impl ApiContext {
     /// The start of every request to an instance: checks the instance name, that `caller`
     /// holds `need` on it (`action` says what for, in the refusal), and routes to it,
     /// failing fast with UNAVAILABLE when it cannot serve. A refused write leaves an

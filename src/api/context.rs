@@ -1,5 +1,7 @@
-//! Routes a request by instance name to that instance's actor, and holds the API's own
-//! cache of Instance objects. Nothing here waits on one instance on behalf of another.
+//! What every surface of the API shares (`ApiContext`): the tree, authentication,
+//! metrics, the shutdown drain, bounded calls to the host, and the API's own cache of
+//! Instance objects, by which a request finds its instance's actor. Nothing here waits on
+//! one instance on behalf of another.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +33,7 @@ async fn bounded<T>(
 }
 
 #[derive(Clone)]
-pub struct Router {
+pub struct ApiContext {
     pub tree: TreeHandle,
     pub auth: Arc<Auth>,
     /// One registry for every surface of this process.
@@ -44,7 +46,7 @@ pub struct Router {
     _watch: Arc<AbortOnDrop>,
 }
 
-/// Stops the Instance watch when the last clone of the router goes away.
+/// Stops the Instance watch when the last clone of the context goes away.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
@@ -53,7 +55,7 @@ impl Drop for AbortOnDrop {
     }
 }
 
-impl Router {
+impl ApiContext {
     /// One call to the host cluster for a request, bounded by
     /// `Settings::host_call_timeout`.
     pub async fn host_call<T>(
@@ -102,7 +104,7 @@ impl Router {
         }
     }
 
-    /// This router's requests follow `drain` (the server's graceful shutdown).
+    /// This context's requests follow `drain` (the server's graceful shutdown).
     pub fn with_drain(mut self, drain: crate::api::drain::Drain) -> Self {
         self.drain = drain;
         self
