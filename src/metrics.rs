@@ -222,16 +222,14 @@ impl Metrics {
             }
             if let Some(reader) = tree.reader(&name) {
                 {
-                    let restarts = reader
-                        .watch_restarts
-                        .load(std::sync::atomic::Ordering::Relaxed);
+                    let restarts = reader.watch_restarts();
                     self.watch_restarts
                         .get_or_create(&InstanceLabels {
                             karmada_instance: name.clone(),
                         })
                         .set(i64::try_from(restarts).unwrap_or(i64::MAX));
                     for kind in Kind::ALL {
-                        let n = reader.stores.get(&kind).map_or(0, |s| s.len());
+                        let n = reader.store(kind).map_or(0, |s| s.len());
                         self.cached
                             .get_or_create(&KindLabels {
                                 karmada_instance: name.clone(),

@@ -44,7 +44,9 @@ pub struct Settings {
     /// Clusterpedia's namespace, when each instance is registered with Clusterpedia.
     pub clusterpedia: Option<String>,
     /// How often the leader makes each instance's PediaCluster what it should be and reads
-    /// what Clusterpedia reports of it.
+    /// what Clusterpedia reports of it, once Clusterpedia reports it Ready (three times as
+    /// often until then): three reads of the host per instance each time, so at 1,000
+    /// instances 50 reads a second at the default.
     pub clusterpedia_every: Duration,
 }
 
@@ -65,7 +67,7 @@ impl Default for Settings {
             host_call_timeout: Duration::from_secs(10),
             restart: RestartPolicy::default(),
             clusterpedia: None,
-            clusterpedia_every: Duration::from_secs(10),
+            clusterpedia_every: Duration::from_secs(60),
         }
     }
 }

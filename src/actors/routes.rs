@@ -24,10 +24,10 @@ impl Routes {
     /// until their successors have synced.
     pub fn publish(&self, name: &str, actor: ActorId, reader: InstanceReader) {
         let mut map = self.0.write();
-        let displaces = reader.health.is_ok()
+        let displaces = reader.health().is_ok()
             || map
                 .get(name)
-                .is_none_or(|p| p.actor == actor || p.reader.health.is_err());
+                .is_none_or(|p| p.actor == actor || p.reader.health().is_err());
         if displaces {
             map.insert(
                 name.to_string(),

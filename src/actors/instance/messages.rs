@@ -13,35 +13,6 @@ pub struct InstanceView {
     pub last_error: Option<String>,
 }
 
-/// What the API needs to serve one instance: cache handles (cheap clones), the client for
-/// writes, whether the instance can serve now, and its concurrency limit.
-#[derive(Clone)]
-pub struct InstanceReader {
-    pub name: String,
-    pub client: Option<kube::Client>,
-    /// Each cached kind's objects, with its change feed (for watches served from the cache).
-    pub stores: std::collections::BTreeMap<super::caches::Kind, super::object_store::ObjectStore>,
-    /// Access decisions for reads served from the caches.
-    pub access: super::access::AccessReviews,
-    /// Versions written through the proxy, for read-your-writes from the cache.
-    pub writes: super::write_marks::WriteMarks,
-    /// `Err(why)` when requests must fail fast with UNAVAILABLE.
-    pub health: Result<(), String>,
-    pub limiter: std::sync::Arc<tokio::sync::Semaphore>,
-    /// Bound of one call made for a request the caches cannot answer alone.
-    pub call_timeout: std::time::Duration,
-    /// Table columns per cached kind, for `kubectl get` served from the cache.
-    pub printers: super::printers::Printers,
-    /// Whether each cached kind's watch is failing (live): such a kind is read from the
-    /// instance.
-    pub watch_health: std::collections::BTreeMap<
-        super::caches::Kind,
-        std::sync::Arc<super::watch_health::WatchHealth>,
-    >,
-    /// Watch restarts of the caches since the actor started (live).
-    pub watch_restarts: std::sync::Arc<std::sync::atomic::AtomicU64>,
-}
-
 /// How a status write ended, and the Instance's resourceVersion it leaves behind (the
 /// precondition of the next write), when known.
 pub struct StatusWrite {

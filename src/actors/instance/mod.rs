@@ -15,6 +15,7 @@ pub mod messages;
 pub mod object_store;
 pub mod printers;
 pub mod probe;
+pub mod reader;
 pub mod registration;
 pub mod stats;
 pub mod status;
@@ -32,7 +33,8 @@ use super::context::Context;
 use crate::crd::{Instance, InstanceStatus, Phase};
 use caches::{Caches, Kind};
 use lifecycle::{Event, Lifecycle, Wait};
-pub use messages::{InstanceMsg, InstanceReader, InstanceView, StatusWrite};
+pub use messages::{InstanceMsg, InstanceView, StatusWrite};
+pub use reader::InstanceReader;
 use status::Observed;
 use status_sync::sync_status;
 
@@ -485,8 +487,9 @@ fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
     sync_status(myself, state);
 }
 
-/// Makes the PediaCluster what it should be, at most every `clusterpedia_every` and one
-/// attempt at a time, once the instance is connected (its kubeconfig is known to work).
+/// Makes the PediaCluster what it should be, at most every `clusterpedia_every` (a third
+/// of it until Clusterpedia reports the instance Ready) and one attempt at a time, once
+/// the instance is connected (its kubeconfig is known to work).
 fn register_with_clusterpedia(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
     let (Some(namespace), Some(source)) = (
         state.ctx.settings.clusterpedia.clone(),
@@ -494,10 +497,14 @@ fn register_with_clusterpedia(myself: &ActorRef<InstanceMsg>, state: &mut Instan
     ) else {
         return;
     };
+    let every = match &state.observed.clusterpedia {
+        Some(r) if r.ready == Some(true) => state.ctx.settings.clusterpedia_every,
+        _ => state.ctx.settings.clusterpedia_every / 3,
+    };
     let due = match state.clusterpedia_at {
         None => true,
         Some(None) => false,
-        Some(Some(at)) => at.elapsed() >= state.ctx.settings.clusterpedia_every,
+        Some(Some(at)) => at.elapsed() >= every,
     };
     if !due || !state.observed.lifecycle.connected() {
         return;

@@ -133,8 +133,10 @@ impl ApiContext {
                 "instance {name:?} cannot serve requests: {why}"
             )));
         };
-        reader.health.clone().map_err(ApiError::Unavailable)?;
-        let permit = tokio::time::timeout(PERMIT_WAIT, reader.limiter.clone().acquire_owned())
+        reader
+            .health()
+            .map_err(|why| ApiError::Unavailable(why.to_string()))?;
+        let permit = tokio::time::timeout(PERMIT_WAIT, reader.limiter().clone().acquire_owned())
             .await
             .map_err(|_| {
                 ApiError::ResourceExhausted(format!(
@@ -153,26 +155,26 @@ pub struct Reads<'a> {
 
 impl<'a> Reads<'a> {
     pub fn store(&self, kind: Kind) -> Result<&'a ObjectStore, ApiError> {
-        self.reader.stores.get(&kind).ok_or_else(|| {
+        self.reader.store(kind).ok_or_else(|| {
             ApiError::Unavailable(format!("the {} cache is missing", kind.resource().kind))
         })
     }
 
     /// The change feed of `kind` (cache-served watches).
     pub fn feed(&self, kind: Kind) -> Option<&'a crate::actors::instance::feed::Feed> {
-        self.reader.stores.get(&kind).map(ObjectStore::feed)
+        self.reader.store(kind).map(ObjectStore::feed)
     }
 
     /// The columns of each kind's Tables.
     pub fn printers(&self) -> &'a crate::actors::instance::printers::Printers {
-        &self.reader.printers
+        self.reader.printers()
     }
 
     /// The columns the instance prints for `kind` (read with Kairship's own credentials:
     /// they come from the CRD, not from anything the caller reads).
     pub async fn columns(&self, kind: Kind) -> Option<Arc<Vec<kairship_wire::table::Column>>> {
-        let client = self.reader.client.as_ref()?;
-        self.reader.printers.columns(client, kind).await
+        let client = self.reader.client()?;
+        self.reader.printers().columns(client, kind).await
     }
 
     /// Whether the cache has this process's latest write of `kind`, waiting up to a
@@ -182,13 +184,13 @@ impl<'a> Reads<'a> {
     }
 
     pub fn instance(&self) -> &'a str {
-        &self.reader.name
+        self.reader.name()
     }
 }
 
 impl OnInstance {
     pub fn instance(&self) -> &str {
-        &self.reader.name
+        self.reader.name()
     }
 
     pub fn identity(&self) -> Option<&Identity> {
@@ -290,8 +292,11 @@ impl OnInstance {
 
     /// The instance's client acting as the caller (Kairship's own with auth off).
     fn client(&self) -> Result<kube::Client, ApiError> {
-        let client = self.reader.client.clone().ok_or_else(|| {
-            ApiError::Unavailable(format!("instance {:?} is not connected", self.reader.name))
+        let client = self.reader.client().cloned().ok_or_else(|| {
+            ApiError::Unavailable(format!(
+                "instance {:?} is not connected",
+                self.reader.name()
+            ))
         })?;
         match &self.identity {
             Some(who) => identity::acting_as(client, who),
@@ -329,7 +334,7 @@ impl OnInstance {
             .and_then(|o| o.metadata.resource_version.as_deref())
             .and_then(|rv| rv.parse::<u64>().ok())
         {
-            self.reader.writes.record(kind, rv);
+            self.reader.writes().record(kind, rv);
         }
         let code = match &result {
             Ok(_) => 200,
@@ -338,7 +343,7 @@ impl OnInstance {
         audit::write(
             &self.caller,
             self.surface,
-            &self.reader.name,
+            self.reader.name(),
             verb,
             &kind.resource().plural,
             namespace,
@@ -363,7 +368,7 @@ impl OnInstance {
         what: &str,
         fut: impl std::future::Future<Output = Result<T, kube::Error>>,
     ) -> Result<T, ApiError> {
-        let after = self.reader.call_timeout;
+        let after = self.reader.call_timeout();
         match tokio::time::timeout(after, fut).await {
             Ok(r) => r.map_err(|e| ApiError::from_kube(e, what)),
             Err(_) => Err(ApiError::DeadlineExceeded(format!(
@@ -386,15 +391,15 @@ impl OnInstance {
             Some(within) => tokio::time::timeout(within, sent).await.map_err(|_| {
                 ApiError::DeadlineExceeded(format!(
                     "instance {:?} did not answer within {within:?}",
-                    self.reader.name
+                    self.reader.name()
                 ))
             })?,
         };
-        resp.map_err(|e| ApiError::Unavailable(format!("instance {:?}: {e}", self.reader.name)))
+        resp.map_err(|e| ApiError::Unavailable(format!("instance {:?}: {e}", self.reader.name())))
     }
 
     /// A successful write the proxy passed through, so cached reads wait for it.
     pub fn mark_written(&self, kind: Kind, resource_version: u64) {
-        self.reader.writes.record(kind, resource_version);
+        self.reader.writes().record(kind, resource_version);
     }
 }

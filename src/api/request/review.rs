@@ -49,15 +49,15 @@ pub(super) async fn require(
     who: &Identity,
     what: &ReadAttributes,
 ) -> Result<(), ApiError> {
-    let client = reader.client.as_ref().ok_or_else(|| {
-        ApiError::Unavailable(format!("instance {:?} is not connected", reader.name))
+    let client = reader.client().ok_or_else(|| {
+        ApiError::Unavailable(format!("instance {:?} is not connected", reader.name()))
     })?;
-    match reader.access.allowed(client, who, what).await {
+    match reader.access().allowed(client, who, what).await {
         Ok(true) => Ok(()),
         Ok(false) => Err(forbidden(who, what)),
         Err(e) => Err(ApiError::Unavailable(format!(
             "instance {:?}: {e}",
-            reader.name
+            reader.name()
         ))),
     }
 }
@@ -121,8 +121,7 @@ pub(super) async fn namespaces(
     kind: Kind,
 ) -> Result<Visible, ApiError> {
     let present: BTreeSet<String> = reader
-        .stores
-        .get(&kind)
+        .store(kind)
         .map(|s| s.namespaces().into_iter().collect())
         .unwrap_or_default();
     let mut allowed = BTreeSet::new();
@@ -145,8 +144,8 @@ pub(super) async fn namespaces(
 /// Whether the cache has seen the newest write of `kind` made through Kairship, waiting
 /// up to a second for it.
 pub(super) async fn caught_up(reader: &InstanceReader, kind: Kind) -> bool {
-    let want = reader.writes.get(kind);
-    let Some(feed) = reader.stores.get(&kind).map(|s| s.feed()) else {
+    let want = reader.writes().get(kind);
+    let Some(feed) = reader.store(kind).map(|s| s.feed()) else {
         return want == 0;
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
@@ -172,11 +171,6 @@ impl<'a> CacheState<'a> {
 
     /// Whether the cache can answer reads of `kind` now.
     pub fn serves(&self, kind: Kind) -> bool {
-        let failing = self
-            .reader
-            .watch_health
-            .get(&kind)
-            .is_some_and(|h| h.failing());
-        self.reader.stores.contains_key(&kind) && !failing
+        self.reader.store(kind).is_some() && !self.reader.watch_failing(kind)
     }
 }

@@ -1,0 +1,91 @@
+//! What an instance actor publishes for the API to serve its instance (`InstanceReader`):
+//! its caches, the client for calls made as the caller, whether it can serve now, and its
+//! concurrency limit. Built by the actor only; read through methods, so what the API may
+//! reach of an instance is this file.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::access::AccessReviews;
+use super::caches::Kind;
+use super::object_store::ObjectStore;
+use super::printers::Printers;
+use super::watch_health::WatchHealth;
+use super::write_marks::WriteMarks;
+
+#[derive(Clone)]
+pub struct InstanceReader {
+    pub(super) name: String,
+    pub(super) client: Option<kube::Client>,
+    pub(super) stores: BTreeMap<Kind, ObjectStore>,
+    pub(super) access: AccessReviews,
+    pub(super) writes: WriteMarks,
+    /// `Err(why)` when requests must fail fast with UNAVAILABLE.
+    pub(super) health: Result<(), String>,
+    pub(super) limiter: Arc<tokio::sync::Semaphore>,
+    pub(super) call_timeout: Duration,
+    pub(super) printers: Printers,
+    /// Whether each cached kind's watch is failing (live).
+    pub(super) watch_health: BTreeMap<Kind, Arc<WatchHealth>>,
+    /// Watch restarts of the caches since the actor started (live).
+    pub(super) watch_restarts: Arc<AtomicU64>,
+}
+
+impl InstanceReader {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The instance's client, once connected: the API acts with it only as the caller.
+    pub fn client(&self) -> Option<&kube::Client> {
+        self.client.as_ref()
+    }
+
+    /// A cached kind's objects and change feed.
+    pub fn store(&self, kind: Kind) -> Option<&ObjectStore> {
+        self.stores.get(&kind)
+    }
+
+    /// Access decisions for reads served from the caches.
+    pub fn access(&self) -> &AccessReviews {
+        &self.access
+    }
+
+    /// Versions written through the API, for read-your-writes from the cache.
+    pub fn writes(&self) -> &WriteMarks {
+        &self.writes
+    }
+
+    /// `Err(why)` when requests must fail fast with UNAVAILABLE.
+    pub fn health(&self) -> Result<(), &str> {
+        self.health.as_ref().map(|_| ()).map_err(String::as_str)
+    }
+
+    /// Bounds the API's concurrent requests to this instance.
+    pub fn limiter(&self) -> &Arc<tokio::sync::Semaphore> {
+        &self.limiter
+    }
+
+    /// Bound of one call made for a request the caches cannot answer alone.
+    pub fn call_timeout(&self) -> Duration {
+        self.call_timeout
+    }
+
+    /// Table columns per cached kind, for `kubectl get` served from the cache.
+    pub fn printers(&self) -> &Printers {
+        &self.printers
+    }
+
+    /// Whether the watch feeding `kind`'s cache keeps failing (its reads go to the
+    /// instance then).
+    pub fn watch_failing(&self, kind: Kind) -> bool {
+        self.watch_health.get(&kind).is_some_and(|h| h.failing())
+    }
+
+    /// Watch restarts of the caches since the actor started.
+    pub fn watch_restarts(&self) -> u64 {
+        self.watch_restarts.load(Ordering::Relaxed)
+    }
+}
