@@ -93,4 +93,6 @@ pub struct Context {
     pub counters: Arc<Counters>,
     /// Instance readers published for routing (see [`super::routes`]).
     pub routes: super::routes::Routes,
+    /// The process's one watch of Instance objects (the manager's and the API's).
+    pub instances: super::instance_informer::InstanceInformer,
 }

@@ -4,6 +4,7 @@
 pub mod context;
 pub mod host_error;
 pub mod instance;
+pub mod instance_informer;
 pub mod leader;
 pub mod manager;
 pub mod root;

@@ -85,6 +85,7 @@ impl Tree {
             Election::Never => (Leadership::never(identity), None),
         };
         let ctx = Context {
+            instances: super::instance_informer::InstanceInformer::start(&host),
             host,
             leadership,
             settings: Arc::new(settings),
@@ -143,6 +144,11 @@ impl TreeHandle {
 
     pub fn host(&self) -> &kube::Client {
         &self.ctx.host
+    }
+
+    /// The process's Instance objects, as its one watch of them sees them.
+    pub fn instances(&self) -> &super::instance_informer::InstanceInformer {
+        &self.ctx.instances
     }
 
     pub fn settings(&self) -> &Settings {

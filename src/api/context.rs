@@ -1,16 +1,15 @@
 //! What every surface of the API shares (`ApiContext`): the tree, authentication,
-//! metrics, the shutdown drain, bounded calls to the host, and the API's own cache of
-//! Instance objects, by which a request finds its instance's actor. Nothing here waits on
+//! metrics, the shutdown drain, bounded calls to the host, and the Instance objects (the
+//! process's one watch of them, shared with the instance manager), by which a request
+//! finds its instance's actor. Nothing here waits on
 //! one instance on behalf of another.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
-use kube::api::Api;
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::reflector::ObjectRef;
 
+use crate::actors::instance_informer::InstanceInformer;
 use crate::actors::tree::TreeHandle;
 use crate::auth::{Auth, Caller, Role};
 use crate::crd::Instance;
@@ -38,21 +37,10 @@ pub struct ApiContext {
     pub auth: Arc<Auth>,
     /// One registry for every surface of this process.
     pub metrics: Arc<crate::metrics::Metrics>,
-    instances: Store<Instance>,
-    /// Set once the Instance cache and the bindings have their first list (`/readyz`).
-    synced: Arc<std::sync::atomic::AtomicBool>,
+    /// The process's Instance watch, shared with the instance manager.
+    instances: InstanceInformer,
     /// Where the serving process is in its shutdown (`/readyz`, watches ending).
     pub drain: crate::api::drain::Drain,
-    _watch: Arc<AbortOnDrop>,
-}
-
-/// Stops the Instance watch when the last clone of the context goes away.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 impl ApiContext {
@@ -73,34 +61,13 @@ impl ApiContext {
     }
 
     pub fn with_auth(tree: TreeHandle, auth: Arc<Auth>) -> Self {
-        let api: Api<Instance> = Api::all(tree.host().clone());
-        let (store, writer) = reflector::store();
-        let stream = reflector::reflector(
-            writer,
-            watcher(api, watcher::Config::default()).default_backoff(),
-        );
-        // Readiness is read off the stream, not awaited: kube's `wait_until_ready` wakes
-        // only the last of several concurrent waiters.
-        let synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let listed = synced.clone();
-        let task = tokio::spawn(async move {
-            stream
-                .for_each(|ev| {
-                    if matches!(ev, Ok(watcher::Event::InitDone)) {
-                        listed.store(true, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    async {}
-                })
-                .await
-        });
+        let instances = tree.instances().clone();
         Self {
             tree,
             auth,
             metrics: crate::metrics::Metrics::new(),
-            instances: store,
-            synced,
+            instances,
             drain: crate::api::drain::Drain::never(),
-            _watch: Arc::new(AbortOnDrop(task)),
         }
     }
 
@@ -111,13 +78,13 @@ impl ApiContext {
     }
 
     pub async fn ready(&self) {
-        let _ = self.instances.wait_until_ready().await;
+        let _ = self.instances.store().wait_until_ready().await;
         self.auth.ready().await;
     }
 
     /// Whether reads can be answered: the Instance cache and the bindings are listed.
     pub fn is_ready(&self) -> bool {
-        self.synced.load(std::sync::atomic::Ordering::Relaxed) && self.auth.is_listed()
+        self.instances.is_listed() && self.auth.is_listed()
     }
 
     /// The caller named by a request's `authorization` metadata (UNAUTHENTICATED if none).
@@ -140,11 +107,12 @@ impl ApiContext {
 
     /// All Instances, from the cache.
     pub fn instances(&self) -> Vec<Arc<Instance>> {
-        self.instances.state()
+        self.instances.store().state()
     }
 
     pub fn instance(&self, name: &str) -> Result<Arc<Instance>, ApiError> {
         self.instances
+            .store()
             .get(&ObjectRef::new(name))
             .ok_or_else(|| ApiError::NotFound(format!("instance {name:?} not found")))
     }

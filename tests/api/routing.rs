@@ -63,5 +63,24 @@ async fn requests_keep_being_routed_while_the_manager_restarts() {
     )
     .await;
     assert!(manager.last_error.contains("crash"), "{manager:?}");
+    // The new manager starts from the process's Instance watch (no watch of its own): both
+    // instances have their actors again.
+    eventually(Duration::from_secs(20), "both instance actors back", || {
+        let mut s = supervisor.clone();
+        async move {
+            let actors = s
+                .list_actors(ListActorsRequest::default())
+                .await
+                .ok()?
+                .into_inner()
+                .actors;
+            let running = actors
+                .iter()
+                .filter(|a| a.parent == "instance-manager" && a.state == "Running")
+                .count();
+            (running == 2).then_some(())
+        }
+    })
+    .await;
     api.stop().await;
 }

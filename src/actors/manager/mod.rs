@@ -9,14 +9,12 @@ pub mod messages;
 use std::collections::HashMap;
 use std::time::Instant;
 
-use futures::StreamExt;
-use kube::api::Api;
-use kube::runtime::{watcher, WatchStreamExt};
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tracing::{info, warn};
 
 use super::context::Context;
 use super::instance::{InstanceActor, InstanceArgs, InstanceMsg};
+use super::instance_informer::InstanceEvent;
 use super::supervision::{ActorSnapshot, ActorState, Decision, RestartTracker};
 use crate::crd::{Instance, FINALIZER};
 pub use messages::ManagerMsg;
@@ -282,40 +280,21 @@ fn new_child(instance: Instance) -> Child {
     }
 }
 
-/// Watches Instances on the host and feeds the manager; relists with backoff on errors.
+/// Feeds the manager from the process's Instance watch: everything there is when it
+/// starts (a restarted manager begins from the whole list), then every change.
 fn watch_instances(ctx: &Context, manager: ActorRef<ManagerMsg>) -> tokio::task::JoinHandle<()> {
-    let api: Api<Instance> = Api::all(ctx.host.clone());
+    let mut events = ctx.instances.subscribe();
     tokio::spawn(async move {
-        let mut seen: Vec<String> = Vec::new();
-        let mut stream = watcher(api, watcher::Config::default())
-            .default_backoff()
-            .boxed();
-        while let Some(ev) = stream.next().await {
-            let sent = match ev {
-                Ok(watcher::Event::Apply(i)) => {
-                    manager.send_message(ManagerMsg::Apply(Box::new(i))).is_ok()
+        while let Some(batch) = events.next().await {
+            for event in batch {
+                let msg = match event {
+                    InstanceEvent::Applied(i) => ManagerMsg::Apply(Box::new((*i).clone())),
+                    InstanceEvent::Deleted(name) => ManagerMsg::Deleted(name),
+                    InstanceEvent::Listed(names) => ManagerMsg::Resync(names),
+                };
+                if manager.send_message(msg).is_err() {
+                    return;
                 }
-                Ok(watcher::Event::InitApply(i)) => {
-                    seen.push(i.metadata.name.clone().unwrap_or_default());
-                    manager.send_message(ManagerMsg::Apply(Box::new(i))).is_ok()
-                }
-                Ok(watcher::Event::Delete(i)) => manager
-                    .send_message(ManagerMsg::Deleted(i.metadata.name.unwrap_or_default()))
-                    .is_ok(),
-                Ok(watcher::Event::Init) => {
-                    seen.clear();
-                    true
-                }
-                Ok(watcher::Event::InitDone) => manager
-                    .send_message(ManagerMsg::Resync(std::mem::take(&mut seen)))
-                    .is_ok(),
-                Err(e) => {
-                    warn!(error = %e, "watching Instances failed; retrying with backoff");
-                    true
-                }
-            };
-            if !sent {
-                return;
             }
         }
     })
