@@ -47,6 +47,10 @@ struct Shared {
     renew_time: Option<String>,
     elector_restarts: u32,
     elector_error: Option<String>,
+    /// When the elector's current run began (at spawn, then at each restart), and whether
+    /// it is waiting out its back-off now.
+    elector_since: Option<Instant>,
+    elector_backing_off: bool,
     /// Chaos: the elector panics at its next round.
     panic_next: bool,
 }
@@ -140,6 +144,14 @@ impl Leadership {
     pub fn elector_health(&self) -> (u32, Option<String>) {
         let s = self.shared.lock();
         (s.elector_restarts, s.elector_error.clone())
+    }
+
+    /// How long the elector's current run has lasted, and whether it is waiting out its
+    /// back-off after a failure.
+    pub fn elector_run(&self) -> (Duration, bool) {
+        let s = self.shared.lock();
+        let up = s.elector_since.map(|t| t.elapsed()).unwrap_or_default();
+        (up, s.elector_backing_off)
     }
 
     /// Whether an elector runs (not a fixed `always`/`never`).
@@ -242,7 +254,10 @@ enum Outcome {
 pub fn spawn(client: kube::Client, config: LeaderConfig) -> Elector {
     let (tx, rx) = watch::channel(false);
     let (stop_tx, mut stop_rx) = watch::channel(false);
-    let shared = Arc::new(Mutex::new(Shared::default()));
+    let shared = Arc::new(Mutex::new(Shared {
+        elector_since: Some(Instant::now()),
+        ..Shared::default()
+    }));
     let leadership = Leadership {
         identity: config.identity.clone(),
         renew_deadline: config.renew_deadline,
@@ -275,6 +290,8 @@ pub fn spawn(client: kube::Client, config: LeaderConfig) -> Elector {
                 s.last_renew = None;
                 s.elector_restarts = failures;
                 s.elector_error = Some(why);
+                s.elector_backing_off = true;
+                s.elector_since = Some(Instant::now());
             }
             if *tx.borrow() {
                 tx.send_replace(false);
@@ -284,6 +301,11 @@ pub fn spawn(client: kube::Client, config: LeaderConfig) -> Elector {
             tokio::select! {
                 _ = tokio::time::sleep(delay) => {}
                 _ = stop_rx.changed() => break,
+            }
+            {
+                let mut s = shared.lock();
+                s.elector_backing_off = false;
+                s.elector_since = Some(Instant::now());
             }
         }
         if *tx.borrow() {

@@ -176,20 +176,23 @@ impl TreeHandle {
             m.last_error = root.manager_last_error;
         }
         let leadership = &self.ctx.leadership;
+        // The elector is a task of the process beside the root (it restarts itself after
+        // a panic, with back-off), shown with its own run time and state.
         let elector = leadership.has_elector().then(|| {
             let (restarts, error) = leadership.elector_health();
+            let (uptime, backing_off) = leadership.elector_run();
             ActorSnapshot {
                 name: "leader-elector".into(),
-                parent: "root".into(),
-                state: if leadership.is_leader() || error.is_none() || restarts == 0 {
-                    crate::actors::supervision::ActorState::Running
-                } else {
+                parent: String::new(),
+                state: if backing_off {
                     crate::actors::supervision::ActorState::Backoff
+                } else {
+                    crate::actors::supervision::ActorState::Running
                 },
                 restart_count: restarts,
                 requested_restarts: 0,
                 last_error: error,
-                uptime: root.root.uptime,
+                uptime,
                 instance: None,
             }
         });
