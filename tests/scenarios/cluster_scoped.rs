@@ -4,8 +4,9 @@
 //! and the real one, so both must agree.
 
 use std::process::Output;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use kairship_test_support::wait;
 use serde_json::Value;
 
 const MANIFEST: &str = r#"apiVersion: rbac.authorization.k8s.io/v1
@@ -37,17 +38,6 @@ fn get_json(kubectl: &dyn Fn(&[&str]) -> Output, args: &[&str]) -> Value {
         return Value::Null;
     }
     serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
-}
-
-fn wait<T>(within: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
 }
 
 /// The Work in `karmada-es-<cluster>` carrying the ClusterRole, if any.

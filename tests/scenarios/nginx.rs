@@ -2,8 +2,9 @@
 //! one scenario, run against the simulated fleet and the real one, so both must agree.
 
 use std::process::Output;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use kairship_test_support::wait;
 use serde_json::Value;
 
 fn run(kubectl: &dyn Fn(&[&str]) -> Output, args: &[&str]) -> String {
@@ -18,17 +19,6 @@ fn run(kubectl: &dyn Fn(&[&str]) -> Output, args: &[&str]) -> String {
 
 fn json(kubectl: &dyn Fn(&[&str]) -> Output, args: &[&str]) -> Value {
     serde_json::from_str(&run(kubectl, args)).unwrap_or(Value::Null)
-}
-
-fn wait<T>(within: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
 }
 
 fn placement(kubectl: &dyn Fn(&[&str]) -> Output) -> Vec<(String, i64)> {

@@ -1,6 +1,5 @@
 //! Starting a simulated fleet for a test, and the clients that talk to it.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -133,24 +132,7 @@ pub fn shared_karmada(rel: &str) -> PathBuf {
     p
 }
 
-/// Polls `check` until it returns `Some`, failing after `within`.
-pub async fn eventually<T, F, Fut>(within: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {within:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+pub use kairship_test_support::eventually;
 
 /// Runs a check script from tests/python with the project's virtualenv and fails the
 /// test unless it ends with "all checks passed".
