@@ -33,11 +33,15 @@ pub enum ApiError {
     /// Kubernetes `Status`'s details).
     #[error("{}", .0.message)]
     Forbidden(Box<Refusal>),
+    /// An object that does not exist, named as a Kubernetes `Status` names it.
+    #[error("{}", .0.message)]
+    Missing(Box<Refusal>),
     #[error("{0}")]
     PayloadTooLarge(String),
 }
 
-/// What an instance refused: its message, and the object as a `Status` names it.
+/// What an instance refused (or does not have): the message, and the object as a `Status`
+/// names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     pub message: String,
@@ -57,7 +61,7 @@ impl ApiError {
     pub fn code(&self) -> Code {
         match self {
             Self::InvalidArgument { .. } => Code::InvalidArgument,
-            Self::NotFound(_) => Code::NotFound,
+            Self::NotFound(_) | Self::Missing(_) => Code::NotFound,
             Self::AlreadyExists(_) => Code::AlreadyExists,
             Self::Aborted(_) => Code::Aborted,
             Self::Unavailable(_) => Code::Unavailable,
@@ -83,7 +87,7 @@ impl ApiError {
     pub fn k8s_reason(&self) -> &'static str {
         match self {
             Self::InvalidArgument { .. } => "BadRequest",
-            Self::NotFound(_) => "NotFound",
+            Self::NotFound(_) | Self::Missing(_) => "NotFound",
             Self::AlreadyExists(_) => "AlreadyExists",
             Self::Aborted(_) => "Conflict",
             Self::ResourceExhausted(_) => "TooManyRequests",
@@ -100,8 +104,15 @@ impl ApiError {
     /// object (as kube-apiserver's 403s do).
     pub fn k8s_details(&self) -> Option<serde_json::Value> {
         match self {
-            Self::Forbidden(r) => {
-                Some(serde_json::json!({"name": r.name, "group": r.group, "kind": r.kind}))
+            Self::Forbidden(r) | Self::Missing(r) => {
+                // As kube-apiserver writes them: empty fields left out.
+                let details: serde_json::Map<String, serde_json::Value> =
+                    [("name", &r.name), ("group", &r.group), ("kind", &r.kind)]
+                        .into_iter()
+                        .filter(|(_, v)| !v.is_empty())
+                        .map(|(k, v)| (k.to_string(), serde_json::Value::from(v.as_str())))
+                        .collect();
+                Some(serde_json::Value::Object(details))
             }
             _ => None,
         }
@@ -195,4 +206,27 @@ pub fn check_name(field: &str, name: &str) -> Result<(), ApiError> {
         return Err(ApiError::invalid(field, format!("{name:?} is not a valid name: lowercase alphanumerics, '-' and '.', starting and ending with an alphanumeric")));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_object_is_a_kubernetes_not_found_naming_it() {
+        let e = ApiError::Missing(Box::new(Refusal {
+            message: "configmaps \"web\" not found".into(),
+            name: "web".into(),
+            group: String::new(),
+            kind: "configmaps".into(),
+        }));
+        assert_eq!((e.http_status(), e.k8s_reason()), (404, "NotFound"));
+        assert_eq!(e.code(), Code::NotFound);
+        // The core group is left out, as kube-apiserver leaves it out.
+        assert_eq!(
+            e.k8s_details(),
+            Some(serde_json::json!({"name": "web", "kind": "configmaps"}))
+        );
+        assert_eq!(e.to_string(), "configmaps \"web\" not found");
+    }
 }

@@ -11,13 +11,13 @@ use kairship_wire::routes::ResourcePath;
 use kairship_wire::table::Column;
 use serde_json::{json, Value};
 
-use super::kube_status::{json_response, k8s_status, status_response, SOURCE_HEADER};
+use super::kube_status::{json_response, status_response, SOURCE_HEADER};
 use crate::actors::instance::cached_object::CachedObject;
 use crate::actors::instance::caches::Kind;
 use crate::api::request::query::{cached_kind, parse_bool, Selection};
 use crate::api::request::review::ReadAttributes;
 use crate::api::request::{OnInstance, Reads, Verb};
-use crate::error::ApiError;
+use crate::error::{ApiError, Refusal};
 
 /// The answer from the cache, when it may give one: `Some(Ok)` served, `Some(Err)` refused
 /// (the caller may not read it, as the instance says), `None` to pass the request on to
@@ -226,14 +226,11 @@ fn not_found(plural: &str, group: &str, name: &str) -> Response {
     } else {
         format!("{plural}.{group}")
     };
-    let mut details = json!({"name": name, "kind": plural});
-    if !group.is_empty() {
-        details["group"] = json!(group);
-    }
-    k8s_status(
-        404,
-        "NotFound",
-        &format!("{what} \"{name}\" not found"),
-        Some(details),
-    )
+    // kube-apiserver names the resource (plural) as the kind of a NotFound.
+    status_response(&ApiError::Missing(Box::new(Refusal {
+        message: format!("{what} \"{name}\" not found"),
+        name: name.into(),
+        group: group.into(),
+        kind: plural.into(),
+    })))
 }
