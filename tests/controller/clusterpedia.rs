@@ -1,7 +1,8 @@
 //! Clusterpedia registration against its CRD on the simulated host: one PediaCluster per
 //! Instance reading the instance through a Secret reference, following the instance's
-//! kubeconfig, kept as Kairship wrote it, reported in the Instance's conditions, and gone
-//! with the Instance. (The real tier runs Clusterpedia itself.)
+//! kubeconfig, kept as Kairship wrote it, reported in the Instance's conditions, gone with
+//! the Instance, and never taking over or deleting a same-named registration that is not
+//! Kairship's. (The real tier checks the same against Clusterpedia's own CRDs.)
 
 use std::time::Duration;
 
@@ -175,6 +176,32 @@ async fn each_instance_is_registered_with_clusterpedia_through_a_secret_and_remo
     })
     .await;
 
+    // A PediaCluster that is not Kairship's (someone else's registration of the same name)
+    // is neither rewritten nor deleted; the Instance says why it is not registered.
+    pedias
+        .patch(
+            "karmada-2",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"labels": null, "ownerReferences": null},
+                "spec": {"syncResources": [{"group": "apps", "resources": ["deployments"]}]}}),
+            ),
+        )
+        .await
+        .expect("someone else's now");
+    eventually(Duration::from_secs(10), "NameTaken", || async {
+        let c = condition(&env.status("karmada-2").await?)?;
+        (c.0 == "False" && c.1 == "NameTaken" && c.2.contains("PediaCluster karmada-2"))
+            .then_some(())
+    })
+    .await;
+    let foreign = pedias.get("karmada-2").await.expect("read");
+    assert_eq!(
+        foreign.data["spec"]["syncResources"],
+        json!([{"group": "apps", "resources": ["deployments"]}]),
+        "left as its owner wrote it"
+    );
+
     // Deleting an Instance removes its registration and credentials, and only those.
     env.instances()
         .delete("karmada-1", &DeleteParams::default())
@@ -200,5 +227,21 @@ async fn each_instance_is_registered_with_clusterpedia_through_a_secret_and_remo
         .await
         .expect("read")
         .is_some());
+    // Deleting karmada-2 removes Kairship's Secret and leaves the foreign PediaCluster.
+    env.instances()
+        .delete("karmada-2", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually(Duration::from_secs(15), "karmada-2 gone", || async {
+        (env.instances().get_opt("karmada-2").await.ok()?.is_none()
+            && secrets
+                .get_opt("kairship-karmada-2-kubeconfig")
+                .await
+                .ok()?
+                .is_none())
+        .then_some(())
+    })
+    .await;
+    assert!(pedias.get_opt("karmada-2").await.expect("read").is_some());
     tree.shutdown().await;
 }

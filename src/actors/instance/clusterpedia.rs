@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use super::caches::Kind;
 use crate::actors::context::Context;
-use crate::actors::host_error::{bounded, fenced, gone_is_fine, HostError};
+use crate::actors::host_error::{bounded, fenced, HostError};
 use crate::crd::Instance;
 
 /// Where the instance's kubeconfig lives (the Secret Kairship itself connects with).
@@ -114,6 +114,9 @@ pub async fn ensure(
         timeout,
         read,
     )? {
+        Some(existing) if !ours_by_label(existing.metadata.labels.as_ref()) => {
+            return Ok(taken("Secret", &format!("{namespace}/{secret_name}")));
+        }
         Some(existing) if existing.data.as_ref() == Some(&data) => {}
         Some(mut existing) => {
             existing.data = Some(data);
@@ -147,6 +150,9 @@ pub async fn ensure(
     let read = tokio::time::timeout(timeout, pedia.get_opt(&name)).await;
     let want = spec(&name);
     let current = match bounded(format!("reading PediaCluster {name}"), timeout, read)? {
+        Some(existing) if !ours_by_label(existing.metadata.labels.as_ref()) => {
+            return Ok(taken("PediaCluster", &name));
+        }
         Some(existing) if existing.data.get("spec") == Some(&want) => existing,
         Some(_) => {
             // One merge patch that replaces the spec: what Kairship does not set (inline
@@ -184,11 +190,29 @@ pub async fn ensure(
     Ok(reported(&current))
 }
 
+const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+
 fn managed_by() -> BTreeMap<String, String> {
-    BTreeMap::from([(
-        "app.kubernetes.io/managed-by".to_string(),
-        "kairship".to_string(),
-    )])
+    BTreeMap::from([(MANAGED_BY.to_string(), "kairship".to_string())])
+}
+
+/// Whether an object is one Kairship made (it never takes over, rewrites or deletes
+/// someone else's registration of the same name).
+fn ours_by_label(labels: Option<&BTreeMap<String, String>>) -> bool {
+    labels
+        .and_then(|l| l.get(MANAGED_BY))
+        .is_some_and(|v| v == "kairship")
+}
+
+fn taken(kind: &str, name: &str) -> Reported {
+    Reported {
+        ready: Some(false),
+        reason: "NameTaken".into(),
+        message: format!(
+            "{kind} {name} exists and is not Kairship's ({MANAGED_BY}=kairship missing): \
+             Kairship leaves it alone; delete it to let Kairship register the instance"
+        ),
+    }
 }
 
 /// Clusterpedia's `Ready` condition on the PediaCluster.
@@ -216,27 +240,60 @@ fn reported(pedia: &DynamicObject) -> Reported {
     }
 }
 
-/// Removes instance `name`'s PediaCluster and Secret (each may already be gone). The
-/// PediaCluster goes first: Clusterpedia stops reading before its credentials go.
+/// Removes instance `name`'s PediaCluster and Secret, if they are Kairship's (each may
+/// already be gone). The PediaCluster goes first: Clusterpedia stops reading before its
+/// credentials go. Deletes are conditional on the uid read, so a same-named object made
+/// meanwhile by someone else stays.
 pub async fn remove(ctx: &Context, name: &str, namespace: &str) -> Result<(), HostError> {
-    let timeout = ctx.settings.request_timeout;
     let pedia: Api<DynamicObject> = Api::all_with(ctx.host.clone(), &resource());
-    let write = ctx
-        .leadership
-        .fenced(timeout, pedia.delete(name, &Default::default()))
-        .await;
-    match fenced(format!("deleting PediaCluster {name}"), write).map(drop) {
-        // No PediaCluster kind in the host: nothing was registered.
-        Err(e) if e.code() == Some(404) => {}
-        other => other?,
-    }
+    let what = format!("PediaCluster {name}");
+    delete_if_ours(ctx, &pedia, name, &what).await?;
     let secrets: Api<Secret> = Api::namespaced(ctx.host.clone(), namespace);
     let secret = secret_name(name);
+    let what = format!("secret {namespace}/{secret}");
+    delete_if_ours(ctx, &secrets, &secret, &what).await
+}
+
+async fn delete_if_ours<K>(
+    ctx: &Context,
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+) -> Result<(), HostError>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let timeout = ctx.settings.request_timeout;
+    let read = tokio::time::timeout(timeout, api.get_opt(name)).await;
+    let found = match bounded(format!("reading {what}"), timeout, read) {
+        Ok(found) => found,
+        // No such kind in the host (no Clusterpedia CRDs): nothing was registered.
+        Err(e) if e.code() == Some(404) => None,
+        Err(e) => return Err(e),
+    };
+    let Some(found) = found else {
+        return Ok(());
+    };
+    if !ours_by_label(found.meta().labels.as_ref()) {
+        tracing::info!(object = %what, "not Kairship's: left in place");
+        return Ok(());
+    }
+    let params = kube::api::DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: found.meta().uid.clone(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
     let write = ctx
         .leadership
-        .fenced(timeout, secrets.delete(&secret, &Default::default()))
+        .fenced(timeout, api.delete(name, &params))
         .await;
-    gone_is_fine(fenced(format!("deleting secret {namespace}/{secret}"), write).map(drop))
+    match fenced(format!("deleting {what}"), write).map(drop) {
+        // Gone already, or replaced by someone else's (the uid no longer matches).
+        Err(e) if e.code() == Some(404) || e.code() == Some(409) => Ok(()),
+        other => other,
+    }
 }
 
 #[cfg(test)]
