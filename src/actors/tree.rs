@@ -165,16 +165,12 @@ impl TreeHandle {
     pub async fn actors(&self) -> Result<Vec<ActorSnapshot>, TreeError> {
         let root = ractor::call_t!(self.root, RootMsg::Snapshot, QUERY_TIMEOUT_MS)
             .map_err(|e| TreeError::Unavailable(e.to_string()))?;
-        let mut rest = ractor::call_t!(
+        let rest = ractor::call_t!(
             self.manager().await?,
             ManagerMsg::Snapshot,
             QUERY_TIMEOUT_MS
         )
         .map_err(|e| TreeError::Unavailable(e.to_string()))?;
-        if let Some(m) = rest.iter_mut().find(|s| s.name == "instance-manager") {
-            m.restart_count = root.manager_restarts;
-            m.last_error = root.manager_last_error;
-        }
         let leadership = &self.ctx.leadership;
         // The elector is a task of the process beside the root (it restarts itself after
         // a panic, with back-off), shown with its own run time and state.
@@ -196,10 +192,7 @@ impl TreeHandle {
                 instance: None,
             }
         });
-        Ok(std::iter::once(root.root)
-            .chain(elector)
-            .chain(rest)
-            .collect())
+        Ok(std::iter::once(root).chain(elector).chain(rest).collect())
     }
 
     pub async fn restart_instance(&self, name: &str) -> Result<(), TreeError> {

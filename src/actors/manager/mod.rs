@@ -62,8 +62,18 @@ fn restart_stamp(i: &Instance) -> Option<String> {
         .cloned()
 }
 
+/// What the root starts a manager with: the context, and the failures of the managers
+/// before it (each restart is a fresh actor, so it is told its history to report it).
+pub struct ManagerArgs {
+    pub ctx: Context,
+    pub restarts: u32,
+    pub last_error: Option<String>,
+}
+
 pub struct ManagerState {
     ctx: Context,
+    restarts: u32,
+    last_error: Option<String>,
     children: HashMap<String, Child>,
     by_actor: HashMap<ActorId, String>,
     watch_task: tokio::task::JoinHandle<()>,
@@ -303,16 +313,23 @@ fn watch_instances(ctx: &Context, manager: ActorRef<ManagerMsg>) -> tokio::task:
 impl Actor for InstanceManager {
     type Msg = ManagerMsg;
     type State = ManagerState;
-    type Arguments = Context;
+    type Arguments = ManagerArgs;
 
     async fn pre_start(
         &self,
         myself: ActorRef<ManagerMsg>,
-        ctx: Context,
+        args: ManagerArgs,
     ) -> Result<ManagerState, ActorProcessingErr> {
+        let ManagerArgs {
+            ctx,
+            restarts,
+            last_error,
+        } = args;
         let watch_task = watch_instances(&ctx, myself.clone());
         Ok(ManagerState {
             ctx,
+            restarts,
+            last_error,
             children: HashMap::new(),
             by_actor: HashMap::new(),
             watch_task,
@@ -392,9 +409,9 @@ impl Actor for InstanceManager {
                     name: "instance-manager".into(),
                     parent: "root".into(),
                     state: ActorState::Running,
-                    restart_count: 0,
+                    restart_count: state.restarts,
                     requested_restarts: 0,
-                    last_error: None,
+                    last_error: state.last_error.clone(),
                     uptime: state.started.elapsed(),
                     instance: None,
                 }];

@@ -10,9 +10,9 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tracing::{error, info};
 
 use super::context::Context;
-use super::manager::{InstanceManager, ManagerMsg};
+use super::manager::{InstanceManager, ManagerArgs, ManagerMsg};
 use super::supervision::{ActorSnapshot, ActorState, Decision, RestartTracker};
-pub use messages::{RootMsg, RootSnapshot};
+pub use messages::RootMsg;
 
 pub struct RootSupervisor;
 
@@ -30,9 +30,13 @@ impl RootSupervisor {
         myself: &ActorRef<RootMsg>,
         state: &mut RootState,
     ) -> Result<(), ActorProcessingErr> {
+        let args = ManagerArgs {
+            ctx: state.ctx.clone(),
+            restarts: state.tracker.total_restarts,
+            last_error: state.last_error.clone(),
+        };
         let (manager, _) =
-            Actor::spawn_linked(None, InstanceManager, state.ctx.clone(), myself.get_cell())
-                .await?;
+            Actor::spawn_linked(None, InstanceManager, args, myself.get_cell()).await?;
         state.manager = Some(manager);
         Ok(())
     }
@@ -102,19 +106,15 @@ impl Actor for RootSupervisor {
                 let _ = reply.send(state.manager.clone());
             }
             RootMsg::Snapshot(reply) => {
-                let _ = reply.send(RootSnapshot {
-                    root: ActorSnapshot {
-                        name: "root".into(),
-                        parent: String::new(),
-                        state: ActorState::Running,
-                        restart_count: 0,
-                        requested_restarts: 0,
-                        last_error: None,
-                        uptime: state.started.elapsed(),
-                        instance: None,
-                    },
-                    manager_restarts: state.tracker.total_restarts,
-                    manager_last_error: state.last_error.clone(),
+                let _ = reply.send(ActorSnapshot {
+                    name: "root".into(),
+                    parent: String::new(),
+                    state: ActorState::Running,
+                    restart_count: 0,
+                    requested_restarts: 0,
+                    last_error: None,
+                    uptime: state.started.elapsed(),
+                    instance: None,
                 });
             }
             RootMsg::RespawnManager => Self::spawn_manager(&myself, state).await?,
