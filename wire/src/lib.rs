@@ -2,8 +2,8 @@
 //! depend on the other: what a request path addresses ([`routes`]), label and field
 //! selectors ([`selectors`]), `meta/v1 Status` errors ([`status`]), server-side Tables
 //! ([`table`]), resources as CRDs define them ([`resource`]), kubeconfig files
-//! ([`kubeconfig`]), rustls serving configuration ([`tls`]) and the fault API's client
-//! ([`admin`]).
+//! ([`kubeconfig`]), rustls serving configuration ([`tls`]), watch event lines ([`watch`])
+//! and the fault API's client ([`fault_client`]).
 
 pub mod fault_client;
 pub mod kubeconfig;
@@ -13,3 +13,4 @@ pub mod selectors;
 pub mod status;
 pub mod table;
 pub mod tls;
+pub mod watch;

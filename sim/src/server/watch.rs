@@ -5,7 +5,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
@@ -15,6 +15,7 @@ use crate::faults::{FaultMode, FaultState};
 use crate::resources::ResourceDef;
 use crate::store::{Event, EventType, Filter, StoredObject, WatchStart, CRD_KEY};
 use kairship_wire::status::ApiError;
+use kairship_wire::watch::line;
 
 pub struct WatchOptions {
     pub api_version: String,
@@ -28,16 +29,6 @@ pub struct WatchOptions {
 
 /// How long a watch survives while `drop-watches` stands.
 const DROP_WATCHES_GRACE: Duration = Duration::from_secs(1);
-
-fn line(kind: &str, object: &[u8]) -> Bytes {
-    let mut b = BytesMut::with_capacity(object.len() + 32);
-    b.put_slice(b"{\"type\":\"");
-    b.put_slice(kind.as_bytes());
-    b.put_slice(b"\",\"object\":");
-    b.put_slice(object);
-    b.put_slice(b"}\n");
-    b.freeze()
-}
 
 /// A single ERROR event, the way kube-apiserver reports a too-old resourceVersion.
 pub fn error_line(err: &ApiError) -> Bytes {

@@ -11,37 +11,17 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use kairship_wire::table::Column;
 use serde_json::json;
 use tokio::sync::broadcast;
 
 use super::cached_object::CachedObject;
 
+pub use kairship_wire::watch::{line, EventType};
+
 /// How far a cache watcher may fall behind before it is cut (and re-watches).
 const BACKLOG: usize = 1024;
-
-/// A watch event's type, as written on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    Added,
-    Modified,
-    Deleted,
-}
-
-impl EventType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Added => "ADDED",
-            Self::Modified => "MODIFIED",
-            Self::Deleted => "DELETED",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
 
 /// One change to one object, as every watcher of the kind sees it.
 pub struct Change {
@@ -79,17 +59,6 @@ impl Change {
             .get_or_init(|| table_line(kind, &self.object, columns, with_columns))
             .clone()
     }
-}
-
-/// `{"type":...,"object":...}` and a newline.
-pub fn line(kind: &str, object: &[u8]) -> Bytes {
-    let mut b = BytesMut::with_capacity(object.len() + 32);
-    b.put_slice(b"{\"type\":\"");
-    b.put_slice(kind.as_bytes());
-    b.put_slice(b"\",\"object\":");
-    b.put_slice(object);
-    b.put_slice(b"}\n");
-    b.freeze()
 }
 
 /// A watch event whose object is a one-row Table, as kube-apiserver sends to kubectl.
