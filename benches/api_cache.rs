@@ -9,15 +9,13 @@
 
 use std::time::{Duration, Instant};
 
-use kairship::actors::context::Settings;
-use kairship::actors::tree::Election;
-use kairship::server::{self, ServerConfig};
-use kairship_wire::kubeconfig;
 use serde_json::json;
 
 mod common;
 use common::live_bytes::{self, StatsAlloc, System, INSTRUMENTED_SYSTEM};
-use common::{client, count, deployment, policy_for_all_deployments, settle, BenchFleet};
+use common::{
+    client, count, deployment, policy_for_all_deployments, settle, BenchFleet, BenchServer,
+};
 
 #[global_allocator]
 static ALLOCATOR: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
@@ -259,37 +257,10 @@ async fn main() {
     let large = large();
     let bench = BenchFleet::start(2).await;
     bench.seed("karmada-1", DEPLOY_KIND, deployments(0..SMALL));
-    let (dir, fleet, host) = (&bench.dir, &bench.fleet, bench.host.clone());
-    let cert = kairship_wire::tls::generate("kairship").expect("cert");
-    let running = server::start(ServerConfig {
-        host: host.clone(),
-        identity: "bench".into(),
-        election: Election::Always,
-        settings: Settings::default(),
-        grpc_addr: "127.0.0.1:0".parse().expect("addr"),
-        http_addr: "127.0.0.1:0".parse().expect("addr"),
-        probes_addr: None,
-        tls: cert.server_config.clone(),
-        auth: kairship::auth::Auth::disabled(),
-        chaos_reports: None,
-        shutdown_delay: std::time::Duration::ZERO,
-    })
-    .await
-    .expect("server");
+    let (fleet, host) = (&bench.fleet, bench.host.clone());
+    let server = BenchServer::start(&bench).await;
     bench.wait_running(2).await;
-    let proxy = |name: &str| {
-        let server = format!(
-            "https://{}/apis/kairship.io/v1alpha1/instances/{name}/proxy",
-            running.http_addr
-        );
-        let path = dir.path().join(format!("proxy-{name}.kubeconfig"));
-        kubeconfig::write(
-            &path,
-            &kubeconfig::build(name, &server, &cert.ca_pem, "bench"),
-        )
-        .expect("write");
-        path
-    };
+    let proxy = |name: &str| server.proxy_kubeconfig(&bench, name);
     let one = client(&proxy("karmada-1")).await;
     let two = client(&proxy("karmada-2")).await;
     wait_synced(&one, DEPLOYS, SMALL).await;
@@ -456,6 +427,6 @@ async fn main() {
         "  (process RSS at the end, simulator's copies included: {} MiB)",
         rss_kib() / 1024
     );
-    running.shutdown().await;
+    server.running.shutdown().await;
     bench.fleet.shutdown();
 }

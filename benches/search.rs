@@ -1,6 +1,7 @@
 //! Fleet search: 100 instances x 1,000 Deployments, a label selector matching 1% of them,
 //! over gRPC with authorization on (every instance reviewed for the caller). Prints p50
-//! and p99, and what the search keeps in memory (it keeps no index: it reads the caches).
+//! and p99, and what the search keeps in memory (nothing of its own: it reads the caches
+//! and their label index).
 //!
 //! `cargo bench --bench search` (INSTANCES and PER_INSTANCE override the sizes).
 
@@ -9,12 +10,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{deployment, BenchFleet};
-use kairship::actors::context::Settings;
-use kairship::actors::tree::Election;
+use common::{deployment, BenchFleet, BenchServer};
 use kairship::proto::search_service_client::SearchServiceClient;
 use kairship::proto::SearchRequest;
-use kairship::server::{self, ServerConfig};
 use serde_json::json;
 
 fn env(name: &str, default: usize) -> usize {
@@ -54,32 +52,18 @@ async fn main() {
             }),
         );
     }
-    let cert = kairship_wire::tls::generate("kairship").expect("cert");
-    let running = server::start(ServerConfig {
-        host: bench.host.clone(),
-        identity: "bench".into(),
-        election: Election::Always,
-        settings: Settings::default(),
-        grpc_addr: "127.0.0.1:0".parse().expect("addr"),
-        http_addr: "127.0.0.1:0".parse().expect("addr"),
-        probes_addr: None,
-        tls: cert.server_config.clone(),
-        auth: kairship::auth::Auth::disabled(),
-        chaos_reports: None,
-        shutdown_delay: Duration::ZERO,
-    })
-    .await
-    .expect("server");
+    let server = BenchServer::start(&bench).await;
     bench.wait_running(instances).await;
     println!(
         "{instances} instances x {per_instance} Deployments Running and cached in {:.1}s",
         started.elapsed().as_secs_f64()
     );
-    let channel = tonic::transport::Channel::from_shared(format!("http://{}", running.grpc_addr))
-        .expect("uri")
-        .connect()
-        .await
-        .expect("connect");
+    let channel =
+        tonic::transport::Channel::from_shared(format!("http://{}", server.running.grpc_addr))
+            .expect("uri")
+            .connect()
+            .await
+            .expect("connect");
     let mut client = SearchServiceClient::new(channel);
     let query = || SearchRequest {
         kinds: vec!["Deployment".into()],
@@ -116,5 +100,5 @@ async fn main() {
         "memory added by searching: {} KiB resident over 50 searches (search keeps nothing of its own: it reads the caches and their label index)",
         rss_after.saturating_sub(rss_before)
     );
-    running.shutdown().await;
+    server.running.shutdown().await;
 }
