@@ -21,9 +21,9 @@ pub enum HostError {
     },
     #[error("{what} timed out after {after:?}")]
     TimedOut { what: String, after: Duration },
-    /// The host answered with something Kairship cannot use (a Secret without its key).
-    #[error("{what}")]
-    Invalid { what: String },
+    /// A Secret Kairship needs could not be read (missing, without its key, unanswered).
+    #[error("{0}")]
+    Secret(String),
 }
 
 impl HostError {

@@ -47,6 +47,25 @@ pub fn secret_name(instance: &str) -> String {
     format!("kairship-{instance}-kubeconfig")
 }
 
+/// Where an instance's registration stands, for the actor's cadence: one round at a time.
+#[derive(Debug, Clone, Copy)]
+pub enum Round {
+    NotYet,
+    InFlight,
+    DoneAt(std::time::Instant),
+}
+
+impl Round {
+    /// Whether the next round should start, `every` after the last one ended.
+    pub fn due(self, every: std::time::Duration) -> bool {
+        match self {
+            Round::NotYet => true,
+            Round::InFlight => false,
+            Round::DoneAt(at) => at.elapsed() >= every,
+        }
+    }
+}
+
 /// What Clusterpedia says of the instance: its `Ready` condition, or nothing yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reported {
@@ -90,21 +109,11 @@ pub async fn ensure(
     let timeout = ctx.settings.request_timeout;
     let owner = instance.controller_owner_ref(&()).map(|o| vec![o]);
 
-    let secrets: Api<Secret> = Api::namespaced(ctx.host.clone(), &source.namespace);
-    let what = format!(
-        "reading kubeconfig secret {}/{}",
-        source.namespace, source.name
-    );
-    let read = tokio::time::timeout(timeout, secrets.get(&source.name)).await;
-    let kubeconfig = bounded(what, timeout, read)?
-        .data
-        .and_then(|mut d| d.remove(&source.key))
-        .ok_or_else(|| HostError::Invalid {
-            what: format!(
-                "kubeconfig secret {}/{} has no key {:?}",
-                source.namespace, source.name, source.key
-            ),
-        })?;
+    let kubeconfig =
+        super::connect::secret_value(ctx, &source.namespace, &source.name, &source.key)
+            .await
+            .map(k8s_openapi::ByteString)
+            .map_err(|e| HostError::Secret(e.to_string()))?;
     let ours: Api<Secret> = Api::namespaced(ctx.host.clone(), namespace);
     let secret_name = secret_name(&name);
     let read = tokio::time::timeout(timeout, ours.get_opt(&secret_name)).await;

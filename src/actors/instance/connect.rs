@@ -236,19 +236,29 @@ async fn read_secret_key(
     name: &str,
     key: &str,
 ) -> Result<String, ConnectError> {
+    let bytes = secret_value(ctx, ns, name, key).await?;
+    String::from_utf8(bytes)
+        .map_err(|_| ConnectError::Failed(format!("secret {ns}/{name} key {key:?} is not UTF-8")))
+}
+
+/// The value under `key` of Secret `ns/name` on the host, bounded by the request timeout.
+pub(super) async fn secret_value(
+    ctx: &Context,
+    ns: &str,
+    name: &str,
+    key: &str,
+) -> Result<Vec<u8>, ConnectError> {
     let secrets: Api<Secret> = Api::namespaced(ctx.host.clone(), ns);
     let secret = bounded(ctx, secrets.get_opt(name))
         .await?
         .map_err(|e| ConnectError::Failed(format!("reading secret {ns}/{name}: {e}")))?;
     let secret = secret
         .ok_or_else(|| ConnectError::Failed(format!("kubeconfig secret {ns}/{name} not found")))?;
-    let bytes = secret
+    secret
         .data
-        .as_ref()
-        .and_then(|d| d.get(key))
-        .ok_or_else(|| ConnectError::Failed(format!("secret {ns}/{name} has no key {key:?}")))?;
-    String::from_utf8(bytes.0.clone())
-        .map_err(|_| ConnectError::Failed(format!("secret {ns}/{name} key {key:?} is not UTF-8")))
+        .and_then(|mut d| d.remove(key))
+        .map(|b| b.0)
+        .ok_or_else(|| ConnectError::Failed(format!("secret {ns}/{name} has no key {key:?}")))
 }
 
 async fn bounded<T>(

@@ -70,9 +70,8 @@ pub struct InstanceState {
     registered: bool,
     /// The Secret the instance's kubeconfig was read from at the last connect.
     kubeconfig_source: Option<clusterpedia::KubeconfigSource>,
-    /// When the PediaCluster was last made what it should be (`None`: an attempt is in
-    /// flight or none has run), while Clusterpedia registration is on.
-    clusterpedia_at: Option<Option<Instant>>,
+    /// Where the instance's Clusterpedia registration stands, while it is on.
+    clusterpedia_round: clusterpedia::Round,
     /// Whether Kairship's roles on the members were last applied (`Some(true)`) or
     /// removed (`Some(false)`) by this actor as leader; `None`: not yet, or failed.
     member_access: Option<bool>,
@@ -260,7 +259,7 @@ impl Actor for InstanceActor {
             last_write_at: None,
             registered: false,
             kubeconfig_source: None,
-            clusterpedia_at: None,
+            clusterpedia_round: clusterpedia::Round::NotYet,
             member_access: None,
             member_access_task: None,
             last_error: None,
@@ -396,7 +395,7 @@ impl Actor for InstanceActor {
                 }
             },
             InstanceMsg::Clusterpedia(result) => {
-                state.clusterpedia_at = Some(Some(Instant::now()));
+                state.clusterpedia_round = clusterpedia::Round::DoneAt(Instant::now());
                 state.observed.clusterpedia = Some(match result {
                     Ok(reported) => reported,
                     Err(e) => {
@@ -501,15 +500,10 @@ fn register_with_clusterpedia(myself: &ActorRef<InstanceMsg>, state: &mut Instan
         Some(r) if r.ready == Some(true) => state.ctx.settings.clusterpedia_every,
         _ => state.ctx.settings.clusterpedia_every / 3,
     };
-    let due = match state.clusterpedia_at {
-        None => true,
-        Some(None) => false,
-        Some(Some(at)) => at.elapsed() >= every,
-    };
-    if !due || !state.observed.lifecycle.connected() {
+    if !state.clusterpedia_round.due(every) || !state.observed.lifecycle.connected() {
         return;
     }
-    state.clusterpedia_at = Some(None);
+    state.clusterpedia_round = clusterpedia::Round::InFlight;
     let (ctx, instance, me) = (state.ctx.clone(), state.instance.clone(), myself.clone());
     let span = tracing::Span::current();
     tokio::spawn(tracing::Instrument::instrument(
