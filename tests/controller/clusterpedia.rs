@@ -38,6 +38,34 @@ async fn install_pedia_crd(host: &kube::Client) {
         .expect("install the PediaCluster CRD");
 }
 
+/// Writes the `Ready` condition clustersynchro-manager would write.
+async fn report_ready(
+    pedias: &Api<DynamicObject>,
+    name: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+) {
+    let condition = json!({"type": "Ready", "status": status, "reason": reason,
+        "message": message, "lastTransitionTime": "2026-11-24T00:00:00Z"});
+    pedias
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"conditions": [condition]}})),
+        )
+        .await
+        .expect("status");
+}
+
+/// Whether `name` is gone (`None` when the host did not say).
+async fn gone<K>(api: &Api<K>, name: &str) -> Option<bool>
+where
+    K: Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    Some(api.get_opt(name).await.ok()?.is_none())
+}
+
 fn condition(env_status: &kairship::crd::InstanceStatus) -> Option<(String, String, String)> {
     env_status
         .conditions
@@ -104,18 +132,14 @@ async fn each_instance_is_registered_with_clusterpedia_through_a_secret_and_remo
     }
 
     // Clusterpedia's Ready condition shows on the Instance in its words.
-    pedias
-        .patch_status(
-            "karmada-1",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"status": {"conditions": [{"type": "Ready", "status": "False",
-                "reason": "ClusterUnhealthy", "message": "cluster is unhealthy: dial tcp: refused",
-                "lastTransitionTime": "2026-11-24T00:00:00Z"}]}}),
-            ),
-        )
-        .await
-        .expect("status");
+    report_ready(
+        &pedias,
+        "karmada-1",
+        "False",
+        "ClusterUnhealthy",
+        "cluster is unhealthy: dial tcp: refused",
+    )
+    .await;
     eventually(
         Duration::from_secs(10),
         "Clusterpedia's failure",
@@ -125,17 +149,7 @@ async fn each_instance_is_registered_with_clusterpedia_through_a_secret_and_remo
         },
     )
     .await;
-    pedias
-        .patch_status(
-            "karmada-1",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"status": {"conditions": [{"type": "Ready", "status": "True",
-                "reason": "Ready", "message": "", "lastTransitionTime": "2026-11-24T00:00:01Z"}]}}),
-            ),
-        )
-        .await
-        .expect("status");
+    report_ready(&pedias, "karmada-1", "True", "Ready", "").await;
     eventually(
         Duration::from_secs(10),
         "ClusterpediaSynced True",
@@ -211,13 +225,9 @@ async fn each_instance_is_registered_with_clusterpedia_through_a_secret_and_remo
         Duration::from_secs(15),
         "PediaCluster and Secret gone",
         || async {
-            (pedias.get_opt("karmada-1").await.ok()?.is_none()
-                && secrets
-                    .get_opt("kairship-karmada-1-kubeconfig")
-                    .await
-                    .ok()?
-                    .is_none())
-            .then_some(())
+            (gone(&pedias, "karmada-1").await?
+                && gone(&secrets, "kairship-karmada-1-kubeconfig").await?)
+                .then_some(())
         },
     )
     .await;
@@ -233,13 +243,9 @@ async fn each_instance_is_registered_with_clusterpedia_through_a_secret_and_remo
         .await
         .expect("delete");
     eventually(Duration::from_secs(15), "karmada-2 gone", || async {
-        (env.instances().get_opt("karmada-2").await.ok()?.is_none()
-            && secrets
-                .get_opt("kairship-karmada-2-kubeconfig")
-                .await
-                .ok()?
-                .is_none())
-        .then_some(())
+        (gone(&env.instances(), "karmada-2").await?
+            && gone(&secrets, "kairship-karmada-2-kubeconfig").await?)
+            .then_some(())
     })
     .await;
     assert!(pedias.get_opt("karmada-2").await.expect("read").is_some());

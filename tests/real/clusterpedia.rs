@@ -21,16 +21,14 @@ fn host(demo: &Demo) -> std::path::PathBuf {
 pub async fn registered(demo: &Demo, instances: &[&str]) {
     let host = host(demo);
     for name in instances {
-        let pedia: Value = eventually(Duration::from_secs(60), "a PediaCluster", || {
-            let out = demo.kubectl(&host, &["get", "pediacluster", name, "-o", "json"]);
-            async move {
-                out.status
-                    .success()
-                    .then(|| serde_json::from_slice(&out.stdout).ok())
-                    .flatten()
-            }
-        })
-        .await;
+        let pedia = demo
+            .eventually_json(
+                Duration::from_secs(60),
+                "a PediaCluster",
+                &host,
+                &["get", "pediacluster", name, "-o", "json"],
+            )
+            .await;
         assert_eq!(
             pedia["spec"],
             kairship::actors::instance::clusterpedia::spec(name),

@@ -208,6 +208,26 @@ impl Demo {
         serde_json::from_str(&self.ok(kubeconfig, args)).expect("kubectl prints JSON")
     }
 
+    /// kubectl's JSON once it succeeds (the object may not be there yet).
+    async fn eventually_json(
+        &self,
+        within: Duration,
+        what: &str,
+        kubeconfig: &Path,
+        args: &[&str],
+    ) -> Value {
+        eventually(within, what, || {
+            let out = self.kubectl(kubeconfig, args);
+            async move {
+                out.status
+                    .success()
+                    .then(|| serde_json::from_slice(&out.stdout).ok())
+                    .flatten()
+            }
+        })
+        .await
+    }
+
     fn request<T>(&self, msg: T) -> tonic::Request<T> {
         let mut r = tonic::Request::new(msg);
         let v = format!("Bearer {}", self.token("admin"));
@@ -440,19 +460,14 @@ async fn kairship_against_real_karmada() {
         .dir
         .path()
         .join("real/karmada-1-member1/admin.kubeconfig");
-    let on_member1: Value = eventually(Duration::from_secs(60), "web on member1", || {
-        let out = demo.kubectl(
+    let on_member1 = demo
+        .eventually_json(
+            Duration::from_secs(60),
+            "web on member1",
             &member1,
             &["get", "deployment", "web", "-n", "default", "-o", "json"],
-        );
-        async move {
-            out.status
-                .success()
-                .then(|| serde_json::from_slice(&out.stdout).ok())
-                .flatten()
-        }
-    })
-    .await;
+        )
+        .await;
     assert_eq!(on_member1["spec"]["replicas"], 2);
 
     // The caller's identity meets the instance's real RBAC: the viewer reads workloads,
