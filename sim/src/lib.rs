@@ -18,6 +18,7 @@ pub mod faults;
 pub mod fleet;
 pub mod karmada;
 mod launch;
+pub mod openapi;
 pub mod operator;
 pub mod patch;
 pub mod rbac;

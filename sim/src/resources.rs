@@ -421,6 +421,11 @@ pub fn initial(flavor: Flavor) -> (Vec<ResourceDef>, Vec<Value>) {
     (defs, crds.iter().map(CrdFacts::to_object).collect())
 }
 
+/// Access reviews are answered, never stored: `create` is their only verb.
+pub fn is_review(def: &ResourceDef) -> bool {
+    def.group == "authorization.k8s.io"
+}
+
 /// Index of served resources, looked up by the pieces of a request path.
 #[derive(Debug, Default, Clone)]
 pub struct Registry {

@@ -58,7 +58,7 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
     {
         let mut r = json!({
             "name": d.plural, "singularName": d.singular, "namespaced": d.namespaced, "kind": d.kind,
-            "verbs": VERBS,
+            "verbs": if crate::resources::is_review(d) { &["create"][..] } else { VERBS },
         });
         // kube-apiserver leaves empty lists out (omitempty).
         if !d.short_names.is_empty() {
@@ -96,7 +96,7 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
 
 pub fn version() -> Value {
     json!({
-        "major": "1", "minor": "31", "gitVersion": "v1.31.3", "gitCommit": "kairship-sim",
+        "major": "1", "minor": "35", "gitVersion": "v1.35.3", "gitCommit": "kairship-sim",
         "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23.0",
         "compiler": "gc", "platform": "linux/amd64",
     })

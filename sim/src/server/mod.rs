@@ -351,9 +351,10 @@ impl ApiServer {
                     .map(|d| json_response(StatusCode::OK, &d))
                     .ok_or_else(|| ApiError::path_not_found(&path))
             }
-            Route::OpenApi | Route::NotFound | Route::ClusterProxy { .. } => {
-                Err(ApiError::path_not_found(&path))
-            }
+            Route::OpenApi => openapi_document(&self.store, &path)
+                .map(|d| json_response(StatusCode::OK, &d))
+                .ok_or_else(|| ApiError::path_not_found(&path)),
+            Route::NotFound | Route::ClusterProxy { .. } => Err(ApiError::path_not_found(&path)),
             Route::Resource(rp) => self.resource(req, rp, user, who).await,
         }
     }
@@ -391,6 +392,16 @@ impl ApiServer {
         serde_json::from_slice(&body).map_err(|e| {
             ApiError::bad_request(format!("the body of the request was not valid JSON: {e}"))
         })
+    }
+}
+
+/// `/openapi/v2`, `/openapi/v3` or `/openapi/v3/{group-version}`, as served now.
+fn openapi_document(store: &Store, path: &str) -> Option<Value> {
+    let catalog = crate::openapi::Catalog::of(store);
+    match path.trim_end_matches('/') {
+        "/openapi/v2" => Some(crate::openapi::v2(&catalog)),
+        "/openapi/v3" => Some(crate::openapi::v3_root(&catalog)),
+        p => crate::openapi::v3_group_version(&catalog, p.strip_prefix("/openapi/v3/")?),
     }
 }
 

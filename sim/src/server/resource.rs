@@ -74,7 +74,7 @@ impl ApiServer {
             bytes_response(code, o.render(&api_version))
         };
         match (req.method().clone(), rp.name.as_deref()) {
-            (Method::POST, None) if def.group == "authorization.k8s.io" => {
+            (Method::POST, None) if crate::resources::is_review(&def) => {
                 let body = self.read_json(req).await?;
                 let self_review = def.plural == "selfsubjectaccessreviews";
                 let answer = rbac::review(&self.store, who, body, self_review)?;

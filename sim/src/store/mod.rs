@@ -225,6 +225,16 @@ impl Store {
         })
     }
 
+    /// The CustomResourceDefinition objects, for the schemas they publish.
+    pub fn crds(&self) -> Vec<Obj> {
+        let inner = self.inner.lock();
+        inner
+            .collections
+            .get(CRD_KEY)
+            .map(|c| c.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.live.subscribe()
     }

@@ -1,0 +1,628 @@
+//! The documents themselves: the Swagger 2.0 document (`/openapi/v2`), the OpenAPI v3
+//! index (`/openapi/v3`) and one OpenAPI 3.0 document per group-version, each with the
+//! operations of its resources and the definitions they reach.
+
+use std::collections::BTreeSet;
+use std::hash::{Hash, Hasher};
+
+use serde_json::{json, Map, Value};
+
+use super::{builtin, Catalog, Published};
+
+/// The `info.version` kube-apiserver v1.35 publishes.
+const INFO: &str = "1.35";
+
+/// What one operation does, as `x-kubernetes-action` names it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Action {
+    List,
+    Post,
+    DeleteCollection,
+    Get,
+    Put,
+    Patch,
+    Delete,
+}
+
+/// One operation, before it is written in either OpenAPI version.
+struct Operation {
+    method: &'static str,
+    action: Action,
+    id: String,
+    description: String,
+    query: &'static [&'static str],
+    body: Option<String>,
+    response: String,
+    gvk: Value,
+    tag: String,
+}
+
+/// The paths of one group-version (all of them for `None`), with their operations.
+fn operations(catalog: &Catalog, gv: Option<&str>) -> Vec<(String, Vec<Operation>)> {
+    let mut paths = Vec::new();
+    for p in catalog
+        .resources
+        .iter()
+        .filter(|p| gv.is_none_or(|gv| gv == group_version_path(p)))
+    {
+        paths.extend(resource_paths(p));
+    }
+    paths
+}
+
+/// `api/v1` or `apis/{group}/{version}`: where a group-version's paths live.
+fn group_version_path(p: &Published) -> String {
+    match p.def.group.as_str() {
+        "" => format!("api/{}", p.version),
+        g => format!("apis/{g}/{}", p.version),
+    }
+}
+
+const LIST_QUERY: &[&str] = &[
+    "allowWatchBookmarks",
+    "continue",
+    "fieldSelector",
+    "labelSelector",
+    "limit",
+    "resourceVersion",
+    "resourceVersionMatch",
+    "sendInitialEvents",
+    "timeoutSeconds",
+    "watch",
+];
+const WRITE_QUERY: &[&str] = &["dryRun", "fieldManager", "fieldValidation"];
+const PATCH_QUERY: &[&str] = &["dryRun", "fieldManager", "fieldValidation", "force"];
+const DELETE_QUERY: &[&str] = &[
+    "dryRun",
+    "gracePeriodSeconds",
+    "orphanDependents",
+    "propagationPolicy",
+];
+
+fn resource_paths(p: &Published) -> Vec<(String, Vec<Operation>)> {
+    let def = &p.def;
+    let base = format!("/{}", group_version_path(p));
+    let ns = if def.namespaced { "Namespaced" } else { "" };
+    let gv = camel_group_version(&def.group, &p.version);
+    let kind = &def.kind;
+    let tag = tag(&def.group, &p.version);
+    let object = p.definition.clone();
+    let list = format!("{object}List");
+    let gvk = json!({"group": p.gvk.group, "kind": p.gvk.kind, "version": p.gvk.version});
+    let op = |method,
+              action,
+              id: String,
+              description: String,
+              query,
+              body: Option<&str>,
+              response: &str| Operation {
+        method,
+        action,
+        id,
+        description,
+        query,
+        body: body.map(String::from),
+        response: response.to_string(),
+        gvk: gvk.clone(),
+        tag: tag.clone(),
+    };
+    let collection = match def.namespaced {
+        true => format!("{base}/namespaces/{{namespace}}/{}", def.plural),
+        false => format!("{base}/{}", def.plural),
+    };
+    let item = format!("{collection}/{{name}}");
+    if crate::resources::is_review(def) {
+        return vec![(
+            collection,
+            vec![op(
+                "post",
+                Action::Post,
+                format!("create{gv}{ns}{kind}"),
+                format!("create a {kind}"),
+                WRITE_QUERY,
+                Some(&object),
+                &object,
+            )],
+        )];
+    }
+    let mut out = vec![
+        (
+            collection.clone(),
+            vec![
+                op(
+                    "get",
+                    Action::List,
+                    format!("list{gv}{ns}{kind}"),
+                    format!("list or watch objects of kind {kind}"),
+                    LIST_QUERY,
+                    None,
+                    &list,
+                ),
+                op(
+                    "post",
+                    Action::Post,
+                    format!("create{gv}{ns}{kind}"),
+                    format!("create a {kind}"),
+                    WRITE_QUERY,
+                    Some(&object),
+                    &object,
+                ),
+                op(
+                    "delete",
+                    Action::DeleteCollection,
+                    format!("delete{gv}Collection{ns}{kind}"),
+                    format!("delete collection of {kind}"),
+                    DELETE_QUERY,
+                    Some(DELETE_OPTIONS),
+                    STATUS,
+                ),
+            ],
+        ),
+        (
+            item.clone(),
+            vec![
+                op(
+                    "get",
+                    Action::Get,
+                    format!("read{gv}{ns}{kind}"),
+                    format!("read the specified {kind}"),
+                    &[],
+                    None,
+                    &object,
+                ),
+                op(
+                    "put",
+                    Action::Put,
+                    format!("replace{gv}{ns}{kind}"),
+                    format!("replace the specified {kind}"),
+                    WRITE_QUERY,
+                    Some(&object),
+                    &object,
+                ),
+                op(
+                    "patch",
+                    Action::Patch,
+                    format!("patch{gv}{ns}{kind}"),
+                    format!("partially update the specified {kind}"),
+                    PATCH_QUERY,
+                    Some(PATCH),
+                    &object,
+                ),
+                op(
+                    "delete",
+                    Action::Delete,
+                    format!("delete{gv}{ns}{kind}"),
+                    format!("delete a {kind}"),
+                    DELETE_QUERY,
+                    Some(DELETE_OPTIONS),
+                    STATUS,
+                ),
+            ],
+        ),
+    ];
+    if def.namespaced {
+        out.push((
+            format!("{base}/{}", def.plural),
+            vec![op(
+                "get",
+                Action::List,
+                format!("list{gv}{kind}ForAllNamespaces"),
+                format!("list or watch objects of kind {kind}"),
+                LIST_QUERY,
+                None,
+                &list,
+            )],
+        ));
+    }
+    if def.status_subresource {
+        out.push((
+            format!("{item}/status"),
+            vec![
+                op(
+                    "get",
+                    Action::Get,
+                    format!("read{gv}{ns}{kind}Status"),
+                    format!("read status of the specified {kind}"),
+                    &[],
+                    None,
+                    &object,
+                ),
+                op(
+                    "put",
+                    Action::Put,
+                    format!("replace{gv}{ns}{kind}Status"),
+                    format!("replace status of the specified {kind}"),
+                    WRITE_QUERY,
+                    Some(&object),
+                    &object,
+                ),
+                op(
+                    "patch",
+                    Action::Patch,
+                    format!("patch{gv}{ns}{kind}Status"),
+                    format!("partially update status of the specified {kind}"),
+                    PATCH_QUERY,
+                    Some(PATCH),
+                    &object,
+                ),
+            ],
+        ));
+    }
+    if crate::server::scale::served(def) {
+        let scale = "io.k8s.api.autoscaling.v1.Scale";
+        let scale_gvk = json!({"group": "autoscaling", "kind": "Scale", "version": "v1"});
+        let mut ops = vec![
+            op(
+                "get",
+                Action::Get,
+                format!("read{gv}{ns}{kind}Scale"),
+                format!("read scale of the specified {kind}"),
+                &[],
+                None,
+                scale,
+            ),
+            op(
+                "put",
+                Action::Put,
+                format!("replace{gv}{ns}{kind}Scale"),
+                format!("replace scale of the specified {kind}"),
+                WRITE_QUERY,
+                Some(scale),
+                scale,
+            ),
+            op(
+                "patch",
+                Action::Patch,
+                format!("patch{gv}{ns}{kind}Scale"),
+                format!("partially update scale of the specified {kind}"),
+                PATCH_QUERY,
+                Some(PATCH),
+                scale,
+            ),
+        ];
+        for o in &mut ops {
+            o.gvk = scale_gvk.clone();
+        }
+        out.push((format!("{item}/scale"), ops));
+    }
+    out
+}
+
+const STATUS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Status";
+const DELETE_OPTIONS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions";
+const PATCH: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch";
+
+/// `AppsV1`, `CoreV1`, `RbacAuthorizationV1`, `PolicyKarmadaIoV1alpha1`: operation ids'
+/// group-version part (`.k8s.io` dropped, as kube-apiserver does).
+fn camel_group_version(group: &str, version: &str) -> String {
+    let group = match group {
+        "" => "core",
+        g => g.strip_suffix(".k8s.io").unwrap_or(g),
+    };
+    let mut out = String::new();
+    for part in group.split(['.', '-']) {
+        let mut c = part.chars();
+        if let Some(first) = c.next() {
+            out.extend(first.to_uppercase());
+            out.push_str(c.as_str());
+        }
+    }
+    let mut v = version.chars();
+    if let Some(first) = v.next() {
+        out.extend(first.to_uppercase());
+        out.push_str(v.as_str());
+    }
+    out
+}
+
+/// `apps_v1`, `rbacAuthorization_v1`: the tag grouping a group-version's operations.
+fn tag(group: &str, version: &str) -> String {
+    let camel = camel_group_version(group, version);
+    let group_part = &camel[..camel.len() - version.len()];
+    let mut c = group_part.chars();
+    let lower: String = c
+        .next()
+        .map(|f| f.to_lowercase().chain(c).collect())
+        .unwrap_or_default();
+    format!("{lower}_{version}")
+}
+
+fn query_parameter(name: &str) -> (&'static str, &'static str) {
+    match name {
+        "allowWatchBookmarks" | "watch" | "sendInitialEvents" | "force" | "orphanDependents" => ("boolean", ""),
+        "limit" | "timeoutSeconds" | "gracePeriodSeconds" => ("integer", ""),
+        "fieldValidation" => ("string", "How the server treats unknown or duplicate fields in the object: Ignore drops them silently, Warn (the default) drops them with a warning per field, Strict fails the request naming each one."),
+        "fieldManager" => ("string", "The name of the actor making these changes; required for apply patches."),
+        "dryRun" => ("string", "When present (All), the change is checked but not persisted."),
+        _ => ("string", ""),
+    }
+}
+
+/// The list definition of a kind's definition (kube-apiserver publishes one per kind).
+fn list_definition(catalog: &Catalog, p: &Published) -> Value {
+    let list_kind = format!("{}List", p.gvk.kind);
+    json!({
+        "description": format!("{list_kind} is a list of {}", p.gvk.kind),
+        "type": "object",
+        "required": ["items"],
+        "properties": {
+            "apiVersion": catalog.definitions[&p.definition]["properties"]["apiVersion"],
+            "items": {"type": "array", "items": {"$ref": format!("#/definitions/{}", p.definition)}},
+            "kind": catalog.definitions[&p.definition]["properties"]["kind"],
+            "metadata": {"$ref": "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"},
+        },
+        "x-kubernetes-group-version-kind": [{"group": p.gvk.group, "kind": list_kind, "version": p.gvk.version}],
+    })
+}
+
+/// All definitions, list definitions included, as `#/definitions/...` references.
+fn definitions(catalog: &Catalog) -> Map<String, Value> {
+    let mut defs = catalog.definitions.clone();
+    for p in catalog
+        .resources
+        .iter()
+        .filter(|p| !crate::resources::is_review(&p.def))
+    {
+        defs.entry(format!("{}List", p.definition))
+            .or_insert_with(|| list_definition(catalog, p));
+    }
+    defs.entry(PATCH.to_string()).or_insert_with(|| {
+        json!({"description": "Patch is the body of a PATCH request, in one of the patch formats its content type names.", "type": "object"})
+    });
+    defs
+}
+
+/// `/openapi/v2`: every path and every definition.
+pub fn v2(catalog: &Catalog) -> Value {
+    let mut paths = Map::new();
+    for (path, ops) in operations(catalog, None) {
+        let mut item = Map::new();
+        for o in ops {
+            let mut parameters: Vec<Value> = o
+                .query
+                .iter()
+                .map(|q| {
+                    let (ty, description) = query_parameter(q);
+                    json!({"uniqueItems": true, "type": ty, "description": description, "name": q, "in": "query"})
+                })
+                .collect();
+            if let Some(body) = &o.body {
+                parameters.insert(0, json!({"name": "body", "in": "body", "required": true, "schema": {"$ref": format!("#/definitions/{body}")}}));
+            }
+            let consumes: Vec<&str> = match o.action {
+                Action::Patch => vec![
+                    "application/json-patch+json",
+                    "application/merge-patch+json",
+                    "application/strategic-merge-patch+json",
+                    "application/apply-patch+yaml",
+                ],
+                _ => vec!["*/*"],
+            };
+            item.insert(
+                o.method.into(),
+                json!({
+                    "description": o.description, "consumes": consumes,
+                    "produces": ["application/json", "application/yaml"], "schemes": ["https"],
+                    "tags": [o.tag], "operationId": o.id, "parameters": parameters,
+                    "responses": {
+                        "200": {"description": "OK", "schema": {"$ref": format!("#/definitions/{}", o.response)}},
+                        "401": {"description": "Unauthorized"},
+                    },
+                    "x-kubernetes-action": action_name(o.action), "x-kubernetes-group-version-kind": o.gvk,
+                }),
+            );
+        }
+        item.insert("parameters".into(), path_parameters(&path));
+        paths.insert(path, Value::Object(item));
+    }
+    json!({
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": INFO},
+        "paths": paths,
+        "definitions": definitions(catalog),
+        "securityDefinitions": {"BearerToken": {"description": "Bearer Token authentication", "type": "apiKey", "name": "authorization", "in": "header"}},
+        "security": [{"BearerToken": []}],
+    })
+}
+
+fn action_name(a: Action) -> &'static str {
+    match a {
+        Action::List => "list",
+        Action::Post => "post",
+        Action::DeleteCollection => "deletecollection",
+        Action::Get => "get",
+        Action::Put => "put",
+        Action::Patch => "patch",
+        Action::Delete => "delete",
+    }
+}
+
+fn path_parameters(path: &str) -> Value {
+    let mut out = Vec::new();
+    if path.contains("{name}") {
+        out.push(json!({"name": "name", "in": "path", "required": true, "description": "name of the object", "type": "string", "uniqueItems": true}));
+    }
+    if path.contains("{namespace}") {
+        out.push(json!({"name": "namespace", "in": "path", "required": true, "description": "object name and auth scope, such as for teams and projects", "type": "string", "uniqueItems": true}));
+    }
+    out.push(json!({"name": "pretty", "in": "query", "description": "If 'true', then the output is pretty printed.", "type": "string", "uniqueItems": true}));
+    Value::Array(out)
+}
+
+/// The OpenAPI 3.0 document of one group-version (`api/v1`, `apis/apps/v1`), or `None`
+/// when nothing is served there.
+pub fn v3_group_version(catalog: &Catalog, gv: &str) -> Option<Value> {
+    let ops = operations(catalog, Some(gv));
+    if ops.is_empty() {
+        return None;
+    }
+    let defs = definitions(catalog);
+    let mut wanted = BTreeSet::new();
+    let mut paths = Map::new();
+    for (path, ops) in ops {
+        let mut item = Map::new();
+        for o in ops {
+            let parameters: Vec<Value> = o
+                .query
+                .iter()
+                .map(|q| {
+                    let (ty, description) = query_parameter(q);
+                    json!({"name": q, "in": "query", "description": description, "schema": {"type": ty, "uniqueItems": true}})
+                })
+                .collect();
+            let mut operation = json!({
+                "tags": [o.tag], "description": o.description, "operationId": o.id,
+                "parameters": parameters,
+                "responses": {
+                    "200": {"description": "OK", "content": {
+                        "application/json": {"schema": {"$ref": format!("#/components/schemas/{}", o.response)}},
+                        "application/yaml": {"schema": {"$ref": format!("#/components/schemas/{}", o.response)}},
+                    }},
+                    "401": {"description": "Unauthorized"},
+                },
+                "x-kubernetes-action": action_name(o.action), "x-kubernetes-group-version-kind": o.gvk,
+            });
+            wanted.insert(o.response.clone());
+            if let Some(body) = &o.body {
+                wanted.insert(body.clone());
+                let types: &[&str] = match o.action {
+                    Action::Patch => &[
+                        "application/apply-patch+yaml",
+                        "application/json-patch+json",
+                        "application/merge-patch+json",
+                        "application/strategic-merge-patch+json",
+                    ],
+                    _ => &["*/*"],
+                };
+                let content: Map<String, Value> = types
+                    .iter()
+                    .map(|t| {
+                        (
+                            t.to_string(),
+                            json!({"schema": {"$ref": format!("#/components/schemas/{body}")}}),
+                        )
+                    })
+                    .collect();
+                operation["requestBody"] = json!({"content": content, "required": true});
+            }
+            item.insert(o.method.into(), operation);
+        }
+        let mut params = path_parameters(&path);
+        for p in params.as_array_mut().into_iter().flatten() {
+            if let Some(o) = p.as_object_mut() {
+                o.remove("uniqueItems");
+                let ty = o.remove("type").unwrap_or(Value::Null);
+                o.insert("schema".into(), json!({"type": ty, "uniqueItems": true}));
+            }
+        }
+        item.insert("parameters".into(), params);
+        paths.insert(path, Value::Object(item));
+    }
+    let mut schemas = Map::new();
+    let mut queue: Vec<String> = wanted.into_iter().collect();
+    while let Some(name) = queue.pop() {
+        if schemas.contains_key(&name) {
+            continue;
+        }
+        let Some(def) = defs.get(&name) else { continue };
+        let mut def = def.clone();
+        to_v3(&mut def, &mut queue);
+        if let Some(d) = def.as_object_mut() {
+            match name.as_str() {
+                builtin::QUANTITY => {
+                    d.remove("type");
+                    d.insert(
+                        "oneOf".into(),
+                        json!([{"type": "string"}, {"type": "number"}]),
+                    );
+                }
+                builtin::INT_OR_STRING => {
+                    d.remove("type");
+                    d.insert(
+                        "oneOf".into(),
+                        json!([{"type": "integer"}, {"type": "string"}]),
+                    );
+                }
+                _ => {}
+            }
+        }
+        schemas.insert(name, def);
+    }
+    Some(json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": INFO},
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"BearerToken": {"type": "apiKey", "description": "Bearer Token authentication", "name": "authorization", "in": "header"}},
+        },
+    }))
+}
+
+/// Rewrites references into `#/components/schemas/` (noting each target), with a
+/// reference that carries siblings wrapped in `allOf` as OpenAPI 3.0 requires.
+fn to_v3(v: &mut Value, found: &mut Vec<String>) {
+    match v {
+        Value::Object(o) => {
+            if let Some(Value::String(r)) = o.get("$ref").cloned() {
+                let name = r.rsplit('/').next().unwrap_or_default().to_string();
+                let target = Value::String(format!("#/components/schemas/{name}"));
+                found.push(name);
+                if o.len() == 1 {
+                    o.insert("$ref".into(), target);
+                } else {
+                    o.remove("$ref");
+                    o.insert("allOf".into(), json!([{"$ref": target}]));
+                }
+                return;
+            }
+            for (_, child) in o.iter_mut() {
+                to_v3(child, found);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|c| to_v3(c, found)),
+        _ => {}
+    }
+}
+
+/// `/openapi/v3`: where each group-version's document is, with a hash of its content so
+/// clients cache it until it changes.
+pub fn v3_root(catalog: &Catalog) -> Value {
+    let gvs: BTreeSet<String> = catalog.resources.iter().map(group_version_path).collect();
+    let mut paths = Map::new();
+    for gv in gvs {
+        let Some(doc) = v3_group_version(catalog, &gv) else {
+            continue;
+        };
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        doc.to_string().hash(&mut h);
+        paths.insert(
+            gv.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{gv}?hash={:016X}", h.finish())}),
+        );
+    }
+    json!({"paths": paths})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_kube_apiserver() {
+        assert_eq!(camel_group_version("", "v1"), "CoreV1");
+        assert_eq!(
+            camel_group_version("rbac.authorization.k8s.io", "v1"),
+            "RbacAuthorizationV1"
+        );
+        assert_eq!(
+            camel_group_version("policy.karmada.io", "v1alpha1"),
+            "PolicyKarmadaIoV1alpha1"
+        );
+        assert_eq!(tag("apps", "v1"), "apps_v1");
+        assert_eq!(
+            tag("rbac.authorization.k8s.io", "v1"),
+            "rbacAuthorization_v1"
+        );
+    }
+}
