@@ -99,6 +99,19 @@ impl ApiError {
         e
     }
 
+    /// Any other failure, as its code, reason, message and details.
+    pub fn with_details(
+        code: u16,
+        reason: &'static str,
+        message: impl Into<String>,
+        details: Option<Value>,
+    ) -> Self {
+        Self {
+            details,
+            ..Self::new(code, reason, message)
+        }
+    }
+
     /// A patch that parses but cannot be applied: kube-apiserver answers 422.
     pub fn invalid_patch(message: impl Into<String>) -> Self {
         Self::new(422, "Invalid", message)
@@ -184,6 +197,11 @@ impl ApiError {
         if let Some(d) = &self.details {
             s["details"] = d.clone();
         }
+        if self.reason.is_empty() {
+            if let Some(o) = s.as_object_mut() {
+                o.remove("reason");
+            }
+        }
         s
     }
 }
@@ -202,6 +220,8 @@ pub fn failure_bytes(code: u16, reason: &str, message: &str, details: Option<&Va
         metadata: Value,
         status: &'static str,
         message: &'a str,
+        // An internal error without a reason (as server-side apply's) has none.
+        #[serde(skip_serializing_if = "str::is_empty")]
         reason: &'a str,
         #[serde(skip_serializing_if = "Option::is_none")]
         details: Option<&'a Value>,

@@ -99,6 +99,68 @@ const EXTENSIONS: &[(&str, &str, &str)] = &[
     ("apiregistration.v1.APIServiceStatus", "conditions", "list-type=map list-map-keys=type patch-merge-key=type patch-strategy=merge"),
 ];
 
+/// Struct fields present, as `{}`, in a new empty object of their kind (Go values rather
+/// than pointers): kube-apiserver publishes them with `default: {}`, and server-side
+/// apply starts a new object from them, so they are never "added" by a write.
+const OBJECT_DEFAULTS: &[(&str, &str)] = &[
+    ("apps.v1.DaemonSet", "metadata spec status"),
+    ("apps.v1.DaemonSetSpec", "template updateStrategy"),
+    ("apps.v1.Deployment", "metadata spec status"),
+    ("apps.v1.DeploymentSpec", "strategy template"),
+    ("apps.v1.ReplicaSet", "metadata spec status"),
+    ("apps.v1.ReplicaSetSpec", "template"),
+    ("apps.v1.StatefulSet", "metadata spec status"),
+    ("apps.v1.StatefulSetSpec", "template updateStrategy"),
+    (
+        "authorization.v1.SelfSubjectAccessReview",
+        "metadata spec status",
+    ),
+    (
+        "authorization.v1.SubjectAccessReview",
+        "metadata spec status",
+    ),
+    ("autoscaling.v1.Scale", "metadata spec status"),
+    ("batch.v1.Job", "metadata spec status"),
+    ("batch.v1.JobSpec", "template"),
+    ("coordination.v1.Lease", "metadata spec"),
+    ("core.v1.ConfigMap", "metadata"),
+    ("core.v1.Container", "resources"),
+    ("core.v1.ContainerStatus", "lastState state"),
+    ("core.v1.EphemeralContainer", "resources"),
+    ("core.v1.Event", "involvedObject metadata source"),
+    ("core.v1.Namespace", "metadata spec status"),
+    ("core.v1.Node", "metadata spec status"),
+    ("core.v1.NodeDaemonEndpoints", "kubeletEndpoint"),
+    ("core.v1.NodeStatus", "daemonEndpoints nodeInfo"),
+    ("core.v1.PersistentVolumeClaim", "metadata spec status"),
+    ("core.v1.PersistentVolumeClaimSpec", "resources"),
+    ("core.v1.PersistentVolumeClaimTemplate", "metadata spec"),
+    ("core.v1.Pod", "metadata spec status"),
+    ("core.v1.PodTemplateSpec", "metadata spec"),
+    ("core.v1.PreferredSchedulingTerm", "preference"),
+    ("core.v1.ReplicationController", "metadata spec status"),
+    ("core.v1.Secret", "metadata"),
+    ("core.v1.Service", "metadata spec status"),
+    ("core.v1.ServiceAccount", "metadata"),
+    ("core.v1.ServiceStatus", "loadBalancer"),
+    ("core.v1.WeightedPodAffinityTerm", "podAffinityTerm"),
+    ("rbac.v1.ClusterRole", "metadata"),
+    ("rbac.v1.ClusterRoleBinding", "metadata roleRef"),
+    ("rbac.v1.Role", "metadata"),
+    ("rbac.v1.RoleBinding", "metadata roleRef"),
+    (
+        "apiextensions.v1.CustomResourceDefinition",
+        "metadata spec status",
+    ),
+    ("apiextensions.v1.CustomResourceDefinitionSpec", "names"),
+    (
+        "apiextensions.v1.CustomResourceDefinitionStatus",
+        "acceptedNames",
+    ),
+    ("meta.v1.Status", "metadata"),
+    ("apiregistration.v1.APIService", "metadata spec status"),
+];
+
 fn full_name(short: &str) -> String {
     for (prefix, full) in [
         ("meta.v1.", "io.k8s.apimachinery.pkg.apis.meta.v1."),
@@ -232,6 +294,16 @@ fn generate() -> Builtins {
         };
         if let Some(Value::Object(t)) = target {
             t.extend(extensions(spec));
+        }
+    }
+    for (def, fields) in OBJECT_DEFAULTS {
+        let Some(d) = definitions.get_mut(&full_name(def)) else {
+            continue;
+        };
+        for f in fields.split_whitespace() {
+            if let Some(Value::Object(p)) = d.pointer_mut(&format!("/properties/{f}")) {
+                p.insert("default".into(), json!({}));
+            }
         }
     }
     for name in NAME_OPTIONAL {

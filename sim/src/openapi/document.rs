@@ -349,7 +349,7 @@ fn list_definition(catalog: &Catalog, p: &Published) -> Value {
             "apiVersion": catalog.definitions[&p.definition]["properties"]["apiVersion"],
             "items": {"type": "array", "items": {"$ref": format!("#/definitions/{}", p.definition)}},
             "kind": catalog.definitions[&p.definition]["properties"]["kind"],
-            "metadata": {"$ref": "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"},
+            "metadata": {"$ref": "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta", "default": {}},
         },
         "x-kubernetes-group-version-kind": [{"group": p.gvk.group, "kind": list_kind, "version": p.gvk.version}],
     })

@@ -25,8 +25,6 @@ pub enum Shape<'a> {
     /// A map whose keys are data, each value of this schema.
     Map(Node<'a>),
     List(ListType, Option<Node<'a>>),
-    /// A map or struct replaced as a whole (`x-kubernetes-map-type: atomic`).
-    AtomicMap,
     Scalar,
     /// Anything goes: no schema below this point.
     Any,
@@ -85,12 +83,15 @@ impl<'a> Node<'a> {
             .or_else(|| self.resolved().schema.get(ext))
     }
 
+    /// Set and replaced only as a whole (`x-kubernetes-map-type: atomic` on a struct or a
+    /// map; lists say so by their [`ListType`]).
+    pub fn atomic(&self) -> bool {
+        self.ext("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic")
+    }
+
     pub fn shape(&self) -> Shape<'a> {
         let r = self.resolved();
         let s = r.schema;
-        if self.ext("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic") {
-            return Shape::AtomicMap;
-        }
         let preserve = self.flag("x-kubernetes-preserve-unknown-fields");
         if s.get("properties").is_some() || self.flag("x-kubernetes-embedded-resource") {
             return Shape::Struct { preserve };
@@ -125,6 +126,27 @@ impl<'a> Node<'a> {
             Some("string" | "integer" | "number" | "boolean") => Shape::Scalar,
             _ => Shape::Any,
         }
+    }
+
+    /// The declared fields present in a new empty object (`default: {}`), recursively:
+    /// what kube-apiserver's typed decoding starts from.
+    pub fn zero(&self) -> Value {
+        let mut out = Map::new();
+        let r = self.resolved();
+        for (name, p) in r
+            .schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            if p.get("default")
+                .is_some_and(|d| d.as_object().is_some_and(Map::is_empty))
+            {
+                out.insert(name.clone(), Self::new(p, self.defs).zero());
+            }
+        }
+        Value::Object(out)
     }
 
     /// The schema of a declared field (`apiVersion`, `kind` and `metadata` are declared

@@ -375,6 +375,14 @@ impl ApiServer {
     }
 
     async fn read_json(&self, req: Request<Body>) -> ApiResult<Value> {
+        Ok(self.read_json_checked(req).await?.0)
+    }
+
+    /// The JSON body, with the duplicate fields it repeats (the last one kept).
+    async fn read_json_checked(
+        &self,
+        req: Request<Body>,
+    ) -> ApiResult<(Value, crate::store::fields::validation::Findings)> {
         // Protobuf and CBOR bodies (kubectl's typed `create` subcommands send protobuf) are
         // refused as kube-apiserver refuses a format it does not serve, naming it.
         let ct = req
@@ -389,9 +397,11 @@ impl ApiServer {
             return Err(ApiError::unsupported_media_type(&ct));
         }
         let body = self.read_body(req).await?;
-        serde_json::from_slice(&body).map_err(|e| {
+        let mut found = Default::default();
+        let v = crate::store::fields::validation::parse(&body, &mut found).map_err(|e| {
             ApiError::bad_request(format!("the body of the request was not valid JSON: {e}"))
-        })
+        })?;
+        Ok((v, found))
     }
 }
 

@@ -13,6 +13,8 @@ use serde_json::{json, Value};
 use crate::patch::PatchKind;
 use crate::rbac::{self, Identity};
 use crate::resources::ResourceDef;
+use crate::store::fields::validation::Validation;
+use crate::store::fields::{self, ClientWrite};
 use crate::store::{Filter, Preconditions, WatchFrom};
 use kairship_wire::routes::ResourcePath;
 use kairship_wire::selectors::{FieldSelector, LabelSelector};
@@ -91,31 +93,67 @@ impl ApiServer {
                 self.list(&def, &filter, &q, &api_version, as_table)
             }
             (Method::POST, None) => {
-                let body = self.read_json(req).await?;
-                let created = if q.dry_run() {
-                    dry_object(body)
-                } else {
-                    self.store.create(&def, ns, body)?
-                };
-                Ok(bytes_response(
-                    StatusCode::CREATED,
-                    created.render(&api_version),
+                let w = self.client_write(
+                    &def,
+                    &rp.version,
+                    &q,
+                    req.headers(),
+                    "CreateOptions",
+                    false,
+                )?;
+                let (mut body, found) = self.read_json_checked(req).await?;
+                if q.dry_run() {
+                    let warnings = w.check_body(&def, &mut body, found)?;
+                    let created = dry_object(body);
+                    return Ok(warned(
+                        bytes_response(StatusCode::CREATED, created.render(&api_version)),
+                        &warnings,
+                    ));
+                }
+                let written = self.store.create_by(&def, ns, body, found, &w)?;
+                Ok(warned(
+                    bytes_response(StatusCode::CREATED, written.obj.render(&api_version)),
+                    &written.warnings,
                 ))
             }
             (Method::PUT, Some(name)) => {
-                let body = self.read_json(req).await?;
-                Ok(render(
-                    &*self.store.update(&def, ns, name, body, status_sub)?,
-                    StatusCode::OK,
+                let w = self.client_write(
+                    &def,
+                    &rp.version,
+                    &q,
+                    req.headers(),
+                    "UpdateOptions",
+                    false,
+                )?;
+                let (body, found) = self.read_json_checked(req).await?;
+                let written = self
+                    .store
+                    .update_by(&def, ns, name, body, found, status_sub, &w)?;
+                Ok(warned(
+                    render(&written.obj, StatusCode::OK),
+                    &written.warnings,
                 ))
             }
             (Method::PATCH, Some(name)) => {
                 let kind = PatchKind::from_content_type(&content_type)?;
+                let w = self.client_write(
+                    &def,
+                    &rp.version,
+                    &q,
+                    req.headers(),
+                    "PatchOptions",
+                    kind == PatchKind::Apply,
+                )?;
                 let body = self.read_body(req).await?;
-                Ok(render(
-                    &*self.store.patch(&def, ns, name, kind, &body, status_sub)?,
-                    StatusCode::OK,
-                ))
+                let written = self
+                    .store
+                    .patch_by(&def, ns, name, kind, &body, status_sub, &w)?;
+                let code = if written.created {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                };
+                Ok(warned(render(&written.obj, code), &written.warnings))
             }
             (Method::DELETE, Some(name)) => {
                 let body = self.read_body(req).await?;
@@ -247,6 +285,67 @@ impl ApiServer {
             opts,
             &self.faults,
         ))))
+    }
+}
+
+/// Adds one `Warning: 299` header per warning, as kube-apiserver reports dropped fields.
+fn warned(mut r: Response<Body>, warnings: &[String]) -> Response<Body> {
+    for w in warnings {
+        let text = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
+        if let Ok(v) = http::HeaderValue::from_str(&text) {
+            r.headers_mut().append(header::WARNING, v);
+        }
+    }
+    r
+}
+
+impl ApiServer {
+    /// How a client's write is checked and whose fields it sets, from its query and
+    /// headers; `options` is its options kind, for errors about them.
+    fn client_write(
+        &self,
+        def: &ResourceDef,
+        version: &str,
+        q: &Query,
+        headers: &http::HeaderMap,
+        options: &'static str,
+        apply: bool,
+    ) -> ApiResult<ClientWrite> {
+        let validation = Validation::parse(q.get("fieldValidation"), options)?;
+        let force = q.flag("force");
+        if force && !apply {
+            return Err(fields::options_error(
+                options,
+                "force",
+                "FieldValueForbidden",
+                "Forbidden: may not be specified for non-apply patch",
+            ));
+        }
+        let given = q.get("fieldManager").filter(|m| !m.is_empty());
+        if apply && given.is_none() {
+            return Err(fields::options_error(
+                options,
+                "fieldManager",
+                "FieldValueRequired",
+                "Required value: is required for apply patch",
+            ));
+        }
+        let manager = match given {
+            Some(m) => m.to_string(),
+            None => fields::manager_from_user_agent(
+                headers
+                    .get(header::USER_AGENT)
+                    .and_then(|v| v.to_str().ok()),
+            ),
+        };
+        Ok(ClientWrite {
+            manager,
+            manager_given: given.is_some(),
+            api_version: def.api_version(version),
+            validation,
+            force,
+            schema: crate::openapi::schema_of(&self.store, def, version),
+        })
     }
 }
 

@@ -106,6 +106,20 @@ pub fn finalizers(obj: &Value) -> usize {
         .map_or(0, Vec::len)
 }
 
+/// Whether kube-apiserver keeps `metadata.generation` for this kind: workloads, Pods,
+/// CRDs and every custom (or aggregated Karmada) kind, not plain data such as ConfigMaps.
+pub fn tracks_generation(def: &crate::resources::ResourceDef) -> bool {
+    def.crd.is_some()
+        || matches!(
+            (def.group.as_str(), def.plural.as_str()),
+            ("apps", _)
+                | ("batch", "jobs")
+                | ("", "pods" | "replicationcontrollers")
+                | ("apiextensions.k8s.io", _)
+                | ("cluster.karmada.io", _)
+        )
+}
+
 /// Whether two objects differ outside `metadata` and `status` (what bumps generation).
 pub fn spec_changed(old: &Value, new: &Value) -> bool {
     let (Some(o), Some(n)) = (old.as_object(), new.as_object()) else {

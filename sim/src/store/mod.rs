@@ -3,7 +3,9 @@
 //!
 //! Every object is serialized once when written, so LIST and watch only copy bytes.
 
+mod client;
 mod defaults;
+pub mod fields;
 pub mod meta;
 mod writes;
 
@@ -317,7 +319,18 @@ impl Store {
         })
     }
 
-    pub fn create(&self, def: &ResourceDef, ns: Option<&str>, mut obj: Value) -> ApiResult<Obj> {
+    pub fn create(&self, def: &ResourceDef, ns: Option<&str>, obj: Value) -> ApiResult<Obj> {
+        self.create_managed(def, ns, obj, None)
+    }
+
+    /// Creates an object with these `managedFields` (`None`: none).
+    fn create_managed(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        mut obj: Value,
+        managed: Option<Value>,
+    ) -> ApiResult<Obj> {
         check_kind(def, &obj)?;
         let mut inner = self.inner.lock();
         let m = meta_mut(&mut obj);
@@ -369,10 +382,21 @@ impl Store {
         m.insert("uid".into(), meta::new_uid().into());
         m.insert("creationTimestamp".into(), meta::now_rfc3339().into());
         m.insert("resourceVersion".into(), rv.to_string().into());
-        m.insert("generation".into(), 1.into());
+        if meta::tracks_generation(def) {
+            m.insert("generation".into(), 1.into());
+        } else {
+            m.remove("generation");
+        }
         m.remove("deletionTimestamp");
         m.remove("deletionGracePeriodSeconds");
-        m.remove("managedFields");
+        match managed {
+            Some(v) if v.as_array().is_some_and(|a| !a.is_empty()) => {
+                m.insert("managedFields".into(), v);
+            }
+            _ => {
+                m.remove("managedFields");
+            }
+        }
         obj["apiVersion"] = def.api_version(&def.versions[0]).into();
         obj["kind"] = def.kind.clone().into();
         if def.status_subresource {
@@ -416,7 +440,7 @@ impl Store {
         check_kind(def, &obj)?;
         let mut inner = self.inner.lock();
         let current = inner.get(def, ns, name)?;
-        inner.replace(self, def, &current, obj, status)
+        inner.replace(self, def, &current, obj, status, None)
     }
 
     /// Patches an object atomically; server-side apply creates it when absent.
@@ -450,7 +474,7 @@ impl Store {
         let mut next = current.value.clone();
         patch::apply(kind, &mut next, body)?;
         check_kind(def, &next)?;
-        inner.replace(self, def, &current, next, status)
+        inner.replace(self, def, &current, next, status, None)
     }
 
     /// Deletes an object, or marks it for deletion while finalizers remain.

@@ -201,6 +201,7 @@ impl Inner {
         current: &Obj,
         mut obj: Value,
         status_only: bool,
+        managed: Option<Value>,
     ) -> ApiResult<Obj> {
         let name = current.name().to_string();
         let old = &current.value;
@@ -269,11 +270,23 @@ impl Inner {
             };
         }
         m.insert("resourceVersion".into(), rv.to_string().into());
-        m.insert(
-            "generation".into(),
-            (if bump { generation + 1 } else { generation }).into(),
-        );
-        m.remove("managedFields");
+        if meta::tracks_generation(def) {
+            m.insert(
+                "generation".into(),
+                (if bump { generation + 1 } else { generation }).into(),
+            );
+        } else {
+            m.remove("generation");
+        }
+        // Internal writes leave ownership as it was; clients' writes bring the new one.
+        match managed.or_else(|| old_meta.get("managedFields").cloned()) {
+            Some(v) if v.as_array().is_some_and(|a| !a.is_empty()) => {
+                m.insert("managedFields".into(), v);
+            }
+            _ => {
+                m.remove("managedFields");
+            }
+        }
         obj["apiVersion"] = def.api_version(&def.versions[0]).into();
         obj["kind"] = def.kind.clone().into();
         if def.key() == CRD_KEY && !status_only {

@@ -1,0 +1,220 @@
+//! Clients' writes: the same create, replace and patch as the simulator's own writes, plus
+//! field validation and field ownership (`managedFields`), with server-side apply as
+//! kube-apiserver does it rather than as a merge patch.
+
+use serde_json::Value;
+
+use super::fields::validation::Findings;
+use super::fields::{ClientWrite, Scope};
+use super::writes::check_kind;
+use super::{meta::meta_mut, Obj, Store};
+use crate::patch::{self, PatchKind};
+use crate::resources::ResourceDef;
+use kairship_wire::status::{ApiError, ApiResult};
+
+/// A client's write as stored, with the warnings its answer carries.
+pub struct Written {
+    pub obj: Obj,
+    pub warnings: Vec<String>,
+    /// Server-side apply made the object (answered 201 rather than 200).
+    pub created: bool,
+}
+
+fn scope(def: &ResourceDef, status: bool) -> Scope {
+    match status {
+        true => Scope::Status,
+        false => Scope::Main {
+            status_subresource: def.status_subresource,
+        },
+    }
+}
+
+impl Store {
+    pub fn create_by(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        mut obj: Value,
+        found: Findings,
+        w: &ClientWrite,
+    ) -> ApiResult<Written> {
+        check_kind(def, &obj)?;
+        let warnings = w.check_body(def, &mut obj, found)?;
+        let managed = w.after_update(None, &obj, scope(def, false));
+        let obj = self.create_managed(def, ns, obj, Some(managed))?;
+        Ok(Written {
+            obj,
+            warnings,
+            created: false,
+        })
+    }
+
+    /// Replaces an object (`status`: only its status, the `/status` subresource).
+    #[allow(clippy::too_many_arguments)]
+    pub fn update_by(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        name: &str,
+        mut obj: Value,
+        found: Findings,
+        status: bool,
+        w: &ClientWrite,
+    ) -> ApiResult<Written> {
+        check_kind(def, &obj)?;
+        // Custom resources are never replaced unconditionally.
+        let rv = super::meta::meta_str(&obj, "resourceVersion").filter(|r| !r.is_empty());
+        if def.crd.is_some() && rv.is_none() {
+            let mut e = ApiError::invalid(
+                def.target(name),
+                "metadata.resourceVersion",
+                "Invalid value: 0: must be specified for an update",
+            );
+            e.message = format!(
+                "{}.{} {name:?} is invalid: metadata.resourceVersion: Invalid value: 0: must be specified for an update",
+                def.plural, def.group
+            );
+            e.details = Some(serde_json::json!({
+                "name": name, "group": def.group, "kind": def.plural,
+                "causes": [{"reason": "FieldValueInvalid", "message": "Invalid value: 0: must be specified for an update", "field": "metadata.resourceVersion"}],
+            }));
+            return Err(e);
+        }
+        let warnings = w.check_body(def, &mut obj, found)?;
+        let mut inner = self.inner.lock();
+        let current = inner.get(def, ns, name)?;
+        let managed = w.after_update(Some(&current.value), &obj, scope(def, status));
+        let obj = inner.replace(self, def, &current, obj, status, Some(managed))?;
+        Ok(Written {
+            obj,
+            warnings,
+            created: false,
+        })
+    }
+
+    /// Patches an object atomically; server-side apply creates it when absent.
+    #[allow(clippy::too_many_arguments)]
+    pub fn patch_by(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        name: &str,
+        kind: PatchKind,
+        body: &[u8],
+        status: bool,
+        w: &ClientWrite,
+    ) -> ApiResult<Written> {
+        if kind == PatchKind::Strategic && !def.builtin {
+            return Err(ApiError::unsupported_media_type(
+                "application/strategic-merge-patch+json is not supported for custom resources",
+            ));
+        }
+        let mut inner = self.inner.lock();
+        let current = match inner.get(def, ns, name) {
+            Ok(c) => Some(c),
+            Err(e) if kind == PatchKind::Apply && e.code == 404 => None,
+            Err(e) => return Err(e),
+        };
+        if kind == PatchKind::Apply {
+            let config: Value = serde_json::from_slice(body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding apply patch: {e}")))?;
+            check_kind(def, &config)?;
+            let mut merged = w.apply(
+                def,
+                current.as_ref().map(|c| &c.value),
+                &config,
+                scope(def, status),
+            )?;
+            let managed = meta_mut(&mut merged).remove("managedFields");
+            let Some(current) = current else {
+                drop(inner);
+                meta_mut(&mut merged).insert("name".into(), name.into());
+                let obj = self.create_managed(def, ns, merged, managed)?;
+                return Ok(Written {
+                    obj,
+                    warnings: Vec::new(),
+                    created: true,
+                });
+            };
+            if unchanged(&current.value, &merged, managed.as_ref()) {
+                return Ok(Written {
+                    obj: current,
+                    warnings: Vec::new(),
+                    created: false,
+                });
+            }
+            let obj = inner.replace(self, def, &current, merged, status, managed)?;
+            return Ok(Written {
+                obj,
+                warnings: Vec::new(),
+                created: false,
+            });
+        }
+        let Some(current) = current else {
+            return Err(ApiError::internal("patch of a missing object"));
+        };
+        let mut next = current.value.clone();
+        patch::apply(kind, &mut next, body)?;
+        check_kind(def, &next)?;
+        let warnings = w.check_patched(&mut next, |patched| match kind {
+            PatchKind::Strategic => serde_json::from_slice::<Value>(body)
+                .map(|p| go_format(&p))
+                .unwrap_or_default(),
+            _ => serde_json::to_string(patched).unwrap_or_default(),
+        })?;
+        let managed = w.after_update(Some(&current.value), &next, scope(def, status));
+        let obj = inner.replace(self, def, &current, next, status, Some(managed))?;
+        Ok(Written {
+            obj,
+            warnings,
+            created: false,
+        })
+    }
+}
+
+/// An apply that changes neither the object nor who owns what (times aside) is not a
+/// write: kube-apiserver answers with the object as it is.
+fn unchanged(live: &Value, merged: &Value, managed: Option<&Value>) -> bool {
+    let without = |v: &Value| {
+        let mut v = v.clone();
+        meta_mut(&mut v).remove("managedFields");
+        v
+    };
+    let owners = |v: Option<&Value>| -> Vec<Value> {
+        v.and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                let mut e = e.clone();
+                if let Some(o) = e.as_object_mut() {
+                    o.remove("time");
+                }
+                e
+            })
+            .collect()
+    };
+    without(live) == without(merged)
+        && owners(live.pointer("/metadata/managedFields")) == owners(managed)
+}
+
+/// A value as Go's `%v` prints a decoded JSON value (`map[spec:map[x:1]]`), as
+/// kube-apiserver shows a strategic merge patch it refuses.
+fn go_format(v: &Value) -> String {
+    match v {
+        Value::Null => "<nil>".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.clone(),
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(go_format).collect::<Vec<_>>().join(" ")
+        ),
+        Value::Object(m) => format!(
+            "map[{}]",
+            m.iter()
+                .map(|(k, v)| format!("{k}:{}", go_format(v)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+    }
+}
