@@ -161,6 +161,12 @@ const OBJECT_DEFAULTS: &[(&str, &str)] = &[
     ("apiregistration.v1.APIService", "metadata spec status"),
 ];
 
+/// Defaults of list keys: an item that leaves one out is keyed by its default.
+const KEY_DEFAULTS: &[(&str, &str, &str)] = &[
+    ("core.v1.ContainerPort", "protocol", "TCP"),
+    ("core.v1.ServicePort", "protocol", "TCP"),
+];
+
 fn full_name(short: &str) -> String {
     for (prefix, full) in [
         ("meta.v1.", "io.k8s.apimachinery.pkg.apis.meta.v1."),
@@ -304,6 +310,14 @@ fn generate() -> Builtins {
             if let Some(Value::Object(p)) = d.pointer_mut(&format!("/properties/{f}")) {
                 p.insert("default".into(), json!({}));
             }
+        }
+    }
+    for (def, field, value) in KEY_DEFAULTS {
+        if let Some(Value::Object(p)) = definitions
+            .get_mut(&full_name(def))
+            .and_then(|d| d.pointer_mut(&format!("/properties/{field}")))
+        {
+            p.insert("default".into(), json!(value));
         }
     }
     for name in NAME_OPTIONAL {

@@ -9,8 +9,10 @@ use serde_json::{json, Map, Value};
 
 use super::{builtin, Catalog, Published};
 
-/// The `info.version` kube-apiserver v1.35 publishes.
-const INFO: &str = "1.35";
+/// `info.version`: the major and minor version the server reports.
+fn info() -> Value {
+    json!({"title": "Kubernetes", "version": format!("1.{}", crate::server::discovery::MINOR)})
+}
 
 /// What one operation does, as `x-kubernetes-action` names it.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -372,6 +374,24 @@ fn definitions(catalog: &Catalog) -> Map<String, Value> {
     defs
 }
 
+/// A CRD schema as Swagger 2.0 carries it: a node that keeps unknown fields has no
+/// `type`, and `nullable` does not exist there.
+fn crd_to_v2(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            if o.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
+                o.remove("type");
+            }
+            o.remove("nullable");
+            for (_, child) in o.iter_mut() {
+                crd_to_v2(child);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(crd_to_v2),
+        _ => {}
+    }
+}
+
 /// `/openapi/v2`: every path and every definition.
 pub fn v2(catalog: &Catalog) -> Value {
     let mut paths = Map::new();
@@ -415,11 +435,17 @@ pub fn v2(catalog: &Catalog) -> Value {
         item.insert("parameters".into(), path_parameters(&path));
         paths.insert(path, Value::Object(item));
     }
+    let mut defs = definitions(catalog);
+    for name in &catalog.custom {
+        if let Some(d) = defs.get_mut(name) {
+            crd_to_v2(d);
+        }
+    }
     json!({
         "swagger": "2.0",
-        "info": {"title": "Kubernetes", "version": INFO},
+        "info": info(),
         "paths": paths,
-        "definitions": definitions(catalog),
+        "definitions": defs,
         "securityDefinitions": {"BearerToken": {"description": "Bearer Token authentication", "type": "apiKey", "name": "authorization", "in": "header"}},
         "security": [{"BearerToken": []}],
     })
@@ -550,7 +576,7 @@ pub fn v3_group_version(catalog: &Catalog, gv: &str) -> Option<Value> {
     }
     Some(json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": INFO},
+        "info": info(),
         "paths": paths,
         "components": {
             "schemas": schemas,

@@ -39,6 +39,8 @@ struct Published {
 pub struct Catalog {
     definitions: Map<String, Value>,
     resources: Vec<Published>,
+    /// Definitions from CRDs' schemas (Swagger 2.0 publishes them simplified).
+    custom: std::collections::BTreeSet<String>,
 }
 
 impl Catalog {
@@ -54,6 +56,7 @@ impl Catalog {
         let b = builtin::builtins();
         let mut definitions = b.definitions.clone();
         let mut resources = Vec::new();
+        let mut custom = std::collections::BTreeSet::new();
         let crd_versions: Vec<_> = crds.iter().flat_map(crd::versions).collect();
         for def in registry.all() {
             for version in &def.versions {
@@ -66,6 +69,7 @@ impl Catalog {
                     name.clone()
                 } else if let Some(v) = crd_versions.iter().find(|v| v.gvk == gvk) {
                     definitions.insert(v.name.clone(), v.schema.clone());
+                    custom.insert(v.name.clone());
                     v.name.clone()
                 } else {
                     let v = crd::open(&gvk);
@@ -83,6 +87,7 @@ impl Catalog {
         Self {
             definitions,
             resources,
+            custom,
         }
     }
 }

@@ -149,6 +149,11 @@ impl<'a> Node<'a> {
         Value::Object(out)
     }
 
+    /// The value a declared field takes when left out (`default`).
+    pub fn default_of(&self, field: &str) -> Option<&'a Value> {
+        self.property(field)?.ext("default")
+    }
+
     /// The schema of a declared field (`apiVersion`, `kind` and `metadata` are declared
     /// on every embedded object).
     pub fn property(&self, name: &str) -> Option<Node<'a>> {

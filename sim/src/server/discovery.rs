@@ -94,9 +94,14 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
     )
 }
 
+/// The Kubernetes minor version the simulator reports. Its schemas are v1.35's (the real
+/// fleet's), but kubectl dispatchers that pick a client by server version would pick one
+/// whose typed `create` subcommands send protobuf, which the simulator does not decode.
+pub const MINOR: &str = "31";
+
 pub fn version() -> Value {
     json!({
-        "major": "1", "minor": "35", "gitVersion": "v1.35.3", "gitCommit": "kairship-sim",
+        "major": "1", "minor": MINOR, "gitVersion": format!("v1.{MINOR}.3"), "gitCommit": "kairship-sim",
         "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23.0",
         "compiler": "gc", "platform": "linux/amd64",
     })

@@ -2,7 +2,7 @@
 //! its own store, and its own faults.
 
 mod cluster_proxy;
-mod discovery;
+pub mod discovery;
 mod resource;
 use resource::Query;
 pub mod scale;

@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use super::decode_defaults;
 use super::fields::validation::Findings;
 use super::fields::{ClientWrite, Scope};
 use super::writes::check_kind;
@@ -40,6 +41,7 @@ impl Store {
     ) -> ApiResult<Written> {
         check_kind(def, &obj)?;
         let warnings = w.check_body(def, &mut obj, found)?;
+        decode_defaults::fill(def, &mut obj);
         let managed = w.after_update(None, &obj, scope(def, false));
         let obj = self.create_managed(def, ns, obj, Some(managed))?;
         Ok(Written {
@@ -81,6 +83,9 @@ impl Store {
             return Err(e);
         }
         let warnings = w.check_body(def, &mut obj, found)?;
+        if !status {
+            decode_defaults::fill(def, &mut obj);
+        }
         let mut inner = self.inner.lock();
         let current = inner.get(def, ns, name)?;
         let managed = w.after_update(Some(&current.value), &obj, scope(def, status));
@@ -125,6 +130,7 @@ impl Store {
                 &config,
                 scope(def, status),
             )?;
+            decode_defaults::fill(def, &mut merged);
             let managed = meta_mut(&mut merged).remove("managedFields");
             let Some(current) = current else {
                 drop(inner);
@@ -162,6 +168,9 @@ impl Store {
                 .unwrap_or_default(),
             _ => serde_json::to_string(patched).unwrap_or_default(),
         })?;
+        if !status {
+            decode_defaults::fill(def, &mut next);
+        }
         let managed = w.after_update(Some(&current.value), &next, scope(def, status));
         let obj = inner.replace(self, def, &current, next, status, Some(managed))?;
         Ok(Written {

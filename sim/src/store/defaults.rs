@@ -1,7 +1,8 @@
-//! What kube-apiserver fills into a Service on create, and keeps on update, that clients
-//! read back: its type, session affinity, traffic policies, IP families, each port's
-//! protocol and target port, a cluster IP from the service range (10.96.0.0/12 here, as
-//! kubeadm's default) and node ports (30000-32767) for NodePort and LoadBalancer.
+//! What kube-apiserver allocates for a Service on create, and keeps on update, that
+//! clients read back: IP families, a cluster IP from the service range (10.96.0.0/12
+//! here, as kubeadm's default) and node ports (30000-32767) for NodePort and
+//! LoadBalancer. Its type, session affinity, traffic policies and each port's protocol
+//! and target port are decoding defaults (see `decode_defaults`).
 
 use std::collections::HashSet;
 
@@ -11,7 +12,8 @@ use super::Collection;
 
 pub(super) const SERVICES: &str = "/services";
 
-/// Fills a new Service's defaults; `existing` are the Services already stored.
+/// Allocates a new Service's cluster IP (and families) and node ports; `existing` are
+/// the Services already stored. Its decoding defaults are filled already.
 pub(super) fn service_on_create(obj: &mut Value, existing: Option<&Collection>) {
     let (taken_ips, taken_ports) = taken(existing);
     if !obj.get("spec").is_some_and(Value::is_object) {
@@ -19,16 +21,9 @@ pub(super) fn service_on_create(obj: &mut Value, existing: Option<&Collection>) 
     }
     let spec = &mut obj["spec"];
     let kind = spec["type"].as_str().unwrap_or("ClusterIP").to_string();
-    spec["type"] = json!(kind);
-    default(spec, "sessionAffinity", json!("None"));
     let mut next_port = port_allocator(taken_ports);
-    let spec = &mut obj["spec"];
     if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
         for p in ports {
-            default(p, "protocol", json!("TCP"));
-            if p.get("targetPort").is_none() {
-                p["targetPort"] = p["port"].clone();
-            }
             if matches!(kind.as_str(), "NodePort" | "LoadBalancer") && p.get("nodePort").is_none() {
                 p["nodePort"] = json!(next_port());
             }
@@ -36,13 +31,6 @@ pub(super) fn service_on_create(obj: &mut Value, existing: Option<&Collection>) 
     }
     if kind == "ExternalName" {
         return;
-    }
-    default(spec, "internalTrafficPolicy", json!("Cluster"));
-    if matches!(kind.as_str(), "NodePort" | "LoadBalancer") {
-        default(spec, "externalTrafficPolicy", json!("Cluster"));
-    }
-    if kind == "LoadBalancer" {
-        default(spec, "allocateLoadBalancerNodePorts", json!(true));
     }
     let ip = match spec["clusterIP"].as_str().filter(|ip| !ip.is_empty()) {
         Some(ip) => ip.to_string(),
@@ -171,6 +159,7 @@ mod tests {
     fn services_get_kube_apiservers_defaults() {
         let mut svc = json!({"metadata": {"name": "web", "namespace": "default"},
             "spec": {"type": "NodePort", "ports": [{"port": 80}]}});
+        super::super::decode_defaults::service(&mut svc["spec"]);
         service_on_create(&mut svc, None);
         let spec = &svc["spec"];
         assert_eq!(spec["sessionAffinity"], "None");

@@ -245,6 +245,9 @@ impl Inner {
                 }
             }
         }
+        if !status_only {
+            super::decode_defaults::fill(def, &mut obj);
+        }
         if def.key() == super::defaults::SERVICES && !status_only {
             super::defaults::service_on_update(old, &mut obj);
         }

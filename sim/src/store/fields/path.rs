@@ -6,6 +6,8 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
+use crate::openapi::walk::Node;
+
 /// One step from a node to a child.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Elem {
@@ -40,11 +42,16 @@ impl Elem {
         })
     }
 
-    /// The item key of a keyed list's item, from its key fields.
-    pub fn key_of(item: &Value, keys: &[String]) -> Self {
+    /// The item key of a keyed list's item, from its key fields (a field left out counts
+    /// as its default, when the schema has one).
+    pub fn key_of(item: &Value, keys: &[String], schema: Option<Node<'_>>) -> Self {
         let fields: Map<String, Value> = keys
             .iter()
-            .filter_map(|k| item.get(k).map(|v| (k.clone(), v.clone())))
+            .filter_map(|k| {
+                item.get(k)
+                    .or_else(|| schema.and_then(|s| s.default_of(k)))
+                    .map(|v| (k.clone(), v.clone()))
+            })
             .collect();
         Elem::Key(Value::Object(fields).to_string())
     }

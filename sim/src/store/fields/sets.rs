@@ -104,7 +104,7 @@ pub fn children<'v, 'a>(
             .collect(),
         Level::Set => array(v).map(|i| (Elem::value_of(i), i, None)).collect(),
         Level::Keyed(keys, items) => array(v)
-            .map(|i| (Elem::key_of(i, keys), i, *items))
+            .map(|i| (Elem::key_of(i, keys, *items), i, *items))
             .collect(),
     }
 }

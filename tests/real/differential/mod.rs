@@ -7,6 +7,9 @@ use serde_json::Value;
 
 use crate::common::Sim;
 
+mod openapi;
+mod writes;
+
 /// Status code and body of a raw GET.
 async fn get(c: &kube::Client, uri: &str) -> (u16, String) {
     let req = http::Request::get(uri).body(Vec::new()).expect("request");
@@ -285,9 +288,54 @@ async fn simulator_answers_as_a_real_kube_apiserver() {
             differences.push(format!("Service {name}: real {a}, simulator {b}"));
         }
     }
+    differences.extend(writes_compared(&real, &simulated).await);
+    differences.extend(
+        openapi::compared(
+            &real,
+            &simulated,
+            &fleet.host.kubeconfig,
+            &sim.kubeconfig("host"),
+            dir.path(),
+        )
+        .await,
+    );
     assert!(
         differences.is_empty(),
         "the simulator differs from kube-apiserver:\n{}",
         differences.join("\n")
     );
+}
+
+/// The write sequences of [`writes::steps`] on both servers, answer by answer, after the
+/// Widget CRD they use is served by both.
+async fn writes_compared(real: &kube::Client, sim: &kube::Client) -> Vec<String> {
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    for c in [real, sim] {
+        let created = post(c, crds, &writes::widget_crd()).await;
+        assert_eq!(created["kind"], "CustomResourceDefinition", "{created}");
+    }
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let served = async {
+        while get(real, widgets).await.0 != 200 {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(30), served)
+        .await
+        .expect("kube-apiserver serves the Widget CRD");
+    let mut differences = Vec::new();
+    for (i, s) in writes::steps().iter().enumerate() {
+        let (a, b) = (writes::send(real, s).await, writes::send(sim, s).await);
+        let (a, b) = (
+            (a.0, writes::normalized(&a.1), a.2),
+            (b.0, writes::normalized(&b.1), b.2),
+        );
+        if a != b {
+            differences.push(format!(
+                "step {i} {} {}: real {} {:?} {}, simulator {} {:?} {}",
+                s.0, s.1, a.0, a.2, a.1, b.0, b.2, b.1
+            ));
+        }
+    }
+    differences
 }

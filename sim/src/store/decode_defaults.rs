@@ -1,0 +1,173 @@
+//! The defaults kube-apiserver fills in while it decodes a built-in object, before field
+//! ownership, validation or storage see it: so they show in what clients read back and
+//! belong to whoever created the object. Allocations (a Service's cluster IP and node
+//! ports) come later, in [`super::defaults`].
+
+use serde_json::{json, Value};
+
+use crate::resources::ResourceDef;
+
+/// Fills `obj`'s decoding defaults, by its kind (others have none here).
+pub(super) fn fill(def: &ResourceDef, obj: &mut Value) {
+    let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    match (def.group.as_str(), def.plural.as_str()) {
+        ("", "services") => service(spec),
+        ("", "pods") => pod_spec(spec),
+        ("", "replicationcontrollers") => {
+            default(spec, "replicas", json!(1));
+            template(spec);
+        }
+        ("apps", "deployments") => {
+            default(spec, "replicas", json!(1));
+            default(spec, "revisionHistoryLimit", json!(10));
+            default(spec, "progressDeadlineSeconds", json!(600));
+            default(spec, "strategy", json!({}));
+            let strategy = &mut spec["strategy"];
+            default(strategy, "type", json!("RollingUpdate"));
+            if strategy["type"] == "RollingUpdate" {
+                default(strategy, "rollingUpdate", json!({}));
+                default(
+                    &mut strategy["rollingUpdate"],
+                    "maxUnavailable",
+                    json!("25%"),
+                );
+                default(&mut strategy["rollingUpdate"], "maxSurge", json!("25%"));
+            }
+            template(spec);
+        }
+        ("apps", "replicasets") => {
+            default(spec, "replicas", json!(1));
+            template(spec);
+        }
+        ("apps", "statefulsets") => {
+            default(spec, "replicas", json!(1));
+            default(spec, "revisionHistoryLimit", json!(10));
+            default(spec, "podManagementPolicy", json!("OrderedReady"));
+            default(spec, "updateStrategy", json!({}));
+            let strategy = &mut spec["updateStrategy"];
+            default(strategy, "type", json!("RollingUpdate"));
+            if strategy["type"] == "RollingUpdate" {
+                default(strategy, "rollingUpdate", json!({}));
+                default(&mut strategy["rollingUpdate"], "partition", json!(0));
+            }
+            default(
+                spec,
+                "persistentVolumeClaimRetentionPolicy",
+                json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+            );
+            template(spec);
+        }
+        ("apps", "daemonsets") => {
+            default(spec, "revisionHistoryLimit", json!(10));
+            default(spec, "updateStrategy", json!({}));
+            let strategy = &mut spec["updateStrategy"];
+            default(strategy, "type", json!("RollingUpdate"));
+            if strategy["type"] == "RollingUpdate" {
+                default(strategy, "rollingUpdate", json!({}));
+                default(&mut strategy["rollingUpdate"], "maxUnavailable", json!(1));
+                default(&mut strategy["rollingUpdate"], "maxSurge", json!(0));
+            }
+            template(spec);
+        }
+        ("batch", "jobs") => template(spec),
+        _ => {}
+    }
+}
+
+pub(super) fn service(spec: &mut Value) {
+    default(spec, "type", json!("ClusterIP"));
+    default(spec, "sessionAffinity", json!("None"));
+    let kind = spec["type"].as_str().unwrap_or("ClusterIP").to_string();
+    for p in spec
+        .get_mut("ports")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        default(p, "protocol", json!("TCP"));
+        if p.get("targetPort").is_none() {
+            p["targetPort"] = p["port"].clone();
+        }
+    }
+    if kind == "ExternalName" {
+        return;
+    }
+    default(spec, "internalTrafficPolicy", json!("Cluster"));
+    if matches!(kind.as_str(), "NodePort" | "LoadBalancer") {
+        default(spec, "externalTrafficPolicy", json!("Cluster"));
+    }
+    if kind == "LoadBalancer" {
+        default(spec, "allocateLoadBalancerNodePorts", json!(true));
+    }
+}
+
+fn template(spec: &mut Value) {
+    if let Some(pod) = spec.pointer_mut("/template/spec").filter(|s| s.is_object()) {
+        pod_spec(pod);
+    }
+}
+
+fn pod_spec(spec: &mut Value) {
+    default(spec, "restartPolicy", json!("Always"));
+    default(spec, "terminationGracePeriodSeconds", json!(30));
+    default(spec, "dnsPolicy", json!("ClusterFirst"));
+    default(spec, "securityContext", json!({}));
+    default(spec, "schedulerName", json!("default-scheduler"));
+    for list in ["containers", "initContainers"] {
+        for c in spec
+            .get_mut(list)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            container(c);
+        }
+    }
+}
+
+fn container(c: &mut Value) {
+    default(c, "terminationMessagePath", json!("/dev/termination-log"));
+    default(c, "terminationMessagePolicy", json!("File"));
+    default(c, "resources", json!({}));
+    // `:latest` or no tag is pulled every time; a pinned tag or digest only when absent.
+    let image = c["image"].as_str().unwrap_or("");
+    let name = image.rsplit('/').next().unwrap_or(image);
+    let latest = !image.contains('@') && name.split(':').nth(1).is_none_or(|t| t == "latest");
+    default(
+        c,
+        "imagePullPolicy",
+        json!(if latest { "Always" } else { "IfNotPresent" }),
+    );
+    for p in c
+        .get_mut("ports")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        default(p, "protocol", json!("TCP"));
+    }
+}
+
+fn default(v: &mut Value, key: &str, value: Value) {
+    if v.is_object() && v.get(key).is_none_or(Value::is_null) {
+        v[key] = value;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn containers_pull_latest_always_and_pinned_tags_when_absent() {
+        let mut c = json!({"image": "nginx"});
+        container(&mut c);
+        assert_eq!(c["imagePullPolicy"], "Always");
+        let mut c = json!({"image": "registry:5000/nginx:1.25", "ports": [{"containerPort": 80}]});
+        container(&mut c);
+        assert_eq!(c["imagePullPolicy"], "IfNotPresent");
+        assert_eq!(c["ports"][0]["protocol"], "TCP");
+    }
+}
