@@ -8,6 +8,7 @@
 mod builtin;
 mod crd;
 mod document;
+mod paths;
 pub mod walk;
 
 use std::sync::Arc;

@@ -340,7 +340,6 @@ impl ApiServer {
         };
         Ok(ClientWrite {
             manager,
-            manager_given: given.is_some(),
             api_version: def.api_version(version),
             validation,
             force,

@@ -24,8 +24,6 @@ use validation::{Findings, Validation};
 pub struct ClientWrite {
     /// `?fieldManager`, or the client's user agent up to its first `/`.
     pub manager: String,
-    /// `?fieldManager` was given (server-side apply requires it).
-    pub manager_given: bool,
     /// The apiVersion of the request path (`apps/v1`).
     pub api_version: String,
     pub validation: Validation,
