@@ -149,6 +149,36 @@ impl<'a> Node<'a> {
         Value::Object(out)
     }
 
+    /// The definition this node names (`io.k8s.api.core.v1.PodSpec`), if it is a
+    /// reference.
+    pub fn definition(&self) -> Option<&'a str> {
+        let direct = self.schema.get("$ref").and_then(Value::as_str);
+        let wrapped = || match self
+            .schema
+            .get("allOf")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+        {
+            Some([one]) => one.get("$ref").and_then(Value::as_str),
+            _ => None,
+        };
+        direct.or_else(wrapped).and_then(|r| r.rsplit('/').next())
+    }
+
+    /// The JSON type (`integer`, `string`...) and format a scalar declares.
+    pub fn scalar_type(&self) -> Option<(&'a str, Option<&'a str>)> {
+        let s = self.resolved().schema;
+        let ty = s.get("type").and_then(Value::as_str)?;
+        Some((ty, s.get("format").and_then(Value::as_str)))
+    }
+
+    /// Whether this node accepts an integer or a string (`x-kubernetes-int-or-string`, or
+    /// kube's int-or-string format).
+    pub fn int_or_string(&self) -> bool {
+        self.flag("x-kubernetes-int-or-string")
+            || self.resolved().schema.get("format").and_then(Value::as_str) == Some("int-or-string")
+    }
+
     /// The value a declared field takes when left out (`default`).
     pub fn default_of(&self, field: &str) -> Option<&'a Value> {
         self.property(field)?.ext("default")

@@ -162,7 +162,7 @@ impl Store {
         let mut next = current.value.clone();
         patch::apply(kind, &mut next, body)?;
         check_kind(def, &next)?;
-        let warnings = w.check_patched(&mut next, |patched| match kind {
+        let warnings = w.check_patched(def, &mut next, |patched| match kind {
             PatchKind::Strategic => serde_json::from_slice::<Value>(body)
                 .map(|p| go_format(&p))
                 .unwrap_or_default(),

@@ -79,10 +79,10 @@ pub fn normalized(v: &Value) -> Value {
         }
     }
     let patched = |s: &str| -> String {
-        match (
-            s.find("Invalid value: \"{"),
-            s.rfind("\": strict decoding error"),
-        ) {
+        let end = s
+            .rfind("\": strict decoding error")
+            .or_else(|| s.rfind("\": json: cannot unmarshal"));
+        match (s.find("Invalid value: \"{"), end) {
             (Some(a), Some(b)) if a < b => format!("{}<patched object>{}", &s[..a + 15], &s[b..]),
             _ => s.to_string(),
         }
@@ -217,6 +217,45 @@ pub fn steps() -> Vec<Step> {
             "/apis/apps/v1/namespaces/default/deployments?fieldValidation=Strict",
             r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"bad"},"spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","image":"nginx","bogus":1},{"name":"d","image":"x","ports":[{"containerPort":80,"nope":true}]}],"foo":2}}}}"#,
             JSON,
+        ),
+        // Values of the wrong type: Go's decoder for built-in kinds, CRD validation for
+        // custom resources, in bodies, patches and applied configurations.
+        raw(
+            "POST",
+            "/apis/apps/v1/namespaces/default/deployments",
+            r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"t1"},"spec":{"replicas":"two","selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","image":"x"}]}}}}"#,
+            JSON,
+        ),
+        raw(
+            "POST",
+            "/apis/apps/v1/namespaces/default/deployments",
+            r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"t2"},"spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","image":5,"ports":[{"containerPort":1.5}]}]}}}}"#,
+            JSON,
+        ),
+        raw(
+            "POST",
+            cms,
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"t3","labels":{"a":1}}}"#,
+            JSON,
+        ),
+        raw(
+            "POST",
+            "/apis/apps/v1/namespaces/default/deployments",
+            r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"t4"},"spec":{"selector":{"matchLabels":{"a":"b"}},"template":"x"}}"#,
+            JSON,
+        ),
+        raw(
+            "POST",
+            "/apis/apps/v1/namespaces/default/deployments",
+            r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"t5"},"spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"spec":{"containers":{"name":"c"}}}}}"#,
+            JSON,
+        ),
+        raw("PATCH", &format!("{cms}/v"), r#"{"data":{"a":7}}"#, MERGE),
+        raw(
+            "PATCH",
+            &format!("{cms}/v?fieldManager=typed"),
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"v"},"immutable":"yes"}"#,
+            APPLY,
         ),
         // Server-side apply on a ConfigMap: create, drop a key, conflicts, an updater, force.
         step(

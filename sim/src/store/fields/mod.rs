@@ -9,6 +9,7 @@ pub mod managed;
 mod merge;
 pub mod path;
 mod sets;
+mod types;
 pub mod validation;
 
 use serde_json::{json, Value};
@@ -45,6 +46,61 @@ pub fn options_error(options: &str, field: &str, reason: &str, detail: &str) -> 
     )
 }
 
+/// How Go's decoder words a value of the wrong type.
+fn go_error(m: &types::Mismatch) -> String {
+    format!(
+        "json: cannot unmarshal {} into Go struct field {}.{} of type {}",
+        m.go_actual(),
+        m.go_struct,
+        m.go_path,
+        m.go_type
+    )
+}
+
+/// A patch whose result kube-apiserver cannot take: 422 quoting the patch or its result.
+fn patch_invalid(shown: &str, why: &str) -> ApiError {
+    let detail = format!("Invalid value: {shown:?}: {why}");
+    ApiError::with_details(
+        422,
+        "Invalid",
+        format!(" \"\" is invalid: patch: {detail}"),
+        Some(
+            json!({"causes": [{"reason": "FieldValueInvalid", "message": detail, "field": "patch"}]}),
+        ),
+    )
+}
+
+/// Server-side apply's refusal of a configuration it cannot type: a 500 without reason.
+fn typed_patch_error(
+    def: &ResourceDef,
+    api_version: &str,
+    config: &Value,
+    errors: &str,
+) -> ApiError {
+    let meta = |k: &str| {
+        config
+            .pointer(&format!("/metadata/{k}"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let gv = match def.group.as_str() {
+        "" => format!("/{api_version}"),
+        _ => api_version.to_string(),
+    };
+    ApiError::with_details(
+        500,
+        "",
+        format!(
+            "failed to create typed patch object ({}/{}; {gv}, Kind={}): {errors}",
+            meta("namespace"),
+            meta("name"),
+            def.kind
+        ),
+        None,
+    )
+}
+
 /// The manager kube-apiserver names for a write without `?fieldManager`.
 pub fn manager_from_user_agent(user_agent: Option<&str>) -> String {
     match user_agent.map(|ua| ua.split('/').next().unwrap_or("").trim()) {
@@ -78,13 +134,21 @@ impl ClientWrite {
         obj: &mut Value,
         mut found: Findings,
     ) -> ApiResult<Vec<String>> {
+        self.check_types(def, obj, |m| {
+            ApiError::bad_request(format!(
+                "{kind} in version {:?} cannot be handled as a {kind}: {}",
+                self.version(),
+                go_error(m),
+                kind = def.kind
+            ))
+        })?;
         if let Some(node) = self.node() {
             validation::prune(obj, node, &mut found);
         }
         self.verdict(found, |f| {
-            let version = self.api_version.rsplit('/').next().unwrap_or_default();
             ApiError::bad_request(format!(
-                "{kind} in version {version:?} cannot be handled as a {kind}: {}",
+                "{kind} in version {:?} cannot be handled as a {kind}: {}",
+                self.version(),
                 f.strict_error(),
                 kind = def.kind
             ))
@@ -94,22 +158,18 @@ impl ClientWrite {
     /// Prunes a patched object; Strict fails naming the patch as kube-apiserver does.
     pub fn check_patched(
         &self,
+        def: &ResourceDef,
         obj: &mut Value,
-        patch_shown: impl FnOnce(&Value) -> String,
+        patch_shown: impl Fn(&Value) -> String,
     ) -> ApiResult<Vec<String>> {
+        self.check_types(def, obj, |m| patch_invalid(&patch_shown(obj), &go_error(m)))?;
         let before = obj.clone();
         let mut found = Findings::default();
         if let Some(node) = self.node() {
             validation::prune(obj, node, &mut found);
         }
         self.verdict(found, |f| {
-            let detail = format!("Invalid value: {:?}: {}", patch_shown(&before), f.strict_error());
-            ApiError::with_details(
-                422,
-                "Invalid",
-                format!(" \"\" is invalid: patch: {detail}"),
-                Some(json!({"causes": [{"reason": "FieldValueInvalid", "message": detail, "field": "patch"}]})),
-            )
+            patch_invalid(&patch_shown(&before), &f.strict_error())
         })
     }
 
@@ -128,11 +188,74 @@ impl ClientWrite {
         }
     }
 
+    fn version(&self) -> &str {
+        self.api_version.rsplit('/').next().unwrap_or_default()
+    }
+
+    /// Values of the wrong type: a built-in kind's first (`builtin` says how its decoder
+    /// words it), or all of a custom resource's, as CRD validation lists them.
+    fn check_types(
+        &self,
+        def: &ResourceDef,
+        obj: &Value,
+        builtin: impl FnOnce(&types::Mismatch) -> ApiError,
+    ) -> ApiResult<()> {
+        let Some(node) = self.node() else {
+            return Ok(());
+        };
+        let found = types::check(obj, node, &def.kind);
+        let Some(first) = found.first() else {
+            return Ok(());
+        };
+        if def.crd.is_none() {
+            return Err(builtin(first));
+        }
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let causes: Vec<(String, String)> = found
+            .iter()
+            .map(|m| {
+                let a = m.schema_actual();
+                let message = format!(
+                    "Invalid value: {a:?}: {p} in body must be of type {}: {a:?}",
+                    m.expected,
+                    p = m.path
+                );
+                (m.path.clone(), message)
+            })
+            .collect();
+        let listed: Vec<String> = causes.iter().map(|(p, m)| format!("{p}: {m}")).collect();
+        let listed = match listed.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        Err(ApiError::with_details(
+            422,
+            "Invalid",
+            format!("{}.{} {name:?} is invalid: {listed}", def.kind, def.group),
+            Some(json!({
+                "name": name, "group": def.group, "kind": def.kind,
+                "causes": causes.iter().map(|(p, m)| json!({"reason": "FieldValueTypeInvalid", "message": m, "field": p})).collect::<Vec<_>>(),
+            })),
+        ))
+    }
+
     /// An applied configuration may not set undeclared fields, whatever the validation.
     pub fn check_applied(&self, def: &ResourceDef, config: &Value) -> ApiResult<()> {
         let Some(node) = self.node() else {
             return Ok(());
         };
+        let typed = types::check(config, node, &def.kind);
+        if let Some(m) = typed.first() {
+            return Err(typed_patch_error(
+                def,
+                &self.api_version,
+                config,
+                &m.apply_message(),
+            ));
+        }
         let mut copy = config.clone();
         let mut found = Findings::default();
         validation::prune(&mut copy, node, &mut found);
@@ -151,28 +274,7 @@ impl ClientWrite {
             [one] => one.clone(),
             many => format!("errors:\n  {}", many.join("\n  ")),
         };
-        let meta = |k: &str| {
-            config
-                .pointer(&format!("/metadata/{k}"))
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        Err(ApiError::with_details(
-            500,
-            "",
-            format!(
-                "failed to create typed patch object ({}/{}; {}, Kind={}): {errors}",
-                meta("namespace"),
-                meta("name"),
-                match def.group.as_str() {
-                    "" => format!("/{}", self.api_version),
-                    _ => self.api_version.clone(),
-                },
-                def.kind
-            ),
-            None,
-        ))
+        Err(typed_patch_error(def, &self.api_version, config, &errors))
     }
 
     /// The managed fields after an update from `old` (`None`: a create) to `new`.
