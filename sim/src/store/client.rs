@@ -121,9 +121,7 @@ impl Store {
             Err(e) => return Err(e),
         };
         if kind == PatchKind::Apply {
-            let config: Value = serde_json::from_slice(body)
-                .map_err(|e| ApiError::bad_request(format!("error decoding apply patch: {e}")))?;
-            check_kind(def, &config)?;
+            let config = applied_config(def, &w.api_version, body)?;
             let mut merged = w.apply(
                 def,
                 current.as_ref().map(|c| &c.value),
@@ -179,6 +177,42 @@ impl Store {
             created: false,
         })
     }
+}
+
+/// An applied configuration, checked as kube-apiserver checks one before merging: an
+/// object, of the request's kind and version, without `managedFields`.
+fn applied_config(def: &ResourceDef, api_version: &str, body: &[u8]) -> ApiResult<Value> {
+    let config: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding apply patch: {e}")))?;
+    let json_type = match &config {
+        Value::Object(_) => None,
+        Value::Array(_) => Some("array"),
+        Value::String(_) => Some("string"),
+        Value::Number(_) => Some("number"),
+        Value::Bool(_) => Some("bool"),
+        Value::Null => None,
+    };
+    if let Some(t) = json_type {
+        return Err(ApiError::bad_request(format!("error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal {t} into Go value of type map[string]interface {{}}")));
+    }
+    let av = config
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let kind = config.get("kind").and_then(Value::as_str).unwrap_or("");
+    if av != api_version || kind != def.kind {
+        let (group, version) = av.rsplit_once('/').unwrap_or(("", av));
+        return Err(ApiError::bad_request(format!(
+            "invalid object type: {group}/{version}, Kind={kind}"
+        )));
+    }
+    if config
+        .pointer("/metadata/managedFields")
+        .is_some_and(|m| !m.is_null())
+    {
+        return Err(ApiError::bad_request("metadata.managedFields must be nil"));
+    }
+    Ok(config)
 }
 
 /// An apply that changes neither the object nor who owns what (times aside) is not a

@@ -257,6 +257,38 @@ pub fn steps() -> Vec<Step> {
             r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"v"},"immutable":"yes"}"#,
             APPLY,
         ),
+        // Configurations server-side apply refuses, and managedFields a client sends.
+        raw(
+            "POST",
+            cms,
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"owned","managedFields":[{"manager":"z","operation":"Update","fieldsType":"FieldsV1","fieldsV1":{"f:data":{"f:a":{}}}}]},"data":{"a":"1","b":"2"}}"#,
+            JSON,
+        ),
+        raw(
+            "POST",
+            cms,
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"garbled","managedFields":"x"}}"#,
+            JSON,
+        ),
+        raw("PATCH", &format!("{cms}/v?fieldManager=m"), "[1,2]", APPLY),
+        raw(
+            "PATCH",
+            &format!("{cms}/v?fieldManager=m"),
+            r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"v"}}"#,
+            APPLY,
+        ),
+        raw(
+            "PATCH",
+            &format!("{cms}/v?fieldManager=m"),
+            r#"{"metadata":{"name":"v"},"data":{"b":"2"}}"#,
+            APPLY,
+        ),
+        raw(
+            "PATCH",
+            &format!("{cms}/v?fieldManager=m"),
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"v","managedFields":[{}]}}"#,
+            APPLY,
+        ),
         // Server-side apply on a ConfigMap: create, drop a key, conflicts, an updater, force.
         step(
             "PATCH",
