@@ -309,7 +309,7 @@ impl Actor for InstanceActor {
             InstanceMsg::Connect => {
                 let (ctx, instance, me) =
                     (state.ctx.clone(), state.instance.clone(), myself.clone());
-                tokio::spawn(async move {
+                spawn_here(async move {
                     let msg = match connect::connect(&ctx, &instance).await {
                         Ok(c) => InstanceMsg::Connected(Box::new(c)),
                         Err(e) => InstanceMsg::ConnectFailed(e),
@@ -322,7 +322,7 @@ impl Actor for InstanceActor {
                 let caches = Caches::start(&c.client, &state.name);
                 let ready = caches.ready();
                 let me = myself.clone();
-                tokio::spawn(async move {
+                spawn_here(async move {
                     ready.await;
                     let _ = me.send_message(InstanceMsg::CachesSynced);
                 });
@@ -460,7 +460,7 @@ fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
         if let Some(client) = state.client.clone() {
             let (timeout, me) = (state.ctx.settings.instance_call_timeout, myself.clone());
             state.member_access = Some(wanted); // one attempt in flight; a failure clears it
-            state.member_access_task = Some(tokio::spawn(async move {
+            state.member_access_task = Some(spawn_here(async move {
                 if let Err(e) = member_access::ensure(&client, wanted, timeout).await {
                     let _ = me.send_message(InstanceMsg::MemberAccessFailed(e));
                 }
@@ -475,7 +475,7 @@ fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
             myself.clone(),
         );
         state.registered = true; // one attempt in flight; the reply may clear it
-        tokio::spawn(async move {
+        spawn_here(async move {
             let r = registration::ensure(&ctx, &instance, endpoint).await;
             if r.is_err() {
                 let _ = me.send_message(InstanceMsg::Registered(r));
@@ -484,6 +484,16 @@ fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
     }
     register_with_clusterpedia(myself, state);
     sync_status(myself, state);
+}
+
+/// Spawns work for this instance in the current span (the actor's, naming the instance),
+/// so what the task logs says which instance it is about.
+pub(super) fn spawn_here<F>(f: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    tokio::spawn(tracing::Instrument::in_current_span(f))
 }
 
 /// Makes the PediaCluster what it should be, at most every `clusterpedia_every` (a third
@@ -505,14 +515,10 @@ fn register_with_clusterpedia(myself: &ActorRef<InstanceMsg>, state: &mut Instan
     }
     state.clusterpedia_round = clusterpedia::Round::InFlight;
     let (ctx, instance, me) = (state.ctx.clone(), state.instance.clone(), myself.clone());
-    let span = tracing::Span::current();
-    tokio::spawn(tracing::Instrument::instrument(
-        async move {
-            let r = clusterpedia::ensure(&ctx, &instance, &source, &namespace).await;
-            let _ = me.send_message(InstanceMsg::Clusterpedia(r));
-        },
-        span,
-    ));
+    spawn_here(async move {
+        let r = clusterpedia::ensure(&ctx, &instance, &source, &namespace).await;
+        let _ = me.send_message(InstanceMsg::Clusterpedia(r));
+    });
 }
 
 /// Asks the instance for its version, unless a probe is in flight.

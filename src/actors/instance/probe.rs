@@ -42,7 +42,7 @@ impl Probes {
         self.in_flight = true;
         self.ticks_since = 0;
         let (client, me) = (client.clone(), me.clone());
-        tokio::spawn(async move {
+        super::spawn_here(async move {
             let result = match tokio::time::timeout(timeout, client.apiserver_version()).await {
                 Ok(Ok(v)) => Ok(v.git_version),
                 Ok(Err(e)) => Err(ProbeError::Failed(e)),

@@ -35,7 +35,7 @@ pub(super) fn sync_status(myself: &ActorRef<InstanceMsg>, state: &mut InstanceSt
     state.write_in_flight = true;
     let (ctx, name, me) = (state.ctx.clone(), state.name.clone(), myself.clone());
     let rv = state.resource_version.clone();
-    tokio::spawn(async move {
+    super::spawn_here(async move {
         let written = write_status(&ctx, &name, next, rv).await;
         let _ = me.send_message(InstanceMsg::StatusWritten(written));
     });
