@@ -21,6 +21,7 @@ mod launch;
 pub mod openapi;
 pub mod operator;
 pub mod patch;
+pub mod protobuf;
 pub mod rbac;
 pub mod resources;
 pub mod server;

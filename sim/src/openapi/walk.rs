@@ -129,10 +129,19 @@ impl<'a> Node<'a> {
     }
 
     /// The declared fields present in a new empty object (`default: {}`), recursively:
-    /// what kube-apiserver's typed decoding starts from.
-    pub fn zero(&self) -> Value {
+    /// what kube-apiserver's typed decoding starts from. With `nulls`, required lists and
+    /// maps are present too, as `null` (Go fields without `omitempty`).
+    pub fn zero(&self, nulls: bool) -> Value {
         let mut out = Map::new();
         let r = self.resolved();
+        let required: Vec<&str> = r
+            .schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
         for (name, p) in r
             .schema
             .get("properties")
@@ -140,10 +149,16 @@ impl<'a> Node<'a> {
             .into_iter()
             .flatten()
         {
+            let node = Self::new(p, self.defs);
             if p.get("default")
                 .is_some_and(|d| d.as_object().is_some_and(Map::is_empty))
             {
-                out.insert(name.clone(), Self::new(p, self.defs).zero());
+                out.insert(name.clone(), node.zero(nulls));
+            } else if nulls
+                && required.contains(&name.as_str())
+                && matches!(node.shape(), Shape::List(..) | Shape::Map(_))
+            {
+                out.insert(name.clone(), Value::Null);
             }
         }
         Value::Object(out)

@@ -94,10 +94,9 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
     )
 }
 
-/// The Kubernetes minor version the simulator reports. Its schemas are v1.35's (the real
-/// fleet's), but kubectl dispatchers that pick a client by server version would pick one
-/// whose typed `create` subcommands send protobuf, which the simulator does not decode.
-pub const MINOR: &str = "31";
+/// The Kubernetes minor version the simulator reports: the real fleet's, whose schemas
+/// it serves.
+pub const MINOR: &str = "35";
 
 pub fn version() -> Value {
     json!({

@@ -383,18 +383,20 @@ impl ApiServer {
         &self,
         req: Request<Body>,
     ) -> ApiResult<(Value, crate::store::fields::validation::Findings)> {
-        // Protobuf and CBOR bodies (kubectl's typed `create` subcommands send protobuf) are
-        // refused as kube-apiserver refuses a format it does not serve, naming it.
+        // kubectl's typed `create` subcommands send protobuf, decoded for the kinds they
+        // build; CBOR is refused as kube-apiserver refuses a format it does not serve.
         let ct = req
             .headers()
             .get(http::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_string();
-        if ct.starts_with("application/vnd.kubernetes.protobuf")
-            || ct.starts_with("application/cbor")
-        {
+        if ct.starts_with("application/cbor") {
             return Err(ApiError::unsupported_media_type(&ct));
+        }
+        if ct.starts_with("application/vnd.kubernetes.protobuf") {
+            let body = self.read_body(req).await?;
+            return Ok((crate::protobuf::decode(&body)?, Default::default()));
         }
         let body = self.read_body(req).await?;
         let mut found = Default::default();

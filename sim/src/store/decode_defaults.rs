@@ -9,6 +9,9 @@ use crate::resources::ResourceDef;
 
 /// Fills `obj`'s decoding defaults, by its kind (others have none here).
 pub(super) fn fill(def: &ResourceDef, obj: &mut Value) {
+    if def.group.is_empty() && def.plural == "secrets" {
+        default(obj, "type", json!("Opaque"));
+    }
     let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
         return;
     };

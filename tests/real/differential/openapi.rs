@@ -128,6 +128,67 @@ pub async fn compared(
             ));
         }
     }
+    // kubectl's typed `create` subcommands, which send protobuf (kubectl 1.33 and later).
+    for args in [
+        &["create", "configmap", "typed", "--from-literal=a=1"][..],
+        &["create", "secret", "generic", "typed", "--from-literal=a=1"],
+        &[
+            "create",
+            "deployment",
+            "typed",
+            "--image=nginx:1.25",
+            "--port=80",
+            "--replicas=0",
+        ],
+        &["create", "service", "nodeport", "typed", "--tcp=80:8080"],
+        &[
+            "create",
+            "job",
+            "typed",
+            "--image=busybox",
+            "--",
+            "echo",
+            "hi",
+        ],
+        &[
+            "create",
+            "clusterrolebinding",
+            "typed",
+            "--clusterrole=view",
+            "--user=alice",
+        ],
+    ] {
+        let mut args = args.to_vec();
+        args.extend(["-o", "json", "--show-managed-fields"]);
+        let shown = |out: String| -> Value {
+            match serde_json::from_str::<Value>(&out) {
+                Ok(mut v) => {
+                    // Allocated and generated values differ by nature.
+                    if let Some(ports) = v.pointer_mut("/spec/ports").and_then(Value::as_array_mut)
+                    {
+                        for p in ports.iter_mut().filter(|p| p.get("nodePort").is_some()) {
+                            p["nodePort"] = "<allocated>".into();
+                        }
+                    }
+                    for path in [
+                        "/spec/selector/batch.kubernetes.io~1controller-uid",
+                        "/spec/selector/matchLabels/batch.kubernetes.io~1controller-uid",
+                    ] {
+                        if let Some(x) = v.pointer_mut(path) {
+                            *x = "<uid>".into();
+                        }
+                    }
+                    super::writes::normalized(&v)
+                }
+                Err(_) => Value::String(out),
+            }
+        };
+        let a = shown(kubectl(real_kubeconfig, &real_cache, &args));
+        let b = shown(kubectl(sim_kubeconfig, &sim_cache, &args));
+        if a != b {
+            differences.push(format!("kubectl {args:?}: real {a}, simulator {b}"));
+        }
+    }
     // Every group-version of a built-in kind the simulator publishes, the real server
     // publishes too (the simulated host also serves Karmada's and Kairship's CRDs).
     let index = |body: &str| -> Vec<String> {

@@ -280,7 +280,7 @@ impl ClientWrite {
     /// The managed fields after an update from `old` (`None`: a create) to `new`.
     pub fn after_update(&self, old: Option<&Value>, new: &Value, scope: Scope) -> Value {
         let node = self.node();
-        let zero = node.map(|n| n.zero()).unwrap_or_else(|| json!({}));
+        let zero = node.map(|n| n.zero(true)).unwrap_or_else(|| json!({}));
         let old = old.unwrap_or(&zero);
         let diff = sets::compare(&sets::tracked(old, scope), &sets::tracked(new, scope), node);
         let entries = managed::parse(new)
@@ -308,7 +308,7 @@ impl ClientWrite {
         let node = self.node();
         let mut merged = match live {
             Some(l) => l.clone(),
-            None => node.map(|n| n.zero()).unwrap_or_else(|| json!({})),
+            None => node.map(|n| n.zero(false)).unwrap_or_else(|| json!({})),
         };
         let applied = sets::tracked(config, scope);
         merge::merge(&mut merged, &applied, node, true);

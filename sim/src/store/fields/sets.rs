@@ -175,7 +175,13 @@ pub fn config_set(v: &Value, node: Option<Node<'_>>) -> Set {
     }
     let mut out = Set::new();
     walk(v, root_level(v, node), &mut Vec::new(), &mut out);
+    out.remove(&metadata());
     out
+}
+
+/// `metadata` itself, which every object has and nobody owns (its fields are owned).
+fn metadata() -> Path {
+    vec![Elem::Field("metadata".into())]
 }
 
 /// What changed from `old` to `new`, as kube-apiserver's field manager compares them.
@@ -200,18 +206,23 @@ pub fn compare(old: &Value, new: &Value, node: Option<Node<'_>>) -> Diff {
         removed: Set::new(),
     };
     for (p, v) in &b {
-        match a.get(p) {
-            None => {
+        match (a.get(p), v) {
+            (None, _) => {
                 d.added.insert(p.clone());
             }
-            Some(old) if old != v && (old.is_some() || v.is_some()) => {
+            // A list or map where the empty object had `null` is filled, not changed.
+            (Some(Some(Value::Null)), None) => {}
+            (Some(old), v) if old != v && (old.is_some() || v.is_some()) => {
                 d.modified.insert(p.clone());
             }
-            Some(_) => {}
+            _ => {}
         }
     }
     for p in a.keys().filter(|p| !b.contains_key(*p)) {
         d.removed.insert(p.clone());
+    }
+    for set in [&mut d.added, &mut d.modified, &mut d.removed] {
+        set.remove(&metadata());
     }
     d
 }
