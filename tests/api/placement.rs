@@ -31,14 +31,7 @@ async fn nginx_sample_placement_through_grpc_and_rest() {
         let path = shared_karmada(&format!("samples/{f}"));
         api.env.sim.kubectl(
             "karmada-1",
-            &[
-                "apply",
-                "--validate=false",
-                "-n",
-                "default",
-                "-f",
-                &path.display().to_string(),
-            ],
+            &["apply", "-n", "default", "-f", &path.display().to_string()],
         );
     }
     let w = WorkloadServiceClient::new(api.channel.clone());

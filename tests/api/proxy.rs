@@ -50,12 +50,7 @@ async fn kubectl_works_through_the_proxy() {
     assert!(ok(kubectl(
         &api,
         "karmada-1",
-        &[
-            "apply",
-            "--validate=false",
-            "-f",
-            sample.to_str().expect("path")
-        ]
+        &["apply", "-f", sample.to_str().expect("path")]
     ))
     .contains("created"));
     // The write went to the instance; the cache serves it once the watch delivered it.

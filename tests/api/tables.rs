@@ -12,14 +12,7 @@ async fn tables_from_the_cache_print_what_the_instance_prints() {
         let path = shared_karmada(&format!("samples/{f}"));
         api.env.sim.kubectl(
             "karmada-1",
-            &[
-                "apply",
-                "--validate=false",
-                "-n",
-                "default",
-                "-f",
-                &path.display().to_string(),
-            ],
+            &["apply", "-n", "default", "-f", &path.display().to_string()],
         );
     }
     let proxy = crate::common::client_from(&api.proxy_kubeconfig("karmada-1")).await;

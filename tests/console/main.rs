@@ -401,8 +401,7 @@ fn console_in_a_real_browser_against_the_demo() {
     let bound = Command::new(kubectl)
         .arg("--kubeconfig")
         .arg(host["host_kubeconfig"].as_str().expect("host_kubeconfig"))
-        // The simulated host serves no OpenAPI document to validate against.
-        .args(["apply", "--validate=false", "-f"])
+        .args(["apply", "-f"])
         .arg(&binding)
         .output()
         .expect("kubectl");

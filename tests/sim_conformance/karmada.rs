@@ -85,14 +85,7 @@ async fn nginx_sample_ends_as_karmada_leaves_it() {
         let path = shared_karmada(&format!("samples/{f}"));
         sim.kubectl(
             "karmada-1",
-            &[
-                "apply",
-                "--validate=false",
-                "-n",
-                "default",
-                "-f",
-                &path.display().to_string(),
-            ],
+            &["apply", "-n", "default", "-f", &path.display().to_string()],
         );
     }
     let client = sim.client("karmada-1").await;
@@ -269,25 +262,27 @@ async fn nginx_sample_ends_as_karmada_leaves_it() {
     assert!(none_here.trim().is_empty(), "{none_here}");
     // The cluster proxy acts as the caller on the member: a user the instance lets use the
     // proxy, but whom the member does not know, is refused by the member.
-    // (Applied as JSON: kubectl's typed `create clusterrolebinding` sends protobuf, which
-    // the simulator refuses with 415.)
-    let rbac = tempfile::NamedTempFile::new().expect("temp file");
-    std::fs::write(
-        rbac.path(),
-        serde_json::to_vec(&serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-             "metadata": {"name": "proxy-only"},
-             "rules": [{"apiGroups": ["cluster.karmada.io"], "resources": ["clusters/proxy"], "verbs": ["get"]}]},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-             "metadata": {"name": "proxy-only"},
-             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "proxy-only"},
-             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "carol"}]},
-        ]}))
-        .expect("json"),
-    )
-    .expect("write");
-    let path = rbac.path().to_string_lossy().to_string();
-    sim.kubectl("karmada-1", &["apply", "--validate=false", "-f", &path]);
+    // (Created as users do, with kubectl's typed subcommands: protobuf bodies.)
+    sim.kubectl(
+        "karmada-1",
+        &[
+            "create",
+            "clusterrole",
+            "proxy-only",
+            "--verb=get",
+            "--resource=clusters.cluster.karmada.io/proxy",
+        ],
+    );
+    sim.kubectl(
+        "karmada-1",
+        &[
+            "create",
+            "clusterrolebinding",
+            "proxy-only",
+            "--clusterrole=proxy-only",
+            "--user=carol",
+        ],
+    );
     let refused = sim.kubectl_raw(
         "karmada-1",
         &[
@@ -376,14 +371,7 @@ async fn a_not_ready_cluster_is_tainted_and_its_replicas_move() {
         let path = shared_karmada(&format!("samples/{f}"));
         sim.kubectl(
             "karmada-1",
-            &[
-                "apply",
-                "--validate=false",
-                "-n",
-                "default",
-                "-f",
-                &path.display().to_string(),
-            ],
+            &["apply", "-n", "default", "-f", &path.display().to_string()],
         );
     }
     let client = sim.client("karmada-1").await;
@@ -453,14 +441,7 @@ mod nginx;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shared_nginx_scenario() {
     let sim = crate::common::Sim::start_with(1, 3).await;
-    let kubectl = |args: &[&str]| {
-        // The simulator serves no OpenAPI document, so kubectl cannot validate locally.
-        let mut a: Vec<&str> = args.to_vec();
-        if a.first() == Some(&"apply") {
-            a.push("--validate=false");
-        }
-        sim.kubectl_raw("karmada-1", &a)
-    };
+    let kubectl = |args: &[&str]| sim.kubectl_raw("karmada-1", args);
     let samples = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/karmada/samples");
     tokio::task::block_in_place(|| {
         nginx::nginx_sample(&kubectl, Some(samples), Duration::from_secs(30))
@@ -497,15 +478,7 @@ spec:
 "#,
     )
     .expect("write manifest");
-    sim.kubectl(
-        "karmada-1",
-        &[
-            "apply",
-            "--validate=false",
-            "-f",
-            &path.display().to_string(),
-        ],
-    );
+    sim.kubectl("karmada-1", &["apply", "-f", &path.display().to_string()]);
     let client = sim.client("karmada-1").await;
     let crbs: Api<DynamicObject> = Api::all_with(
         client.clone(),
@@ -586,13 +559,7 @@ spec:
 async fn the_shared_cluster_scoped_scenario() {
     let sim = crate::common::Sim::start_with(1, 2).await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let kubectl = |args: &[&str]| {
-        let mut a: Vec<&str> = args.to_vec();
-        if a.first() == Some(&"apply") {
-            a.push("--validate=false");
-        }
-        sim.kubectl_raw("karmada-1", &a)
-    };
+    let kubectl = |args: &[&str]| sim.kubectl_raw("karmada-1", args);
     tokio::task::block_in_place(|| {
         cluster_scoped::cluster_role(&kubectl, dir.path(), Duration::from_secs(30))
     });

@@ -203,12 +203,7 @@ async fn creating_every_karmada_crd_serves_the_new_kinds() {
         // `create`, not `apply`: the operator CRD is too big for the last-applied annotation.
         sim.kubectl(
             target,
-            &[
-                "create",
-                "--validate=false",
-                "-f",
-                path.to_str().expect("utf-8 path"),
-            ],
+            &["create", "-f", path.to_str().expect("utf-8 path")],
         );
         let after = sim.kubectl(target, &["get", plural, "-A", "-o", "json"]);
         assert_eq!(
@@ -221,15 +216,7 @@ async fn creating_every_karmada_crd_serves_the_new_kinds() {
     assert_eq!(created, 8, "every CRD file in shared/karmada/crds");
     // The new kinds take objects: a PropagationPolicy on the host now round-trips.
     let pp = shared_karmada("samples/nginx-propagationpolicy.yaml");
-    sim.kubectl(
-        "host",
-        &[
-            "apply",
-            "--validate=false",
-            "-f",
-            pp.to_str().expect("path"),
-        ],
-    );
+    sim.kubectl("host", &["apply", "-f", pp.to_str().expect("path")]);
     let got = json(&sim.kubectl("host", &["get", "pp", "nginx-propagation", "-o", "json"]));
     assert_eq!(
         got["spec"]["placement"]["clusterAffinity"]["clusterNames"],
@@ -250,7 +237,7 @@ async fn creating_every_karmada_crd_serves_the_new_kinds() {
 async fn applies_karmada_samples_then_changes_them() {
     let sim = Sim::start(1).await;
     let dir = shared_karmada("samples");
-    let apply = |path: &str| sim.kubectl("karmada-1", &["apply", "--validate=false", "-f", path]);
+    let apply = |path: &str| sim.kubectl("karmada-1", &["apply", "-f", path]);
     let out = apply(dir.to_str().expect("path"));
     assert_eq!(
         out.lines().filter(|l| l.contains("created")).count(),
