@@ -216,6 +216,38 @@ const NAME_OPTIONAL: &[&str] = &[
     "core.v1.SecretProjection",
 ];
 
+/// Enum values of built-in fields and the notes describing them, which k8s-openapi drops:
+/// recorded from kube-apiserver's documents by `scripts/openapi-enums.py`.
+const ENUMS: &str = include_str!("enums.json");
+
+fn add_enums(definitions: &mut Map<String, Value>) {
+    let Ok(Value::Object(enums)) = serde_json::from_str::<Value>(ENUMS) else {
+        return;
+    };
+    for (def, fields) in enums {
+        for (field, e) in fields.as_object().into_iter().flatten() {
+            let Some(Value::Object(p)) = definitions
+                .get_mut(&def)
+                .and_then(|d| d.pointer_mut(&format!("/properties/{field}")))
+            else {
+                continue;
+            };
+            if let Some(note) = e["note"].as_str().filter(|n| !n.is_empty()) {
+                if let Some(Value::String(d)) = p.get_mut("description") {
+                    d.push_str(note);
+                }
+            }
+            let target = match e["items"].as_bool() {
+                Some(true) => p.get_mut("items").and_then(Value::as_object_mut),
+                _ => Some(p),
+            };
+            if let Some(t) = target {
+                t.insert("enum".into(), e["enum"].clone());
+            }
+        }
+    }
+}
+
 pub fn builtins() -> &'static Builtins {
     static BUILTINS: OnceLock<Builtins> = OnceLock::new();
     BUILTINS.get_or_init(generate)
@@ -320,6 +352,7 @@ fn generate() -> Builtins {
             p.insert("default".into(), json!(value));
         }
     }
+    add_enums(&mut definitions);
     for name in NAME_OPTIONAL {
         if let Some(Value::Object(d)) = definitions.get_mut(&full_name(name)) {
             if let Some(Value::Array(required)) = d.get_mut("required") {

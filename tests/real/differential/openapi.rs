@@ -26,33 +26,6 @@ fn kubectl(kubeconfig: &Path, cache: &Path, args: &[&str]) -> String {
     }
 }
 
-/// `kubectl explain` output without enum listings, which the simulator's schemas (from
-/// k8s-openapi) do not carry; the README lists this difference.
-fn without_enums(text: &str) -> String {
-    let mut out: Vec<&str> = Vec::new();
-    let mut listing = false;
-    for line in text.lines() {
-        let trimmed = line.trim();
-        if listing {
-            // A listing runs to the blank line that separates fields.
-            if !line.is_empty() {
-                continue;
-            }
-            listing = false;
-        } else if trimmed.starts_with("enum: ") {
-            continue;
-        } else if trimmed == "Possible enum values:" {
-            listing = true;
-            if out.last().is_some_and(|l| l.trim().is_empty()) {
-                out.pop();
-            }
-            continue;
-        }
-        out.push(line);
-    }
-    out.join("\n")
-}
-
 /// The operation of one path and method, as kubectl looks it up: its group-version-kind,
 /// action and query parameters.
 fn operation(doc: &Value, path: &str, method: &str) -> Value {
@@ -94,7 +67,7 @@ pub async fn compared(
     ] {
         let a = kubectl(real_kubeconfig, &real_cache, &["explain", target]);
         let b = kubectl(sim_kubeconfig, &sim_cache, &["explain", target]);
-        if without_enums(&a) != without_enums(&b) {
+        if a != b {
             differences.push(format!(
                 "kubectl explain {target}:\nreal:\n{a}\nsimulator:\n{b}"
             ));
