@@ -222,6 +222,40 @@ pub async fn compared(
             differences.push(format!("{method} {path}: real {oa}, simulator {ob}"));
         }
     }
+    // Every enum of a built-in field both publish (recorded by scripts/openapi-enums.py).
+    for gv in [
+        "api/v1",
+        "apis/apps/v1",
+        "apis/batch/v1",
+        "apis/rbac.authorization.k8s.io/v1",
+    ] {
+        let uri = format!("/openapi/v3/{gv}");
+        let (a, b) = (doc(&get(real, &uri).await.1), doc(&get(sim, &uri).await.1));
+        let enums = |d: &Value, name: &str| -> Vec<(String, Value)> {
+            d["components"]["schemas"][name]["properties"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(f, p)| (f.clone(), p.get("items").unwrap_or(p)["enum"].clone()))
+                .filter(|(_, e)| !e.is_null())
+                .collect()
+        };
+        for name in b["components"]["schemas"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(n, _)| n)
+        {
+            if a["components"]["schemas"].get(name).is_some() && enums(&a, name) != enums(&b, name)
+            {
+                differences.push(format!(
+                    "{name} enums: real {:?}, simulator {:?} (run scripts/openapi-enums.py)",
+                    enums(&a, name),
+                    enums(&b, name)
+                ));
+            }
+        }
+    }
     let v3 = |d: &Value| d["components"]["schemas"]["com.example.v1.Widget"].clone();
     let (a, b) = (
         doc(&get(real, "/openapi/v3/apis/example.com/v1").await.1),
