@@ -4,7 +4,10 @@
 //! `backoff` crate, which is flagged unmaintained (RUSTSEC-2025-0012).
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// The runtime clock, so tests can pause and advance it.
+use tokio::time::Instant;
 
 use backon::BackoffBuilder;
 use serde::Serialize;
@@ -152,6 +155,50 @@ mod tests {
             Decision::Degraded(Duration::from_secs(30))
         );
         assert_eq!(t.total_restarts, 4);
+    }
+
+    /// The same policy on the runtime's paused clock: each restart waits its backoff in
+    /// virtual time, a crash loop degrades, and a quiet window forgives it.
+    #[tokio::test(start_paused = true)]
+    async fn backoff_and_intensity_follow_the_runtime_clock() {
+        let policy = RestartPolicy {
+            min_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(8),
+            max_restarts: 3,
+            window: Duration::from_secs(60),
+            degraded_retry: Duration::from_secs(30),
+        };
+        let mut t = RestartTracker::default();
+        let start = Instant::now();
+        let mut waited = Duration::ZERO;
+        let mut delays = Vec::new();
+        for i in 0..3 {
+            let Decision::Restart(d) = t.on_failure(&policy, Instant::now()) else {
+                panic!("failure {i} should restart");
+            };
+            tokio::time::sleep(d).await;
+            waited += d;
+            delays.push(d);
+        }
+        // Only the backoff passed (the timer wheel rounds each sleep up to a millisecond).
+        let passed = Instant::now() - start;
+        assert!(
+            passed >= waited && passed - waited <= Duration::from_millis(3),
+            "{passed:?} for {waited:?}"
+        );
+        assert!(
+            delays[0] >= Duration::from_secs(1) && delays[2] > delays[0],
+            "{delays:?}"
+        );
+        assert_eq!(
+            t.on_failure(&policy, Instant::now()),
+            Decision::Degraded(Duration::from_secs(30))
+        );
+        tokio::time::advance(Duration::from_secs(61)).await;
+        assert!(matches!(
+            t.on_failure(&policy, Instant::now()),
+            Decision::Restart(_)
+        ));
     }
 
     #[test]

@@ -7,7 +7,7 @@ pub mod cleanup;
 pub mod messages;
 
 use std::collections::HashMap;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tracing::{info, warn};

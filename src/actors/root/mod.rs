@@ -4,7 +4,7 @@
 
 pub mod messages;
 
-use std::time::Instant;
+use tokio::time::Instant;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tracing::{error, info};
