@@ -1,5 +1,8 @@
 //! Helpers every Kairship test binary shares, so they exist once: waiting for a condition
-//! (in async tests and in blocking ones driving kubectl), with one poll interval.
+//! (in async tests and in blocking ones driving kubectl), with one poll interval, and
+//! starting a simulated fleet ([`fleet`]).
+
+pub mod fleet;
 
 use std::future::Future;
 use std::time::{Duration, Instant};

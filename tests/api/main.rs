@@ -3,9 +3,7 @@
 
 mod auth;
 mod cache_watch;
-#[path = "../sim_conformance/common.rs"]
-#[allow(dead_code)]
-mod common;
+use kairship_test_support::fleet as common;
 mod grpc;
 #[path = "../controller/harness.rs"]
 #[allow(dead_code)]

@@ -5,9 +5,7 @@
 //! lets exactly one replica write.
 
 mod clusterpedia;
-#[path = "../sim_conformance/common.rs"]
-#[allow(dead_code)]
-mod common;
+use kairship_test_support::fleet as common;
 mod harness;
 mod leader;
 mod lifecycle;

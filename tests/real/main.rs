@@ -12,9 +12,7 @@
 #[path = "../scenarios/cluster_scoped.rs"]
 mod cluster_scoped;
 mod clusterpedia;
-#[path = "../sim_conformance/common.rs"]
-#[allow(dead_code)]
-mod common;
+use kairship_test_support::fleet as common;
 mod differential;
 mod identity;
 #[path = "../scenarios/nginx.rs"]

@@ -3,7 +3,7 @@
 //! input. One binary, one module per concern.
 
 mod bad_input;
-mod common;
+use kairship_test_support::fleet as common;
 mod faults;
 mod karmada;
 mod kube_client;

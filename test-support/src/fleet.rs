@@ -1,4 +1,5 @@
-//! Starting a simulated fleet for a test, and the clients that talk to it.
+//! Starting a simulated fleet for a test (the one way every test binary does), and the
+//! clients and commands that talk to it: kube clients, kubectl, the Python checks.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -117,8 +118,9 @@ pub async fn client_from(path: &Path) -> kube::Client {
     kube::Client::try_from(config).expect("client builds")
 }
 
+/// A path relative to the repository root.
 pub fn repo_path(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)
 }
 
 /// `../shared/karmada/...`, beside the checkout (as in CI).
@@ -132,7 +134,7 @@ pub fn shared_karmada(rel: &str) -> PathBuf {
     p
 }
 
-pub use kairship_test_support::eventually;
+pub use crate::eventually;
 
 /// Runs a check script from tests/python with the project's virtualenv and fails the
 /// test unless it ends with "all checks passed".
