@@ -20,7 +20,5 @@ mod routing;
 mod search;
 mod server;
 mod tables;
-#[path = "../scenarios/tables.rs"]
-mod tables_scenario;
 mod upgrade;
 mod webhook_replicas;

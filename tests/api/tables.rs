@@ -16,5 +16,5 @@ async fn tables_from_the_cache_print_what_the_instance_prints() {
         );
     }
     let proxy = crate::common::client_from(&api.proxy_kubeconfig("karmada-1")).await;
-    crate::tables_scenario::tables_match(&proxy, Duration::from_secs(30)).await;
+    kairship_test_support::scenarios::tables::tables_match(&proxy, Duration::from_secs(30)).await;
 }

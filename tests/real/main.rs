@@ -9,16 +9,11 @@
 //! One fleet serves every check (it takes about a minute to start). Without the binaries
 //! the tier fails under CI and is skipped, loudly, elsewhere.
 
-#[path = "../scenarios/cluster_scoped.rs"]
-mod cluster_scoped;
 mod clusterpedia;
 use kairship_test_support::fleet as common;
 mod differential;
 mod identity;
-#[path = "../scenarios/nginx.rs"]
-mod nginx;
-#[path = "../scenarios/tables.rs"]
-mod tables;
+use kairship_test_support::scenarios::{cluster_scoped, nginx, tables};
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

@@ -431,10 +431,7 @@ async fn a_not_ready_cluster_is_tainted_and_its_replicas_move() {
     sim.fleet.shutdown();
 }
 
-#[path = "../scenarios/cluster_scoped.rs"]
-mod cluster_scoped;
-#[path = "../scenarios/nginx.rs"]
-mod nginx;
+use kairship_test_support::scenarios::{cluster_scoped, nginx};
 
 /// The scenario the real tier runs against real Karmada (tests/real), run here against
 /// the simulated one, so both must agree.

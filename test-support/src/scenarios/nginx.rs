@@ -4,7 +4,7 @@
 use std::process::Output;
 use std::time::Duration;
 
-use kairship_test_support::wait;
+use crate::wait;
 use serde_json::Value;
 
 fn run(kubectl: &dyn Fn(&[&str]) -> Output, args: &[&str]) -> String {

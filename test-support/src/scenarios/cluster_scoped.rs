@@ -6,7 +6,7 @@
 use std::process::Output;
 use std::time::Duration;
 
-use kairship_test_support::wait;
+use crate::wait;
 use serde_json::Value;
 
 const MANIFEST: &str = r#"apiVersion: rbac.authorization.k8s.io/v1
