@@ -1,9 +1,10 @@
 //! Helpers every Kairship test binary shares, so they exist once: waiting for a condition
 //! (in async tests and in blocking ones driving kubectl), with one poll interval, and
-//! starting a simulated fleet ([`fleet`]), and the scenarios both fleets run
-//! ([`scenarios`]).
+//! starting a simulated fleet ([`fleet`]), Kairship's supervision tree against it
+//! ([`harness`]), and the scenarios both fleets run ([`scenarios`]).
 
 pub mod fleet;
+pub mod harness;
 pub mod scenarios;
 
 use std::future::Future;

@@ -5,9 +5,7 @@ mod auth;
 mod cache_watch;
 use kairship_test_support::fleet as common;
 mod grpc;
-#[path = "../controller/harness.rs"]
-#[allow(dead_code)]
-mod harness;
+use kairship_test_support::harness;
 mod impersonation;
 mod metrics;
 mod placement;

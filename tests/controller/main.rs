@@ -6,7 +6,7 @@
 
 mod clusterpedia;
 use kairship_test_support::fleet as common;
-mod harness;
+use kairship_test_support::harness;
 mod leader;
 mod lifecycle;
 mod partition;

@@ -11,7 +11,8 @@ use kairship::crd::{Instance, InstanceStatus, Phase};
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::discovery::ApiResource;
 
-use crate::common::{eventually, Sim};
+use crate::eventually;
+use crate::fleet::Sim;
 
 pub const NS: &str = "kairship-system";
 
