@@ -11,7 +11,8 @@ pub enum PatchKind {
     Merge,
     Json,
     Strategic,
-    /// Server-side apply, simulated as a merge patch (no field managers).
+    /// Server-side apply: merged by schema with field ownership (`store::fields`); only
+    /// a Scale view, which has no owners, takes it as a merge patch here.
     Apply,
 }
 

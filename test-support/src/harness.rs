@@ -36,21 +36,26 @@ impl Env {
     pub async fn running(instances: usize) -> (Self, kairship::actors::tree::Tree) {
         let env = Self::start(instances).await;
         let tree = env.start_tree(None, "solo").await;
+        env.attach_all(instances).await;
+        (env, tree)
+    }
+
+    /// Takes an instance's API down (simulator fault) and waits until it shows Unreachable.
+    /// Registers instances `karmada-1..=instances` and waits until each is Running.
+    pub async fn attach_all(&self, instances: usize) {
         for i in 1..=instances {
-            env.create_external(&format!("karmada-{i}")).await;
+            self.create_external(&format!("karmada-{i}")).await;
         }
         for i in 1..=instances {
-            env.wait_phase(
+            self.wait_phase(
                 &format!("karmada-{i}"),
                 Phase::Running,
                 Duration::from_secs(20),
             )
             .await;
         }
-        (env, tree)
     }
 
-    /// Takes an instance's API down (simulator fault) and waits until it shows Unreachable.
     pub async fn take_down(&self, name: &str) -> InstanceStatus {
         assert_eq!(
             self.sim

@@ -7,7 +7,6 @@ use kairship::actors::leader::LeaderConfig;
 use kairship::actors::tree::Tree;
 use kairship::api::context::ApiContext;
 use kairship::auth::{Auth, AuthConfig};
-use kairship::crd::Phase;
 use tonic::transport::Channel;
 
 use crate::harness::Env;
@@ -57,17 +56,7 @@ impl Api {
         )
         .await
         .expect("tree starts");
-        for i in 1..=instances {
-            env.create_external(&format!("karmada-{i}")).await;
-        }
-        for i in 1..=instances {
-            env.wait_phase(
-                &format!("karmada-{i}"),
-                Phase::Running,
-                Duration::from_secs(20),
-            )
-            .await;
-        }
+        env.attach_all(instances).await;
         let auth = match auth {
             Some(config) => Auth::new(&config, as_kairship.clone())
                 .await

@@ -2,6 +2,7 @@
 //! index (`/openapi/v3`) and one OpenAPI 3.0 document per group-version, each with the
 //! operations of its resources and the definitions they reach.
 
+use std::collections::hash_map::DefaultHasher;
 use std::collections::BTreeSet;
 use std::hash::{Hash, Hasher};
 
@@ -288,18 +289,25 @@ fn to_v3(v: &mut Value, found: &mut Vec<String>) {
 /// `/openapi/v3`: where each group-version's document is, with a hash of its content so
 /// clients cache it until it changes.
 pub fn v3_root(catalog: &Catalog) -> Value {
-    let gvs: BTreeSet<String> = catalog.resources.iter().map(group_version_path).collect();
-    let mut paths = Map::new();
-    for gv in gvs {
-        let Some(doc) = v3_group_version(catalog, &gv) else {
-            continue;
-        };
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        doc.to_string().hash(&mut h);
-        paths.insert(
-            gv.clone(),
-            json!({"serverRelativeURL": format!("/openapi/v3/{gv}?hash={:016X}", h.finish())}),
-        );
+    // A document is a function of its resources and their definitions (the rest are
+    // the fixed built-in ones), so those are hashed rather than each document built.
+    let mut hashes: std::collections::BTreeMap<String, DefaultHasher> = Default::default();
+    for p in &catalog.resources {
+        let h = hashes.entry(group_version_path(p)).or_default();
+        (&p.def.plural, &p.version, &p.def.kind, p.def.namespaced).hash(h);
+        (p.def.status_subresource, &p.definition).hash(h);
+        catalog
+            .definitions
+            .get(&p.definition)
+            .map(Value::to_string)
+            .hash(h);
     }
+    let paths: Map<String, Value> = hashes
+        .into_iter()
+        .map(|(gv, h)| {
+            let url = format!("/openapi/v3/{gv}?hash={:016X}", h.finish());
+            (gv, json!({"serverRelativeURL": url}))
+        })
+        .collect();
     json!({"paths": paths})
 }

@@ -49,22 +49,7 @@ impl<'a> Node<'a> {
     fn resolved(self) -> Self {
         let mut node = self;
         for _ in 0..16 {
-            let reference =
-                node.schema.get("$ref").and_then(Value::as_str).or_else(|| {
-                    match node
-                        .schema
-                        .get("allOf")
-                        .and_then(Value::as_array)
-                        .map(Vec::as_slice)
-                    {
-                        Some([one]) => one.get("$ref").and_then(Value::as_str),
-                        _ => None,
-                    }
-                });
-            let Some(target) = reference
-                .and_then(|r| r.rsplit('/').next())
-                .and_then(|name| node.defs.get(name))
-            else {
+            let Some(target) = node.definition().and_then(|name| node.defs.get(name)) else {
                 return node;
             };
             node = Self::new(target, node.defs);

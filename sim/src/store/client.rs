@@ -7,9 +7,9 @@ use serde_json::Value;
 use super::decode_defaults;
 use super::fields::validation::Findings;
 use super::fields::{ClientWrite, Scope};
-use super::writes::check_kind;
+use super::writes::{check_kind, check_patch_type, patched};
 use super::{meta::meta_mut, Obj, Store};
-use crate::patch::{self, PatchKind};
+use crate::patch::PatchKind;
 use crate::resources::ResourceDef;
 use kairship_wire::status::{ApiError, ApiResult};
 
@@ -109,11 +109,7 @@ impl Store {
         status: bool,
         w: &ClientWrite,
     ) -> ApiResult<Written> {
-        if kind == PatchKind::Strategic && !def.builtin {
-            return Err(ApiError::unsupported_media_type(
-                "application/strategic-merge-patch+json is not supported for custom resources",
-            ));
-        }
+        check_patch_type(def, kind)?;
         let mut inner = self.inner.lock();
         let current = match inner.get(def, ns, name) {
             Ok(c) => Some(c),
@@ -157,14 +153,12 @@ impl Store {
         let Some(current) = current else {
             return Err(ApiError::internal("patch of a missing object"));
         };
-        let mut next = current.value.clone();
-        patch::apply(kind, &mut next, body)?;
-        check_kind(def, &next)?;
-        let warnings = w.check_patched(def, &mut next, |patched| match kind {
+        let mut next = patched(def, &current.value, kind, body)?;
+        let warnings = w.check_patched(def, &mut next, |result| match kind {
             PatchKind::Strategic => serde_json::from_slice::<Value>(body)
                 .map(|p| go_format(&p))
                 .unwrap_or_default(),
-            _ => serde_json::to_string(patched).unwrap_or_default(),
+            _ => serde_json::to_string(result).unwrap_or_default(),
         })?;
         if !status {
             decode_defaults::fill(def, &mut next);

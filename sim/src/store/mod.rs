@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
 
-use crate::patch::{self, PatchKind};
+use crate::patch::PatchKind;
 use crate::resources::{self, Flavor, Registry, ResourceDef};
 use kairship_wire::selectors::{FieldSelector, LabelSelector};
 use kairship_wire::status::{ApiError, ApiResult};
@@ -449,7 +449,8 @@ impl Store {
         inner.replace(self, def, &current, obj, status, None)
     }
 
-    /// Patches an object atomically; server-side apply creates it when absent.
+    /// Patches an object atomically (the simulator's own writes: never an apply, which
+    /// only clients send, through [`Store::patch_by`]).
     pub fn patch(
         &self,
         def: &ResourceDef,
@@ -459,27 +460,10 @@ impl Store {
         body: &[u8],
         status: bool,
     ) -> ApiResult<Obj> {
-        if kind == PatchKind::Strategic && !def.builtin {
-            return Err(ApiError::unsupported_media_type(
-                "application/strategic-merge-patch+json is not supported for custom resources",
-            ));
-        }
+        check_patch_type(def, kind)?;
         let mut inner = self.inner.lock();
-        let current = match inner.get(def, ns, name) {
-            Ok(c) => c,
-            Err(e) if kind == PatchKind::Apply && e.code == 404 => {
-                drop(inner);
-                let mut obj: Value = serde_json::from_slice(body).map_err(|e| {
-                    ApiError::bad_request(format!("error decoding apply patch: {e}"))
-                })?;
-                meta_mut(&mut obj).insert("name".into(), name.into());
-                return self.create(def, ns, obj);
-            }
-            Err(e) => return Err(e),
-        };
-        let mut next = current.value.clone();
-        patch::apply(kind, &mut next, body)?;
-        check_kind(def, &next)?;
+        let current = inner.get(def, ns, name)?;
+        let next = patched(def, &current.value, kind, body)?;
         inner.replace(self, def, &current, next, status, None)
     }
 
@@ -588,4 +572,4 @@ impl Store {
 }
 
 pub use writes::Preconditions;
-use writes::{check_kind, crd_status, scope_namespace};
+use writes::{check_kind, check_patch_type, crd_status, patched, scope_namespace};

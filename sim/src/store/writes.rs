@@ -10,6 +10,7 @@ use super::meta::{self, finalizers, meta_mut, meta_str};
 use super::{
     Collection, Event, EventType, Inner, Obj, Store, StoredObject, CRD_KEY, NAMESPACE_KEY,
 };
+use crate::patch::PatchKind;
 use crate::resources::{self, ResourceDef};
 use kairship_wire::status::{ApiError, ApiResult};
 
@@ -64,6 +65,30 @@ pub(super) fn check_kind(def: &ResourceDef, obj: &Value) -> ApiResult<()> {
 }
 
 /// The namespace an object lives in, reconciling the request path with the body.
+/// Refuses a patch type the kind does not take, before the object is looked up (as
+/// kube-apiserver's handler does): strategic merge patch is for built-in kinds only.
+pub(super) fn check_patch_type(def: &ResourceDef, kind: PatchKind) -> ApiResult<()> {
+    if kind == PatchKind::Strategic && !def.builtin {
+        return Err(ApiError::unsupported_media_type(
+            "application/strategic-merge-patch+json is not supported for custom resources",
+        ));
+    }
+    Ok(())
+}
+
+/// `current` with a (non-apply) patch applied, still of the kind it was.
+pub(super) fn patched(
+    def: &ResourceDef,
+    current: &Value,
+    kind: PatchKind,
+    body: &[u8],
+) -> ApiResult<Value> {
+    let mut next = current.clone();
+    crate::patch::apply(kind, &mut next, body)?;
+    check_kind(def, &next)?;
+    Ok(next)
+}
+
 pub(super) fn scope_namespace(
     def: &ResourceDef,
     path_ns: Option<&str>,

@@ -163,13 +163,17 @@ impl ClientWrite {
         patch_shown: impl Fn(&Value) -> String,
     ) -> ApiResult<Vec<String>> {
         self.check_types(def, obj, |m| patch_invalid(&patch_shown(obj), &go_error(m)))?;
-        let before = obj.clone();
+        // Only a strict refusal quotes the patched object as it was before pruning.
+        let before = (self.validation == Validation::Strict).then(|| obj.clone());
         let mut found = Findings::default();
         if let Some(node) = self.node() {
             validation::prune(obj, node, &mut found);
         }
         self.verdict(found, |f| {
-            patch_invalid(&patch_shown(&before), &f.strict_error())
+            patch_invalid(
+                &before.as_ref().map(&patch_shown).unwrap_or_default(),
+                &f.strict_error(),
+            )
         })
     }
 
