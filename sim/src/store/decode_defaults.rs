@@ -74,7 +74,29 @@ pub(super) fn fill(def: &ResourceDef, obj: &mut Value) {
             }
             template(spec);
         }
-        ("batch", "jobs") => template(spec),
+        ("batch", "jobs") => {
+            if spec.get("completions").is_none() && spec.get("parallelism").is_none() {
+                spec["completions"] = json!(1);
+            }
+            default(spec, "parallelism", json!(1));
+            let per_index = spec
+                .get("backoffLimitPerIndex")
+                .is_some_and(|v| !v.is_null());
+            default(
+                spec,
+                "backoffLimit",
+                json!(if per_index { i32::MAX } else { 6 }),
+            );
+            default(spec, "completionMode", json!("NonIndexed"));
+            default(spec, "suspend", json!(false));
+            default(spec, "manualSelector", json!(false));
+            let policy = match spec.get("podFailurePolicy").is_some_and(|v| !v.is_null()) {
+                true => "Failed",
+                false => "TerminatingOrFailed",
+            };
+            default(spec, "podReplacementPolicy", json!(policy));
+            template(spec);
+        }
         _ => {}
     }
 }

@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use super::Collection;
 
 pub(super) const SERVICES: &str = "/services";
+pub(super) const JOBS: &str = "batch/jobs";
 
 /// Allocates a new Service's cluster IP (and families) and node ports; `existing` are
 /// the Services already stored. Its decoding defaults are filled already.
@@ -52,6 +53,40 @@ pub(super) fn service_on_create(obj: &mut Value, existing: Option<&Collection>) 
         default(spec, "ipFamilyPolicy", json!("SingleStack"));
     }
     obj["status"] = json!({"loadBalancer": {}});
+}
+
+/// A new Job's selector and labels, generated from its uid unless the Job selects its
+/// Pods itself (`manualSelector`); a Job without labels takes its Pods'.
+pub(super) fn job_on_create(obj: &mut Value) {
+    let uid = obj.pointer("/metadata/uid").cloned().unwrap_or_default();
+    let name = obj.pointer("/metadata/name").cloned().unwrap_or_default();
+    let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    if spec["manualSelector"] == json!(true) {
+        return;
+    }
+    default(spec, "template", json!({}));
+    default(&mut spec["template"], "metadata", json!({}));
+    default(&mut spec["template"]["metadata"], "labels", json!({}));
+    let labels = &mut spec["template"]["metadata"]["labels"];
+    for (k, v) in [
+        ("batch.kubernetes.io/controller-uid", &uid),
+        ("batch.kubernetes.io/job-name", &name),
+        ("controller-uid", &uid),
+        ("job-name", &name),
+    ] {
+        labels[k] = v.clone();
+    }
+    let pod_labels = labels.clone();
+    spec["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
+    let meta = &mut obj["metadata"];
+    if meta
+        .get("labels")
+        .is_none_or(|l| l.as_object().is_none_or(|m| m.is_empty()))
+    {
+        meta["labels"] = pod_labels;
+    }
 }
 
 /// An update that leaves out what was allocated keeps it, as kube-apiserver's Service

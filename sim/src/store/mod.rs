@@ -416,6 +416,9 @@ impl Store {
         if def.key() == defaults::SERVICES {
             defaults::service_on_create(&mut obj, inner.collections.get(&def.key()));
         }
+        if def.key() == defaults::JOBS {
+            defaults::job_on_create(&mut obj);
+        }
         if def.key() == CRD_KEY {
             let new_def = resources::def_from_crd(&obj)?;
             inner.check_crd_names(&new_def, &name)?;

@@ -10,9 +10,8 @@ use crate::common::Sim;
 mod openapi;
 mod writes;
 
-/// Status code and body of a raw GET.
-async fn get(c: &kube::Client, uri: &str) -> (u16, String) {
-    let req = http::Request::get(uri).body(Vec::new()).expect("request");
+/// Status code, `Warning` headers and body of a raw request.
+async fn request(c: &kube::Client, req: http::Request<Vec<u8>>) -> (u16, Vec<String>, String) {
     let resp = tokio::time::timeout(
         std::time::Duration::from_secs(20),
         c.send(req.map(kube::client::Body::from)),
@@ -21,6 +20,12 @@ async fn get(c: &kube::Client, uri: &str) -> (u16, String) {
     .expect("answers in time")
     .expect("sent");
     let code = resp.status().as_u16();
+    let warnings = resp
+        .headers()
+        .get_all("warning")
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(String::from))
+        .collect();
     let body = tokio::time::timeout(
         std::time::Duration::from_secs(20),
         resp.into_body().collect(),
@@ -29,7 +34,14 @@ async fn get(c: &kube::Client, uri: &str) -> (u16, String) {
     .expect("body in time")
     .expect("body")
     .to_bytes();
-    (code, String::from_utf8_lossy(&body).into_owned())
+    (code, warnings, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// Status code and body of a raw GET.
+async fn get(c: &kube::Client, uri: &str) -> (u16, String) {
+    let req = http::Request::get(uri).body(Vec::new()).expect("request");
+    let (code, _, body) = request(c, req).await;
+    (code, body)
 }
 
 /// The created object of a POST (a Status on failure).
@@ -326,6 +338,11 @@ async fn writes_compared(real: &kube::Client, sim: &kube::Client) -> Vec<String>
     let mut differences = Vec::new();
     for (i, s) in writes::steps().iter().enumerate() {
         let (a, b) = (writes::send(real, s).await, writes::send(sim, s).await);
+        // The sequences end by reading what they built: on the real server that must
+        // exist, or the comparison above compared two failures.
+        if s.0 == "GET" {
+            assert_eq!(a.0, 200, "kube-apiserver: GET {} {}", s.1, a.1);
+        }
         let (a, b) = (
             (a.0, writes::normalized(&a.1), a.2),
             (b.0, writes::normalized(&b.1), b.2),

@@ -66,6 +66,10 @@ pub async fn compared(
         "widgets.spec.parts",
     ] {
         let a = kubectl(real_kubeconfig, &real_cache, &["explain", target]);
+        assert!(
+            !a.starts_with("FAILED"),
+            "kube-apiserver: explain {target}: {a}"
+        );
         let b = kubectl(sim_kubeconfig, &sim_cache, &["explain", target]);
         if a != b {
             differences.push(format!(
@@ -132,7 +136,9 @@ pub async fn compared(
         ],
     ] {
         let mut args = args.to_vec();
-        args.extend(["-o", "json", "--show-managed-fields"]);
+        // Output flags before `--`, which starts a Job's command.
+        let at = args.iter().position(|a| *a == "--").unwrap_or(args.len());
+        args.splice(at..at, ["-o", "json", "--show-managed-fields"]);
         let shown = |out: String| -> Value {
             match serde_json::from_str::<Value>(&out) {
                 Ok(mut v) => {
@@ -143,12 +149,16 @@ pub async fn compared(
                             p["nodePort"] = "<allocated>".into();
                         }
                     }
-                    for path in [
-                        "/spec/selector/batch.kubernetes.io~1controller-uid",
-                        "/spec/selector/matchLabels/batch.kubernetes.io~1controller-uid",
+                    // A Job's generated selector and labels carry its uid.
+                    for labels in [
+                        "/spec/selector/matchLabels",
+                        "/metadata/labels",
+                        "/spec/template/metadata/labels",
                     ] {
-                        if let Some(x) = v.pointer_mut(path) {
-                            *x = "<uid>".into();
+                        for key in ["batch.kubernetes.io/controller-uid", "controller-uid"] {
+                            if let Some(x) = v.pointer_mut(labels).and_then(|l| l.get_mut(key)) {
+                                *x = "<uid>".into();
+                            }
                         }
                     }
                     super::writes::normalized(&v)
@@ -157,6 +167,10 @@ pub async fn compared(
             }
         };
         let a = shown(kubectl(real_kubeconfig, &real_cache, &args));
+        assert!(
+            a["kind"].is_string(),
+            "kube-apiserver: kubectl {args:?}: {a}"
+        );
         let b = shown(kubectl(sim_kubeconfig, &sim_cache, &args));
         if a != b {
             differences.push(format!("kubectl {args:?}: real {a}, simulator {b}"));

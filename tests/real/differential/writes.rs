@@ -27,27 +27,10 @@ pub async fn send(c: &kube::Client, s: &Step) -> (u16, Value, Vec<String>) {
         .header("user-agent", "differential/1.0")
         .body(s.2.clone().unwrap_or_default().into_bytes())
         .expect("request");
-    let resp = tokio::time::timeout(
-        std::time::Duration::from_secs(20),
-        c.send(req.map(kube::client::Body::from)),
-    )
-    .await
-    .expect("answers in time")
-    .expect("sent");
-    let code = resp.status().as_u16();
-    let warnings = resp
-        .headers()
-        .get_all("warning")
-        .iter()
-        .filter_map(|v| v.to_str().ok().map(String::from))
-        .collect();
-    let body = http_body_util::BodyExt::collect(resp.into_body())
-        .await
-        .expect("body")
-        .to_bytes();
+    let (code, warnings, body) = super::request(c, req).await;
     (
         code,
-        serde_json::from_slice(&body).unwrap_or(Value::Null),
+        serde_json::from_str(&body).unwrap_or(Value::Null),
         warnings,
     )
 }
