@@ -98,6 +98,12 @@ pub async fn compared(
         std::fs::write(&file, body).expect("manifest");
         let f = file.to_string_lossy();
         let a = kubectl(real_kubeconfig, &real_cache, &["create", "-f", &f]);
+        // Manifests with an undeclared field are refused (validated on the server).
+        assert_eq!(
+            a.starts_with("FAILED"),
+            name != "valid",
+            "kube-apiserver: {name}: {a}"
+        );
         let b = kubectl(sim_kubeconfig, &sim_cache, &["create", "-f", &f]);
         if a != b {
             differences.push(format!(
@@ -232,6 +238,10 @@ pub async fn compared(
         let uri = format!("/openapi/v3/{gv}");
         let (a, b) = (doc(&get(real, &uri).await.1), doc(&get(sim, &uri).await.1));
         let (oa, ob) = (operation(&a, path, method), operation(&b, path, method));
+        assert!(
+            oa["action"].is_string(),
+            "kube-apiserver has no {method} {path}"
+        );
         if oa != ob {
             differences.push(format!("{method} {path}: real {oa}, simulator {ob}"));
         }
@@ -275,6 +285,10 @@ pub async fn compared(
         doc(&get(real, "/openapi/v3/apis/example.com/v1").await.1),
         doc(&get(sim, "/openapi/v3/apis/example.com/v1").await.1),
     );
+    assert!(
+        v3(&a).is_object(),
+        "kube-apiserver publishes the Widget schema (v3)"
+    );
     if v3(&a) != v3(&b) {
         differences.push(format!(
             "v3 Widget schema: real {}, simulator {}",
@@ -286,6 +300,10 @@ pub async fn compared(
     let (a, b) = (
         doc(&get(real, "/openapi/v2").await.1),
         doc(&get(sim, "/openapi/v2").await.1),
+    );
+    assert!(
+        v2(&a).is_object(),
+        "kube-apiserver publishes the Widget schema (v2)"
     );
     if v2(&a) != v2(&b) {
         differences.push(format!(
