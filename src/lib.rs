@@ -16,6 +16,8 @@ pub mod cli;
 pub mod crd;
 pub mod error;
 pub mod metrics;
+#[cfg(test)]
+mod module_graph;
 pub mod open_files;
 pub mod proto;
 pub mod quantity;

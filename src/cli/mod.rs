@@ -3,9 +3,6 @@
 #[cfg(feature = "testbed")]
 pub mod chaos;
 pub mod ctl;
-pub mod ctl_clusters;
-pub mod ctl_search;
-pub mod ctl_workloads;
 #[cfg(feature = "testbed")]
 pub mod demo;
 pub mod run;

@@ -14,17 +14,10 @@ use kube::Resource;
 use serde_json::{json, Value};
 
 use super::caches::Kind;
+use super::connect::KubeconfigSource;
 use crate::actors::context::Context;
 use crate::actors::host_error::{bounded, fenced, HostError};
 use crate::crd::Instance;
-
-/// Where the instance's kubeconfig lives (the Secret Kairship itself connects with).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KubeconfigSource {
-    pub namespace: String,
-    pub name: String,
-    pub key: String,
-}
 
 /// The key of the kubeconfig in the Secret Kairship writes for Clusterpedia.
 pub const SECRET_KEY: &str = "kubeconfig";

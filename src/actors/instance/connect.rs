@@ -7,10 +7,17 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::discovery::ApiResource;
 use serde_json::{json, Value};
 
-use super::clusterpedia::KubeconfigSource;
 use super::now;
 use crate::actors::context::Context;
 use crate::crd::{Instance, InstanceMode};
+
+/// Where the instance's kubeconfig lives (the Secret Kairship itself connects with).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeconfigSource {
+    pub namespace: String,
+    pub name: String,
+    pub key: String,
+}
 
 /// Why an instance cannot be connected yet.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -1,5 +1,7 @@
 //! Messages of the InstanceActor.
 
+use std::time::Duration;
+
 use ractor::RpcReplyPort;
 
 use super::connect::{ConnectError, Connected};
@@ -29,7 +31,7 @@ pub enum InstanceMsg {
     /// Periodic: stats, probe, status sync.
     Tick,
     /// A probe's answer: the instance's Kubernetes version.
-    Probed(Result<String, super::probe::ProbeError>),
+    Probed(Result<String, ProbeError>),
     StatusWritten(StatusWrite),
     Registered(Result<(), crate::actors::host_error::HostError>),
     /// The PediaCluster was made what it should be, and what Clusterpedia reports of it.
@@ -40,4 +42,13 @@ pub enum InstanceMsg {
     View(RpcReplyPort<InstanceView>),
     /// Chaos: panic inside the handler, to exercise supervision.
     Panic,
+}
+
+/// Why a reachability probe (`GET /version`) found no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("probe failed: {0}")]
+    Failed(#[from] kube::Error),
+    #[error("probe timed out after {0:?}")]
+    TimedOut(Duration),
 }

@@ -69,7 +69,7 @@ pub struct InstanceState {
     last_write_at: Option<Instant>,
     registered: bool,
     /// The Secret the instance's kubeconfig was read from at the last connect.
-    kubeconfig_source: Option<clusterpedia::KubeconfigSource>,
+    kubeconfig_source: Option<connect::KubeconfigSource>,
     /// Where the instance's Clusterpedia registration stands, while it is on.
     clusterpedia_round: clusterpedia::Round,
     /// Whether Kairship's roles on the members were last applied (`Some(true)`) or

@@ -6,15 +6,7 @@ use std::time::Duration;
 
 use ractor::ActorRef;
 
-use super::messages::InstanceMsg;
-
-#[derive(Debug, thiserror::Error)]
-pub enum ProbeError {
-    #[error("probe failed: {0}")]
-    Failed(#[from] kube::Error),
-    #[error("probe timed out after {0:?}")]
-    TimedOut(Duration),
-}
+use super::messages::{InstanceMsg, ProbeError};
 
 /// The probes' bookkeeping; what they found moves the lifecycle.
 #[derive(Debug, Default)]

@@ -2,6 +2,10 @@
 //! the proto3 JSON shape. The address and token come from flags, the environment, or the
 //! demo's endpoints.json.
 
+mod clusters;
+mod search;
+mod workloads;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -60,9 +64,9 @@ pub enum CtlCommand {
     Uncordon { instance: String, cluster: String },
     /// Workloads of one instance and where Karmada placed them.
     #[command(subcommand)]
-    Workloads(super::ctl_workloads::WorkloadsCmd),
+    Workloads(workloads::WorkloadsCmd),
     /// Search the fleet: objects in every instance you may view (`-l app=payments`).
-    Search(super::ctl_search::SearchArgs),
+    Search(search::SearchArgs),
     /// Who Kairship takes you for, and your role on each instance.
     Whoami,
 }
@@ -470,13 +474,13 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
             })
         }
         CtlCommand::Cordon { instance, cluster } => {
-            super::ctl_clusters::cordon(&conn, out, instance, cluster, true).await
+            clusters::cordon(&conn, out, instance, cluster, true).await
         }
         CtlCommand::Uncordon { instance, cluster } => {
-            super::ctl_clusters::cordon(&conn, out, instance, cluster, false).await
+            clusters::cordon(&conn, out, instance, cluster, false).await
         }
-        CtlCommand::Workloads(cmd) => super::ctl_workloads::run(&conn, out, cmd).await,
-        CtlCommand::Search(args) => super::ctl_search::run(&conn, out, args).await,
+        CtlCommand::Workloads(cmd) => workloads::run(&conn, out, cmd).await,
+        CtlCommand::Search(args) => search::run(&conn, out, args).await,
         CtlCommand::Whoami => {
             let mut c = AccessServiceClient::new(conn.channel.clone());
             let r = c

@@ -5,7 +5,7 @@
 use clap::Subcommand;
 use serde_json::Value;
 
-use super::ctl::{n, print, s, status, Conn, Output};
+use super::{n, print, s, status, Conn, Output};
 use crate::proto::{self, workload_service_client::WorkloadServiceClient};
 use crate::Error;
 

@@ -1,7 +1,7 @@
 //! `kairship ctl cordon|uncordon INSTANCE CLUSTER`: as `karmadactl cordon`, through
 //! Kairship's ClusterService.
 
-use super::ctl::{print, s, status, Conn, Output};
+use super::{print, s, status, Conn, Output};
 use crate::proto::{self, cluster_service_client::ClusterServiceClient};
 use crate::Error;
 

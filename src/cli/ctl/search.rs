@@ -3,7 +3,7 @@
 use clap::Args;
 use serde_json::Value;
 
-use super::ctl::{n, print, s, status, Conn, Output};
+use super::{n, print, s, status, Conn, Output};
 use crate::proto::{self, search_service_client::SearchServiceClient};
 use crate::Error;
 
