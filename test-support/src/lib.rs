@@ -1,10 +1,12 @@
 //! Helpers every Kairship test binary shares, so they exist once: waiting for a condition
-//! (in async tests and in blocking ones driving kubectl), with one poll interval, and
+//! (in async tests and in blocking ones driving kubectl), at one of two poll intervals,
+//! waiting on and stopping a `kairship demo` child ([`process`]), and
 //! starting a simulated fleet ([`fleet`]), Kairship's supervision tree against it
 //! ([`harness`]), and the scenarios both fleets run ([`scenarios`]).
 
 pub mod fleet;
 pub mod harness;
+pub mod process;
 pub mod scenarios;
 
 use std::future::Future;
@@ -13,38 +15,61 @@ use std::time::{Duration, Instant};
 /// How often a condition is checked again.
 pub const POLL: Duration = Duration::from_millis(100);
 
+/// How often a check that starts a process (kubectl, ctr, karmadactl) is run again: each
+/// run costs a process start on two shared cores.
+pub const PROCESS_POLL: Duration = Duration::from_millis(500);
+
+/// Runs `check` every `every` until it returns `Ok`; after `within`, its last `Err` (what
+/// it saw), for the caller to fail with its own diagnostics.
+pub async fn poll<T, E, F, Fut>(within: Duration, every: Duration, mut check: F) -> Result<T, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match check().await {
+            Ok(v) => return Ok(v),
+            Err(seen) if tokio::time::Instant::now() >= deadline => return Err(seen),
+            Err(_) => tokio::time::sleep(every).await,
+        }
+    }
+}
+
+/// As [`poll`], for blocking checks outside a runtime (and in `Drop`).
+pub fn poll_blocking<T, E>(
+    within: Duration,
+    every: Duration,
+    mut check: impl FnMut() -> Result<T, E>,
+) -> Result<T, E> {
+    let deadline = Instant::now() + within;
+    loop {
+        match check() {
+            Ok(v) => return Ok(v),
+            Err(seen) if Instant::now() >= deadline => return Err(seen),
+            Err(_) => std::thread::sleep(every),
+        }
+    }
+}
+
 /// Polls `check` until it returns `Some`, failing the test after `within` naming `what`.
 pub async fn eventually<T, F, Fut>(within: Duration, what: &str, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {within:?} waiting for {what}"
-        );
-        tokio::time::sleep(POLL).await;
-    }
+    poll(within, POLL, || {
+        let found = check();
+        async move { found.await.ok_or(()) }
+    })
+    .await
+    .unwrap_or_else(|()| panic!("timed out after {within:?} waiting for {what}"))
 }
 
 /// As [`eventually`], for blocking checks (a kubectl run each time) outside a runtime.
 pub fn wait<T>(within: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {within:?} waiting for {what}"
-        );
-        std::thread::sleep(POLL);
-    }
+    poll_blocking(within, POLL, || check().ok_or(()))
+        .unwrap_or_else(|()| panic!("timed out after {within:?} waiting for {what}"))
 }
 
 #[cfg(test)]
@@ -79,5 +104,19 @@ mod tests {
         .await;
         assert_eq!(v, 4);
         assert_eq!(start.elapsed(), POLL * 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn poll_gives_back_what_it_saw_last_when_time_is_up() {
+        let start = tokio::time::Instant::now();
+        let mut n = 0;
+        let seen = poll(Duration::from_secs(2), PROCESS_POLL, || {
+            n += 1;
+            let tried = n;
+            async move { Err::<(), _>(tried) }
+        })
+        .await;
+        assert_eq!(seen, Err(5), "tried at 0, 0.5, 1, 1.5 and 2 s");
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
     }
 }

@@ -4,6 +4,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use kairship_test_support::{poll, PROCESS_POLL};
 use serde_json::Value;
 
 use crate::common::{kubectl_bin, shared_karmada};
@@ -54,23 +55,21 @@ async fn kubectl_works_through_the_proxy() {
     ))
     .contains("created"));
     // The write went to the instance; the cache serves it once the watch delivered it.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let deploy = loop {
+    let deploy = poll(Duration::from_secs(10), PROCESS_POLL, || {
         let out = kubectl(
             &api,
             "karmada-1",
             &["get", "deployment", "nginx", "-o", "json"],
         );
-        if out.status.success() {
-            break serde_json::from_slice::<Value>(&out.stdout).expect("json");
+        async move {
+            match out.status.success() {
+                true => Ok(serde_json::from_slice::<Value>(&out.stdout).expect("json")),
+                false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+            }
         }
-        assert!(
-            Instant::now() < deadline,
-            "nginx never showed up: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    })
+    .await
+    .unwrap_or_else(|e| panic!("nginx never showed up: {e}"));
     assert_eq!(deploy["spec"]["replicas"], 2);
 
     // A watch is streamed through: it sees a sentinel first, so it is open before the write.

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use kairship_test_support::{poll, process, POLL, PROCESS_POLL};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -101,26 +102,9 @@ impl ClusterDemo {
         };
         let started = Instant::now();
         let path = demo.dir.path().join("endpoints.json");
-        loop {
-            if let Some(v) = std::fs::read_to_string(&path)
-                .ok()
-                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-            {
-                demo.endpoints = v;
-                break;
-            }
-            if let Ok(Some(status)) = demo.child.try_wait() {
-                panic!(
-                    "kairship demo --fleet cluster exited ({status}):\n{}",
-                    demo.log_tail()
-                );
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(900),
-                "no endpoints.json after 15 minutes:\n{}",
-                demo.log_tail()
-            );
-            tokio::time::sleep(Duration::from_secs(1)).await;
+        match process::endpoints(Some(&mut demo.child), &path, Duration::from_secs(900)).await {
+            Ok(v) => demo.endpoints = v,
+            Err(e) => panic!("kairship demo --fleet cluster: {e}:\n{}", demo.log_tail()),
         }
         println!("cluster demo up in {:.0}s", started.elapsed().as_secs_f64());
         demo.host = PathBuf::from(
@@ -193,35 +177,23 @@ impl ClusterDemo {
             .args(args)))
     }
 
-    /// Waits until `ok` holds, polling every 250 ms; how long it took.
+    /// Waits until `ok` (which runs kubectl) holds; how long it took.
     async fn until(&self, what: &str, within: Duration, mut ok: impl FnMut() -> bool) -> Duration {
         let started = Instant::now();
-        while !ok() {
-            assert!(
-                started.elapsed() < within,
-                "{what}: not within {within:?}\n{}",
-                self.log_tail()
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
+        let held = poll(within, PROCESS_POLL, || {
+            let held = ok();
+            async move { held.then_some(()).ok_or(()) }
+        })
+        .await;
+        if held.is_err() {
+            panic!("{what}: not within {within:?}\n{}", self.log_tail());
         }
         started.elapsed()
     }
 
     /// SIGTERM, then waits for the demo to remove everything it started.
     fn stop(&mut self) -> Option<std::process::ExitStatus> {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(90);
-        while Instant::now() < deadline {
-            if let Ok(Some(s)) = self.child.try_wait() {
-                return Some(s);
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        let _ = self.child.kill();
-        None
+        process::stop(&mut self.child, Duration::from_secs(90))
     }
 }
 
@@ -512,17 +484,12 @@ async fn takeover(
         true => 0.0,
         false => before.get(&name(&pod)).copied().unwrap_or(0.0),
     };
-    let started = Instant::now();
-    loop {
-        if writes().await.is_some_and(|w| w > before) {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(90),
-            "{leader} never wrote a status\n{}",
-            demo.log_tail()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
+    let wrote = poll(Duration::from_secs(90), POLL, || async {
+        writes().await.filter(|w| *w > before).ok_or(())
+    })
+    .await;
+    if wrote.is_err() {
+        panic!("{leader} never wrote a status\n{}", demo.log_tail());
     }
     (took, lost_at.elapsed(), name(&pod))
 }

@@ -12,6 +12,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use kairship_test_support::{poll, PROCESS_POLL};
 use serde_json::{json, Value};
 
 use crate::ha::ClusterDemo;
@@ -76,25 +77,26 @@ async fn watch_until(
     done: impl Fn(&Value) -> bool,
 ) -> Duration {
     let started = Instant::now();
-    loop {
-        if let Some(i) = instance(demo) {
-            let pm = phase_and_message(&i);
+    let reached = poll(within, PROCESS_POLL, || {
+        let i = instance(demo);
+        if let Some(pm) = i.as_ref().map(phase_and_message) {
             if seen.last() != Some(&pm) {
                 seen.push(pm);
             }
-            if done(&i) {
-                return started.elapsed();
-            }
         }
-        assert!(
-            started.elapsed() < within,
+        let done = i.as_ref().is_some_and(&done);
+        async move { done.then_some(()).ok_or(()) }
+    })
+    .await;
+    if reached.is_err() {
+        panic!(
             "{what}: not within {within:?}; seen {seen:#?}\noperator: {}\npods: {}\n{}",
             demo.kubectl(&["-n", NS, "get", "karmada", NAME, "-o", "yaml"]),
             demo.kubectl(&["-n", NS, "get", "pods", "-o", "wide"]),
             demo.log_tail()
         );
-        tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    started.elapsed()
 }
 
 fn running_at(version: &'static str) -> impl Fn(&Value) -> bool {
@@ -105,16 +107,17 @@ fn running_at(version: &'static str) -> impl Fn(&Value) -> bool {
 /// operator's Ready the metrics adapter's APIServices may not be Available yet, and
 /// kubectl's schema download answers 503 until they are (a user would retry too).
 async fn apply(kubeconfig: &std::path::Path, obj: &Value) {
-    let started = Instant::now();
-    loop {
-        match try_kubectl(kubeconfig, &["apply", "-f", "-"], Some(obj)) {
-            Ok(_) => return,
-            Err(e) if started.elapsed() < Duration::from_secs(60) => {
-                println!("  kubectl apply retried: {}", e.trim());
-                tokio::time::sleep(Duration::from_secs(2)).await;
-            }
-            Err(e) => panic!("kubectl apply {obj}: {e}"),
+    // Each try downloads the schema: retried less often than a read.
+    let applied = poll(Duration::from_secs(60), PROCESS_POLL * 4, || {
+        let tried = try_kubectl(kubeconfig, &["apply", "-f", "-"], Some(obj));
+        if let Err(e) = &tried {
+            println!("  kubectl apply retried: {}", e.trim());
         }
+        async move { tried }
+    })
+    .await;
+    if let Err(e) = applied {
+        panic!("kubectl apply {obj}: {e}");
     }
 }
 
@@ -296,7 +299,7 @@ async fn broken_instance_stays_provisioning(demo: &ClusterDemo) {
         ],
     );
     let started = Instant::now();
-    let shown = loop {
+    let shown = poll(Duration::from_secs(180), PROCESS_POLL, || {
         let out = ctl(demo, &["instances", "get", broken, "-o", "json"]);
         let i: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
         let (phase, message) = phase_and_message(&i);
@@ -304,15 +307,17 @@ async fn broken_instance_stays_provisioning(demo: &ClusterDemo) {
             phase, "Running",
             "a control plane without CRDs is never Running"
         );
-        if phase == "Provisioning" && message.contains("failed to download CRD tar") {
-            break message;
+        let shown = phase == "Provisioning" && message.contains("failed to download CRD tar");
+        async move {
+            if shown {
+                Ok(message)
+            } else {
+                Err(format!("{phase}: {message}"))
+            }
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(180),
-            "{broken}: no failure shown; last {phase}: {message}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    })
+    .await
+    .unwrap_or_else(|last| panic!("{broken}: no failure shown; last {last}"));
     println!(
         "a new instance with a missing CRD tarball: Provisioning after {:.0}s with {shown:?}",
         started.elapsed().as_secs_f64()
@@ -321,18 +326,15 @@ async fn broken_instance_stays_provisioning(demo: &ClusterDemo) {
         .args(["ctl", "--state-dir"])
         .arg(demo.dir.path())
         .args(["instances", "delete", broken]));
-    let started = Instant::now();
-    while demo
-        .kubectl(&["-n", NS, "get", "karmadas", "-o", "name"])
-        .contains(broken)
-        || ctl(demo, &["instances", "get", broken]).status.success()
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "{broken} not deleted while broken"
-        );
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    poll(Duration::from_secs(120), PROCESS_POLL, || {
+        let gone = !demo
+            .kubectl(&["-n", NS, "get", "karmadas", "-o", "name"])
+            .contains(broken)
+            && !ctl(demo, &["instances", "get", broken]).status.success();
+        async move { gone.then_some(()).ok_or(()) }
+    })
+    .await
+    .unwrap_or_else(|()| panic!("{broken} not deleted while broken"));
 }
 
 pub async fn lifecycle(demo: &ClusterDemo) {
@@ -464,14 +466,12 @@ pub async fn lifecycle(demo: &ClusterDemo) {
     for obj in workload() {
         apply(&proxy, &obj).await;
     }
-    let started = Instant::now();
-    while placed_on(demo) != ["member1"] {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "the workload was not placed on member1"
-        );
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    poll(Duration::from_secs(120), PROCESS_POLL, || {
+        let placed = placed_on(demo);
+        async move { (placed == ["member1"]).then_some(()).ok_or(placed) }
+    })
+    .await
+    .unwrap_or_else(|on| panic!("the workload was not placed on member1 (on {on:?})"));
 
     // Upgrade to the pinned release: Upgrading from/to, then Running on the new images.
     let updated = ctl_ok(
@@ -567,7 +567,7 @@ pub async fn lifecycle(demo: &ClusterDemo) {
         .args(["ctl", "--state-dir"])
         .arg(demo.dir.path())
         .args(["instances", "delete", NAME]));
-    loop {
+    poll(Duration::from_secs(180), PROCESS_POLL, || {
         // Everything the operator made is named after the instance, labelled or not.
         let left: Vec<String> = demo
             .kubectl(&[
@@ -582,15 +582,11 @@ pub async fn lifecycle(demo: &ClusterDemo) {
             .filter(|l| l.contains(&format!("/{NAME}")))
             .map(String::from)
             .collect();
-        if left.is_empty() && instance(demo).is_none() {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(180),
-            "left behind: {left:?}"
-        );
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+        let gone = left.is_empty() && instance(demo).is_none();
+        async move { gone.then_some(()).ok_or(left) }
+    })
+    .await
+    .unwrap_or_else(|left| panic!("left behind: {left:?}"));
     println!(
         "managed instance {NAME} deleted in {:.0}s",
         started.elapsed().as_secs_f64()

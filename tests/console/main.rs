@@ -4,11 +4,12 @@
 //! (`ui/tests/`) drives Debian's Chromium against the real `kairship demo`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kairship::api::openapi;
 use kairship::api::rest::rules::rules;
+use kairship_test_support::process::{self, StopOnDrop};
 use serde_json::Value;
 
 /// The UI build and the browser suite take turns: on a 2-core machine a build beside the
@@ -318,24 +319,6 @@ async fn start_dex(dir: &Path, console: &str) -> kairship_realfleet::dex::Dex {
     .expect("dex starts")
 }
 
-struct Demo(Child);
-
-impl Drop for Demo {
-    fn drop(&mut self) {
-        // SIGTERM lets it close every port; kill if it lingers.
-        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn console_in_a_real_browser_against_the_demo() {
     let _turn = NODE.lock().unwrap_or_else(|p| p.into_inner());
@@ -352,7 +335,7 @@ fn console_in_a_real_browser_against_the_demo() {
     let console = format!("https://127.0.0.1:{port}");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let dex = rt.block_on(start_dex(dir.path(), &console));
-    let _demo = Demo(
+    let mut demo = StopOnDrop(
         Command::new(env!("CARGO_BIN_EXE_kairship"))
             .args(["demo", "--grpc-addr", "127.0.0.1:0"])
             .args(["--http-addr", &format!("127.0.0.1:{port}")])
@@ -379,14 +362,12 @@ fn console_in_a_real_browser_against_the_demo() {
             .expect("kairship demo starts"),
     );
     let endpoints = dir.path().join("endpoints.json");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !endpoints.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "the demo wrote no endpoints.json"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    rt.block_on(process::endpoints(
+        Some(&mut demo.0),
+        &endpoints,
+        Duration::from_secs(120),
+    ))
+    .unwrap_or_else(|e| panic!("kairship demo: {e}"));
     // The Dex user's group holds admin on every instance, as an IAM would bind it.
     let binding = dir.path().join("dex-admins.yaml");
     std::fs::write(

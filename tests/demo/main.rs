@@ -2,54 +2,42 @@
 //! pins it, kubectl through the proxy, the gRPC API, and a clean shutdown on SIGTERM that
 //! leaves no port open.
 
-use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use kairship_test_support::process::{self, StopOnDrop};
+use kairship_test_support::{poll, PROCESS_POLL};
 use serde_json::Value;
-
-async fn wait_for_file(path: &Path, within: Duration) -> Value {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            if let Ok(v) = serde_json::from_str(&text) {
-                return v;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut demo = Command::new(env!("CARGO_BIN_EXE_kairship"))
-        .args([
-            "demo",
-            "--instances",
-            "2",
-            "--clusters",
-            "2",
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--http-addr",
-            "127.0.0.1:0",
-            "--probes-addr",
-            "127.0.0.1:0",
-            "--state-dir",
-        ])
-        .arg(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("kairship demo starts");
-    let endpoints =
-        wait_for_file(&dir.path().join("endpoints.json"), Duration::from_secs(60)).await;
+    let mut demo = StopOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_kairship"))
+            .args([
+                "demo",
+                "--instances",
+                "2",
+                "--clusters",
+                "2",
+                "--grpc-addr",
+                "127.0.0.1:0",
+                "--http-addr",
+                "127.0.0.1:0",
+                "--probes-addr",
+                "127.0.0.1:0",
+                "--state-dir",
+            ])
+            .arg(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("kairship demo starts"),
+    );
+    let path = dir.path().join("endpoints.json");
+    let endpoints = process::endpoints(Some(&mut demo.0), &path, Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("kairship demo: {e}"));
     for key in [
         "grpc",
         "http",
@@ -191,8 +179,7 @@ async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
         "{restarted}"
     );
     // The seeded nginx sample, placed by the simulated Karmada as real Karmada would.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let placed = loop {
+    let placed = poll(Duration::from_secs(60), PROCESS_POLL, || {
         let (ok, out, err) = ctl(&["workloads", "get", "karmada-1", "nginx"]);
         let done =
             ok && out.lines().any(|l| {
@@ -201,15 +188,16 @@ async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
                 l.split_whitespace().collect::<Vec<_>>() == ["member2", "1", "1", "true", "Healthy"]
             }) && out.contains("+ /metadata/labels/env: skoala-dev")
                 && out.contains("+ /metadata/annotations/env: skoala-stage");
-        if done {
-            break out;
+        async move {
+            if done {
+                Ok(out)
+            } else {
+                Err(format!("{out}\n{err}"))
+            }
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "nginx not placed in time:\n{out}\n{err}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
+    })
+    .await
+    .unwrap_or_else(|seen| panic!("nginx not placed in time:\n{seen}"));
     assert!(!placed.contains("member3"), "{placed}");
     let (ok, _, err) = ctl(&["instances", "get", "nope"]);
     assert!(!ok && err.contains("NotFound"), "{err}");
@@ -245,22 +233,8 @@ async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
             ),
         "{scraped}"
     );
-    let status = Command::new("kill")
-        .args(["-TERM", &demo.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let exit = loop {
-        if let Some(s) = demo.try_wait().expect("wait") {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "kairship demo did not stop within 30s of SIGTERM"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let exit = process::stop(&mut demo.0, Duration::from_secs(30))
+        .expect("kairship demo stops within 30s of SIGTERM");
     assert!(exit.success(), "demo exited with {exit}");
     for addr in [grpc, https, admin, metrics] {
         assert!(

@@ -9,6 +9,7 @@ use kairship::proto::instance_service_client::InstanceServiceClient;
 use kairship::proto::workload_service_client::WorkloadServiceClient;
 use kairship::proto::*;
 use kairship_realfleet::dex::{Client, Dex, DexConfig, User};
+use kairship_test_support::{poll, POLL, PROCESS_POLL};
 use serde_json::{json, Value};
 use tonic::Code;
 
@@ -272,18 +273,20 @@ pub async fn narrowed_editor(demo: &Demo, dex: &Dex) {
             },
         )
     };
-    let started = Instant::now();
-    loop {
-        match grpc.create_workload(create("payments", "ledger")).await {
-            Ok(_) => break,
-            Err(s)
-                if s.code() == Code::PermissionDenied
-                    && started.elapsed() < Duration::from_secs(20) =>
-            {
-                tokio::time::sleep(Duration::from_millis(500)).await;
+    let created = poll(Duration::from_secs(20), POLL, || {
+        let mut grpc = grpc.clone();
+        let request = create("payments", "ledger");
+        async move {
+            match grpc.create_workload(request).await {
+                Ok(_) => Ok(()),
+                Err(s) if s.code() == Code::PermissionDenied => Err(s),
+                Err(s) => panic!("alice creates in payments over gRPC: {s:?}"),
             }
-            Err(s) => panic!("alice creates in payments over gRPC: {s:?}"),
         }
+    })
+    .await;
+    if let Err(s) = created {
+        panic!("alice creates in payments over gRPC: {s:?}");
     }
     // Read-your-writes: kubectl through the proxy finds it at once.
     let kc = proxy_kubeconfig(demo, "karmada-2", &token, "alice");
@@ -467,47 +470,44 @@ fn member_through_kairship(
 }
 
 async fn eventually_ok(demo: &Demo, what: &str, kubeconfig: &Path, args: &[&str]) {
-    let started = Instant::now();
-    loop {
+    let tried = poll(Duration::from_secs(90), PROCESS_POLL, || {
         let out = demo.kubectl(kubeconfig, args);
-        if out.status.success() {
-            return;
-        }
-        if started.elapsed() > Duration::from_secs(90) {
-            let karmada = demo.direct("karmada-1");
-            let state = demo.kubectl(
-                &karmada,
-                &[
-                    "get",
-                    "clusterpropagationpolicies,clusterresourcebindings,works",
-                    "-A",
-                ],
-            );
-            let own = std::fs::read_to_string(demo.dir.path().join("demo.log")).unwrap_or_default();
-            let own: Vec<&str> = own
-                .lines()
-                .filter(|l| l.contains("member") || l.contains("spec changed"))
-                .collect();
-            eprintln!(
-                "the demo on members:\n{}",
-                own[own.len().saturating_sub(20)..].join("\n")
-            );
-            let kcm = std::fs::read_to_string(
-                demo.dir
-                    .path()
-                    .join("real/karmada-1/karmada-controller-manager.log"),
-            )
-            .unwrap_or_default();
-            let about: Vec<&str> = kcm.lines().filter(|l| l.contains("kairship")).collect();
-            panic!(
-                "{what}: {}\nkarmada-1 has:\n{}{}\nkarmada-controller-manager on kairship:\n{}",
-                String::from_utf8_lossy(&out.stderr),
-                String::from_utf8_lossy(&state.stdout),
-                String::from_utf8_lossy(&state.stderr),
-                about[about.len().saturating_sub(30)..].join("\n")
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        async move { out.status.success().then_some(()).ok_or(out) }
+    })
+    .await;
+    if let Err(out) = tried {
+        let karmada = demo.direct("karmada-1");
+        let state = demo.kubectl(
+            &karmada,
+            &[
+                "get",
+                "clusterpropagationpolicies,clusterresourcebindings,works",
+                "-A",
+            ],
+        );
+        let own = std::fs::read_to_string(demo.dir.path().join("demo.log")).unwrap_or_default();
+        let own: Vec<&str> = own
+            .lines()
+            .filter(|l| l.contains("member") || l.contains("spec changed"))
+            .collect();
+        eprintln!(
+            "the demo on members:\n{}",
+            own[own.len().saturating_sub(20)..].join("\n")
+        );
+        let kcm = std::fs::read_to_string(
+            demo.dir
+                .path()
+                .join("real/karmada-1/karmada-controller-manager.log"),
+        )
+        .unwrap_or_default();
+        let about: Vec<&str> = kcm.lines().filter(|l| l.contains("kairship")).collect();
+        panic!(
+            "{what}: {}\nkarmada-1 has:\n{}{}\nkarmada-controller-manager on kairship:\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&state.stdout),
+            String::from_utf8_lossy(&state.stderr),
+            about[about.len().saturating_sub(30)..].join("\n")
+        );
     }
 }
 
@@ -643,21 +643,19 @@ pub async fn roles_on_members(demo: &Demo, dex: &Dex) {
             "kairship.io/member-access=disabled",
         ],
     );
-    let started = Instant::now();
-    while demo
-        .kubectl(
-            &member_kubeconfig(demo, "karmada-1", "member1"),
-            &["get", "clusterrolebinding", "kairship:view"],
-        )
-        .status
-        .success()
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(90),
-            "the members kept Kairship's bindings after it was disabled"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let member = member_kubeconfig(demo, "karmada-1", "member1");
+    let removed = poll(Duration::from_secs(90), PROCESS_POLL, || {
+        let kept = demo
+            .kubectl(&member, &["get", "clusterrolebinding", "kairship:view"])
+            .status
+            .success();
+        async move { (!kept).then_some(()).ok_or(()) }
+    })
+    .await;
+    assert!(
+        removed.is_ok(),
+        "the members kept Kairship's bindings after it was disabled"
+    );
     demo.ok(
         &host,
         &[

@@ -13,6 +13,7 @@ mod clusterpedia;
 use kairship_test_support::fleet as common;
 mod differential;
 mod identity;
+use kairship_test_support::process;
 use kairship_test_support::scenarios::{cluster_scoped, nginx, tables};
 
 use std::path::{Path, PathBuf};
@@ -38,18 +39,7 @@ struct Demo {
 impl Drop for Demo {
     fn drop(&mut self) {
         // SIGTERM: the demo stops its fleet (every child process) on the way out.
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        let _ = self.child.kill();
+        process::stop(&mut self.child, Duration::from_secs(30));
     }
 }
 
@@ -133,26 +123,19 @@ async fn start() -> Option<Demo> {
         early_token,
     };
     let path = demo.dir.path().join("endpoints.json");
-    let deadline = Instant::now() + Duration::from_secs(420);
-    loop {
-        if let Some(v) = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        {
-            demo.endpoints = v;
-            return Some(demo);
-        }
-        if let Ok(Some(status)) = demo.child.try_wait() {
+    let up = process::endpoints(Some(&mut demo.child), &path, Duration::from_secs(420)).await;
+    match up {
+        Ok(v) => demo.endpoints = v,
+        Err(e @ process::NotUp::Exited(_)) => {
             let log = std::fs::read_to_string(demo.dir.path().join("demo.log")).unwrap_or_default();
-            panic!("kairship demo --fleet real exited ({status}):\n{log}");
+            panic!("kairship demo --fleet real: {e}:\n{log}");
         }
-        assert!(
-            Instant::now() < deadline,
-            "the real fleet never came up; see {}",
+        Err(e) => panic!(
+            "the real fleet never came up ({e}); see {}",
             demo.dir.path().display()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        ),
     }
+    Some(demo)
 }
 
 impl Demo {

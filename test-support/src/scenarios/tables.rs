@@ -3,7 +3,7 @@
 //! Table from Kairship's cache has the instance's columns and cells (ages aside: they move).
 //! Run through the proxy against the simulated fleet and the real one.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use http_body_util::BodyExt;
 use serde_json::Value;
@@ -86,8 +86,7 @@ pub async fn tables_match(client: &kube::Client, within: Duration) {
         "/apis/work.karmada.io/v1alpha2/namespaces/default/resourcebindings",
     ] {
         // The cache and the instance see the same objects once status settles.
-        let deadline = Instant::now() + within;
-        loop {
+        let same = crate::poll(within, crate::POLL, || async move {
             let (cached, source) = table(client, path, false).await;
             assert_eq!(source, "cache", "{path} served from the cache");
             let (direct, source) = table(client, path, true).await;
@@ -95,15 +94,14 @@ pub async fn tables_match(client: &kube::Client, within: Duration) {
             let (a, b) = (shape(&cached), shape(&direct));
             assert_eq!(a.0, b.0, "{path}: columns");
             if !a.1.is_empty() && a.1 == b.1 {
-                break;
+                Ok(())
+            } else {
+                Err((a.1, b.1))
             }
-            assert!(
-                Instant::now() < deadline,
-                "{path}: no rows, or cells differ\ncache:    {:?}\ninstance: {:?}",
-                a.1,
-                b.1
-            );
-            tokio::time::sleep(Duration::from_millis(300)).await;
+        })
+        .await;
+        if let Err((a, b)) = same {
+            panic!("{path}: no rows, or cells differ\ncache:    {a:?}\ninstance: {b:?}");
         }
     }
 }

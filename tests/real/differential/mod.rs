@@ -327,14 +327,12 @@ async fn writes_compared(real: &kube::Client, sim: &kube::Client) -> Vec<String>
         assert_eq!(created["kind"], "CustomResourceDefinition", "{created}");
     }
     let widgets = "/apis/example.com/v1/namespaces/default/widgets";
-    let served = async {
-        while get(real, widgets).await.0 != 200 {
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        }
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(30), served)
-        .await
-        .expect("kube-apiserver serves the Widget CRD");
+    kairship_test_support::eventually(
+        std::time::Duration::from_secs(30),
+        "kube-apiserver to serve the Widget CRD",
+        || async { (get(real, widgets).await.0 == 200).then_some(()) },
+    )
+    .await;
     let mut differences = Vec::new();
     for (i, s) in writes::steps().iter().enumerate() {
         let (a, b) = (writes::send(real, s).await, writes::send(sim, s).await);
