@@ -36,6 +36,17 @@ where
     }
 }
 
+/// As [`poll`], for a yes-or-no check run in place (a kubectl each time): whether it held
+/// within `within`.
+pub async fn holds(within: Duration, every: Duration, mut check: impl FnMut() -> bool) -> bool {
+    poll(within, every, || {
+        let held = check();
+        async move { held.then_some(()).ok_or(()) }
+    })
+    .await
+    .is_ok()
+}
+
 /// As [`poll`], for blocking checks outside a runtime (and in `Drop`).
 pub fn poll_blocking<T, E>(
     within: Duration,

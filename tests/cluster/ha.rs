@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kairship_test_support::{poll, process, POLL, PROCESS_POLL};
+use kairship_test_support::{holds, poll, process, POLL, PROCESS_POLL};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -178,14 +178,9 @@ impl ClusterDemo {
     }
 
     /// Waits until `ok` (which runs kubectl) holds; how long it took.
-    async fn until(&self, what: &str, within: Duration, mut ok: impl FnMut() -> bool) -> Duration {
+    async fn until(&self, what: &str, within: Duration, ok: impl FnMut() -> bool) -> Duration {
         let started = Instant::now();
-        let held = poll(within, PROCESS_POLL, || {
-            let held = ok();
-            async move { held.then_some(()).ok_or(()) }
-        })
-        .await;
-        if held.is_err() {
+        if !holds(within, PROCESS_POLL, ok).await {
             panic!("{what}: not within {within:?}\n{}", self.log_tail());
         }
         started.elapsed()

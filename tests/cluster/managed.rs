@@ -12,7 +12,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kairship_test_support::{poll, PROCESS_POLL};
+use kairship_test_support::{holds, poll, PROCESS_POLL};
 use serde_json::{json, Value};
 
 use crate::ha::ClusterDemo;
@@ -77,18 +77,17 @@ async fn watch_until(
     done: impl Fn(&Value) -> bool,
 ) -> Duration {
     let started = Instant::now();
-    let reached = poll(within, PROCESS_POLL, || {
+    let reached = holds(within, PROCESS_POLL, || {
         let i = instance(demo);
         if let Some(pm) = i.as_ref().map(phase_and_message) {
             if seen.last() != Some(&pm) {
                 seen.push(pm);
             }
         }
-        let done = i.as_ref().is_some_and(&done);
-        async move { done.then_some(()).ok_or(()) }
+        i.as_ref().is_some_and(&done)
     })
     .await;
-    if reached.is_err() {
+    if !reached {
         panic!(
             "{what}: not within {within:?}; seen {seen:#?}\noperator: {}\npods: {}\n{}",
             demo.kubectl(&["-n", NS, "get", "karmada", NAME, "-o", "yaml"]),
@@ -326,15 +325,14 @@ async fn broken_instance_stays_provisioning(demo: &ClusterDemo) {
         .args(["ctl", "--state-dir"])
         .arg(demo.dir.path())
         .args(["instances", "delete", broken]));
-    poll(Duration::from_secs(120), PROCESS_POLL, || {
-        let gone = !demo
+    let gone = holds(Duration::from_secs(120), PROCESS_POLL, || {
+        !demo
             .kubectl(&["-n", NS, "get", "karmadas", "-o", "name"])
             .contains(broken)
-            && !ctl(demo, &["instances", "get", broken]).status.success();
-        async move { gone.then_some(()).ok_or(()) }
+            && !ctl(demo, &["instances", "get", broken]).status.success()
     })
-    .await
-    .unwrap_or_else(|()| panic!("{broken} not deleted while broken"));
+    .await;
+    assert!(gone, "{broken} not deleted while broken");
 }
 
 pub async fn lifecycle(demo: &ClusterDemo) {

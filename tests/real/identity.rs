@@ -9,7 +9,7 @@ use kairship::proto::instance_service_client::InstanceServiceClient;
 use kairship::proto::workload_service_client::WorkloadServiceClient;
 use kairship::proto::*;
 use kairship_realfleet::dex::{Client, Dex, DexConfig, User};
-use kairship_test_support::{poll, POLL, PROCESS_POLL};
+use kairship_test_support::{holds, poll, POLL, PROCESS_POLL};
 use serde_json::{json, Value};
 use tonic::Code;
 
@@ -644,16 +644,15 @@ pub async fn roles_on_members(demo: &Demo, dex: &Dex) {
         ],
     );
     let member = member_kubeconfig(demo, "karmada-1", "member1");
-    let removed = poll(Duration::from_secs(90), PROCESS_POLL, || {
-        let kept = demo
+    let removed = holds(Duration::from_secs(90), PROCESS_POLL, || {
+        !demo
             .kubectl(&member, &["get", "clusterrolebinding", "kairship:view"])
             .status
-            .success();
-        async move { (!kept).then_some(()).ok_or(()) }
+            .success()
     })
     .await;
     assert!(
-        removed.is_ok(),
+        removed,
         "the members kept Kairship's bindings after it was disabled"
     );
     demo.ok(
