@@ -26,18 +26,11 @@ pub(super) fn fill(def: &ResourceDef, obj: &mut Value) {
             default(spec, "replicas", json!(1));
             default(spec, "revisionHistoryLimit", json!(10));
             default(spec, "progressDeadlineSeconds", json!(600));
-            default(spec, "strategy", json!({}));
-            let strategy = &mut spec["strategy"];
-            default(strategy, "type", json!("RollingUpdate"));
-            if strategy["type"] == "RollingUpdate" {
-                default(strategy, "rollingUpdate", json!({}));
-                default(
-                    &mut strategy["rollingUpdate"],
-                    "maxUnavailable",
-                    json!("25%"),
-                );
-                default(&mut strategy["rollingUpdate"], "maxSurge", json!("25%"));
-            }
+            rolling_update(
+                spec,
+                "strategy",
+                &[("maxUnavailable", json!("25%")), ("maxSurge", json!("25%"))],
+            );
             template(spec);
         }
         ("apps", "replicasets") => {
@@ -48,13 +41,7 @@ pub(super) fn fill(def: &ResourceDef, obj: &mut Value) {
             default(spec, "replicas", json!(1));
             default(spec, "revisionHistoryLimit", json!(10));
             default(spec, "podManagementPolicy", json!("OrderedReady"));
-            default(spec, "updateStrategy", json!({}));
-            let strategy = &mut spec["updateStrategy"];
-            default(strategy, "type", json!("RollingUpdate"));
-            if strategy["type"] == "RollingUpdate" {
-                default(strategy, "rollingUpdate", json!({}));
-                default(&mut strategy["rollingUpdate"], "partition", json!(0));
-            }
+            rolling_update(spec, "updateStrategy", &[("partition", json!(0))]);
             default(
                 spec,
                 "persistentVolumeClaimRetentionPolicy",
@@ -64,14 +51,11 @@ pub(super) fn fill(def: &ResourceDef, obj: &mut Value) {
         }
         ("apps", "daemonsets") => {
             default(spec, "revisionHistoryLimit", json!(10));
-            default(spec, "updateStrategy", json!({}));
-            let strategy = &mut spec["updateStrategy"];
-            default(strategy, "type", json!("RollingUpdate"));
-            if strategy["type"] == "RollingUpdate" {
-                default(strategy, "rollingUpdate", json!({}));
-                default(&mut strategy["rollingUpdate"], "maxUnavailable", json!(1));
-                default(&mut strategy["rollingUpdate"], "maxSurge", json!(0));
-            }
+            rolling_update(
+                spec,
+                "updateStrategy",
+                &[("maxUnavailable", json!(1)), ("maxSurge", json!(0))],
+            );
             template(spec);
         }
         ("batch", "jobs") => {
@@ -125,6 +109,20 @@ pub(super) fn service(spec: &mut Value) {
     }
     if kind == "LoadBalancer" {
         default(spec, "allocateLoadBalancerNodePorts", json!(true));
+    }
+}
+
+/// A workload's update strategy: RollingUpdate unless it says otherwise, and then the
+/// rolling update's own defaults.
+fn rolling_update(spec: &mut Value, field: &str, rolling: &[(&str, Value)]) {
+    default(spec, field, json!({}));
+    let strategy = &mut spec[field];
+    default(strategy, "type", json!("RollingUpdate"));
+    if strategy["type"] == "RollingUpdate" {
+        default(strategy, "rollingUpdate", json!({}));
+        for (key, value) in rolling {
+            default(&mut strategy["rollingUpdate"], key, value.clone());
+        }
     }
 }
 
