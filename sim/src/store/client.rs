@@ -42,6 +42,8 @@ impl Store {
         check_kind(def, &obj)?;
         let warnings = w.check_body(def, &mut obj, found)?;
         decode_defaults::fill(def, &mut obj);
+        // Set before ownership is computed: the creator owns it, as on kube-apiserver.
+        super::defaults::daemonset_on_create(def, &mut obj);
         let managed = w.after_update(None, &obj, scope(def, false));
         let obj = self.create_managed(def, ns, obj, Some(managed))?;
         Ok(Written {

@@ -112,6 +112,20 @@ pub(super) fn service(spec: &mut Value) {
     }
 }
 
+/// A new object's status as Go writes its zero value: `{}`, with the counters whose
+/// fields are not `omitempty`.
+pub(super) fn zero_status(def: &ResourceDef) -> Value {
+    match (def.group.as_str(), def.plural.as_str()) {
+        ("apps", "statefulsets") => json!({"availableReplicas": 0, "replicas": 0}),
+        ("apps", "daemonsets") => json!({
+            "currentNumberScheduled": 0, "desiredNumberScheduled": 0,
+            "numberMisscheduled": 0, "numberReady": 0,
+        }),
+        ("apps", "replicasets") | ("", "replicationcontrollers") => json!({"replicas": 0}),
+        _ => json!({}),
+    }
+}
+
 /// A workload's update strategy: RollingUpdate unless it says otherwise, and then the
 /// rolling update's own defaults.
 fn rolling_update(spec: &mut Value, field: &str, rolling: &[(&str, Value)]) {
@@ -192,5 +206,42 @@ mod tests {
         container(&mut c);
         assert_eq!(c["imagePullPolicy"], "IfNotPresent");
         assert_eq!(c["ports"][0]["protocol"], "TCP");
+    }
+
+    #[test]
+    fn workloads_roll_unless_they_say_otherwise() {
+        let (defs, _) = crate::resources::initial(crate::resources::Flavor::Member);
+        let registry = crate::resources::Registry::new(defs);
+        let filled = |plural: &str, spec: Value| {
+            let def = registry.lookup("apps", "v1", plural).expect("served");
+            let mut obj = json!({ "spec": spec });
+            fill(&def, &mut obj);
+            obj["spec"].clone()
+        };
+        let d = filled("deployments", json!({}));
+        assert_eq!(
+            d["strategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+        );
+        let d = filled("deployments", json!({"strategy": {"type": "Recreate"}}));
+        assert_eq!(d["strategy"], json!({"type": "Recreate"}));
+        let s = filled("statefulsets", json!({}));
+        assert_eq!(
+            s["updateStrategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
+        );
+        let s = filled(
+            "statefulsets",
+            json!({"updateStrategy": {"type": "OnDelete"}}),
+        );
+        assert_eq!(s["updateStrategy"], json!({"type": "OnDelete"}));
+        let ds = filled(
+            "daemonsets",
+            json!({"updateStrategy": {"rollingUpdate": {"maxUnavailable": "10%"}}}),
+        );
+        assert_eq!(
+            ds["updateStrategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%", "maxSurge": 0}})
+        );
     }
 }

@@ -9,9 +9,39 @@ use std::collections::HashSet;
 use serde_json::{json, Value};
 
 use super::Collection;
+use crate::resources::ResourceDef;
 
 pub(super) const SERVICES: &str = "/services";
 pub(super) const JOBS: &str = "batch/jobs";
+pub(super) const DAEMONSETS: &str = "apps/daemonsets";
+
+/// The annotation apps/v1 carries a DaemonSet's template generation in.
+const TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
+
+/// A new DaemonSet's template generation is 1, whatever the client sent.
+pub(super) fn daemonset_on_create(def: &ResourceDef, obj: &mut Value) {
+    if def.key() != DAEMONSETS || !obj.get("metadata").is_some_and(Value::is_object) {
+        return;
+    }
+    default(&mut obj["metadata"], "annotations", json!({}));
+    obj["metadata"]["annotations"][TEMPLATE_GENERATION] = json!("1");
+}
+
+/// An update keeps the template generation, one more when the pod template changed.
+pub(super) fn daemonset_on_update(old: &Value, obj: &mut Value) {
+    let before = old
+        .pointer(&format!("/metadata/annotations/{TEMPLATE_GENERATION}"))
+        .and_then(Value::as_str)
+        .and_then(|g| g.parse::<i64>().ok())
+        .unwrap_or(1);
+    let changed = old.pointer("/spec/template") != obj.pointer("/spec/template");
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        return;
+    }
+    default(&mut obj["metadata"], "annotations", json!({}));
+    let generation = before + i64::from(changed);
+    obj["metadata"]["annotations"][TEMPLATE_GENERATION] = json!(generation.to_string());
+}
 
 /// Allocates a new Service's cluster IP (and families) and node ports; `existing` are
 /// the Services already stored. Its decoding defaults are filled already.

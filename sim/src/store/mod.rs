@@ -404,15 +404,17 @@ impl Store {
             if let Some(o) = obj.as_object_mut() {
                 o.remove("status");
             }
-            // A built-in kind's status is a Go value: an empty one reads back as `{}`.
+            // A built-in kind's status is a Go value: an empty one reads back as `{}`,
+            // with the counters Go writes even at zero.
             if def.builtin {
-                obj["status"] = json!({});
+                obj["status"] = decode_defaults::zero_status(def);
             }
         }
         if def.plural == "namespaces" {
             obj["status"] = json!({"phase": "Active"});
         }
         decode_defaults::fill(def, &mut obj);
+        defaults::daemonset_on_create(def, &mut obj);
         if def.key() == defaults::SERVICES {
             defaults::service_on_create(&mut obj, inner.collections.get(&def.key()));
         }

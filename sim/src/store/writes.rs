@@ -276,6 +276,9 @@ impl Inner {
         if def.key() == super::defaults::SERVICES && !status_only {
             super::defaults::service_on_update(old, &mut obj);
         }
+        if def.key() == super::defaults::DAEMONSETS && !status_only {
+            super::defaults::daemonset_on_update(old, &mut obj);
+        }
         let rv = self.rv + 1;
         let old_meta = old.get("metadata").cloned().unwrap_or_default();
         let generation = old_meta

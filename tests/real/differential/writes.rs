@@ -374,6 +374,52 @@ pub fn steps() -> Vec<Step> {
             ),
             JSON,
         ),
+        // Workloads' update strategies: defaulted to RollingUpdate, or left as chosen.
+        step(
+            "POST",
+            "/apis/apps/v1/namespaces/default/statefulsets",
+            Some(
+                json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"},
+            "spec": {"serviceName": "db", "selector": {"matchLabels": {"app": "db"}}, "updateStrategy": {"type": "OnDelete"},
+                "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [{"name": "db", "image": "postgres:16"}]}}}}),
+            ),
+            JSON,
+        ),
+        step(
+            "POST",
+            "/apis/apps/v1/namespaces/default/daemonsets",
+            Some(
+                json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"},
+            "spec": {"selector": {"matchLabels": {"app": "agent"}}, "updateStrategy": {"rollingUpdate": {"maxUnavailable": "10%"}},
+                "template": {"metadata": {"labels": {"app": "agent"}}, "spec": {"containers": [{"name": "agent", "image": "busybox"}]}}}}),
+            ),
+            JSON,
+        ),
+        step(
+            "POST",
+            "/apis/apps/v1/namespaces/default/replicasets",
+            Some(
+                json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "rs"},
+            "spec": {"selector": {"matchLabels": {"app": "rs"}},
+                "template": {"metadata": {"labels": {"app": "rs"}}, "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}}}}),
+            ),
+            JSON,
+        ),
+        // A template change moves a DaemonSet's template generation; a label change does not.
+        step(
+            "PATCH",
+            "/apis/apps/v1/namespaces/default/daemonsets/agent",
+            Some(json!({"metadata": {"labels": {"tier": "node"}}})),
+            MERGE,
+        ),
+        step(
+            "PATCH",
+            "/apis/apps/v1/namespaces/default/daemonsets/agent",
+            Some(
+                json!({"spec": {"template": {"spec": {"containers": [{"name": "agent", "image": "busybox:1.36"}]}}}}),
+            ),
+            STRATEGIC,
+        ),
         // A custom resource: pruning, keyed list, set and map ownership, status.
         raw(
             "POST",
