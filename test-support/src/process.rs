@@ -28,20 +28,16 @@ impl std::fmt::Display for NotUp {
 }
 
 /// Waits until `path` (the demo's endpoints.json) parses, and fails at once if `child`
-/// ends first. `child: None` when the caller does not hold the process.
-pub async fn endpoints(
-    mut child: Option<&mut Child>,
-    path: &Path,
-    within: Duration,
-) -> Result<Value, NotUp> {
+/// ends first.
+pub async fn endpoints(child: &mut Child, path: &Path, within: Duration) -> Result<Value, NotUp> {
     // The check ends the wait either way: endpoints read, or the demo gone.
     let ended = poll(within, POLL, || {
         let found = std::fs::read_to_string(path)
             .ok()
             .and_then(|t| serde_json::from_str::<Value>(&t).ok());
-        let seen = match (found, child.as_deref_mut().map(Child::try_wait)) {
+        let seen = match (found, child.try_wait()) {
             (Some(v), _) => Ok(Ok(v)),
-            (None, Some(Ok(Some(status)))) => Ok(Err(NotUp::Exited(status))),
+            (None, Ok(Some(status))) => Ok(Err(NotUp::Exited(status))),
             (None, _) => Err(NotUp::TimedOut(within)),
         };
         async move { seen }
@@ -98,11 +94,12 @@ mod tests {
         let mut child = Command::new("true").spawn().expect("true runs");
         let path = dir.path().join("endpoints.json");
         let started = std::time::Instant::now();
-        let up = endpoints(Some(&mut child), &path, Duration::from_secs(30)).await;
+        let up = endpoints(&mut child, &path, Duration::from_secs(30)).await;
         assert!(matches!(up, Err(NotUp::Exited(s)) if s.success()), "{up:?}");
         assert!(started.elapsed() < Duration::from_secs(30));
+        let mut running = StopOnDrop(Command::new("sleep").arg("30").spawn().expect("sleep"));
         std::fs::write(&path, r#"{"grpc": "127.0.0.1:1"}"#).expect("write");
-        let v = endpoints(None, &path, Duration::ZERO)
+        let v = endpoints(&mut running.0, &path, Duration::ZERO)
             .await
             .expect("parsed");
         assert_eq!(v["grpc"], "127.0.0.1:1");

@@ -102,7 +102,7 @@ impl ClusterDemo {
         };
         let started = Instant::now();
         let path = demo.dir.path().join("endpoints.json");
-        match process::endpoints(Some(&mut demo.child), &path, Duration::from_secs(900)).await {
+        match process::endpoints(&mut demo.child, &path, Duration::from_secs(900)).await {
             Ok(v) => demo.endpoints = v,
             Err(e) => panic!("kairship demo --fleet cluster: {e}:\n{}", demo.log_tail()),
         }
@@ -194,9 +194,7 @@ impl ClusterDemo {
 
 impl Drop for ClusterDemo {
     fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            self.stop();
-        }
+        self.stop();
     }
 }
 

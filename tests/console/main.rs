@@ -363,7 +363,7 @@ fn console_in_a_real_browser_against_the_demo() {
     );
     let endpoints = dir.path().join("endpoints.json");
     rt.block_on(process::endpoints(
-        Some(&mut demo.0),
+        &mut demo.0,
         &endpoints,
         Duration::from_secs(120),
     ))

@@ -35,7 +35,7 @@ async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
             .expect("kairship demo starts"),
     );
     let path = dir.path().join("endpoints.json");
-    let endpoints = process::endpoints(Some(&mut demo.0), &path, Duration::from_secs(60))
+    let endpoints = process::endpoints(&mut demo.0, &path, Duration::from_secs(60))
         .await
         .unwrap_or_else(|e| panic!("kairship demo: {e}"));
     for key in [

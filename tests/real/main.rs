@@ -123,7 +123,7 @@ async fn start() -> Option<Demo> {
         early_token,
     };
     let path = demo.dir.path().join("endpoints.json");
-    let up = process::endpoints(Some(&mut demo.child), &path, Duration::from_secs(420)).await;
+    let up = process::endpoints(&mut demo.child, &path, Duration::from_secs(420)).await;
     match up {
         Ok(v) => demo.endpoints = v,
         Err(e @ process::NotUp::Exited(_)) => {
