@@ -13,6 +13,9 @@ pub struct Settings {
     pub managed_namespace: String,
     /// Registry, tags, version and CRD tarball for managed instances that do not say.
     pub managed_defaults: crate::crd::karmada_spec::Defaults,
+    /// What Kairship may touch on the host for an instance: kubeconfig Secrets' and
+    /// managed control planes' namespaces, image registries, CRD tarball locations.
+    pub scope: super::host_scope::HostScope,
     /// How often an instance actor recomputes stats, probes and syncs status.
     pub tick: Duration,
     /// Upper bound on one reachability probe.
@@ -55,6 +58,7 @@ impl Default for Settings {
         Self {
             managed_namespace: "kairship-system".into(),
             managed_defaults: Default::default(),
+            scope: Default::default(),
             tick: Duration::from_secs(2),
             probe_timeout: Duration::from_secs(3),
             unreachable_after: 2,

@@ -3,6 +3,7 @@
 
 pub mod context;
 pub mod host_error;
+pub mod host_scope;
 pub mod instance;
 pub mod instance_informer;
 pub mod leader;

@@ -77,8 +77,23 @@ impl Caller {
     }
 }
 
+/// A static token as held: its SHA-256, so a lookup's timing says nothing about the
+/// token's bytes and the process holds no token in the clear.
+type TokenDigest = [u8; 32];
+
+fn digest(token: &str) -> TokenDigest {
+    let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    let mut out = [0u8; 32];
+    out.copy_from_slice(d.as_ref());
+    out
+}
+
+/// The group prefix of Kairship's roles on instances (`kairship:view`, ...): only
+/// Kairship grants them, from its bindings, never a token or an IdP.
+pub const ROLE_GROUP_PREFIX: &str = "kairship:";
+
 pub struct Auth {
-    tokens: HashMap<String, UserInfo>,
+    tokens: HashMap<TokenDigest, UserInfo>,
     oidc: Option<Arc<oidc::Oidc>>,
     bindings: Option<Bindings>,
     pub webhook: Option<webhook::Webhook>,
@@ -125,7 +140,10 @@ impl Auth {
             ));
         }
         let tokens = match &config.token_file {
-            Some(path) => token_file::load(path)?,
+            Some(path) => token_file::load(path)?
+                .into_iter()
+                .map(|(token, user)| (digest(&token), user))
+                .collect(),
             None => HashMap::new(),
         };
         let oidc = match &config.oidc {
@@ -189,14 +207,14 @@ impl Auth {
             .map(str::trim)
             .filter(|t| !t.is_empty())
             .ok_or_else(unauthenticated)?;
-        if let Some(user) = self.tokens.get(token) {
-            return Ok(self.caller(user.clone()));
+        if let Some(user) = self.tokens.get(&digest(token)) {
+            return self.caller(user.clone());
         }
         if let Some(oidc) = &self.oidc {
             // Only something shaped like a JWT is worth verifying.
             if token.bytes().filter(|b| *b == b'.').count() == 2 {
                 return match oidc.verify(token) {
-                    Ok(user) => Ok(self.caller(user)),
+                    Ok(user) => self.caller(user),
                     Err(why) => {
                         tracing::debug!(reason = %why, "OIDC token refused");
                         Err(unauthenticated())
@@ -207,14 +225,23 @@ impl Auth {
         Err(unauthenticated())
     }
 
-    fn caller(&self, mut user: UserInfo) -> Caller {
+    /// The caller a verified identity becomes. `system:` users are Kubernetes' own
+    /// components and refused; `system:` groups (`system:masters` is cluster-admin) and
+    /// Kairship's role groups are dropped: neither is an IdP's to grant.
+    fn caller(&self, mut user: UserInfo) -> Result<Caller, ApiError> {
+        if user.name.starts_with("system:") {
+            tracing::debug!(user = %user.name, "refused: system: usernames are reserved");
+            return Err(unauthenticated());
+        }
+        user.groups
+            .retain(|g| !g.starts_with("system:") && !g.starts_with(ROLE_GROUP_PREFIX));
         // Like Kubernetes: every authenticated user is in this group, so a binding can
         // grant something to everyone who logged in.
         user.groups.push("system:authenticated".into());
-        Caller {
+        Ok(Caller {
             user,
             unrestricted: false,
-        }
+        })
     }
 
     fn index(&self) -> Arc<Index> {

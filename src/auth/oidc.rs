@@ -161,6 +161,15 @@ impl Oidc {
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
             .ok_or_else(|| format!("no {:?} claim", self.config.username_claim))?;
+        // As kube-apiserver: an email is a username only once the provider verified it
+        // (providers that never say so are trusted as they are).
+        if self.config.username_claim == "email"
+            && claims
+                .get("email_verified")
+                .is_some_and(|v| v != &Value::Bool(true))
+        {
+            return Err("the email claim is not verified (email_verified is not true)".into());
+        }
         let groups = match claims.get(&self.config.groups_claim) {
             Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
             Some(Value::String(s)) => vec![s.as_str()],

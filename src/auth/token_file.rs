@@ -62,6 +62,14 @@ pub fn parse(text: &str, source: &str) -> Result<HashMap<String, UserInfo>, Auth
                 "the token and the user must not be empty".into(),
             ));
         }
+        // `system:` names are Kubernetes' own components (system:kube-controller-manager,
+        // ...); impersonated on an instance they would carry those components' rights.
+        if name.starts_with("system:") {
+            return Err(bad(
+                i + 1,
+                format!("user {name:?}: names starting with \"system:\" are reserved for Kubernetes components"),
+            ));
+        }
         let groups = fields
             .get(3)
             .map(|g| {
@@ -125,5 +133,7 @@ mod tests {
         let e = parse("abc,\"alice,1\n", "f").expect_err("quote");
         assert!(e.to_string().contains("unterminated"), "{e}");
         assert!(parse("\n# nothing\n", "f").is_err());
+        let e = parse("abc,system:kube-controller-manager,1\n", "f").expect_err("system user");
+        assert!(e.to_string().contains("reserved"), "{e}");
     }
 }

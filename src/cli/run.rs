@@ -86,6 +86,25 @@ pub struct RunArgs {
     /// on GitHub, which an air-gapped cluster cannot reach.
     #[arg(long)]
     pub managed_crd_tarball_url: Option<String>,
+    /// A namespace whose Secrets may hold External instances' kubeconfigs (repeatable).
+    /// Default: Kairship's own namespace (--namespace). Kairship never reads a kubeconfig
+    /// Secret elsewhere, and reads one only for a caller the host lets read it.
+    #[arg(long = "kubeconfig-secret-namespace", value_name = "NAMESPACE")]
+    pub kubeconfig_secret_namespaces: Vec<String>,
+    /// A namespace managed instances' Karmada objects may be created in, besides
+    /// --managed-namespace (repeatable).
+    #[arg(long = "managed-allowed-namespace", value_name = "NAMESPACE")]
+    pub managed_allowed_namespaces: Vec<String>,
+    /// A registry (or repository prefix) managed instances' images may come from
+    /// (repeatable). Default: karmada-operator's own (docker.io/karmada, registry.k8s.io);
+    /// --managed-image-registry is always allowed.
+    #[arg(long = "managed-allowed-image-registry", value_name = "REGISTRY")]
+    pub managed_allowed_image_registries: Vec<String>,
+    /// A URL prefix karmada-operator may download a managed instance's CRD tarball from
+    /// (repeatable). Default: Karmada's releases on GitHub; --managed-crd-tarball-url's
+    /// location is always allowed.
+    #[arg(long = "managed-allowed-crd-url", value_name = "URL_PREFIX")]
+    pub managed_allowed_crd_urls: Vec<String>,
     /// Register every instance with Clusterpedia: the leader keeps one PediaCluster
     /// (cluster.clusterpedia.io/v1alpha2) per Instance, named after it, reading the instance
     /// through a Secret in --clusterpedia-namespace, and reports Clusterpedia's view in the
@@ -347,6 +366,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let settings = Settings {
         managed_namespace: args.managed_namespace.clone(),
         managed_defaults: managed_defaults(&args)?,
+        scope: host_scope(&args),
         degraded_after: std::time::Duration::from_secs(args.instance_degraded_after_secs),
         clusterpedia: args
             .clusterpedia
@@ -404,6 +424,28 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// What Kairship may touch on the host for an instance, from the flags (each list's
+/// default when the flag is not given).
+fn host_scope(args: &RunArgs) -> crate::actors::host_scope::HostScope {
+    let defaults = crate::actors::host_scope::HostScope::default();
+    let or = |given: &Vec<String>, default: Vec<String>| match given.is_empty() {
+        true => default,
+        false => given.clone(),
+    };
+    crate::actors::host_scope::HostScope {
+        kubeconfig_namespaces: or(
+            &args.kubeconfig_secret_namespaces,
+            vec![args.auth.namespace.clone()],
+        ),
+        managed_namespaces: args.managed_allowed_namespaces.clone(),
+        image_registries: or(
+            &args.managed_allowed_image_registries,
+            defaults.image_registries,
+        ),
+        crd_urls: or(&args.managed_allowed_crd_urls, defaults.crd_urls),
+    }
 }
 
 /// The `--managed-*` flags, checked as a request's fields would be, so a typo stops the

@@ -115,6 +115,13 @@ pub fn fast_settings() -> Settings {
         connect_timeout: Duration::from_secs(2),
         request_timeout: Duration::from_secs(5),
         degraded_after: Duration::from_secs(3),
+        // The air-gapped mirror the managed-instance tests point at, as an operator of an
+        // air-gapped cluster allows theirs.
+        scope: kairship::actors::host_scope::HostScope {
+            image_registries: vec!["registry.example.com".into()],
+            crd_urls: vec!["http://crds.example.com/".into()],
+            ..Default::default()
+        },
         restart: RestartPolicy {
             min_delay: Duration::from_millis(100),
             max_delay: Duration::from_secs(1),
@@ -167,4 +174,31 @@ impl Env {
             .await
             .expect("the CRD comes back");
     }
+}
+
+/// What an operator grants on the host so `subject` (`User` or `Group`) may attach External
+/// instances through Kairship: `get` on the kubeconfig Secrets in Kairship's namespace
+/// (Kairship asks the host before it reads one for a caller).
+pub async fn grant_kubeconfig_reads(host: &kube::Client, kind: &str, subject: &str) {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let name = format!("kubeconfig-readers-{}", subject.to_lowercase());
+    let role: Role = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+    }))
+    .expect("role");
+    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": subject}]
+    }))
+    .expect("binding");
+    Api::<Role>::namespaced(host.clone(), NS)
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("kubeconfig reader role");
+    Api::<RoleBinding>::namespaced(host.clone(), NS)
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("kubeconfig reader binding");
 }

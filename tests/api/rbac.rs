@@ -103,6 +103,9 @@ async fn deploy_manifests_are_valid_and_rbac_covers_exactly_the_calls_made() {
         .expect("request");
     assert_eq!(https.send(req).await.expect("answers").status(), 400);
 
+    // The operator lets the ops group read kubeconfig Secrets on the host, so its members
+    // may attach External instances (Kairship asks the host before reading one for them).
+    kairship_test_support::harness::grant_kubeconfig_reads(&api.env.host, "Group", "ops").await;
     // A stale registration for an instance about to be created: the registry updates it.
     let regs: Api<InstanceRegistration> = Api::all(api.env.host.clone());
     let stale = InstanceRegistration::new(

@@ -102,6 +102,27 @@ async fn managed_instance_upgrade_end_to_end() {
         ("instance.spec.crd_tarball_url", &|s: &mut InstanceSpec| {
             s.crd_tarball_url = "ftp://crds.example.com/crds.tar.gz".into()
         }),
+        // Outside what the operator of Kairship allows: images the host would run, and a
+        // URL karmada-operator would fetch from inside the cluster.
+        ("instance.spec.image_registry", &|s: &mut InstanceSpec| {
+            s.image_registry = "evil.example/karmada".into()
+        }),
+        (
+            "instance.spec.component_images[\"etcd\"]",
+            &|s: &mut InstanceSpec| {
+                s.component_images = [(
+                    "etcd".to_string(),
+                    ComponentImage {
+                        repository: "registry.example.com.evil.example/etcd".into(),
+                        tag: "3.6.7".into(),
+                    },
+                )]
+                .into()
+            },
+        ),
+        ("instance.spec.crd_tarball_url", &|s: &mut InstanceSpec| {
+            s.crd_tarball_url = "http://169.254.169.254/latest/meta-data".into()
+        }),
     ] {
         let e = c
             .clone()

@@ -87,7 +87,9 @@ impl AccessReviews {
     }
 }
 
-async fn review(
+/// One `SubjectAccessReview` of `who` doing `what`, asked of `client`'s API server (an
+/// instance, or the host for what Kairship would read there on a caller's behalf).
+pub async fn review(
     client: &kube::Client,
     who: &Identity,
     what: &ReadAttributes,

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use super::now;
 use crate::actors::context::Context;
+use crate::actors::host_scope::OWNER_LABEL;
 use crate::crd::{Instance, InstanceMode};
 
 /// Where the instance's kubeconfig lives (the Secret Kairship itself connects with).
@@ -58,6 +59,14 @@ pub async fn connect(ctx: &Context, instance: &Instance) -> Result<Connected, Co
                 ConnectError::Failed("spec.external is required when spec.mode is External".into())
             })?;
             let r = &ext.kubeconfig_secret_ref;
+            // Checked again here: an Instance written straight to the host skips the API.
+            ctx.settings
+                .scope
+                .check_kubeconfig_namespace(
+                    "spec.external.kubeconfigSecretRef.namespace",
+                    &r.namespace,
+                )
+                .map_err(|e| ConnectError::Failed(e.to_string()))?;
             let key = r.key.clone().unwrap_or_else(|| "kubeconfig".into());
             let config = read_secret_key(ctx, &r.namespace, &r.name, &key).await?;
             let source = KubeconfigSource {
@@ -74,6 +83,14 @@ pub async fn connect(ctx: &Context, instance: &Instance) -> Result<Connected, Co
                 .as_ref()
                 .and_then(|m| m.namespace.clone())
                 .unwrap_or_else(|| ctx.settings.managed_namespace.clone());
+            ctx.settings
+                .scope
+                .check_managed_namespace(
+                    "spec.managed.namespace",
+                    &ns,
+                    &ctx.settings.managed_namespace,
+                )
+                .map_err(|e| ConnectError::Failed(e.to_string()))?;
             let karmada = ensure_karmada(ctx, instance, &ns, &name).await?;
             let spec = karmada.data.get("spec").unwrap_or(&Value::Null);
             let secret = karmada.data.pointer("/status/secretRef").cloned();
@@ -86,6 +103,13 @@ pub async fn connect(ctx: &Context, instance: &Instance) -> Result<Connected, Co
                 return Err(not_ready(instance, &karmada, &ns, &name, Some(rolling)));
             }
             let sns = secret["namespace"].as_str().unwrap_or(&ns).to_string();
+            // The operator writes the admin kubeconfig beside the Karmada object; a
+            // secretRef elsewhere is not the operator's to hand Kairship.
+            if sns != ns {
+                return Err(ConnectError::Failed(format!(
+                    "Karmada {ns}/{name} reports its kubeconfig Secret in namespace {sns:?}; Kairship reads it only from {ns:?}"
+                )));
+            }
             let sname = secret["name"].as_str().ok_or_else(|| {
                 ConnectError::Failed(format!(
                     "Karmada {ns}/{name} reports a secretRef without a name"
@@ -293,10 +317,21 @@ async fn ensure_karmada(
         .managed
         .as_ref()
         .and_then(|m| m.karmada_spec.clone());
+    if let Some(w) = &wanted {
+        ctx.settings
+            .scope
+            .check_karmada_spec(w, &ctx.settings.managed_defaults)
+            .map_err(|e| ConnectError::Failed(format!("spec.managed.karmadaSpec: {e}")))?;
+    }
     if let Some(k) = bounded(ctx, api.get_opt(name))
         .await?
         .map_err(|e| failed("reading", e))?
     {
+        if !owned(&k, name) {
+            return Err(ConnectError::Failed(format!(
+                "Karmada {ns}/{name} exists and is not Kairship's (it lacks the label {OWNER_LABEL}={name}): Kairship neither adopts nor changes it; choose another name or namespace"
+            )));
+        }
         // The Instance asks for more than the object has (a new version): patch it, and
         // karmada-operator upgrades; the leader alone writes.
         let stale = wanted.as_ref().is_some_and(|w| {
@@ -341,7 +376,16 @@ async fn ensure_karmada(
     let mut obj = DynamicObject::new(name, &karmada_resource())
         .within(ns)
         .data(json!({"spec": spec}));
-    obj.metadata.labels = Some([("kairship.io/instance".to_string(), name.to_string())].into());
+    obj.metadata.labels = Some(
+        [
+            (OWNER_LABEL.to_string(), name.to_string()),
+            (
+                "app.kubernetes.io/managed-by".to_string(),
+                "kairship".to_string(),
+            ),
+        ]
+        .into(),
+    );
     obj.metadata.annotations = Some([(SPEC_APPLIED_AT.to_string(), now())].into());
     let params = PostParams::default();
     match fenced(ctx, api.create(&params, &obj)).await? {
@@ -353,11 +397,23 @@ async fn ensure_karmada(
     }
 }
 
+/// Whether a `Karmada` object is the one Kairship created for instance `name`.
+pub fn owned(karmada: &DynamicObject, name: &str) -> bool {
+    karmada
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(OWNER_LABEL))
+        .is_some_and(|v| v == name)
+}
+
 /// An instance's kubeconfig, as read from its Secret: self-contained credentials only.
 /// Exec plugins and auth providers would run commands inside Kairship, and file paths
 /// would read Kairship's own files, on behalf of whoever can write that Secret.
 pub fn parse_kubeconfig(text: &str) -> Result<Kubeconfig, String> {
-    let kc = Kubeconfig::from_yaml(text).map_err(|e| format!("invalid kubeconfig: {e}"))?;
+    // Never the parser's words: they quote the value, which may be any Secret's content.
+    let kc = Kubeconfig::from_yaml(text)
+        .map_err(|_| "invalid kubeconfig: the value is not a kubeconfig document".to_string())?;
     let refuse = |what: &str, name: &str| {
         Err(format!(
             "kubeconfig {what} {name:?} is not allowed for an instance: use inline data (a token or *-data fields)"
@@ -389,16 +445,29 @@ pub fn parse_kubeconfig(text: &str) -> Result<Kubeconfig, String> {
     Ok(kc)
 }
 
+/// An error's own words without what it quotes after the first colon (a context's name,
+/// bytes of a certificate): the Secret's content stays out of statuses and logs.
+fn without_detail(e: &dyn std::fmt::Display) -> String {
+    let text = e.to_string();
+    text.split(": ").next().unwrap_or_default().to_string()
+}
+
 async fn client_from(
     ctx: &Context,
     kubeconfig: &str,
     source: KubeconfigSource,
     karmada_version: Option<String>,
 ) -> Result<Connected, ConnectError> {
-    let kc = parse_kubeconfig(kubeconfig).map_err(ConnectError::Failed)?;
+    let named = |e: String| {
+        ConnectError::Failed(format!(
+            "Secret {}/{} key {:?}: {e}",
+            source.namespace, source.name, source.key
+        ))
+    };
+    let kc = parse_kubeconfig(kubeconfig).map_err(named)?;
     let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
-        .map_err(|e| ConnectError::Failed(format!("invalid kubeconfig: {e}")))?;
+        .map_err(|e| named(format!("invalid kubeconfig: {}", without_detail(&e))))?;
     config.connect_timeout = Some(ctx.settings.connect_timeout);
     config.write_timeout = Some(ctx.settings.request_timeout);
     let endpoint = config.cluster_url.to_string();

@@ -10,7 +10,8 @@ use tracing::{info, warn};
 use super::messages::ManagerMsg;
 use crate::actors::context::{Context, Counters};
 use crate::actors::host_error::{bounded, fenced, gone_is_fine, HostError};
-use crate::actors::instance::{clusterpedia, connect::karmada_resource, registration};
+use crate::actors::instance::connect::{karmada_resource, owned};
+use crate::actors::instance::{clusterpedia, registration};
 use crate::crd::{Condition, Instance, InstanceMode, Phase, FINALIZER};
 
 fn now() -> String {
@@ -130,15 +131,7 @@ async fn cleanup(ctx: &Context, instance: &Instance, name: &str) -> Result<(), H
             .as_ref()
             .and_then(|m| m.namespace.clone())
             .unwrap_or_else(|| ctx.settings.managed_namespace.clone());
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(ctx.host.clone(), &ns, &karmada_resource());
-        let params = Default::default();
-        let write = ctx
-            .leadership
-            .fenced(ctx.settings.request_timeout, api.delete(name, &params))
-            .await;
-        gone_is_fine(fenced(format!("deleting Karmada {ns}/{name}"), write).map(drop))?;
-        info!(instance = %name, "managed Karmada object deleted");
+        delete_karmada(ctx, &ns, name).await?;
     }
     registration::remove(ctx, name).await?;
     if let Some(namespace) = &ctx.settings.clusterpedia {
@@ -168,5 +161,35 @@ async fn cleanup(ctx: &Context, instance: &Instance, name: &str) -> Result<(), H
     )
     .await?;
     info!(instance = %name, "instance cleaned up");
+    Ok(())
+}
+
+/// Deletes the instance's `Karmada` object if Kairship created it (labelled with the
+/// instance's name); someone else's same-named object is left alone. The delete is
+/// conditional on the uid just read, so an object replaced meanwhile is not removed.
+async fn delete_karmada(ctx: &Context, ns: &str, name: &str) -> Result<(), HostError> {
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.host.clone(), ns, &karmada_resource());
+    let timeout = ctx.settings.request_timeout;
+    let read = tokio::time::timeout(timeout, api.get_opt(name)).await;
+    let Some(current) = bounded(format!("reading Karmada {ns}/{name}"), timeout, read)? else {
+        return Ok(());
+    };
+    if !owned(&current, name) {
+        warn!(instance = %name, namespace = %ns, "Karmada object of this name is not Kairship's; left in place");
+        return Ok(());
+    }
+    let params = kube::api::DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: current.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    let write = ctx
+        .leadership
+        .fenced(timeout, api.delete(name, &params))
+        .await;
+    gone_is_fine(fenced(format!("deleting Karmada {ns}/{name}"), write).map(drop))?;
+    info!(instance = %name, "managed Karmada object deleted");
     Ok(())
 }

@@ -3,9 +3,11 @@
 use kube::api::{Api, DeleteParams, PostParams};
 use tonic::{Request, Response, Status};
 
+use crate::actors::host_scope::{crd_url_prefix, OutOfScope};
 use crate::api::context::ApiContext;
 use crate::api::convert;
 use crate::api::paging;
+use crate::api::request::host;
 use crate::auth::Role;
 use crate::crd::Instance;
 use crate::error::{check_name, ApiError};
@@ -16,6 +18,106 @@ pub struct Instances(pub ApiContext);
 impl Instances {
     fn api(&self) -> Api<Instance> {
         Api::all(self.0.tree.host().clone())
+    }
+}
+
+impl Instances {
+    /// The request's own fields within what Kairship may touch on the host, named as the
+    /// request names them.
+    fn check_scope(
+        &self,
+        request: Option<&proto::InstanceSpec>,
+        spec: &crate::crd::InstanceSpec,
+    ) -> Result<(), ApiError> {
+        let settings = self.0.tree.settings();
+        let scope = &settings.scope;
+        let defaults = &settings.managed_defaults;
+        let invalid = |e: OutOfScope| ApiError::invalid(e.field, e.message);
+        if let Some(ext) = &spec.external {
+            scope
+                .check_kubeconfig_namespace(
+                    "instance.spec.kubeconfig_secret_ref.namespace",
+                    &ext.kubeconfig_secret_ref.namespace,
+                )
+                .map_err(invalid)?;
+        }
+        if let Some(ns) = spec.managed.as_ref().and_then(|m| m.namespace.as_deref()) {
+            scope
+                .check_managed_namespace(
+                    "instance.spec.managed_namespace",
+                    ns,
+                    &settings.managed_namespace,
+                )
+                .map_err(invalid)?;
+        }
+        let Some(request) = request else {
+            return Ok(());
+        };
+        let registry = defaults.image_registry.as_deref();
+        if !request.image_registry.is_empty() {
+            scope
+                .check_image(
+                    "instance.spec.image_registry",
+                    &request.image_registry,
+                    registry,
+                )
+                .map_err(invalid)?;
+        }
+        for (component, image) in &request.component_images {
+            if !image.repository.is_empty() {
+                scope
+                    .check_image(
+                        &format!("instance.spec.component_images[{component:?}]"),
+                        &image.repository,
+                        registry,
+                    )
+                    .map_err(invalid)?;
+            }
+        }
+        if !request.crd_tarball_url.is_empty() {
+            let own = defaults.crd_tarball_url.as_deref().map(crd_url_prefix);
+            scope
+                .check_crd_url(
+                    "instance.spec.crd_tarball_url",
+                    &request.crd_tarball_url,
+                    own,
+                )
+                .map_err(invalid)?;
+        }
+        Ok(())
+    }
+
+    /// The Karmada spec the Instance will carry (defaults and earlier fields merged in),
+    /// as the actors check it.
+    fn check_managed_spec(&self, spec: &crate::crd::InstanceSpec) -> Result<(), ApiError> {
+        let settings = self.0.tree.settings();
+        if let Some(k) = spec.managed.as_ref().and_then(|m| m.karmada_spec.as_ref()) {
+            settings
+                .scope
+                .check_karmada_spec(k, &settings.managed_defaults)
+                .map_err(|e| ApiError::invalid("instance.spec", e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// The caller may read the kubeconfig Secret they point Kairship at.
+    async fn check_secret(
+        &self,
+        caller: &crate::auth::Caller,
+        spec: &crate::crd::InstanceSpec,
+    ) -> Result<(), ApiError> {
+        let Some(ext) = &spec.external else {
+            return Ok(());
+        };
+        let r = &ext.kubeconfig_secret_ref;
+        host::require_secret_read(
+            &self.0,
+            caller,
+            &r.namespace,
+            &r.name,
+            "instance.spec.kubeconfig_secret_ref",
+        )
+        .await
     }
 }
 
@@ -39,6 +141,7 @@ impl InstanceService for Instances {
         self.0
             .authorize(&caller, Role::Admin, &name, "create instances")?;
         let mut spec = convert::instance_spec(inst.spec.as_ref())?;
+        self.check_scope(inst.spec.as_ref(), &spec)?;
         if let Some(m) = spec.managed.as_mut() {
             // The defaults written into the Instance, so it describes itself.
             let defaults = &self.0.tree.settings().managed_defaults;
@@ -49,6 +152,8 @@ impl InstanceService for Instances {
             let full = defaults.under(&own)?;
             m.karmada_spec = Some(full).filter(|f| f.as_object().is_some_and(|o| !o.is_empty()));
         }
+        self.check_managed_spec(&spec)?;
+        self.check_secret(&caller, &spec).await?;
         let mut obj = Instance::new(&name, spec);
         obj.metadata.labels = inst
             .metadata
@@ -119,6 +224,7 @@ impl InstanceService for Instances {
         self.0
             .authorize(&caller, Role::Admin, &meta.name, "update instances")?;
         let spec = convert::instance_spec(inst.spec.as_ref())?;
+        self.check_scope(inst.spec.as_ref(), &spec)?;
         let what = format!("instance {:?}", meta.name);
         let mut current = self.0.host_call(&what, self.api().get(&meta.name)).await?;
         // An explicit resourceVersion is a precondition; none means "the latest".
@@ -139,9 +245,23 @@ impl InstanceService for Instances {
             }
             new.karmada_spec =
                 Some(merged).filter(|m| m.as_object().is_some_and(|o| !o.is_empty()));
-            if new.namespace.is_none() {
-                new.namespace = old.namespace.clone();
+            match (&new.namespace, &old.namespace) {
+                (None, _) => new.namespace = old.namespace.clone(),
+                (Some(n), Some(o)) if n != o => {
+                    return Err(ApiError::invalid(
+                        "instance.spec.managed_namespace",
+                        format!("is {o:?} and cannot change: the control plane lives there"),
+                    )
+                    .into())
+                }
+                _ => {}
             }
+        }
+        self.check_managed_spec(&spec)?;
+        // A Secret the instance already reads was checked when it was set; a new one is
+        // checked now.
+        if spec.external != current.spec.external {
+            self.check_secret(&caller, &spec).await?;
         }
         current.spec = spec;
         if !meta.labels.is_empty() {

@@ -13,13 +13,14 @@ pub use crate::actors::instance::access::Identity;
 /// The group that carries a Kairship role to the instance (bound there by
 /// `deploy/instance-rbac.yaml`).
 pub fn role_group(role: Role) -> String {
-    format!("kairship:{}", role.as_str())
+    format!("{}{}", crate::auth::ROLE_GROUP_PREFIX, role.as_str())
 }
 
 /// Who the caller acts as on `instance`: their user and groups, plus the group of the role
-/// they hold there. `system:` groups other than `system:authenticated` are never passed on:
-/// they are Kubernetes' own (`system:masters` is cluster-admin), not an IdP's to grant.
-/// `None` when authorization is off: requests then go as Kairship's own identity.
+/// they hold there. `system:` groups other than `system:authenticated`, and Kairship's own
+/// role groups, are never passed on (authentication drops them already; this is the last
+/// gate before the instance). `None` when authorization is off: requests then go as
+/// Kairship's own identity.
 pub(super) fn on_instance(ctx: &ApiContext, caller: &Caller, instance: &str) -> Option<Identity> {
     if caller.is_unrestricted() {
         return None;
@@ -28,7 +29,10 @@ pub(super) fn on_instance(ctx: &ApiContext, caller: &Caller, instance: &str) -> 
         .user
         .groups
         .iter()
-        .filter(|g| !g.starts_with("system:") || *g == "system:authenticated")
+        .filter(|g| {
+            (!g.starts_with("system:") || *g == "system:authenticated")
+                && !g.starts_with(crate::auth::ROLE_GROUP_PREFIX)
+        })
         .cloned()
         .collect();
     if let Some(role) = ctx.auth.role_on(caller, instance) {

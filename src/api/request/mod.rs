@@ -14,6 +14,7 @@
 //! an instance's reader another way.
 
 pub mod audit;
+pub mod host;
 pub mod identity;
 pub mod query;
 pub mod review;

@@ -148,7 +148,7 @@ pub(super) fn write_tokens(dir: &Path) -> Result<DemoTokens, Error> {
     let (admin, viewer) = (random_token()?, random_token()?);
     let token_file = dir.join("tokens.csv");
     let text =
-        format!("{admin},admin,demo-admin,\"kairship:admins\"\n{viewer},viewer,demo-viewer\n");
+        format!("{admin},admin,demo-admin,\"platform-admins\"\n{viewer},viewer,demo-viewer\n");
     write_secret(&token_file, text.as_bytes())
         .map_err(io(format!("writing {}", token_file.display())))?;
     let webhook_secret = dir.join("webhook.secret");
@@ -196,7 +196,57 @@ pub(super) async fn bind_roles(
             Err(e) => return Err(Error::Usage(format!("creating binding {name}: {e}"))),
         }
     }
-    Ok(())
+    grant_kubeconfig_reads(host, "admin").await
+}
+
+/// What an operator grants the platform team on the host so they may attach External
+/// instances: reading the kubeconfig Secrets in Kairship's namespace (Kairship asks the
+/// host before it reads one for them).
+async fn grant_kubeconfig_reads(host: &kube::Client, user: &str) -> Result<(), Error> {
+    use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+    let name = "kairship-kubeconfig-readers";
+    let mut role = Role::default();
+    role.metadata.name = Some(name.into());
+    role.rules = Some(vec![PolicyRule {
+        api_groups: Some(vec![String::new()]),
+        resources: Some(vec!["secrets".into()]),
+        verbs: vec!["get".into()],
+        ..Default::default()
+    }]);
+    let mut binding = RoleBinding::default();
+    binding.metadata.name = Some(name.into());
+    binding.role_ref = RoleRef {
+        api_group: "rbac.authorization.k8s.io".into(),
+        kind: "Role".into(),
+        name: name.into(),
+    };
+    binding.subjects = Some(vec![Subject {
+        api_group: Some("rbac.authorization.k8s.io".into()),
+        kind: "User".into(),
+        name: user.into(),
+        namespace: None,
+    }]);
+    let created = async {
+        match Api::<Role>::namespaced(host.clone(), NAMESPACE)
+            .create(&PostParams::default(), &role)
+            .await
+        {
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            other => drop(other?),
+        }
+        match Api::<RoleBinding>::namespaced(host.clone(), NAMESPACE)
+            .create(&PostParams::default(), &binding)
+            .await
+        {
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            other => other.map(drop),
+        }
+    };
+    created.await.map_err(|e| {
+        Error::Usage(format!(
+            "granting {user} kubeconfig reads in {NAMESPACE}: {e}"
+        ))
+    })
 }
 
 /// Where Kairship answers, for `endpoints.json` (the shape pinned in ../shared/DESIGN.md).

@@ -37,3 +37,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "kairship.servesApi" -}}
 {{- if ne .Values.role "controller-manager" -}}true{{- end -}}
 {{- end -}}
+
+{{/* Namespaces whose Secrets may hold External instances' kubeconfigs, as a JSON list. */}}
+{{- define "kairship.kubeconfigNamespaces" -}}
+{{- default (list .Release.Namespace) .Values.kubeconfigSecretNamespaces | uniq | toJson -}}
+{{- end -}}
+
+{{/* Namespaces of managed instances' Karmada objects, as a JSON list. */}}
+{{- define "kairship.managedNamespaces" -}}
+{{- prepend .Values.managed.allowedNamespaces (default .Release.Namespace .Values.managedNamespace) | uniq | toJson -}}
+{{- end -}}
