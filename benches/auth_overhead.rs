@@ -25,16 +25,33 @@ const USERS: usize = 1_000;
 const ROUNDS: usize = 7;
 const PER_ROUND: usize = 2_000;
 
+/// The API of `ctx` on loopback (both ports; the gRPC one in plain text), and a channel
+/// to its gRPC port; the server runs until the process ends.
 async fn serve(ctx: ApiContext) -> Channel {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(kairship::api::grpc::serve(
-        listener,
+    let bind = || async {
+        tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind")
+    };
+    let (grpc, https) = (bind().await, bind().await);
+    let addr = grpc.local_addr().expect("addr");
+    let cert = kairship_wire::tls::generate("kairship").expect("cert");
+    let serving = kairship::api::mount::start(
         ctx,
-        std::future::pending(),
-    ));
+        kairship::api::mount::ApiConfig {
+            https,
+            grpc,
+            tls: cert.server_config,
+            grpc_tls: None,
+            audit: Arc::new(kairship::api::chain::audit::Sink::Log),
+            limits: Default::default(),
+            fairness: Default::default(),
+            chaos_reports: None,
+        },
+    )
+    .await
+    .expect("the API starts");
+    std::mem::forget(serving);
     Channel::from_shared(format!("http://{addr}"))
         .expect("uri")
         .connect()

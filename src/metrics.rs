@@ -5,11 +5,8 @@
 //! sets `instance` itself.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
-use axum::response::Response;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -269,94 +266,5 @@ impl Metrics {
             tracing::warn!("encoding metrics failed");
         }
         out
-    }
-}
-
-/// Which surface a path belongs to, without unbounded label values.
-fn surface(path: &str) -> &'static str {
-    if path.contains("/proxy") {
-        "proxy"
-    } else if path.starts_with("/apis/") {
-        "rest"
-    } else {
-        "other"
-    }
-}
-
-/// Axum middleware recording every HTTPS request.
-pub async fn track(State(metrics): State<Arc<Metrics>>, req: Request, next: Next) -> Response {
-    let (method, surface) = (req.method().to_string(), surface(req.uri().path()));
-    let start = Instant::now();
-    let resp = next.run(req).await;
-    metrics.observe(surface, &method, resp.status().as_str(), start.elapsed());
-    resp
-}
-
-/// A tower layer for the tonic server recording every gRPC call: surface `grpc`, the
-/// method's full path, and the gRPC code by name.
-#[derive(Clone)]
-pub struct GrpcLayer(pub Arc<Metrics>);
-
-impl<S> tower::Layer<S> for GrpcLayer {
-    type Service = GrpcMetrics<S>;
-    fn layer(&self, inner: S) -> GrpcMetrics<S> {
-        GrpcMetrics {
-            inner,
-            metrics: self.0.clone(),
-        }
-    }
-}
-
-#[derive(Clone)]
-pub struct GrpcMetrics<S> {
-    inner: S,
-    metrics: Arc<Metrics>,
-}
-
-/// Only this API's own methods become label values, so a client cannot grow the series.
-fn grpc_method(path: &str) -> String {
-    let known = ["/kairship.v1alpha1.", "/grpc.health.", "/grpc.reflection."];
-    match known.iter().any(|p| path.starts_with(p)) {
-        true => path.to_string(),
-        false => "unknown".into(),
-    }
-}
-
-impl<S, B, RB> tower::Service<http::Request<B>> for GrpcMetrics<S>
-where
-    S: tower::Service<http::Request<B>, Response = http::Response<RB>>,
-    S::Future: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = futures::future::BoxFuture<'static, Result<S::Response, S::Error>>;
-
-    fn poll_ready(
-        &mut self,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let method = grpc_method(req.uri().path());
-        let metrics = self.metrics.clone();
-        let start = Instant::now();
-        let fut = self.inner.call(req);
-        Box::pin(async move {
-            let result = fut.await;
-            if let Ok(resp) = &result {
-                // Errors travel as headers (trailers-only); success's status is in the
-                // trailers, after the body.
-                let code = resp
-                    .headers()
-                    .get("grpc-status")
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.parse::<i32>().ok())
-                    .map_or(tonic::Code::Ok, tonic::Code::from_i32);
-                metrics.observe("grpc", &method, &format!("{code:?}"), start.elapsed());
-            }
-            result
-        })
     }
 }

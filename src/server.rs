@@ -25,6 +25,14 @@ pub struct ServerConfig {
     /// Plain-HTTP `/metrics`, `/healthz` and `/readyz` for probes and scrapers.
     pub probes_addr: Option<SocketAddr>,
     pub tls: Arc<rustls::ServerConfig>,
+    /// TLS of the gRPC port; `None` serves it in plain text (the demo's loopback port,
+    /// or `--grpc-insecure`). gRPC is also served, always with TLS, on the HTTPS port.
+    pub grpc_tls: Option<Arc<rustls::ServerConfig>>,
+    /// Where audit events go.
+    pub audit: Arc<crate::api::chain::audit::Sink>,
+    /// The server's limits and the per-caller bounds of the chain.
+    pub limits: api::serve::ServerLimits,
+    pub fairness: api::chain::fairness::Limits,
     /// Loaded before anything starts, so a bad auth source stops the process early.
     pub auth: Arc<crate::auth::Auth>,
     /// Where `kairship chaos run` writes its report, shown by the console.
@@ -45,8 +53,8 @@ pub enum ServerError {
     },
     #[error(transparent)]
     Tree(#[from] crate::actors::tree::TreeError),
-    #[error("setting up REST: {0}")]
-    Rest(String),
+    #[error("setting up the API: {0}")]
+    Api(String),
 }
 
 pub struct Running {
@@ -57,8 +65,7 @@ pub struct Running {
     pub probes_addr: Option<SocketAddr>,
     drain: DrainControl,
     shutdown_delay: Duration,
-    https: JoinHandle<()>,
-    grpc: (watch::Sender<bool>, JoinHandle<()>),
+    api: api::mount::Serving,
     probes: Option<(watch::Sender<bool>, JoinHandle<()>)>,
 }
 
@@ -105,25 +112,22 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
     )
     .await?;
     let (drain, draining) = Drain::new();
-    let ctx = ApiContext::with_auth(tree.handle(), config.auth).with_drain(draining.clone());
-    let (grpc_stop, rx) = watch::channel(false);
-    let grpc_ctx = ctx.clone();
-    let grpc = tokio::spawn(async move {
-        if let Err(e) = api::grpc::serve(grpc_listener, grpc_ctx, stopped(rx)).await {
-            tracing::error!(error = %e, "gRPC server stopped");
-        }
-    });
-    // REST calls this process's own gRPC server, so both share one implementation.
-    let mut local = grpc_addr;
-    if local.ip().is_unspecified() {
-        local.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
-    }
-    let channel = tonic::transport::Channel::from_shared(format!("http://{local}"))
-        .map_err(|e| ServerError::Rest(e.to_string()))?
-        .connect_timeout(std::time::Duration::from_secs(5))
-        .connect_lazy();
-    let rest = api::rest::Rest::new(channel).map_err(|e| ServerError::Rest(e.to_string()))?;
-    let app = api::http::app(ctx.clone(), rest, config.chaos_reports.clone());
+    let ctx = ApiContext::with_auth(tree.handle(), config.auth).with_drain(draining);
+    let serving = api::mount::start(
+        ctx.clone(),
+        api::mount::ApiConfig {
+            https: http_listener,
+            grpc: grpc_listener,
+            tls: config.tls,
+            grpc_tls: config.grpc_tls,
+            audit: config.audit,
+            limits: config.limits,
+            fairness: config.fairness,
+            chaos_reports: config.chaos_reports,
+        },
+    )
+    .await
+    .map_err(|e| ServerError::Api(e.to_string()))?;
     let probes_addr = probes.as_ref().map(|(_, a)| *a);
     // The probes answer to the end, so the kubelet sees "not ready" while this drains.
     let probes = probes.map(|(listener, _)| {
@@ -134,12 +138,6 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
             tokio::spawn(api::http::serve_plain(listener, app, stopped(rx))),
         )
     });
-    let https = tokio::spawn(api::http::serve_tls(
-        http_listener,
-        config.tls,
-        app,
-        async move { draining.closing().await },
-    ));
     tracing::info!(grpc = %grpc_addr, https = %http_addr, "kairship API serving");
     Ok(Running {
         tree,
@@ -149,24 +147,18 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
         probes_addr,
         drain,
         shutdown_delay: config.shutdown_delay,
-        https,
-        grpc: (grpc_stop, grpc),
+        api: serving,
         probes,
     })
 }
 
 impl Running {
     /// The graceful shutdown (`api::drain`): not ready, still serving for the shutdown
-    /// delay; then HTTPS closes and drains (watches end cleanly), then gRPC, whose
-    /// listener REST's in-flight calls still used; then the tree stops (releasing the
-    /// lease) and last the probes.
+    /// delay; then HTTPS closes and drains (watches end cleanly), then the gRPC port;
+    /// then the tree stops (releasing the lease) and last the probes.
     pub async fn shutdown(self) {
-        let bound = api::http::tls::DRAIN_TIMEOUT + Duration::from_secs(2);
         self.drain.run(self.shutdown_delay).await;
-        finish("HTTPS", self.https, bound).await;
-        let (stop, grpc) = self.grpc;
-        let _ = stop.send(true);
-        finish("gRPC", grpc, bound).await;
+        self.api.stop().await;
         self.tree.shutdown().await;
         if let Some((stop, probes)) = self.probes {
             let _ = stop.send(true);

@@ -3,8 +3,8 @@
 #![no_main]
 use std::sync::OnceLock;
 
-use kairship::api::rest::rules::{rules, Rule};
-use kairship::api::rest::transcode;
+use kairship::api::transcode::rules::{rules, Rule};
+use kairship::api::transcode::transcode;
 use libfuzzer_sys::fuzz_target;
 
 fn all_rules() -> &'static [Rule] {

@@ -87,12 +87,6 @@ impl ApiContext {
         self.instances.is_listed() && self.auth.is_listed()
     }
 
-    /// The caller named by a request's `authorization` metadata (UNAUTHENTICATED if none).
-    pub fn caller(&self, md: &tonic::metadata::MetadataMap) -> Result<Caller, ApiError> {
-        self.auth
-            .authenticate(md.get("authorization").and_then(|v| v.to_str().ok()))
-    }
-
     /// Checks the instance name, then that `caller` holds `need` on it.
     pub fn authorize(
         &self,

@@ -68,7 +68,7 @@ pub async fn create(
 ) -> Result<DynamicObject, ApiError> {
     let name = obj.metadata.name.clone().unwrap_or_default();
     let ns = obj.metadata.namespace.as_deref();
-    on.write("create", kind, ns, &name, |api| async move {
+    on.write(kind, ns, &name, |api| async move {
         api.create(&PostParams::default(), obj).await.map(Some)
     })
     .await?
@@ -83,7 +83,7 @@ pub async fn replace(
     let name = obj.metadata.name.clone().unwrap_or_default();
     let ns = obj.metadata.namespace.as_deref();
     let target = name.clone();
-    on.write("update", kind, ns, &name, |api| async move {
+    on.write(kind, ns, &name, |api| async move {
         api.replace(&target, &PostParams::default(), obj)
             .await
             .map(Some)
@@ -100,7 +100,7 @@ pub async fn merge_patch(
     name: &str,
     patch: &serde_json::Value,
 ) -> Result<DynamicObject, ApiError> {
-    on.write("patch", kind, namespace, name, |api| async move {
+    on.write(kind, namespace, name, |api| async move {
         api.patch(
             name,
             &kube::api::PatchParams::default(),
@@ -138,7 +138,7 @@ pub async fn delete(
     namespace: Option<&str>,
     name: &str,
 ) -> Result<(), ApiError> {
-    on.write("delete", kind, namespace, name, |api| async move {
+    on.write(kind, namespace, name, |api| async move {
         api.delete(name, &DeleteParams::default())
             .await
             .map(|either| either.left())

@@ -1,5 +1,5 @@
 //! The REST API's OpenAPI 3.0 document, built from the same `google.api.http` rules that
-//! route REST (`rest::rules`), so the document cannot drift from what is served. Schemas
+//! route REST (`transcode::rules`), so the document cannot drift from what is served. Schemas
 //! are the proto messages as the REST codec writes them (proto3 JSON): lowerCamelCase
 //! field names, enums by name, 64-bit integers as strings.
 
@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
 use serde_json::{json, Map, Value};
 
-use super::rest::rules::{self, Rule, RuleError, Segment};
+use super::transcode::rules::{self, Rule, RuleError, Segment};
 
 /// Where Kairship serves the document (unauthenticated: it describes the API, no data).
 pub const PATH: &str = "/openapi.json";

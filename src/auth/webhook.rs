@@ -63,6 +63,9 @@ pub struct Outcome {
     pub binding: String,
     /// False when the host already reflected the event (a retry).
     pub changed: bool,
+    /// What it did to the binding, as Kubernetes names it (create or delete).
+    #[serde(skip)]
+    pub verb: &'static str,
 }
 
 pub struct Webhook {
@@ -245,6 +248,10 @@ impl Webhook {
         Ok(Outcome {
             binding: name,
             changed,
+            verb: match event.kind {
+                EventType::Bind => "create",
+                EventType::Unbind => "delete",
+            },
         })
     }
 }

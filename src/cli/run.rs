@@ -125,8 +125,60 @@ pub struct RunArgs {
     /// instance is Degraded (a Karmada CRD missing, a kind Kairship may not list).
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub instance_degraded_after_secs: u64,
+    /// Serve the gRPC port in plain text instead of TLS (the HTTPS port serves gRPC with
+    /// TLS either way). Bearer tokens then cross the network in clear: only behind a
+    /// mesh or on loopback.
+    #[arg(long)]
+    pub grpc_insecure: bool,
+    /// Audit events (audit.k8s.io/v1 Event JSON lines, one per write and per refusal on
+    /// every surface) go to this file, or to standard output with `-`; without it, to the
+    /// log on the target kairship::audit.
+    #[arg(long, value_name = "PATH")]
+    pub audit_log_path: Option<PathBuf>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
     #[command(flatten)]
     pub auth: AuthArgs,
+}
+
+/// Bounds on what callers may hold of a replica (kube-apiserver's --max-requests-inflight
+/// and its fairness per user).
+#[derive(Debug, Args, Clone)]
+pub struct LimitArgs {
+    /// Requests in flight on this replica at once, watches not counted.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_requests_inflight: u32,
+    /// Long-running requests (watches, followed logs) open on this replica at once.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_long_running_inflight: u32,
+    /// Requests in flight per caller, watches not counted; more wait a second, then 429.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_requests_per_caller: u32,
+    /// Long-running requests open per caller.
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_long_running_per_caller: u32,
+    /// Connections open on each API port at once.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+}
+
+impl LimitArgs {
+    pub fn server(&self) -> crate::api::serve::ServerLimits {
+        crate::api::serve::ServerLimits {
+            max_connections: self.max_connections as usize,
+            ..Default::default()
+        }
+    }
+
+    pub fn fairness(&self) -> crate::api::chain::fairness::Limits {
+        crate::api::chain::fairness::Limits {
+            per_caller: self.max_requests_per_caller as usize,
+            per_caller_long: self.max_long_running_per_caller as usize,
+            total: self.max_requests_inflight as usize,
+            total_long: self.max_long_running_inflight as usize,
+            ..Default::default()
+        }
+    }
 }
 
 /// Where callers' identities come from (at least one source, unless auth is disabled).
@@ -401,6 +453,16 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             tree.shutdown().await;
         }
         Some((tls, auth)) => {
+            let grpc_tls = match args.grpc_insecure {
+                true => {
+                    if !args.grpc_addr.ip().is_loopback() {
+                        tracing::warn!(grpc = %args.grpc_addr, "--grpc-insecure: gRPC is served in plain text on a non-loopback address; bearer tokens cross the network in clear");
+                    }
+                    None
+                }
+                false => Some(tls.clone()),
+            };
+            let audit = audit_sink(args.audit_log_path.as_deref())?;
             let config = server::ServerConfig {
                 host,
                 identity: identity.clone(),
@@ -410,6 +472,10 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
                 http_addr: args.http_addr,
                 probes_addr: Some(args.probes_addr),
                 tls,
+                grpc_tls,
+                audit,
+                limits: args.limits.server(),
+                fairness: args.limits.fairness(),
                 auth,
                 chaos_reports: args.chaos_report_dir.clone(),
                 shutdown_delay: Duration::from_secs(args.shutdown_delay_secs),
@@ -424,6 +490,20 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// Where audit events go: `--audit-log-path` (a file, or `-` for standard output), else
+/// the log.
+pub fn audit_sink(
+    path: Option<&std::path::Path>,
+) -> Result<std::sync::Arc<crate::api::chain::audit::Sink>, Error> {
+    use crate::api::chain::audit::Sink;
+    let sink = match path {
+        None => Sink::Log,
+        Some(p) => Sink::open(p)
+            .map_err(|e| Error::Usage(format!("--audit-log-path {}: {e}", p.display())))?,
+    };
+    Ok(std::sync::Arc::new(sink))
 }
 
 /// What Kairship may touch on the host for an instance, from the flags (each list's

@@ -1,48 +1,15 @@
 //! Identity through the proxy: requests reach the instance as the caller (impersonation),
 //! so the instance's own RBAC decides; reads served from the cache get the same answer
-//! (access reviews); every write leaves an audit line.
+//! (access reviews); every write leaves an audit event.
 
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, DynamicObject};
 use kube::discovery::ApiResource;
-use parking_lot::Mutex;
 use serde_json::json;
 
 use crate::auth::{claims, jwt, signer, start, ADMIN, AUDIENCE, EDITOR, VIEWER};
 use crate::common::eventually;
-
-/// Audit lines (target `kairship::audit`) of every server in this test binary.
-pub(crate) fn audit_lines() -> Arc<Mutex<Vec<u8>>> {
-    static LINES: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    LINES
-        .get_or_init(|| {
-            let buf = Arc::new(Mutex::new(Vec::new()));
-            let writer = buf.clone();
-            let subscriber = tracing_subscriber::fmt()
-                .json()
-                .with_env_filter("kairship::audit=info")
-                .with_writer(move || BufWriter(writer.clone()))
-                .finish();
-            // Another test may have set one first; then no lines are captured and the
-            // audit assertion below says so.
-            let _ = tracing::subscriber::set_global_default(subscriber);
-            buf
-        })
-        .clone()
-}
-
-struct BufWriter(Arc<Mutex<Vec<u8>>>);
-impl std::io::Write for BufWriter {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -50,7 +17,6 @@ fn stderr(out: &std::process::Output) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_instance_decides_as_it_would_for_the_caller() {
-    let audit = audit_lines();
     let dir = tempfile::tempdir().expect("tempdir");
     let key = signer("k1");
     let api = start(dir.path(), &json!({"keys": [key.jwk]})).await;
@@ -158,27 +124,16 @@ async fn the_instance_decides_as_it_would_for_the_caller() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
 
-    // Every write through the proxy left one audit line: user, instance, verb, resource, outcome.
-    let lines = String::from_utf8_lossy(&audit.lock()).into_owned();
-    let line = |needles: &[&str]| lines.lines().any(|l| needles.iter().all(|n| l.contains(n)));
+    // Every write through the proxy left one audit event: user, surface, verb, object, code.
     assert!(
-        line(&[
-            "\"user\":\"erin\"",
-            "\"instance\":\"karmada-1\"",
-            "\"verb\":\"create\"",
-            "\"surface\":\"proxy\"",
-            "\"resource\":\"configmaps\"",
-            "\"outcome\":\"allowed\""
-        ]),
-        "no audit line for the configmap create in:\n{lines}"
+        api.audited("erin", "proxy", "create", "configmaps", "", false),
+        "no audit event for the configmap create in:\n{:#?}",
+        api.audit_events()
     );
     assert!(
-        line(&[
-            "\"resource\":\"rolebindings\"",
-            "\"outcome\":\"refused\"",
-            "\"code\":403"
-        ]),
-        "no audit line for the refused rolebinding in:\n{lines}"
+        api.audited("erin", "proxy", "create", "rolebindings", "", true),
+        "no audit event for the refused rolebinding in:\n{:#?}",
+        api.audit_events()
     );
     api.stop().await;
 }

@@ -185,7 +185,8 @@ async fn oversized_requests_are_refused_on_every_surface() {
         serde_json::from_slice(&resp.into_body().collect().await.expect("body").to_bytes())
             .expect("json");
     assert_eq!(status["reason"], "RequestEntityTooLarge", "{status}");
-    // gRPC: tonic's 4 MiB message limit (OUT_OF_RANGE naming it); nothing created.
+    // gRPC: tonic's 4 MiB message limit, met before anything reads the message
+    // (RESOURCE_EXHAUSTED, as grpc-go says it, naming the limit); nothing created.
     let mut w = WorkloadServiceClient::new(api.channel.clone());
     let err = w
         .create_workload(kairship::proto::CreateWorkloadRequest {
@@ -194,8 +195,8 @@ async fn oversized_requests_are_refused_on_every_surface() {
         })
         .await
         .expect_err("too large");
-    assert_eq!(err.code(), tonic::Code::OutOfRange, "{err:?}");
-    assert!(err.message().contains("too large"), "{err:?}");
+    assert_eq!(err.code(), tonic::Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("larger than"), "{err:?}");
     let (code, _) = call(&c, "GET", &format!("{P}/instances/big"), None).await;
     assert_eq!(code, 404, "nothing was created");
     api.stop().await;

@@ -19,7 +19,9 @@ pub struct Api {
     /// `https://127.0.0.1:P`
     pub https: String,
     pub ca_pem: String,
-    stop: Option<tokio::sync::watch::Sender<bool>>,
+    serving: Option<kairship::api::mount::Serving>,
+    /// Where the server writes its audit events.
+    pub audit: PathBuf,
 }
 
 impl Api {
@@ -65,44 +67,33 @@ impl Api {
         };
         let ctx = ApiContext::with_auth(tree.handle(), auth);
         ctx.ready().await;
-        let (tx, rx) = tokio::sync::watch::channel(false);
-
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let (grpc_ctx, mut grpc_stop) = (ctx.clone(), rx.clone());
-        tokio::spawn(async move {
-            let stop = async move {
-                let _ = grpc_stop.changed().await;
-            };
-            kairship::api::grpc::serve(listener, grpc_ctx, stop)
-                .await
-                .expect("grpc serves");
-        });
-
         let cert = kairship_wire::tls::generate("kairship").expect("cert");
         let https_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let https = format!("https://{}", https_listener.local_addr().expect("addr"));
-        let (config, mut https_stop) = (cert.server_config.clone(), rx);
-        let rest_channel = Channel::from_shared(format!("http://{addr}"))
-            .expect("uri")
-            .connect_lazy();
-        let rest = kairship::api::rest::Rest::new(rest_channel).expect("rest");
-        tokio::spawn(async move {
-            let stop = async move {
-                let _ = https_stop.changed().await;
-            };
-            kairship::api::http::serve_tls(
-                https_listener,
-                config,
-                kairship::api::http::app(ctx, rest, Some(chaos_dir)),
-                stop,
-            )
-            .await;
-        });
+        let audit = env.sim.dir.path().join("audit.log");
+        let serving = kairship::api::mount::start(
+            ctx,
+            kairship::api::mount::ApiConfig {
+                https: https_listener,
+                grpc: listener,
+                tls: cert.server_config.clone(),
+                grpc_tls: None,
+                audit: std::sync::Arc::new(
+                    kairship::api::chain::audit::Sink::open(&audit).expect("audit log"),
+                ),
+                limits: Default::default(),
+                fairness: Default::default(),
+                chaos_reports: Some(chaos_dir),
+            },
+        )
+        .await
+        .expect("the API starts");
 
         let channel = Channel::from_shared(format!("http://{addr}"))
             .expect("uri")
@@ -118,8 +109,41 @@ impl Api {
             grpc_addr: addr,
             https,
             ca_pem: cert.ca_pem,
-            stop: Some(tx),
+            serving: Some(serving),
+            audit,
         }
+    }
+
+    /// Whether an audit event says `user` did `verb` on `resource` (named `name`, unless
+    /// empty) through `surface`, refused (a status of 400 or more) or not.
+    pub fn audited(
+        &self,
+        user: &str,
+        surface: &str,
+        verb: &str,
+        resource: &str,
+        name: &str,
+        refused: bool,
+    ) -> bool {
+        self.audit_events().iter().any(|e| {
+            e["user"]["username"] == user
+                && e["annotations"]["kairship.io/surface"] == surface
+                && e["verb"] == verb
+                && e["objectRef"]["resource"] == resource
+                && (name.is_empty() || e["objectRef"]["name"] == name)
+                && e["responseStatus"]["code"]
+                    .as_u64()
+                    .is_some_and(|c| (c >= 400) == refused)
+        })
+    }
+
+    /// The audit events written so far (audit.k8s.io/v1 Event JSON lines).
+    pub fn audit_events(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.audit)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("an audit event is JSON"))
+            .collect()
     }
 
     /// Where this server reads the chaos report (`--chaos-report-dir`).
@@ -181,8 +205,8 @@ impl Api {
     }
 
     pub async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(true);
+        if let Some(s) = self.serving.take() {
+            s.stop().await;
         }
         self.tree.shutdown().await;
     }

@@ -361,10 +361,10 @@ async fn every_surface_answers_through_the_service(demo: &ClusterDemo) {
         "{clusters}"
     );
     // gRPC: health and a real call.
-    let channel = tonic::transport::Channel::from_shared(format!(
-        "http://{}",
-        e["grpc"].as_str().expect("grpc")
-    ))
+    let channel = kairship::cli::ctl::grpc_endpoint(
+        &format!("https://{}", e["grpc"].as_str().expect("grpc")),
+        Some(&std::fs::read_to_string(e["ca"].as_str().expect("ca")).expect("the CA")),
+    )
     .expect("address")
     .connect()
     .await

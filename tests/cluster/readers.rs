@@ -251,10 +251,10 @@ impl Readers {
             "root", &https, &ca, &token,
         ))
         .await;
-        let grpc = tonic::transport::Channel::from_shared(format!(
-            "http://{}",
-            endpoints["grpc"].as_str().expect("grpc")
-        ))
+        let grpc = kairship::cli::ctl::grpc_endpoint(
+            &format!("https://{}", endpoints["grpc"].as_str().expect("grpc")),
+            Some(&std::fs::read_to_string(endpoints["ca"].as_str().expect("ca")).expect("the CA")),
+        )
         .expect("grpc address")
         .connect_timeout(Duration::from_secs(1))
         // A pod that vanished leaves its connection silent: notice within seconds.

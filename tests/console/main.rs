@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kairship::api::openapi;
-use kairship::api::rest::rules::rules;
+use kairship::api::transcode::rules::rules;
 use kairship_test_support::process::{self, StopOnDrop};
 use serde_json::Value;
 

@@ -42,6 +42,11 @@ pub struct InstanceActor;
 
 /// Concurrent API requests one instance may have in flight.
 pub const MAX_CONCURRENT_REQUESTS: usize = 64;
+/// Streams (pass-through watches, followed logs) the API may hold open on the instance's
+/// one HTTP/2 connection at once. kube-apiserver serves 250 streams per connection by
+/// default; the rest stay for the caches' watches and for reads, which streams must never
+/// starve.
+pub const MAX_PASSTHROUGH_STREAMS: usize = 100;
 
 pub struct InstanceArgs {
     pub instance: Instance,
@@ -90,6 +95,8 @@ pub struct InstanceState {
     printers: printers::Printers,
     /// Bounds concurrent API requests to this instance, so a slow one cannot take all workers.
     limiter: std::sync::Arc<tokio::sync::Semaphore>,
+    /// Bounds the streams the API holds open on the instance (`MAX_PASSTHROUGH_STREAMS`).
+    streams: std::sync::Arc<tokio::sync::Semaphore>,
     /// What the published reader was built from, to republish only on change.
     published: Option<(bool, bool, Result<(), String>)>,
     /// What the last stats were computed from (Cluster resourceVersions and counts):
@@ -156,6 +163,7 @@ impl InstanceState {
             printers: self.printers.clone(),
             health,
             limiter: self.limiter.clone(),
+            streams: self.streams.clone(),
             call_timeout: self.ctx.settings.instance_call_timeout,
             watch_health: self
                 .caches
@@ -266,6 +274,7 @@ impl Actor for InstanceActor {
             ticker: Some(ticker),
             on_leadership: Some(on_leadership),
             limiter: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS)),
+            streams: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_PASSTHROUGH_STREAMS)),
             access: access::AccessReviews::new(call_timeout),
             writes: write_marks::WriteMarks::default(),
             printers: printers::Printers::new(call_timeout),

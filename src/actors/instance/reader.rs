@@ -25,6 +25,7 @@ pub struct InstanceReader {
     /// `Err(why)` when requests must fail fast with UNAVAILABLE.
     pub(super) health: Result<(), String>,
     pub(super) limiter: Arc<tokio::sync::Semaphore>,
+    pub(super) streams: Arc<tokio::sync::Semaphore>,
     pub(super) call_timeout: Duration,
     pub(super) printers: Printers,
     /// Whether each cached kind's watch is failing (live).
@@ -66,6 +67,11 @@ impl InstanceReader {
     /// Bounds the API's concurrent requests to this instance.
     pub fn limiter(&self) -> &Arc<tokio::sync::Semaphore> {
         &self.limiter
+    }
+
+    /// Bounds the streams (pass-through watches) the API holds open on this instance.
+    pub fn streams(&self) -> &Arc<tokio::sync::Semaphore> {
+        &self.streams
     }
 
     /// Bound of one call made for a request the caches cannot answer alone.

@@ -3,6 +3,7 @@
 
 use tonic::{Request, Response, Status};
 
+use crate::api::chain::Authorized;
 use crate::api::context::ApiContext;
 use crate::proto::{self, access_service_server::AccessService};
 
@@ -14,16 +15,17 @@ impl AccessService for Access {
         &self,
         req: Request<proto::GetCallerRequest>,
     ) -> Result<Response<proto::Caller>, Status> {
-        let caller = self.0.caller(req.metadata())?;
+        let authorized = Authorized::of(&req)?;
+        let caller = authorized.caller();
         let auth = &self.0.auth;
-        let fleet_role = auth.role_on_all(&caller);
+        let fleet_role = auth.role_on_all(caller);
         let mut roles: Vec<proto::InstanceRole> = self
             .0
             .instances()
             .iter()
             .filter_map(|i| {
                 let name = i.metadata.name.clone()?;
-                let role = auth.role_on(&caller, &name)?;
+                let role = auth.role_on(caller, &name)?;
                 Some(proto::InstanceRole {
                     instance: name,
                     role: role.as_str().to_string(),

@@ -4,11 +4,11 @@ use kube::api::{Api, DeleteParams, PostParams};
 use tonic::{Request, Response, Status};
 
 use crate::actors::host_scope::{crd_url_prefix, OutOfScope};
+use crate::api::chain::Authorized;
 use crate::api::context::ApiContext;
 use crate::api::convert;
 use crate::api::paging;
 use crate::api::request::host;
-use crate::auth::Role;
 use crate::crd::Instance;
 use crate::error::{check_name, ApiError};
 use crate::proto::{self, instance_service_server::InstanceService};
@@ -127,7 +127,7 @@ impl InstanceService for Instances {
         &self,
         req: Request<proto::CreateInstanceRequest>,
     ) -> Result<Response<proto::Instance>, Status> {
-        let caller = self.0.caller(req.metadata())?;
+        let authorized = Authorized::of(&req)?;
         let inst = req
             .into_inner()
             .instance
@@ -138,8 +138,8 @@ impl InstanceService for Instances {
             .map(|m| m.name.clone())
             .unwrap_or_default();
         check_name("instance.metadata.name", &name)?;
-        self.0
-            .authorize(&caller, Role::Admin, &name, "create instances")?;
+        authorized.instance(&name)?;
+        let caller = authorized.caller();
         let mut spec = convert::instance_spec(inst.spec.as_ref())?;
         self.check_scope(inst.spec.as_ref(), &spec)?;
         if let Some(m) = spec.managed.as_mut() {
@@ -153,7 +153,7 @@ impl InstanceService for Instances {
             m.karmada_spec = Some(full).filter(|f| f.as_object().is_some_and(|o| !o.is_empty()));
         }
         self.check_managed_spec(&spec)?;
-        self.check_secret(&caller, &spec).await?;
+        self.check_secret(caller, &spec).await?;
         let mut obj = Instance::new(&name, spec);
         obj.metadata.labels = inst
             .metadata
@@ -173,11 +173,10 @@ impl InstanceService for Instances {
         &self,
         req: Request<proto::GetInstanceRequest>,
     ) -> Result<Response<proto::Instance>, Status> {
-        let caller = self.0.caller(req.metadata())?;
+        let authorized = Authorized::of(&req)?;
         let name = req.into_inner().name;
         check_name("name", &name)?;
-        self.0
-            .authorize(&caller, Role::View, &name, "get instances")?;
+        authorized.instance(&name)?;
         let inst = self.0.instance(&name)?;
         Ok(Response::new(convert::instance(&inst)))
     }
@@ -186,8 +185,8 @@ impl InstanceService for Instances {
         &self,
         req: Request<proto::ListInstancesRequest>,
     ) -> Result<Response<proto::ListInstancesResponse>, Status> {
-        let caller = self.0.caller(req.metadata())?;
-        let visible = self.0.auth.viewer(&caller);
+        let authorized = Authorized::of(&req)?;
+        let visible = self.0.auth.viewer(authorized.caller());
         let opts = req.into_inner().options;
         let sel = paging::selector(opts.as_ref())?;
         let items = self
@@ -214,15 +213,14 @@ impl InstanceService for Instances {
         &self,
         req: Request<proto::UpdateInstanceRequest>,
     ) -> Result<Response<proto::Instance>, Status> {
-        let caller = self.0.caller(req.metadata())?;
+        let authorized = Authorized::of(&req)?;
         let inst = req
             .into_inner()
             .instance
             .ok_or_else(|| ApiError::invalid("instance", "is required"))?;
         let meta = inst.metadata.unwrap_or_default();
         check_name("instance.metadata.name", &meta.name)?;
-        self.0
-            .authorize(&caller, Role::Admin, &meta.name, "update instances")?;
+        authorized.instance(&meta.name)?;
         let spec = convert::instance_spec(inst.spec.as_ref())?;
         self.check_scope(inst.spec.as_ref(), &spec)?;
         let what = format!("instance {:?}", meta.name);
@@ -261,7 +259,7 @@ impl InstanceService for Instances {
         // A Secret the instance already reads was checked when it was set; a new one is
         // checked now.
         if spec.external != current.spec.external {
-            self.check_secret(&caller, &spec).await?;
+            self.check_secret(authorized.caller(), &spec).await?;
         }
         current.spec = spec;
         if !meta.labels.is_empty() {
@@ -285,11 +283,10 @@ impl InstanceService for Instances {
         &self,
         req: Request<proto::DeleteInstanceRequest>,
     ) -> Result<Response<proto::DeleteInstanceResponse>, Status> {
-        let caller = self.0.caller(req.metadata())?;
+        let authorized = Authorized::of(&req)?;
         let name = req.into_inner().name;
         check_name("name", &name)?;
-        self.0
-            .authorize(&caller, Role::Admin, &name, "delete instances")?;
+        authorized.instance(&name)?;
         self.0
             .host_call(
                 &format!("instance {name:?}"),
@@ -303,11 +300,10 @@ impl InstanceService for Instances {
         &self,
         req: Request<proto::GetInstanceStatsRequest>,
     ) -> Result<Response<proto::InstanceStats>, Status> {
-        let caller = self.0.caller(req.metadata())?;
+        let authorized = Authorized::of(&req)?;
         let name = req.into_inner().name;
         check_name("name", &name)?;
-        self.0
-            .authorize(&caller, Role::View, &name, "get instance stats")?;
+        authorized.instance(&name)?;
         let inst = self.0.instance(&name)?;
         let status = inst.status.as_ref();
         let stats = status.and_then(|s| s.stats.as_ref()).ok_or_else(|| {

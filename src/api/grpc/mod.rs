@@ -1,5 +1,6 @@
-//! The tonic server: every service, server reflection (v1 and v1alpha) and
-//! `grpc.health.v1`, on one address.
+//! The gRPC services (one file each), server reflection (v1 and v1alpha) and
+//! `grpc.health.v1`, as routes `api::mount` puts behind the handler chain (health beside
+//! it) on the gRPC port and on the HTTPS port.
 
 mod access;
 mod cluster;
@@ -9,89 +10,68 @@ mod search;
 mod supervisor;
 mod workload;
 
-use std::future::Future;
-use std::time::Duration;
-
+use super::chain::Authorized;
 use super::context::ApiContext;
-use super::request::{OnInstance, Surface};
-use crate::auth::Role;
+use super::request::OnInstance;
 use crate::error::ApiError;
 use crate::proto;
 
-/// The request path's start for a gRPC method (and REST, which calls them): the caller
-/// from the `authorization` metadata, authorized for `need` on `instance`, routed there.
+/// The request path's start for a gRPC method on one instance (and REST, which calls
+/// them): the authorization the chain gave the request, for the instance its message
+/// names, routed there.
 pub(crate) async fn on_instance<T>(
     ctx: &ApiContext,
     req: &tonic::Request<T>,
-    need: Role,
     instance: &str,
-    action: &str,
 ) -> Result<OnInstance, ApiError> {
-    let caller = ctx.caller(req.metadata())?;
-    let surface = Surface::of_grpc(req.metadata(), req.remote_addr());
-    ctx.on_instance(caller, surface, need, instance, action)
-        .await
+    let authorized = Authorized::of(req)?;
+    ctx.on_instance(&authorized, instance).await
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ServeError {
+pub enum RoutesError {
     #[error("building reflection: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
-    #[error("serving gRPC: {0}")]
-    Transport(#[from] tonic::transport::Error),
 }
 
-/// Serves gRPC on `listener` until `shutdown` resolves.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    ctx: ApiContext,
-    shutdown: impl Future<Output = ()> + Send,
-) -> Result<(), ServeError> {
+/// The gRPC services as routes: `api` (every service of the API and server reflection,
+/// mounted behind the handler chain) and `health` (`grpc.health.v1`, public, as probes
+/// need), with the reporter that says NOT_SERVING once the server drains.
+pub struct Routes {
+    pub api: axum::Router,
+    pub health: axum::Router,
+    pub reporter: tonic_health::server::HealthReporter,
+}
+
+pub async fn routes(ctx: ApiContext) -> Result<Routes, RoutesError> {
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
         .build_v1()?;
     let reflection_v1alpha = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    let (health_reporter, health) = tonic_health::server::health_reporter();
-    health_reporter
+    let (reporter, health) = tonic_health::server::health_reporter();
+    reporter
         .set_serving::<proto::instance_service_server::InstanceServiceServer<instance::Instances>>()
         .await;
-    health_reporter
+    reporter
         .set_serving::<proto::cluster_service_server::ClusterServiceServer<cluster::Clusters>>()
         .await;
-    health_reporter
+    reporter
         .set_serving::<proto::workload_service_server::WorkloadServiceServer<workload::Workloads>>()
         .await;
-    health_reporter
+    reporter
         .set_serving::<proto::policy_service_server::PolicyServiceServer<policy::Policies>>()
         .await;
-    health_reporter.set_serving::<proto::supervisor_service_server::SupervisorServiceServer<supervisor::Supervisor>>().await;
-    health_reporter
+    reporter.set_serving::<proto::supervisor_service_server::SupervisorServiceServer<supervisor::Supervisor>>().await;
+    reporter
         .set_serving::<proto::access_service_server::AccessServiceServer<access::Access>>()
         .await;
-    health_reporter
+    reporter
         .set_serving::<proto::search_service_server::SearchServiceServer<search::Search>>()
         .await;
-    // Not serving from the moment the process starts shutting down, as /readyz.
-    let draining = {
-        let (drain, reporter) = (ctx.drain.clone(), health_reporter.clone());
-        tokio::spawn(async move {
-            drain.reached(crate::api::drain::Phase::Draining).await;
-            reporter
-                .set_service_status("", tonic_health::ServingStatus::NotServing)
-                .await;
-        })
-    };
-    // Without TCP_NODELAY a small unary answer written in pieces waits on the client's
-    // delayed ACK (~40 ms per call); tonic sets it only on listeners it binds itself.
-    let incoming = tonic::transport::server::TcpIncoming::from(listener)
-        .with_nodelay(Some(true))
-        .with_keepalive(Some(Duration::from_secs(60)));
-    let served = tonic::transport::Server::builder()
-        .timeout(Duration::from_secs(60))
-        .layer(crate::metrics::GrpcLayer(ctx.metrics.clone()))
-        .add_service(health)
+    let mut builder = tonic::service::Routes::builder();
+    builder
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(proto::instance_service_server::InstanceServiceServer::new(
@@ -116,10 +96,12 @@ pub async fn serve(
         ))
         .add_service(proto::search_service_server::SearchServiceServer::new(
             search::Search(ctx),
-        ))
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await;
-    draining.abort();
-    served?;
-    Ok(())
+        ));
+    let api = builder.routes().into_axum_router();
+    let health = tonic::service::Routes::new(health).into_axum_router();
+    Ok(Routes {
+        api,
+        health,
+        reporter,
+    })
 }

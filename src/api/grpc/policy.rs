@@ -10,7 +10,6 @@ use crate::api::context::ApiContext;
 use crate::api::convert;
 use crate::api::request::Verb;
 use crate::api::{objects, paging};
-use crate::auth::Role;
 use crate::error::{check_name, ApiError};
 use crate::proto::{self, policy_service_server::PolicyService};
 
@@ -66,7 +65,7 @@ impl PolicyService for Policies {
         req: Request<proto::ListPoliciesRequest>,
     ) -> Result<Response<proto::ListPoliciesResponse>, Status> {
         let instance = req.get_ref().instance.clone();
-        let on = on_instance(&self.0, &req, Role::View, &instance, "list policies").await?;
+        let on = on_instance(&self.0, &req, &instance).await?;
         let req = req.into_inner();
         let (items, filtered, _) = objects::cached(
             &on,
@@ -93,7 +92,7 @@ impl PolicyService for Policies {
         req: Request<proto::GetPolicyRequest>,
     ) -> Result<Response<proto::Policy>, Status> {
         let instance = req.get_ref().instance.clone();
-        let on = on_instance(&self.0, &req, Role::View, &instance, "get policies").await?;
+        let on = on_instance(&self.0, &req, &instance).await?;
         let req = req.into_inner();
         let kind = objects::kind("kind", &req.kind, &Kind::POLICIES)?;
         check_name("name", &req.name)?;
@@ -122,7 +121,7 @@ impl PolicyService for Policies {
         req: Request<proto::CreatePolicyRequest>,
     ) -> Result<Response<proto::Policy>, Status> {
         let instance = req.get_ref().instance.clone();
-        let on = on_instance(&self.0, &req, Role::Edit, &instance, "create policies").await?;
+        let on = on_instance(&self.0, &req, &instance).await?;
         let req = req.into_inner();
         let (kind, obj) = objects::parse(&req.object_json, &Kind::POLICIES)?;
         Ok(Response::new(policy(
@@ -136,7 +135,7 @@ impl PolicyService for Policies {
         req: Request<proto::UpdatePolicyRequest>,
     ) -> Result<Response<proto::Policy>, Status> {
         let instance = req.get_ref().instance.clone();
-        let on = on_instance(&self.0, &req, Role::Edit, &instance, "update policies").await?;
+        let on = on_instance(&self.0, &req, &instance).await?;
         let req = req.into_inner();
         let (kind, obj) = objects::parse(&req.object_json, &Kind::POLICIES)?;
         Ok(Response::new(policy(
@@ -150,7 +149,7 @@ impl PolicyService for Policies {
         req: Request<proto::DeletePolicyRequest>,
     ) -> Result<Response<proto::DeletePolicyResponse>, Status> {
         let instance = req.get_ref().instance.clone();
-        let on = on_instance(&self.0, &req, Role::Edit, &instance, "delete policies").await?;
+        let on = on_instance(&self.0, &req, &instance).await?;
         let req = req.into_inner();
         let kind = objects::kind("kind", &req.kind, &Kind::POLICIES)?;
         check_name("name", &req.name)?;

@@ -14,8 +14,9 @@ use tonic::{Request, Response, Status};
 use super::workload::{workload_for, Beside};
 use crate::actors::instance::cached_object::CachedObject;
 use crate::actors::instance::caches::Kind;
+use crate::api::chain::Authorized;
 use crate::api::context::ApiContext;
-use crate::api::request::{OnInstance, Surface};
+use crate::api::request::OnInstance;
 use crate::api::{objects, paging};
 use crate::auth::Role;
 use crate::error::{check_name, ApiError};
@@ -95,11 +96,10 @@ impl SearchService for Search {
         req: Request<proto::SearchRequest>,
     ) -> Result<Response<proto::SearchResponse>, Status> {
         let ctx = &self.0;
-        let caller = ctx.caller(req.metadata())?;
-        let surface = Surface::of_grpc(req.metadata(), req.remote_addr());
+        let authorized = Authorized::of(&req)?;
         let req = req.into_inner();
         let q = parse(&req)?;
-        let viewer = ctx.auth.viewer(&caller);
+        let viewer = ctx.auth.viewer(authorized.caller());
         let mut names: Vec<String> = ctx
             .instances()
             .iter()
@@ -115,10 +115,7 @@ impl SearchService for Search {
         let mut found: Vec<(String, Found)> = Vec::new();
         let (mut filtered, mut unavailable) = (false, Vec::new());
         for name in names {
-            let on = match ctx
-                .on_instance(caller.clone(), surface, Role::View, &name, "search")
-                .await
-            {
+            let on = match ctx.on_instance_seen(&authorized, Role::View, &name).await {
                 Ok(on) => on,
                 Err(ApiError::Unavailable(_) | ApiError::ResourceExhausted(_)) => {
                     unavailable.push(name);

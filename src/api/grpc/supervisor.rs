@@ -4,8 +4,8 @@ use tonic::{Request, Response, Status};
 
 use crate::actors::supervision::ActorSnapshot;
 use crate::actors::tree::TreeError;
+use crate::api::chain::Authorized;
 use crate::api::context::ApiContext;
-use crate::auth::Role;
 use crate::error::{check_name, ApiError};
 use crate::proto::{self, supervisor_service_server::SupervisorService};
 
@@ -38,10 +38,11 @@ impl SupervisorService for Supervisor {
         &self,
         req: Request<proto::ListActorsRequest>,
     ) -> Result<Response<proto::ListActorsResponse>, Status> {
-        let caller = self.0.caller(req.metadata())?;
-        let visible = self.0.auth.viewer(&caller);
+        let authorized = Authorized::of(&req)?;
+        let caller = authorized.caller();
+        let visible = self.0.auth.viewer(caller);
         // The root and manager speak for every instance: shown to those who see all.
-        let everything = self.0.auth.sees_all(&caller);
+        let everything = self.0.auth.sees_all(caller);
         let actors = self.0.tree.actors().await.map_err(tree_error)?;
         Ok(Response::new(proto::ListActorsResponse {
             actors: actors
@@ -59,11 +60,10 @@ impl SupervisorService for Supervisor {
         &self,
         req: Request<proto::RestartInstanceRequest>,
     ) -> Result<Response<proto::RestartInstanceResponse>, Status> {
-        let caller = self.0.caller(req.metadata())?;
+        let authorized = Authorized::of(&req)?;
         let name = req.into_inner().name;
         check_name("name", &name)?;
-        self.0
-            .authorize(&caller, Role::Admin, &name, "restart instance actors")?;
+        authorized.instance(&name)?;
         self.0.instance(&name)?;
         // Every replica restarts its actor when the Instance's restart annotation changes;
         // this one restarts at once.
@@ -100,7 +100,7 @@ impl SupervisorService for Supervisor {
         &self,
         req: Request<proto::GetLeaderRequest>,
     ) -> Result<Response<proto::Leader>, Status> {
-        self.0.caller(req.metadata())?;
+        Authorized::of(&req)?;
         let leadership = self.0.tree.leadership();
         let (holder, renew) = leadership.holder();
         Ok(Response::new(proto::Leader {

@@ -1,7 +1,6 @@
 //! WorkloadService: Deployments, StatefulSets, DaemonSets and Jobs of an instance, each
 //! with the propagation policies that select it and its ResourceBinding placement.
 
-use crate::auth::Role;
 use kube::api::DynamicObject;
 use serde_json::Value;
 use tonic::{Request, Response, Status};
@@ -303,7 +302,7 @@ impl WorkloadService for Workloads {
         req: Request<proto::ListWorkloadsRequest>,
     ) -> Result<Response<proto::ListWorkloadsResponse>, Status> {
         let instance = req.get_ref().instance.clone();
-        let on = on_instance(&self.0, &req, Role::View, &instance, "list workloads").await?;
+        let on = on_instance(&self.0, &req, &instance).await?;
         let req = req.into_inner();
         let (items, filtered, reads) = objects::cached(
             &on,
@@ -336,7 +335,7 @@ impl WorkloadService for Workloads {
         req: Request<proto::GetWorkloadRequest>,
     ) -> Result<Response<proto::Workload>, Status> {
         let instance = req.get_ref().instance.clone();
-        let on = on_instance(&self.0, &req, Role::View, &instance, "get workloads").await?;
+        let on = on_instance(&self.0, &req, &instance).await?;
         let req = req.into_inner();
         let kind = objects::kind("kind", &req.kind, &Kind::WORKLOADS)?;
         check_name("namespace", &req.namespace)?;
@@ -367,7 +366,7 @@ impl WorkloadService for Workloads {
         req: Request<proto::CreateWorkloadRequest>,
     ) -> Result<Response<proto::Workload>, Status> {
         let instance = req.get_ref().instance.clone();
-        let on = on_instance(&self.0, &req, Role::Edit, &instance, "create workloads").await?;
+        let on = on_instance(&self.0, &req, &instance).await?;
         let req = req.into_inner();
         let (kind, obj) = objects::parse(&req.object_json, &Kind::WORKLOADS)?;
         let created = objects::create(&on, kind, &obj).await?;
@@ -379,7 +378,7 @@ impl WorkloadService for Workloads {
         req: Request<proto::UpdateWorkloadRequest>,
     ) -> Result<Response<proto::Workload>, Status> {
         let instance = req.get_ref().instance.clone();
-        let on = on_instance(&self.0, &req, Role::Edit, &instance, "update workloads").await?;
+        let on = on_instance(&self.0, &req, &instance).await?;
         let req = req.into_inner();
         let (kind, obj) = objects::parse(&req.object_json, &Kind::WORKLOADS)?;
         let updated = objects::replace(&on, kind, &obj).await?;
@@ -391,7 +390,7 @@ impl WorkloadService for Workloads {
         req: Request<proto::DeleteWorkloadRequest>,
     ) -> Result<Response<proto::DeleteWorkloadResponse>, Status> {
         let instance = req.get_ref().instance.clone();
-        let on = on_instance(&self.0, &req, Role::Edit, &instance, "delete workloads").await?;
+        let on = on_instance(&self.0, &req, &instance).await?;
         let req = req.into_inner();
         let kind = objects::kind("kind", &req.kind, &Kind::WORKLOADS)?;
         check_name("namespace", &req.namespace)?;

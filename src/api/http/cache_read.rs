@@ -11,9 +11,9 @@ use kairship_wire::routes::ResourcePath;
 use kairship_wire::table::Column;
 use serde_json::{json, Value};
 
-use super::kube_status::{json_response, status_response, SOURCE_HEADER};
 use crate::actors::instance::cached_object::CachedObject;
 use crate::actors::instance::caches::Kind;
+use crate::api::answer::{json_response, status_response, SOURCE_HEADER};
 use crate::api::request::query::{cached_kind, parse_bool, Selection};
 use crate::api::request::review::ReadAttributes;
 use crate::api::request::{OnInstance, Reads, Verb};

@@ -18,9 +18,9 @@ use kairship_wire::table::Column;
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
-use super::kube_status::status_response;
 use crate::actors::instance::caches::Kind;
 use crate::actors::instance::feed::{line, table_line, Change, EventType, FeedEvent};
+use crate::api::answer::status_response;
 use crate::api::request::query::{parse_bool, Selection};
 use crate::api::request::Reads;
 

@@ -11,19 +11,19 @@ use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::response::Response;
 use http::{header, Method};
-use kairship_wire::routes::{self, Route};
 
 use super::cache_read;
-use super::kube_status::status_response;
-pub use super::kube_status::SOURCE_HEADER;
+use crate::api::answer::status_response;
+pub use crate::api::answer::SOURCE_HEADER;
+use crate::api::chain::fairness::hold_until_done;
+use crate::api::chain::Authorized;
 use crate::api::context::ApiContext;
 use crate::api::request::query::{cached_kind, parse_bool};
-use crate::api::request::{audit, OnInstance, Surface};
-use crate::auth::Role;
+use crate::api::request::OnInstance;
 use crate::error::ApiError;
 
 /// kube-apiserver's own limit on a request body.
-const MAX_BODY: usize = 3 * 1024 * 1024;
+const MAX_BODY: usize = crate::api::chain::authz::MAX_REST_BODY;
 
 fn tagged(mut r: Response, source: &'static str) -> Response {
     r.headers_mut()
@@ -45,54 +45,6 @@ pub async fn handle(
     req: Request,
 ) -> Response {
     serve(ctx, name, rest, req).await
-}
-
-/// The role a proxied request needs, and what it does (for the 403 message). Reads need
-/// `view`; writes of namespaced objects and of Karmada's cluster-wide policies need `edit`;
-/// any other cluster-scoped write (clusters, namespaces, CRDs, RBAC) needs `admin`.
-pub fn required_role(method: &Method, path: &str) -> (Role, String) {
-    // Karmada's cluster proxy: what it reaches on the member decides (the member's own
-    // bindings of Kairship's groups then decide again, there).
-    if let Some(on_member) = member_path(path) {
-        let (role, action) = required_role(method, on_member);
-        return (role, format!("{action} on a member cluster"));
-    }
-    let (plural, namespaced) = match routes::parse(path) {
-        Route::Resource(rp) => (rp.plural, rp.namespace.is_some()),
-        _ => ("the API".to_string(), false),
-    };
-    let verb = match *method {
-        Method::GET | Method::HEAD | Method::OPTIONS => {
-            return (Role::View, format!("read {plural}"));
-        }
-        Method::POST => "create",
-        Method::PUT => "update",
-        Method::PATCH => "patch",
-        Method::DELETE => "delete",
-        _ => "change",
-    };
-    let cluster_policy = matches!(
-        plural.as_str(),
-        "clusterpropagationpolicies" | "clusteroverridepolicies"
-    );
-    let need = match namespaced || cluster_policy {
-        true => Role::Edit,
-        false => Role::Admin,
-    };
-    (need, format!("{verb} {plural}"))
-}
-
-/// The member path of a request through Karmada's cluster proxy
-/// (`/apis/cluster.karmada.io/v1alpha1/clusters/{cluster}/proxy/{path}`).
-fn member_path(path: &str) -> Option<&str> {
-    let rest = path.strip_prefix("/apis/cluster.karmada.io/v1alpha1/clusters/")?;
-    let (_, after) = rest.split_once('/')?;
-    let member = after.strip_prefix("proxy")?;
-    match member {
-        "" => Some("/"),
-        m if m.starts_with('/') => Some(m),
-        _ => None,
-    }
 }
 
 async fn serve(ctx: ApiContext, name: String, rest: String, req: Request) -> Response {
@@ -125,19 +77,12 @@ fn until_closing(resp: Response, ctx: &ApiContext) -> Response {
 
 async fn serve_in_span(ctx: ApiContext, name: String, rest: String, req: Request) -> Response {
     let path = format!("/{rest}");
-    let authorization = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let caller = match ctx.auth.authenticate(authorization) {
-        Ok(c) => c,
+    // The chain authenticated, audits and authorized the request (`chain::rules::proxy`).
+    let authorized = match Authorized::of_http(req.extensions()) {
+        Ok(a) => a,
         Err(e) => return status_response(&e),
     };
-    let (need, action) = required_role(req.method(), &path);
-    let on = match ctx
-        .on_instance(caller, Surface::Proxy, need, &name, &action)
-        .await
-    {
+    let on = match ctx.on_instance(&authorized, &name).await {
         Ok(on) => on,
         Err(e) => return status_response(&e),
     };
@@ -165,46 +110,31 @@ async fn serve_in_span(ctx: ApiContext, name: String, rest: String, req: Request
         Some(Err(refused)) => return refused,
         None => {}
     }
+    // A watch passed through holds a stream of the instance's one connection for as long
+    // as it runs: a bounded number of them, so reads always find a stream.
+    let streaming = watching
+        || query
+            .get("follow")
+            .is_some_and(|v| parse_bool(v) == Some(true));
+    let stream = match streaming {
+        true => match on.open_stream() {
+            Ok(slot) => Some(slot),
+            Err(e) => return status_response(&e),
+        },
+        false => None,
+    };
     let req = Request::from_parts(head, body);
-    let method = req.method().clone();
     // Requests other than watches must be answered within the actors' request bound.
     let within = (!watching).then(|| ctx.tree.settings().request_timeout);
     let answer = pass_through(&on, req, &path, within).await;
-    if method != Method::GET {
-        let code = match &answer {
-            Ok(r) => r.status().as_u16(),
-            Err(e) => e.http_status(),
-        };
-        let (resource, namespace, object) = match routes::parse(&path) {
-            Route::Resource(rp) => (rp.plural, rp.namespace, rp.name.unwrap_or_default()),
-            _ => (path.clone(), None, String::new()),
-        };
-        audit::write(
-            &on.caller,
-            on.surface,
-            &name,
-            kube_verb(&method),
-            &resource,
-            namespace.as_deref(),
-            &object,
-            code,
-        );
-    }
+    let answer = match (answer, stream) {
+        (Ok(r), Some(slot)) => Ok(hold_until_done(r, slot)),
+        (other, _) => other,
+    };
     match answer {
         Ok(r) if watching => tagged(until_closing(r, &ctx), "instance"),
         Ok(r) => tagged(r, "instance"),
         Err(e) => status_response(&e),
-    }
-}
-
-/// The verb Kubernetes names an HTTP method by, for the audit line.
-fn kube_verb(method: &Method) -> &'static str {
-    match *method {
-        Method::POST => "create",
-        Method::PUT => "update",
-        Method::PATCH => "patch",
-        Method::DELETE => "delete",
-        _ => "other",
     }
 }
 
@@ -272,68 +202,4 @@ async fn pass_through(
         }
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn roles_follow_the_verb_and_the_scope() {
-        let role = |m: Method, p: &str| required_role(&m, p).0;
-        assert_eq!(role(Method::GET, "/apis/apps/v1/deployments"), Role::View);
-        assert_eq!(
-            role(Method::GET, "/api/v1/namespaces/x/secrets/s"),
-            Role::View
-        );
-        assert_eq!(
-            role(Method::POST, "/apis/apps/v1/namespaces/x/deployments"),
-            Role::Edit
-        );
-        assert_eq!(
-            role(Method::DELETE, "/api/v1/namespaces/x/configmaps/c"),
-            Role::Edit
-        );
-        assert_eq!(
-            role(
-                Method::PATCH,
-                "/apis/policy.karmada.io/v1alpha1/clusterpropagationpolicies/p"
-            ),
-            Role::Edit
-        );
-        assert_eq!(role(Method::POST, "/api/v1/namespaces"), Role::Admin);
-        assert_eq!(
-            role(
-                Method::DELETE,
-                "/apis/cluster.karmada.io/v1alpha1/clusters/m1"
-            ),
-            Role::Admin
-        );
-        let (_, action) = required_role(&Method::PUT, "/apis/apps/v1/namespaces/x/deployments/d");
-        assert_eq!(action, "update deployments");
-        // Through the cluster proxy, the path on the member decides.
-        let member = "/apis/cluster.karmada.io/v1alpha1/clusters/member1/proxy";
-        assert_eq!(
-            role(Method::GET, &format!("{member}/api/v1/nodes")),
-            Role::View
-        );
-        assert_eq!(
-            role(
-                Method::POST,
-                &format!("{member}/api/v1/namespaces/default/configmaps")
-            ),
-            Role::Edit
-        );
-        assert_eq!(
-            role(Method::DELETE, &format!("{member}/api/v1/nodes/n1")),
-            Role::Admin
-        );
-        assert_eq!(
-            role(
-                Method::PATCH,
-                "/apis/cluster.karmada.io/v1alpha1/clusters/member1"
-            ),
-            Role::Admin
-        );
-    }
 }

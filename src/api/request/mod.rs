@@ -4,16 +4,17 @@
 //! (the instance's reader, within its request limit), and from then on acting there as
 //! the caller (`identity`: impersonation). Reads from the caches are reviewed with the
 //! instance first (`review`), so the cache never shows what the instance would refuse;
-//! writes go as the caller, bounded by one timeout, leave an audit line (`audit`, refusals
-//! too) and a write mark, so a read right after through any surface sees them.
+//! writes go as the caller, bounded by one timeout, name what they wrote in the request's
+//! audit event, and leave a write mark, so a read right after through any surface sees
+//! them.
 //!
-//! Handlers get an [`OnInstance`] only from [`ApiContext::on_instance`], and reach an
+//! Handlers get an [`OnInstance`] only from [`ApiContext::on_instance`], which takes the
+//! chain's [`Authorized`], and reach an
 //! instance's caches only through a [`Reads`], which only a review gives; its client only
 //! through [`OnInstance::write`], [`OnInstance::live`] and [`OnInstance::send`], which act
 //! as the caller. `tests/api/request_path.rs` checks that nothing under `src/api` reaches
 //! an instance's reader another way.
 
-pub mod audit;
 pub mod host;
 pub mod identity;
 pub mod query;
@@ -28,85 +29,79 @@ use tokio::sync::OwnedSemaphorePermit;
 use crate::actors::instance::caches::Kind;
 use crate::actors::instance::object_store::ObjectStore;
 use crate::actors::instance::InstanceReader;
+use crate::api::chain::{audit, Authorized};
 use crate::api::context::ApiContext;
 use crate::auth::{Caller, Role};
 use crate::error::{check_name, ApiError};
 pub use identity::Identity;
 pub use review::{Verb, Visible};
 
-/// Where a request came in: named in audit lines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Surface {
-    Grpc,
-    Rest,
-    Proxy,
-}
-
-impl Surface {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Grpc => "grpc",
-            Self::Rest => "rest",
-            Self::Proxy => "proxy",
-        }
-    }
-
-    /// REST answers through this process's own gRPC server and says so in a header; only
-    /// a call from this machine may say it (the header is an audit label, nothing more).
-    pub fn of_grpc(
-        md: &tonic::metadata::MetadataMap,
-        remote: Option<std::net::SocketAddr>,
-    ) -> Self {
-        let from_rest = md.get(REST_HEADER).is_some_and(|v| v == "rest");
-        match from_rest && remote.is_some_and(|a| a.ip().is_loopback()) {
-            true => Self::Rest,
-            false => Self::Grpc,
-        }
-    }
-}
-
-/// The gRPC metadata REST sets on the calls it makes.
-pub const REST_HEADER: &str = "x-kairship-surface";
+pub use crate::api::chain::Surface;
 
 /// How long a request may wait for a free slot of a busy instance.
 const PERMIT_WAIT: Duration = Duration::from_secs(2);
 
-/// A request on one instance that passed authentication, authorization and routing.
+/// A request on one instance that passed the handler chain and routing.
 pub struct OnInstance {
     pub caller: Caller,
     pub surface: Surface,
     /// Who the request acts as on the instance; `None` with authorization off.
     identity: Option<Identity>,
     reader: Arc<InstanceReader>,
+    /// The request's audit record, which writes name their object in.
+    record: audit::Record,
     _permit: OwnedSemaphorePermit,
 }
 
 impl ApiContext {
-    /// The start of every request to an instance: checks the instance name, that `caller`
-    /// holds `need` on it (`action` says what for, in the refusal), and routes to it,
-    /// failing fast with UNAVAILABLE when it cannot serve. A refused write leaves an
-    /// audit line.
+    /// The start of every request to an instance: the instance the chain authorized the
+    /// request on (`authorized`), routed to, failing fast with UNAVAILABLE when it cannot
+    /// serve.
     pub async fn on_instance(
         &self,
-        caller: Caller,
-        surface: Surface,
+        authorized: &Authorized,
+        instance: &str,
+    ) -> Result<OnInstance, ApiError> {
+        let instance = authorized.instance(instance)?;
+        self.routed(authorized, instance).await
+    }
+
+    /// For a request over what the caller may see (search): `instance` if the caller holds
+    /// `need` there (PERMISSION_DENIED otherwise, which such a request leaves out rather
+    /// than answers), routed to.
+    pub async fn on_instance_seen(
+        &self,
+        authorized: &Authorized,
         need: Role,
         instance: &str,
-        action: &str,
     ) -> Result<OnInstance, ApiError> {
-        if let Err(e) = self.authorize(&caller, need, instance, action) {
-            if need != Role::View {
-                audit::refused(&caller, surface, instance, action, &e);
-            }
-            return Err(e);
-        }
+        self.authorize(authorized.caller(), need, instance, "read")?;
+        self.routed(authorized, instance).await
+    }
+
+    async fn routed(
+        &self,
+        authorized: &Authorized,
+        instance: &str,
+    ) -> Result<OnInstance, ApiError> {
+        let caller = authorized.caller().clone();
         let (reader, permit) = self.route(instance).await?;
         let identity = identity::on_instance(self, &caller, instance);
+        if let Some(who) = &identity {
+            authorized.record().update(|f| {
+                f.impersonated = Some(audit::User {
+                    username: who.user.clone(),
+                    uid: who.uid.clone(),
+                    groups: who.groups.clone(),
+                })
+            });
+        }
         Ok(OnInstance {
             caller,
-            surface,
+            surface: authorized.surface(),
             identity,
             reader,
+            record: authorized.record().clone(),
             _permit: permit,
         })
     }
@@ -313,12 +308,11 @@ impl OnInstance {
         })
     }
 
-    /// A write of `kind` as the caller: bounded by the instance call timeout, audited
-    /// (`verb` as Kubernetes names it: create, update, patch, delete), and marked so the
-    /// next read of `kind` from the cache waits for it.
+    /// A write of `kind` as the caller: bounded by the instance call timeout, named in the
+    /// request's audit event, and marked so the next read of `kind` from the cache waits
+    /// for it.
     pub async fn write<F, Fut>(
         &self,
-        verb: &str,
         kind: Kind,
         namespace: Option<&str>,
         name: &str,
@@ -337,20 +331,8 @@ impl OnInstance {
         {
             self.reader.writes().record(kind, rv);
         }
-        let code = match &result {
-            Ok(_) => 200,
-            Err(e) => e.http_status(),
-        };
-        audit::write(
-            &self.caller,
-            self.surface,
-            self.reader.name(),
-            verb,
-            &kind.resource().plural,
-            namespace,
-            name,
-            code,
-        );
+        let r = kind.resource();
+        self.record.object(&r.plural, &r.group, namespace, name);
         result
     }
 
@@ -397,6 +379,19 @@ impl OnInstance {
             })?,
         };
         resp.map_err(|e| ApiError::Unavailable(format!("instance {:?}: {e}", self.reader.name())))
+    }
+
+    /// A slot for a stream held open on the instance (a watch passed through), kept as long
+    /// as the stream runs; RESOURCE_EXHAUSTED (429) when the instance has as many as it
+    /// may, so streams never take the streams reads need.
+    pub fn open_stream(&self) -> Result<OwnedSemaphorePermit, ApiError> {
+        self.reader.streams().clone().try_acquire_owned().map_err(|_| {
+            ApiError::ResourceExhausted(format!(
+                "instance {:?} has {} streams (watches) passed through already, the most it may; watch from the cache (start now or at a cached list's resourceVersion) or retry later",
+                self.reader.name(),
+                crate::actors::instance::MAX_PASSTHROUGH_STREAMS
+            ))
+        })
     }
 
     /// A successful write the proxy passed through, so cached reads wait for it.

@@ -1,64 +1,77 @@
 //! REST: the same methods as gRPC over HTTP/JSON, routed by the `google.api.http`
-//! annotations of the proto. A request becomes the method's request message (path
-//! variables, query parameters, body), is sent to the gRPC server, and the answer comes
-//! back as proto3 JSON; errors as `google.rpc.Status` JSON with the matching HTTP status.
-
-mod codec;
-pub mod rules;
+//! annotations of the proto (`api::transcode`). The handler chain has already transcoded
+//! the request (to decide on it) and authorized it; REST calls the method in process, on
+//! the same gRPC routes with the same authorization, and answers with proto3 JSON, or
+//! `google.rpc.Status` JSON with the matching HTTP status.
 
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::response::Response;
-use bytes::Bytes;
-use http::{header, StatusCode};
+use bytes::{Buf, Bytes};
+use http::StatusCode;
+use http_body_util::BodyExt;
 use prost::Message;
-use prost_reflect::{
-    DynamicMessage, Kind, MessageDescriptor, ReflectMessage, SerializeOptions, Value,
-};
-use serde_json::json;
-use tonic::transport::Channel;
+use prost_reflect::{DynamicMessage, SerializeOptions};
 use tonic::Status;
+use tower::ServiceExt;
 
-use crate::api::http::kube_status::json_response;
+use crate::api::answer::{json_response, rest_failure, Failure};
+use crate::api::chain::{audit::Record, Authorized, Transcoded};
 use crate::error::ApiError;
-use rules::Rule;
-
-/// Request bodies beyond this are refused.
-const MAX_BODY: usize = 3 * 1024 * 1024;
 
 pub struct Rest {
-    rules: Vec<Rule>,
-    grpc: Channel,
+    /// The gRPC services' routes, without the chain: reached only from behind it.
+    grpc: axum::Router,
 }
 
 impl Rest {
-    /// `grpc` reaches this process's own gRPC server.
-    pub fn new(grpc: Channel) -> Result<Arc<Self>, rules::RuleError> {
-        Ok(Arc::new(Self {
-            rules: rules::rules(crate::proto::FILE_DESCRIPTOR_SET)?,
-            grpc,
-        }))
+    pub fn new(grpc: axum::Router) -> Arc<Self> {
+        Arc::new(Self { grpc })
     }
 
-    async fn dispatch(&self, req: Request) -> Result<Response, Failure> {
-        let (parts, body) = req.into_parts();
-        let body = crate::api::body::read_limited(body, MAX_BODY, "the request body").await?;
-        let (rule, message) = transcode(
-            &self.rules,
-            &parts.method,
-            parts.uri.path(),
-            parts.uri.query(),
-            &body,
-        )?;
-        let answer = codec::unary(
-            self.grpc.clone(),
-            &rule.grpc_path,
-            Bytes::from(message.encode_to_vec()),
-            parts.headers.get(header::AUTHORIZATION),
-        )
-        .await?;
-        let out = DynamicMessage::decode(rule.output.clone(), answer)
+    async fn call(&self, req: Request) -> Result<Response, Failure> {
+        let ext = req.extensions();
+        let authorized = Authorized::of_http(ext)?;
+        let t = ext
+            .get::<Transcoded>()
+            .cloned()
+            .ok_or_else(|| ApiError::Internal("the REST request was not transcoded".into()))?;
+        let frame = crate::api::chain::authz::frame(&t.message.encode_to_vec())?;
+        let mut call = http::Request::post(t.grpc_path.as_str())
+            .header(http::header::CONTENT_TYPE, "application/grpc")
+            .header("te", "trailers")
+            .body(axum::body::Body::from(frame))
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        if let Some(record) = ext.get::<Record>() {
+            call.extensions_mut().insert(record.clone());
+        }
+        call.extensions_mut().insert(authorized);
+        let answer = match self.grpc.clone().oneshot(call).await {
+            Ok(a) => a,
+            Err(never) => match never {},
+        };
+        let (parts, body) = answer.into_parts();
+        if let Some(s) = Status::from_header_map(&parts.headers) {
+            if s.code() != tonic::Code::Ok {
+                return Err(s.into());
+            }
+        }
+        let collected = body
+            .collect()
+            .await
+            .map_err(|e| Status::internal(format!("reading the answer: {e}")))?;
+        if let Some(s) = collected.trailers().and_then(Status::from_header_map) {
+            if s.code() != tonic::Code::Ok {
+                return Err(s.into());
+            }
+        }
+        let mut bytes = collected.to_bytes();
+        if bytes.len() < 5 {
+            return Err(Status::internal("the answer holds no message").into());
+        }
+        bytes.advance(5);
+        let out = DynamicMessage::decode(t.output.clone(), bytes)
             .map_err(|e| Status::internal(format!("decoding the answer: {e}")))?;
         let mut ser = serde_json::Serializer::new(Vec::new());
         out.serialize_with_options(&mut ser, &SerializeOptions::new())
@@ -67,172 +80,9 @@ impl Rest {
     }
 }
 
-/// A failed REST call: the `google.rpc.Status` to report and the HTTP status it is answered
-/// with, which comes from the error itself when the failure is this layer's (a body too
-/// large is RESOURCE_EXHAUSTED to gRPC but 413 to HTTP).
-pub struct Failure {
-    status: Status,
-    http: u16,
-}
-
-impl From<Status> for Failure {
-    fn from(status: Status) -> Self {
-        let http = crate::error::http_status_of(status.code());
-        Self { status, http }
-    }
-}
-
-impl From<ApiError> for Failure {
-    fn from(e: ApiError) -> Self {
-        let http = e.http_status();
-        Self {
-            status: e.into(),
-            http,
-        }
-    }
-}
-
-/// The pure half of a REST call: the rule its method and path match, and the request
-/// message built from path variables, query parameters and the JSON body. Every failure
-/// is the caller's (not found, invalid argument) except a broken rule set.
-pub fn transcode<'r>(
-    rules: &'r [rules::Rule],
-    method: &http::Method,
-    path: &str,
-    query: Option<&str>,
-    body: &[u8],
-) -> Result<(&'r rules::Rule, DynamicMessage), Status> {
-    let (rule, vars) = rules
-        .iter()
-        .find_map(|r| r.matches(method, path).map(|v| (r, v)))
-        .ok_or_else(|| Status::not_found(format!("no API at {method} {path}")))?;
-    let mut msg = DynamicMessage::new(rule.input.clone());
-    match rule.body.as_str() {
-        "" => {}
-        "*" => msg = from_json(&rule.input, body, "body")?,
-        field => {
-            let fd = rule
-                .input
-                .get_field_by_name(field)
-                .ok_or_else(|| Status::internal(format!("body field {field} missing")))?;
-            let Kind::Message(md) = fd.kind() else {
-                return Err(Status::internal(format!(
-                    "body field {field} is not a message"
-                )));
-            };
-            msg.set_field(&fd, Value::Message(from_json(&md, body, field)?));
-        }
-    }
-    for (path, value) in vars {
-        set_path(&mut msg, &path, &value)?;
-    }
-    if let Some(q) = query {
-        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(q)
-            .map_err(|e| Status::invalid_argument(format!("query string: {e}")))?;
-        for (k, v) in pairs {
-            set_path(&mut msg, &k, &v)?;
-        }
-    }
-    Ok((rule, msg))
-}
-
-/// A message (encoded as `bytes`) as proto3 JSON, by its full name in the API's descriptors.
-pub fn message_json(full_name: &str, bytes: &[u8]) -> Result<serde_json::Value, String> {
-    let pool = prost_reflect::DescriptorPool::decode(crate::proto::FILE_DESCRIPTOR_SET)
-        .map_err(|e| e.to_string())?;
-    let md = pool
-        .get_message_by_name(full_name)
-        .ok_or_else(|| format!("no message {full_name}"))?;
-    let msg = DynamicMessage::decode(md, bytes).map_err(|e| e.to_string())?;
-    serde_json::to_value(&msg).map_err(|e| e.to_string())
-}
-
-fn from_json(md: &MessageDescriptor, body: &[u8], field: &str) -> Result<DynamicMessage, Status> {
-    if body.is_empty() {
-        return Ok(DynamicMessage::new(md.clone()));
-    }
-    let mut de = serde_json::Deserializer::from_slice(body);
-    DynamicMessage::deserialize(md.clone(), &mut de)
-        .map_err(|e| Status::invalid_argument(format!("{field}: {e}")))
-}
-
-/// Sets a (nested, dotted) field from its text: path variables and query parameters.
-fn set_path(msg: &mut DynamicMessage, path: &str, text: &str) -> Result<(), Status> {
-    let (head, rest) = match path.split_once('.') {
-        Some((h, r)) => (h, Some(r)),
-        None => (path, None),
-    };
-    let desc = msg.descriptor();
-    let fd = desc
-        .get_field_by_name(head)
-        .or_else(|| desc.get_field_by_json_name(head))
-        .ok_or_else(|| Status::invalid_argument(format!("unknown parameter {path:?}")))?;
-    if let Some(rest) = rest {
-        let Value::Message(inner) = msg.get_field_mut(&fd) else {
-            return Err(Status::invalid_argument(format!("{head} has no fields")));
-        };
-        return set_path(inner, rest, text);
-    }
-    let bad = |what: &str| Status::invalid_argument(format!("{path}: {text:?} is not {what}"));
-    let value = match fd.kind() {
-        Kind::String => Value::String(text.to_string()),
-        Kind::Bool => Value::Bool(text.parse().map_err(|_| bad("a boolean"))?),
-        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => {
-            Value::I32(text.parse().map_err(|_| bad("an integer"))?)
-        }
-        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => {
-            Value::I64(text.parse().map_err(|_| bad("an integer"))?)
-        }
-        Kind::Uint32 | Kind::Fixed32 => {
-            Value::U32(text.parse().map_err(|_| bad("an unsigned integer"))?)
-        }
-        Kind::Uint64 | Kind::Fixed64 => {
-            Value::U64(text.parse().map_err(|_| bad("an unsigned integer"))?)
-        }
-        Kind::Enum(e) => Value::EnumNumber(
-            e.get_value_by_name(text)
-                .map(|v| v.number())
-                .or_else(|| text.parse().ok())
-                .ok_or_else(|| bad("a known enum value"))?,
-        ),
-        _ => {
-            return Err(Status::invalid_argument(format!(
-                "{path} cannot be set from a parameter"
-            )))
-        }
-    };
-    // A repeated field takes each occurrence of its parameter (`kinds=A&kinds=B`).
-    if fd.is_list() {
-        if let Value::List(items) = msg.get_field_mut(&fd) {
-            items.push(value);
-        }
-        return Ok(());
-    }
-    msg.set_field(&fd, value);
-    Ok(())
-}
-
-/// `google.rpc.Status` as JSON, with BadRequest field violations when there are any.
-pub fn failure_response(f: &Failure) -> Response {
-    use tonic_types::StatusExt;
-    let s = &f.status;
-    let mut details = Vec::new();
-    if let Some(br) = s.get_details_bad_request() {
-        let violations: Vec<_> = br
-            .field_violations
-            .iter()
-            .map(|v| json!({"field": v.field, "description": v.description}))
-            .collect();
-        details.push(json!({"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": violations}));
-    }
-    let body = json!({"code": s.code() as i32, "message": s.message(), "details": details});
-    let status = StatusCode::from_u16(f.http).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json_response(status, Bytes::from(body.to_string()))
-}
-
 pub async fn handle(State(rest): State<Arc<Rest>>, req: Request) -> Response {
-    match rest.dispatch(req).await {
+    match rest.call(req).await {
         Ok(r) => r,
-        Err(f) => failure_response(&f),
+        Err(f) => rest_failure(&f),
     }
 }

@@ -31,9 +31,15 @@ pub enum Output {
 
 #[derive(Debug, Args)]
 pub struct CtlArgs {
-    /// gRPC address (host:port); else $KAIRSHIP_GRPC, else `grpc` in endpoints.json.
+    /// gRPC address: `https://host:port` (TLS, as `kairship run` serves it) or `host:port`
+    /// (plain text, as the demo serves it on loopback); else $KAIRSHIP_GRPC, else `grpc` in
+    /// endpoints.json.
     #[arg(long, env = "KAIRSHIP_GRPC")]
     pub grpc: Option<String>,
+    /// CA bundle (PEM) that signs Kairship's certificate, for `https://` addresses; else
+    /// $KAIRSHIP_CA, else `ca` in endpoints.json, else the system's roots.
+    #[arg(long, env = "KAIRSHIP_CA")]
+    pub ca_file: Option<PathBuf>,
     /// Bearer token; else $KAIRSHIP_TOKEN, else the admin token in endpoints.json.
     #[arg(long, env = "KAIRSHIP_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
@@ -193,28 +199,71 @@ async fn connect(args: &CtlArgs) -> Result<Conn, Error> {
         serde_json::from_slice(&text)
             .map_err(|e| Error::Usage(format!("{} is not valid JSON: {e}", path.display())))
     };
-    let (grpc, token) = match (&args.grpc, &args.token) {
-        (Some(g), t) => (g.clone(), t.clone()),
+    let (grpc, token, ca) = match (&args.grpc, &args.token) {
+        (Some(g), t) => (g.clone(), t.clone(), args.ca_file.clone()),
         (None, t) => {
             let e = endpoints()?;
             let g = e["grpc"]
                 .as_str()
-                .ok_or_else(|| Error::Usage("endpoints.json has no grpc address".into()))?
-                .to_string();
+                .ok_or_else(|| Error::Usage("endpoints.json has no grpc address".into()))?;
+            // A gRPC port served with TLS says so; its CA is the HTTPS one.
+            let g = match e["grpc_tls"].as_bool() {
+                Some(true) => format!("https://{g}"),
+                _ => g.to_string(),
+            };
+            let ca = args
+                .ca_file
+                .clone()
+                .or_else(|| e["ca"].as_str().map(PathBuf::from));
             (
                 g,
                 t.clone()
                     .or_else(|| e["tokens"]["admin"].as_str().map(String::from)),
+                ca,
             )
         }
     };
-    let channel = Channel::from_shared(format!("http://{grpc}"))
-        .map_err(|e| Error::Usage(format!("bad gRPC address {grpc:?}: {e}")))?
+    let ca_pem = match &ca {
+        Some(path) if grpc.starts_with("https://") => {
+            Some(std::fs::read_to_string(path).map_err(|source| Error::Io {
+                context: format!("reading the CA bundle {}", path.display()),
+                source,
+            })?)
+        }
+        _ => None,
+    };
+    let channel = grpc_endpoint(&grpc, ca_pem.as_deref())?
         .connect_timeout(Duration::from_secs(5))
         .connect()
         .await
         .map_err(|e| Error::Usage(format!("cannot reach Kairship at {grpc}: {e}")))?;
     Ok(Conn { channel, token })
+}
+
+/// The endpoint of a gRPC address: `https://host:port` with TLS, verified with `ca_pem`
+/// (else the system's roots); `host:port` or `http://host:port` in plain text.
+pub fn grpc_endpoint(
+    address: &str,
+    ca_pem: Option<&str>,
+) -> Result<tonic::transport::Endpoint, Error> {
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+    let bad =
+        |e: &dyn std::fmt::Display| Error::Usage(format!("bad gRPC address {address:?}: {e}"));
+    if !address.starts_with("https://") {
+        let plain = match address.starts_with("http://") {
+            true => address.to_string(),
+            false => format!("http://{address}"),
+        };
+        return Endpoint::from_shared(plain).map_err(|e| bad(&e));
+    }
+    let tls = match ca_pem {
+        Some(pem) => ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)),
+        None => ClientTlsConfig::new().with_native_roots(),
+    };
+    Endpoint::from_shared(address.to_string())
+        .map_err(|e| bad(&e))?
+        .tls_config(tls)
+        .map_err(|e| bad(&e))
 }
 
 pub(crate) fn status(e: tonic::Status) -> Error {
@@ -227,8 +276,8 @@ pub(crate) fn print(
     msg: &impl Message,
     table: impl FnOnce(&Value) -> Vec<Vec<String>>,
 ) -> Result<(), Error> {
-    let json =
-        crate::api::rest::message_json(full_name, &msg.encode_to_vec()).map_err(Error::Usage)?;
+    let json = crate::api::transcode::message_json(full_name, &msg.encode_to_vec())
+        .map_err(Error::Usage)?;
     match output {
         Output::Json => println!(
             "{}",

@@ -394,6 +394,9 @@ async fn install_and_serve(
         dir,
         &Endpoints {
             grpc: format!("{SERVICE_IP}:50051"),
+            // The chart serves the gRPC port with TLS, verified with the same CA.
+            grpc_tls: true,
+            audit_log: None,
             https: https.clone(),
             ca_pem: &cert.ca_pem,
             sim_admin: view.admin_url.clone(),

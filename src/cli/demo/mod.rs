@@ -334,6 +334,7 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
     let auth = demo_auth(&host, &tokens, names.first(), &args.oidc).await?;
     let DemoTokens { admin, viewer, .. } = tokens;
     let cert = kairship_wire::tls::generate("kairship").map_err(|e| Error::Usage(e.to_string()))?;
+    let audit_log = dir.join("audit.log");
     let running = server::start(server::ServerConfig {
         host: host.clone(),
         identity: "kairship-demo".into(),
@@ -356,6 +357,11 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
         http_addr: args.http_addr,
         probes_addr: Some(args.probes_addr),
         tls: cert.server_config.clone(),
+        grpc_tls: None,
+        // Audit events as kube-apiserver writes them, beside endpoints.json.
+        audit: crate::cli::run::audit_sink(Some(&audit_log))?,
+        limits: Default::default(),
+        fairness: Default::default(),
         auth,
         chaos_reports: Some(dir.join("chaos")),
         shutdown_delay: Duration::ZERO,
@@ -372,6 +378,9 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
         dir,
         &Endpoints {
             grpc: running.grpc_addr.to_string(),
+            // Plain text on loopback (the HTTPS port serves gRPC with TLS too).
+            grpc_tls: false,
+            audit_log: Some(&audit_log),
             https: https.clone(),
             ca_pem: &cert.ca_pem,
             sim_admin: fleet.admin_url.clone(),

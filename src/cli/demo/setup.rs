@@ -252,6 +252,10 @@ async fn grant_kubeconfig_reads(host: &kube::Client, user: &str) -> Result<(), E
 /// Where Kairship answers, for `endpoints.json` (the shape pinned in ../shared/DESIGN.md).
 pub(super) struct Endpoints<'a> {
     pub grpc: String,
+    /// Whether the gRPC port is served with TLS (the CA is `ca`).
+    pub grpc_tls: bool,
+    /// Where this process writes its audit events (none when Kairship runs in pods).
+    pub audit_log: Option<&'a Path>,
     pub https: String,
     pub ca_pem: &'a str,
     pub sim_admin: Option<String>,
@@ -279,6 +283,7 @@ pub(super) fn write_endpoints(dir: &Path, e: &Endpoints<'_>) -> Result<(), Error
     }
     let endpoints = json!({
         "grpc": e.grpc,
+        "grpc_tls": e.grpc_tls,
         "http": e.https,
         "ca": ca_path.display().to_string(),
         "sim_admin": e.sim_admin,
@@ -287,6 +292,7 @@ pub(super) fn write_endpoints(dir: &Path, e: &Endpoints<'_>) -> Result<(), Error
         "instances": entries,
         "tokens": {"admin": e.admin, "viewer": e.viewer, "viewer_instance": e.names.first()},
         "webhook_secret_file": dir.join("webhook.secret").display().to_string(),
+        "audit_log": e.audit_log.map(|p| p.display().to_string()),
     });
     let text = serde_json::to_vec_pretty(&endpoints).map_err(|e| Error::Usage(e.to_string()))?;
     kubeconfig::write_atomic(&dir.join("endpoints.json"), &text)

@@ -120,7 +120,7 @@ async fn the_chaos_report_is_served_to_those_who_see_every_instance() {
         body["message"]
             .as_str()
             .unwrap_or_default()
-            .contains("victor may not read the chaos report"),
+            .contains("may not get chaosreports: it covers every instance"),
         "{body}"
     );
     let (code, body) = call(

@@ -104,10 +104,11 @@ async fn jwks_from_an_https_url() {
     let body = jwks.to_string();
     let app = axum::Router::new().route("/jwks", axum::routing::get(move || async move { body }));
     let (stop, mut rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(kairship::api::http::serve_tls(
+    tokio::spawn(kairship::api::serve::serve(
         listener,
-        cert.server_config.clone(),
+        Some(cert.server_config.clone()),
         app,
+        Default::default(),
         async move {
             let _ = rx.changed().await;
         },

@@ -1,0 +1,342 @@
+//! Authorization, the chain's last layer: what the request is (its gRPC method and the
+//! instance its message names; REST's transcoded method and message; the proxied path),
+//! the rule for it (`rules`), and the caller's role where the rule says. Only this layer
+//! makes an [`Authorized`], the handlers' one way to act for a caller.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use prost_reflect::{DynamicMessage, MessageDescriptor, Value};
+
+use super::audit::{ObjectRef, Record};
+pub use super::grpc_frame::frame;
+use super::rules::{self, Rule, Scope};
+use super::{grpc_frame, proxied, refusal, Authenticated, Chain, Surface};
+use crate::auth::{Caller, Role};
+use crate::error::{check_name, ApiError};
+
+/// REST bodies beyond this are refused (kube-apiserver's own bound on a request body).
+pub const MAX_REST_BODY: usize = 3 * 1024 * 1024;
+
+/// A request the chain let through: who calls, by which surface, and the instance they were
+/// authorized on (none for requests over what the caller may see: lists, search).
+#[derive(Debug, Clone)]
+pub struct Authorized {
+    caller: Caller,
+    surface: Surface,
+    instance: Option<String>,
+    record: Record,
+}
+
+impl Authorized {
+    /// The authorization a gRPC handler's request carries (INTERNAL when it came by
+    /// another road than the chain: a mounting error, never the caller's).
+    pub fn of<T>(req: &tonic::Request<T>) -> Result<Self, ApiError> {
+        req.extensions()
+            .get::<Self>()
+            .cloned()
+            .ok_or_else(|| ApiError::Internal("the request did not pass the handler chain".into()))
+    }
+
+    /// As [`of`](Self::of), for an HTTP handler.
+    pub fn of_http(ext: &http::Extensions) -> Result<Self, ApiError> {
+        ext.get::<Self>()
+            .cloned()
+            .ok_or_else(|| ApiError::Internal("the request did not pass the handler chain".into()))
+    }
+
+    pub fn caller(&self) -> &Caller {
+        &self.caller
+    }
+
+    pub fn surface(&self) -> Surface {
+        self.surface
+    }
+
+    pub fn record(&self) -> &Record {
+        &self.record
+    }
+
+    /// The instance the request was authorized on, which must be `named` (the handler's
+    /// reading of the same message).
+    pub fn instance(&self, named: &str) -> Result<&str, ApiError> {
+        match &self.instance {
+            Some(i) if i == named => Ok(i),
+            _ => Err(ApiError::Internal(format!(
+                "instance {named:?} is not the one the request was authorized on"
+            ))),
+        }
+    }
+}
+
+/// A REST request turned into its gRPC method's request message (REST then calls the
+/// method in process).
+#[derive(Clone)]
+pub struct Transcoded {
+    pub grpc_path: String,
+    pub output: MessageDescriptor,
+    pub message: DynamicMessage,
+}
+
+/// What a request asks, for the decision and the audit event.
+struct Target {
+    need: Role,
+    /// The instance whose role decides, and the field that named it.
+    on: On,
+    action: String,
+    verb: String,
+    writes: bool,
+    object: Option<ObjectRef>,
+}
+
+enum On {
+    Instance { name: String, field: &'static str },
+    Caller,
+    Fleet,
+}
+
+pub async fn layer(State(chain): State<Arc<Chain>>, req: Request, next: Next) -> Response {
+    let surface = Surface::of(&req);
+    let (Some(caller), Some(record)) = (
+        req.extensions()
+            .get::<Authenticated>()
+            .map(|a| a.caller().clone()),
+        req.extensions().get::<Record>().cloned(),
+    ) else {
+        return refusal(surface, &ApiError::Internal("no caller".into()));
+    };
+    let (mut req, target) = match resolve(&chain, req, surface).await {
+        Ok(x) => x,
+        Err(answer) => return answer,
+    };
+    let instance = match &target.on {
+        On::Instance { name, .. } => Some(name.clone()),
+        _ => None,
+    };
+    record.update(|f| {
+        f.verb = target.verb.clone();
+        f.writes = target.writes;
+        f.object = target.object.clone();
+        f.instance = instance.clone();
+    });
+    match decide(&chain, &caller, &target) {
+        Ok(why) => {
+            record.update(|f| f.decision = Some(("allow", why)));
+            req.extensions_mut().insert(Authorized {
+                caller,
+                surface,
+                instance,
+                record,
+            });
+            next.run(req).await
+        }
+        Err(e) => {
+            record.update(|f| f.decision = Some(("forbid", e.to_string())));
+            refusal(surface, &e)
+        }
+    }
+}
+
+/// PERMISSION_DENIED (or INVALID_ARGUMENT for a malformed instance name) unless the caller
+/// holds what the target needs; the reason otherwise.
+fn decide(chain: &Chain, caller: &Caller, t: &Target) -> Result<String, ApiError> {
+    let auth = &chain.ctx.auth;
+    match &t.on {
+        On::Instance { name, field } => {
+            check_name(field, name)?;
+            auth.authorize(caller, t.need, name, &t.action)?;
+            Ok(format!(
+                "role {:?} or more on instance {name:?}",
+                t.need.as_str()
+            ))
+        }
+        On::Caller => Ok("any authenticated caller; answers filtered by role".into()),
+        On::Fleet => match auth.sees_all(caller) {
+            true => Ok("a role on every instance".into()),
+            false => Err(ApiError::PermissionDenied(format!(
+                "user {:?} may not {}: it covers every instance, and a role on each is needed",
+                caller.user.name, t.action
+            ))),
+        },
+    }
+}
+
+/// What the request is, read from its head (the proxy, the other JSON routes) or its one
+/// message (gRPC methods on an instance, REST); a request that cannot be read is answered
+/// here, in its surface's words.
+async fn resolve(
+    chain: &Chain,
+    req: Request,
+    surface: Surface,
+) -> Result<(Request, Target), Response> {
+    let refuse = |e: ApiError| refusal(surface, &e);
+    match surface {
+        Surface::Proxy => proxy_target(&req).map(|t| (req, t)).map_err(refuse),
+        Surface::Grpc => grpc_target(chain, req).await.map_err(refuse),
+        Surface::Rest => match rules::http(req.uri().path()) {
+            Some(rule) => Ok((req, target(&rule, None))),
+            None => rest_target(chain, req).await,
+        },
+    }
+}
+
+fn proxy_target(req: &Request) -> Result<Target, ApiError> {
+    let (name, on) =
+        proxied(req.uri().path()).ok_or_else(|| ApiError::NotFound("not a proxied path".into()))?;
+    let watching = super::watching(req);
+    let r = rules::proxy(req.method(), on, watching);
+    Ok(Target {
+        need: r.need,
+        on: On::Instance {
+            name: name.to_string(),
+            field: "instance",
+        },
+        action: r.action(),
+        verb: r.verb.to_string(),
+        writes: r.writes(),
+        object: (!r.resource.is_empty()).then(|| ObjectRef {
+            resource: r.resource.clone(),
+            namespace: r.namespace.clone(),
+            name: r.name.clone(),
+            api_group: r.api_group.clone(),
+            subresource: r.subresource.clone(),
+        }),
+    })
+}
+
+async fn grpc_target(chain: &Chain, req: Request) -> Result<(Request, Target), ApiError> {
+    let path = req.uri().path().to_string();
+    let rule =
+        rules::grpc(&path).ok_or_else(|| ApiError::NotFound(format!("no gRPC method {path:?}")))?;
+    if !matches!(rule.scope, Scope::Instance(_)) {
+        return Ok((req, target(rule, None)));
+    }
+    let input = input_of(chain, &path)?;
+    let (parts, body) = req.into_parts();
+    let frame = grpc_frame::read(body).await?;
+    let message = DynamicMessage::decode(input, grpc_frame::message(&frame)?)
+        .map_err(|e| ApiError::invalid("message", format!("cannot be decoded: {e}")))?;
+    let t = target(rule, Some(&message));
+    Ok((Request::from_parts(parts, Body::from(frame)), t))
+}
+
+async fn rest_target(chain: &Chain, req: Request) -> Result<(Request, Target), Response> {
+    let (parts, body) = req.into_parts();
+    let refuse = |e: ApiError| refusal(Surface::Rest, &e);
+    let bytes = crate::api::body::read_limited(body, MAX_REST_BODY, "the request body")
+        .await
+        .map_err(refuse)?;
+    let (rest_rule, message) = crate::api::transcode::transcode(
+        &chain.rest_rules,
+        &parts.method,
+        parts.uri.path(),
+        parts.uri.query(),
+        &bytes,
+    )
+    .map_err(|s| crate::api::answer::rest_failure(&s.into()))?;
+    let rule = rules::grpc(&rest_rule.grpc_path).ok_or_else(|| {
+        refuse(ApiError::Internal(format!(
+            "no rule for {}",
+            rest_rule.grpc_path
+        )))
+    })?;
+    let t = target(rule, Some(&message));
+    let mut req = Request::from_parts(parts, Body::empty());
+    req.extensions_mut().insert(Transcoded {
+        grpc_path: rest_rule.grpc_path.clone(),
+        output: rest_rule.output.clone(),
+        message,
+    });
+    Ok((req, t))
+}
+
+fn input_of(chain: &Chain, path: &str) -> Result<MessageDescriptor, ApiError> {
+    let (service, method) = path
+        .trim_start_matches('/')
+        .split_once('/')
+        .ok_or_else(|| ApiError::NotFound(format!("no gRPC method {path:?}")))?;
+    chain
+        .descriptors
+        .get_service_by_name(service)
+        .and_then(|s| s.methods().find(|m| m.name() == method))
+        .map(|m| m.input())
+        .ok_or_else(|| ApiError::NotFound(format!("no gRPC method {path:?}")))
+}
+
+fn target(rule: &Rule, message: Option<&DynamicMessage>) -> Target {
+    let read = |field: Option<&'static str>| {
+        field
+            .zip(message)
+            .map(|(f, m)| string_field(m, f))
+            .filter(|v| !v.is_empty())
+    };
+    let on = match rule.scope {
+        Scope::Instance(field) => On::Instance {
+            name: read(Some(field)).unwrap_or_default(),
+            field,
+        },
+        Scope::Caller => On::Caller,
+        Scope::Fleet => On::Fleet,
+    };
+    let (resource, subresource) = match rule.resource.split_once('/') {
+        Some((r, s)) => (r, Some(s.to_string())),
+        None => (rule.resource, None),
+    };
+    Target {
+        need: rule.need,
+        on,
+        action: rule.action(),
+        verb: rule.verb.to_string(),
+        writes: rule.writes(),
+        object: Some(ObjectRef {
+            resource: resource.to_string(),
+            namespace: read(rule.namespace_field),
+            name: read(rule.name_field),
+            api_group: rule.api_group.to_string(),
+            subresource,
+        }),
+    }
+}
+
+/// A (dotted) string field of a message; empty when unset.
+fn string_field(message: &DynamicMessage, path: &str) -> String {
+    let mut current = std::borrow::Cow::Borrowed(message);
+    let parts: Vec<&str> = path.split('.').collect();
+    for (i, part) in parts.iter().enumerate() {
+        let Some(value) = current.get_field_by_name(part) else {
+            return String::new();
+        };
+        match (value.as_ref(), i + 1 == parts.len()) {
+            (Value::String(s), true) => return s.clone(),
+            (Value::Message(m), false) => current = std::borrow::Cow::Owned(m.clone()),
+            _ => return String::new(),
+        }
+    }
+    String::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_are_read_by_their_dotted_path() {
+        let pool = prost_reflect::DescriptorPool::decode(crate::proto::FILE_DESCRIPTOR_SET)
+            .expect("descriptors");
+        let md = pool
+            .get_message_by_name("kairship.v1alpha1.UpdateInstanceRequest")
+            .expect("message");
+        let json = serde_json::json!({"instance": {"metadata": {"name": "prod-eu"}}});
+        let msg = DynamicMessage::deserialize(md, json).expect("message");
+        assert_eq!(string_field(&msg, "instance.metadata.name"), "prod-eu");
+        assert_eq!(string_field(&msg, "instance.metadata.missing"), "");
+        let rule = rules::grpc("/kairship.v1alpha1.InstanceService/UpdateInstance").expect("rule");
+        let t = target(rule, Some(&msg));
+        assert!(matches!(&t.on, On::Instance { name, .. } if name == "prod-eu"));
+        assert!(t.writes);
+        assert_eq!(t.object.and_then(|o| o.name).as_deref(), Some("prod-eu"));
+    }
+}

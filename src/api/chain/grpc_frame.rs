@@ -1,0 +1,63 @@
+//! A unary gRPC request's one message, read by the authorization layer to find the
+//! instance it names, then handed on unchanged.
+
+use axum::body::Body;
+use bytes::Bytes;
+
+use crate::error::ApiError;
+
+/// tonic's own default bound on a decoded message.
+pub const MAX_MESSAGE: usize = 4 * 1024 * 1024;
+
+/// The whole body (one length-prefixed frame), bounded in size and time.
+pub async fn read(body: Body) -> Result<Bytes, ApiError> {
+    crate::api::body::read_limited(body, MAX_MESSAGE + 5, "the request message").await
+}
+
+/// The message of a frame: an uncompressed, length-prefixed message filling the body.
+pub fn message(frame: &[u8]) -> Result<&[u8], ApiError> {
+    let bad = |why: &str| ApiError::invalid("message", format!("not a unary gRPC request: {why}"));
+    let (head, rest) = frame
+        .split_at_checked(5)
+        .ok_or_else(|| bad("shorter than a frame header"))?;
+    if head[0] != 0 {
+        return Err(bad("compressed messages are not accepted"));
+    }
+    let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+    if len != rest.len() {
+        return Err(bad("the frame's length is not the body's"));
+    }
+    Ok(rest)
+}
+
+/// `message` as one uncompressed frame.
+pub fn frame(message: &[u8]) -> Result<Bytes, ApiError> {
+    let len = u32::try_from(message.len())
+        .map_err(|_| ApiError::ResourceExhausted("the message is too large".into()))?;
+    let mut out = Vec::with_capacity(message.len() + 5);
+    out.push(0);
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(message);
+    Ok(out.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_bad_ones_are_named() {
+        let f = frame(b"abc").expect("frame");
+        assert_eq!(message(&f).expect("message"), b"abc");
+        assert!(message(&f[..4]).is_err());
+        let mut compressed = f.to_vec();
+        compressed[0] = 1;
+        assert!(message(&compressed)
+            .expect_err("compressed")
+            .to_string()
+            .contains("compressed"));
+        let mut long = f.to_vec();
+        long.push(b'x');
+        assert!(message(&long).is_err());
+    }
+}

@@ -1,0 +1,501 @@
+//! Who may do what: the one table of role decisions, for every gRPC method (and so every
+//! REST route, which transcodes to them), every proxied path and the few other protected
+//! routes. The authorization layer decides from here; handlers hold no role literals.
+//! A method without a rule is refused (and a unit test fails when one is missing).
+
+use http::Method;
+use kairship_wire::routes::{self, Route};
+
+use crate::auth::Role;
+
+/// Whose role a request needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The role on one instance, named by this (dotted) field of the request message.
+    Instance(&'static str),
+    /// Any authenticated caller: what the answer shows is filtered per instance by the
+    /// caller's roles (lists, search, the caller's own roles).
+    Caller,
+    /// The role on every instance: the answer covers the whole fleet.
+    Fleet,
+}
+
+/// One decision: the role needed where `scope` says, and what the request does, for the
+/// refusal's words and the audit event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rule {
+    pub need: Role,
+    pub scope: Scope,
+    /// Kubernetes' verb for what it does (get, list, create, update, delete, ...), or the
+    /// action's own (restart, cordon).
+    pub verb: &'static str,
+    /// What it acts on, as an audit `objectRef.resource`.
+    pub resource: &'static str,
+    pub api_group: &'static str,
+    /// Fields of the request message naming the object, when it names one.
+    pub namespace_field: Option<&'static str>,
+    pub name_field: Option<&'static str>,
+}
+
+impl Rule {
+    /// Whether the request changes something (audited always, not only when refused).
+    pub fn writes(&self) -> bool {
+        !matches!(self.verb, "get" | "list" | "watch")
+    }
+
+    /// "create workloads", for refusals.
+    pub fn action(&self) -> String {
+        format!("{} {}", self.verb, self.resource)
+    }
+}
+
+const KAIRSHIP: &str = "kairship.io";
+const KARMADA: &str = "";
+
+const fn rule(need: Role, scope: Scope, verb: &'static str, resource: &'static str) -> Rule {
+    Rule {
+        need,
+        scope,
+        verb,
+        resource,
+        api_group: KARMADA,
+        namespace_field: None,
+        name_field: None,
+    }
+}
+
+const fn named(mut r: Rule, field: &'static str) -> Rule {
+    r.name_field = Some(field);
+    r
+}
+
+const fn in_namespace(mut r: Rule, field: &'static str) -> Rule {
+    r.namespace_field = Some(field);
+    r
+}
+
+const fn kairship(mut r: Rule) -> Rule {
+    r.api_group = KAIRSHIP;
+    r
+}
+
+const INSTANCE: Scope = Scope::Instance("instance");
+use Role::{Admin, Edit, View};
+
+/// Every gRPC method of the API with its rule, by full path.
+pub const GRPC: &[(&str, Rule)] = &[
+    (
+        "/kairship.v1alpha1.InstanceService/CreateInstance",
+        kairship(named(
+            rule(
+                Admin,
+                Scope::Instance("instance.metadata.name"),
+                "create",
+                "instances",
+            ),
+            "instance.metadata.name",
+        )),
+    ),
+    (
+        "/kairship.v1alpha1.InstanceService/GetInstance",
+        kairship(named(
+            rule(View, Scope::Instance("name"), "get", "instances"),
+            "name",
+        )),
+    ),
+    (
+        "/kairship.v1alpha1.InstanceService/ListInstances",
+        kairship(rule(View, Scope::Caller, "list", "instances")),
+    ),
+    (
+        "/kairship.v1alpha1.InstanceService/UpdateInstance",
+        kairship(named(
+            rule(
+                Admin,
+                Scope::Instance("instance.metadata.name"),
+                "update",
+                "instances",
+            ),
+            "instance.metadata.name",
+        )),
+    ),
+    (
+        "/kairship.v1alpha1.InstanceService/DeleteInstance",
+        kairship(named(
+            rule(Admin, Scope::Instance("name"), "delete", "instances"),
+            "name",
+        )),
+    ),
+    (
+        "/kairship.v1alpha1.InstanceService/GetInstanceStats",
+        kairship(named(
+            rule(View, Scope::Instance("name"), "get", "instances/stats"),
+            "name",
+        )),
+    ),
+    (
+        "/kairship.v1alpha1.ClusterService/ListClusters",
+        rule(View, INSTANCE, "list", "clusters"),
+    ),
+    (
+        "/kairship.v1alpha1.ClusterService/GetCluster",
+        named(rule(View, INSTANCE, "get", "clusters"), "name"),
+    ),
+    (
+        "/kairship.v1alpha1.ClusterService/CordonCluster",
+        named(rule(Edit, INSTANCE, "cordon", "clusters"), "name"),
+    ),
+    (
+        "/kairship.v1alpha1.ClusterService/UncordonCluster",
+        named(rule(Edit, INSTANCE, "uncordon", "clusters"), "name"),
+    ),
+    (
+        "/kairship.v1alpha1.ClusterService/ListClusterNodes",
+        named(rule(View, INSTANCE, "list", "clusters/nodes"), "name"),
+    ),
+    (
+        "/kairship.v1alpha1.ClusterService/SetClusterTaints",
+        named(rule(Edit, INSTANCE, "update", "clusters/taints"), "name"),
+    ),
+    (
+        "/kairship.v1alpha1.WorkloadService/ListWorkloads",
+        in_namespace(rule(View, INSTANCE, "list", "workloads"), "namespace"),
+    ),
+    (
+        "/kairship.v1alpha1.WorkloadService/GetWorkload",
+        in_namespace(
+            named(rule(View, INSTANCE, "get", "workloads"), "name"),
+            "namespace",
+        ),
+    ),
+    (
+        "/kairship.v1alpha1.WorkloadService/CreateWorkload",
+        rule(Edit, INSTANCE, "create", "workloads"),
+    ),
+    (
+        "/kairship.v1alpha1.WorkloadService/UpdateWorkload",
+        rule(Edit, INSTANCE, "update", "workloads"),
+    ),
+    (
+        "/kairship.v1alpha1.WorkloadService/DeleteWorkload",
+        in_namespace(
+            named(rule(Edit, INSTANCE, "delete", "workloads"), "name"),
+            "namespace",
+        ),
+    ),
+    (
+        "/kairship.v1alpha1.PolicyService/ListPolicies",
+        in_namespace(rule(View, INSTANCE, "list", "policies"), "namespace"),
+    ),
+    (
+        "/kairship.v1alpha1.PolicyService/GetPolicy",
+        in_namespace(
+            named(rule(View, INSTANCE, "get", "policies"), "name"),
+            "namespace",
+        ),
+    ),
+    (
+        "/kairship.v1alpha1.PolicyService/CreatePolicy",
+        rule(Edit, INSTANCE, "create", "policies"),
+    ),
+    (
+        "/kairship.v1alpha1.PolicyService/UpdatePolicy",
+        rule(Edit, INSTANCE, "update", "policies"),
+    ),
+    (
+        "/kairship.v1alpha1.PolicyService/DeletePolicy",
+        in_namespace(
+            named(rule(Edit, INSTANCE, "delete", "policies"), "name"),
+            "namespace",
+        ),
+    ),
+    (
+        "/kairship.v1alpha1.SupervisorService/ListActors",
+        rule(View, Scope::Caller, "list", "actors"),
+    ),
+    (
+        "/kairship.v1alpha1.SupervisorService/RestartInstance",
+        kairship(named(
+            rule(Admin, Scope::Instance("name"), "restart", "instances"),
+            "name",
+        )),
+    ),
+    (
+        "/kairship.v1alpha1.SupervisorService/GetLeader",
+        rule(View, Scope::Caller, "get", "leader"),
+    ),
+    (
+        "/kairship.v1alpha1.AccessService/GetCaller",
+        rule(View, Scope::Caller, "get", "caller"),
+    ),
+    (
+        "/kairship.v1alpha1.SearchService/Search",
+        rule(View, Scope::Caller, "list", "search"),
+    ),
+    // Server reflection describes the API, holds no data: any authenticated caller.
+    (
+        "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+        rule(View, Scope::Caller, "get", "reflection"),
+    ),
+    (
+        "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+        rule(View, Scope::Caller, "get", "reflection"),
+    ),
+];
+
+/// The rule of a gRPC method, by its full path.
+pub fn grpc(path: &str) -> Option<&'static Rule> {
+    GRPC.iter().find(|(p, _)| *p == path).map(|(_, r)| r)
+}
+
+/// Protected HTTP routes that are not REST methods nor the proxy: the chaos report (it
+/// names every instance) and `/metrics` on the HTTPS port (likewise).
+pub fn http(path: &str) -> Option<Rule> {
+    let fleet = |resource| Some(rule(View, Scope::Fleet, "get", resource));
+    if path == "/metrics" {
+        return fleet("metrics");
+    }
+    if path.starts_with(&format!("{}/chaos/", crate::api::API_PREFIX)) {
+        return fleet("chaosreports");
+    }
+    None
+}
+
+/// The rule of a request through the proxy to an instance's own API: reads need `view`;
+/// writes of namespaced objects and of Karmada's cluster-wide policies need `edit`; any
+/// other cluster-scoped write (clusters, namespaces, CRDs, RBAC) needs `admin`. Through
+/// Karmada's cluster proxy, what it reaches on the member decides (the member's own
+/// bindings of Kairship's groups then decide again, there).
+pub fn proxy(method: &Method, path: &str, watching: bool) -> ProxyRule {
+    if let Some(on_member) = member_path(path) {
+        let mut r = proxy(method, on_member, watching);
+        r.on_member = true;
+        return r;
+    }
+    let (plural, group, namespace, name, subresource, namespaced) = match routes::parse(path) {
+        Route::Resource(rp) => {
+            let ns = rp.namespace.is_some();
+            (
+                rp.plural,
+                rp.group,
+                rp.namespace,
+                rp.name,
+                rp.subresource,
+                ns,
+            )
+        }
+        _ => (String::new(), String::new(), None, None, None, false),
+    };
+    let verb = match *method {
+        Method::GET | Method::HEAD | Method::OPTIONS if watching => "watch",
+        Method::GET | Method::HEAD | Method::OPTIONS if name.is_none() && !plural.is_empty() => {
+            "list"
+        }
+        Method::GET | Method::HEAD | Method::OPTIONS => "get",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE if name.is_none() => "deletecollection",
+        Method::DELETE => "delete",
+        _ => "change",
+    };
+    let need = match verb {
+        "get" | "list" | "watch" => Role::View,
+        _ if namespaced => Role::Edit,
+        _ if matches!(
+            plural.as_str(),
+            "clusterpropagationpolicies" | "clusteroverridepolicies"
+        ) =>
+        {
+            Role::Edit
+        }
+        _ => Role::Admin,
+    };
+    ProxyRule {
+        need,
+        verb,
+        resource: plural,
+        api_group: group,
+        namespace,
+        name,
+        subresource,
+        on_member: false,
+    }
+}
+
+/// A proxied request's decision and what it addresses (the audit's `objectRef`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyRule {
+    pub need: Role,
+    pub verb: &'static str,
+    /// Empty for paths that are not a resource (discovery, `/version`).
+    pub resource: String,
+    pub api_group: String,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub subresource: Option<String>,
+    /// Through Karmada's cluster proxy, on a member cluster.
+    pub on_member: bool,
+}
+
+impl ProxyRule {
+    pub fn writes(&self) -> bool {
+        !matches!(self.verb, "get" | "list" | "watch")
+    }
+
+    /// "create deployments on a member cluster", for refusals.
+    pub fn action(&self) -> String {
+        let what = match self.resource.as_str() {
+            "" => "the API",
+            r => r,
+        };
+        let verb = match self.verb {
+            "get" | "list" | "watch" => "read",
+            v => v,
+        };
+        match self.on_member {
+            true => format!("{verb} {what} on a member cluster"),
+            false => format!("{verb} {what}"),
+        }
+    }
+}
+
+/// The member path of a request through Karmada's cluster proxy
+/// (`/apis/cluster.karmada.io/v1alpha1/clusters/{cluster}/proxy/{path}`).
+fn member_path(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix("/apis/cluster.karmada.io/v1alpha1/clusters/")?;
+    let (_, after) = rest.split_once('/')?;
+    let member = after.strip_prefix("proxy")?;
+    match member {
+        "" => Some("/"),
+        m if m.starts_with('/') => Some(m),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_method_of_the_api_has_exactly_one_rule() {
+        let pool = prost_reflect::DescriptorPool::decode(crate::proto::FILE_DESCRIPTOR_SET)
+            .expect("descriptors");
+        let mut seen = 0;
+        for service in pool.services() {
+            for method in service.methods() {
+                let path = format!("/{}/{}", service.full_name(), method.name());
+                let rules = GRPC.iter().filter(|(p, _)| *p == path).count();
+                assert_eq!(rules, 1, "{path} has {rules} rules");
+                seen += 1;
+                // The fields a rule names exist in the method's request.
+                let rule = grpc(&path).expect("rule");
+                let input = method.input();
+                let fields = [
+                    match rule.scope {
+                        Scope::Instance(f) => Some(f),
+                        _ => None,
+                    },
+                    rule.name_field,
+                    rule.namespace_field,
+                ];
+                for field in fields.into_iter().flatten() {
+                    let mut md = input.clone();
+                    let parts: Vec<&str> = field.split('.').collect();
+                    for (i, part) in parts.iter().enumerate() {
+                        let fd = md
+                            .get_field_by_name(part)
+                            .unwrap_or_else(|| panic!("{path}: no field {field}"));
+                        if i + 1 < parts.len() {
+                            let prost_reflect::Kind::Message(inner) = fd.kind() else {
+                                panic!("{path}: {part} of {field} is not a message");
+                            };
+                            md = inner;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            seen + 2,
+            GRPC.len(),
+            "rules without a method (besides reflection)"
+        );
+    }
+
+    #[test]
+    fn proxied_roles_follow_the_verb_and_the_scope() {
+        let role = |m: Method, p: &str| proxy(&m, p, false).need;
+        assert_eq!(role(Method::GET, "/apis/apps/v1/deployments"), Role::View);
+        assert_eq!(
+            role(Method::GET, "/api/v1/namespaces/x/secrets/s"),
+            Role::View
+        );
+        assert_eq!(
+            role(Method::POST, "/apis/apps/v1/namespaces/x/deployments"),
+            Role::Edit
+        );
+        assert_eq!(
+            role(Method::DELETE, "/api/v1/namespaces/x/configmaps/c"),
+            Role::Edit
+        );
+        assert_eq!(
+            role(
+                Method::PATCH,
+                "/apis/policy.karmada.io/v1alpha1/clusterpropagationpolicies/p"
+            ),
+            Role::Edit
+        );
+        assert_eq!(role(Method::POST, "/api/v1/namespaces"), Role::Admin);
+        assert_eq!(
+            role(
+                Method::DELETE,
+                "/apis/cluster.karmada.io/v1alpha1/clusters/m1"
+            ),
+            Role::Admin
+        );
+        let r = proxy(
+            &Method::PUT,
+            "/apis/apps/v1/namespaces/x/deployments/d",
+            false,
+        );
+        assert_eq!(r.action(), "update deployments");
+        assert_eq!(
+            (r.namespace.as_deref(), r.name.as_deref()),
+            (Some("x"), Some("d"))
+        );
+        assert_eq!(
+            proxy(&Method::GET, "/apis/apps/v1/deployments", true).verb,
+            "watch"
+        );
+        // Through the cluster proxy, the path on the member decides.
+        let member = "/apis/cluster.karmada.io/v1alpha1/clusters/member1/proxy";
+        assert_eq!(
+            role(Method::GET, &format!("{member}/api/v1/nodes")),
+            Role::View
+        );
+        assert_eq!(
+            role(
+                Method::POST,
+                &format!("{member}/api/v1/namespaces/default/configmaps")
+            ),
+            Role::Edit
+        );
+        assert_eq!(
+            role(Method::DELETE, &format!("{member}/api/v1/nodes/n1")),
+            Role::Admin
+        );
+        assert!(
+            proxy(&Method::DELETE, &format!("{member}/api/v1/nodes/n1"), false)
+                .action()
+                .ends_with("on a member cluster")
+        );
+        assert_eq!(
+            role(
+                Method::PATCH,
+                "/apis/cluster.karmada.io/v1alpha1/clusters/member1"
+            ),
+            Role::Admin
+        );
+    }
+}

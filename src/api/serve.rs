@@ -1,0 +1,202 @@
+//! The one HTTP server of every API port (HTTPS; gRPC, with TLS or, on loopback or when
+//! told, in plain text): HTTP/1.1 and HTTP/2 over hyper, with the handler chain's first
+//! layer, the server's limits: a bound on open connections, on the TLS handshake, on
+//! reading a request's headers, on idle connections and on HTTP/2 streams per connection;
+//! and a graceful shutdown: once `shutdown` resolves the listener closes, every connection
+//! is asked to finish (HTTP/2 GOAWAY, HTTP/1.1 closed after its answer) and requests in
+//! flight get `DRAIN_TIMEOUT` to complete before the rest are cut.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tower::ServiceExt;
+
+use crate::api::chain::audit::Peer;
+use crate::api::chain::fairness::hold_until_done;
+
+/// How long requests in flight may take to finish once the server closes (kube-apiserver
+/// gives non-watch requests a minute; Kairship's own bound on requests is shorter).
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The server's own limits (the chain's outermost layer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// Connections open at once; more are closed as they arrive.
+    pub max_connections: usize,
+    pub handshake_timeout: Duration,
+    /// A request's headers must arrive within this (HTTP/1.1; slow-header attacks).
+    pub header_read_timeout: Duration,
+    /// A connection with nothing in flight for this long is closed.
+    pub idle_timeout: Duration,
+    /// Concurrent HTTP/2 streams per connection (kube-apiserver's default, 250... here
+    /// fewer: one connection should not hold a caller's whole budget).
+    pub max_streams: u32,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 4096,
+            handshake_timeout: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(90),
+            max_streams: 250,
+        }
+    }
+}
+
+/// Requests in flight on one connection, and whether it has been idle since the last look.
+#[derive(Default)]
+struct Activity {
+    in_flight: AtomicUsize,
+    seen: std::sync::atomic::AtomicBool,
+}
+
+struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.0.seen.store(true, Ordering::Release);
+    }
+}
+
+/// Serves `app` on `listener` (TLS when `tls` is given) until `shutdown` resolves.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    app: axum::Router,
+    limits: ServerLimits,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let mut connections = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            a = listener.accept() => match a {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            // Finished connections leave the set as they go.
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+            _ = &mut shutdown => break,
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, limit = limits.max_connections, "too many connections; closed");
+            drop(tcp);
+            continue;
+        };
+        // As Go's servers do: a response's last partial segment must not wait for the
+        // client's delayed ACK (40 ms).
+        let _ = tcp.set_nodelay(true);
+        let (acceptor, app, stop) = (acceptor.clone(), app.clone(), stop_rx.clone());
+        connections.spawn(async move {
+            let _slot = slot;
+            match acceptor {
+                None => connection(TokioIo::new(tcp), peer, app, limits, stop).await,
+                Some(acceptor) => {
+                    let handshake = acceptor.accept(tcp);
+                    match tokio::time::timeout(limits.handshake_timeout, handshake).await {
+                        Ok(Ok(s)) => connection(TokioIo::new(s), peer, app, limits, stop).await,
+                        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "tls handshake failed"),
+                        Err(_) => tracing::debug!(%peer, "tls handshake timed out"),
+                    }
+                }
+            }
+        });
+    }
+    // Refuse new connections from here on.
+    drop(listener);
+    let _ = stop_tx.send(true);
+    let open = connections.len();
+    let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    match drained {
+        Ok(()) => tracing::debug!(connections = open, "connections drained"),
+        Err(_) => {
+            tracing::warn!(
+                left = connections.len(),
+                after_secs = DRAIN_TIMEOUT.as_secs(),
+                "connections still open after the drain timeout; closing them"
+            );
+            connections.abort_all();
+        }
+    }
+}
+
+/// One connection, HTTP/1.1 or HTTP/2, until it ends, idles out or the server stops.
+async fn connection<I>(
+    io: TokioIo<I>,
+    peer: std::net::SocketAddr,
+    app: axum::Router,
+    limits: ServerLimits,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let activity = Arc::new(Activity::default());
+    let svc = {
+        let activity = activity.clone();
+        hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+            activity.in_flight.fetch_add(1, Ordering::AcqRel);
+            let held = InFlight(activity.clone());
+            let mut req = req.map(axum::body::Body::new);
+            req.extensions_mut().insert(Peer(peer));
+            let app = app.clone();
+            async move {
+                let resp = app.oneshot(req).await?;
+                // In flight until the body is sent: a watch keeps its connection busy.
+                Ok::<_, std::convert::Infallible>(hold_until_done(resp, held))
+            }
+        })
+    };
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(limits.max_streams)
+        .keep_alive_interval(Some(Duration::from_secs(30)))
+        .keep_alive_timeout(Duration::from_secs(10));
+    let conn = builder.serve_connection_with_upgrades(io, svc);
+    tokio::pin!(conn);
+    let check = (limits.idle_timeout / 3).max(Duration::from_millis(100));
+    let mut idle_for = Duration::ZERO;
+    loop {
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            _ = stop.wait_for(|s| *s) => break,
+            _ = tokio::time::sleep(check) => {
+                let busy = activity.in_flight.load(Ordering::Acquire) > 0;
+                let recent = activity.seen.swap(false, Ordering::AcqRel);
+                idle_for = match busy || recent {
+                    true => Duration::ZERO,
+                    false => idle_for + check,
+                };
+                if idle_for >= limits.idle_timeout {
+                    tracing::debug!(%peer, "idle connection closed");
+                    break;
+                }
+            }
+        }
+    }
+    conn.as_mut().graceful_shutdown();
+    let _ = conn.await;
+}
