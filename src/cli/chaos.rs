@@ -99,6 +99,7 @@ pub async fn run(args: ChaosArgs) -> Result<(), Error> {
                 instance_degraded_after_secs: 60,
                 oidc: Default::default(),
                 clusterpedia: false,
+                limits: Default::default(),
             };
             let demo = super::demo::start_sim(&demo_args).await?;
             let path = demo_args.state_dir.join("endpoints.json");

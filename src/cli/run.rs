@@ -146,20 +146,36 @@ pub struct RunArgs {
 #[derive(Debug, Args, Clone)]
 pub struct LimitArgs {
     /// Requests in flight on this replica at once, watches not counted.
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = LimitArgs::default().max_requests_inflight, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_requests_inflight: u32,
     /// Long-running requests (watches, followed logs) open on this replica at once.
-    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = LimitArgs::default().max_long_running_inflight, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_long_running_inflight: u32,
     /// Requests in flight per caller, watches not counted; more wait a second, then 429.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = LimitArgs::default().max_requests_per_caller, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_requests_per_caller: u32,
     /// Long-running requests open per caller.
-    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = LimitArgs::default().max_long_running_per_caller, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_long_running_per_caller: u32,
     /// Connections open on each API port at once.
-    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = LimitArgs::default().max_connections, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
+}
+
+impl Default for LimitArgs {
+    /// The chain's own defaults.
+    fn default() -> Self {
+        let f = crate::api::chain::fairness::Limits::default();
+        let s = crate::api::serve::ServerLimits::default();
+        let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+        Self {
+            max_requests_inflight: n(f.total),
+            max_long_running_inflight: n(f.total_long),
+            max_requests_per_caller: n(f.per_caller),
+            max_long_running_per_caller: n(f.per_caller_long),
+            max_connections: n(s.max_connections),
+        }
+    }
 }
 
 impl LimitArgs {

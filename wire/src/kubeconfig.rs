@@ -20,9 +20,22 @@ pub fn build(name: &str, server: &str, ca_pem: &str, token: &str) -> Value {
 }
 
 /// Writes a file atomically (temp file, then rename), so readers never see half of it.
+/// Writes `contents` to `path` through a temporary file, readable by its owner only:
+/// kubeconfigs and endpoints files carry bearer tokens.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, contents)?;
+    // A leftover keeps its mode through a truncating open: start from none.
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(contents)?;
+    drop(f);
     std::fs::rename(&tmp, path)
 }
 

@@ -171,6 +171,12 @@ async fn audit_layer(
 ) -> Response {
     let surface = Surface::of(&req);
     let record = audit::Record::of_request(&req, surface);
+    // What the head says already, for refusals made before authorization reads the rest.
+    let instance = proxied(req.uri().path()).map(|(i, _)| i.to_string());
+    record.update(|f| {
+        f.verb = audit::rough_verb(&req, surface);
+        f.instance = instance;
+    });
     let user = req
         .extensions()
         .get::<Authenticated>()

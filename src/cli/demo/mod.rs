@@ -71,6 +71,9 @@ pub struct DemoArgs {
     /// demo does not run Clusterpedia's own servers (see the README).
     #[arg(long)]
     pub clusterpedia: bool,
+    /// What one caller may hold of Kairship, as `kairship run` takes them.
+    #[command(flatten)]
+    pub limits: crate::cli::run::LimitArgs,
 }
 
 /// Clusterpedia's namespace in the demo (its default).
@@ -360,8 +363,8 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
         grpc_tls: None,
         // Audit events as kube-apiserver writes them, beside endpoints.json.
         audit: crate::cli::run::audit_sink(Some(&audit_log))?,
-        limits: Default::default(),
-        fairness: Default::default(),
+        limits: args.limits.server(),
+        fairness: args.limits.fairness(),
         auth,
         chaos_reports: Some(dir.join("chaos")),
         shutdown_delay: Duration::ZERO,

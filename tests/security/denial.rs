@@ -1,0 +1,216 @@
+//! Denial of service without a role or with the smallest one: reading bodies before
+//! knowing who sends them, connections held open by headers that never end, watches that
+//! take an instance's every stream, metrics any stranger can read and grow.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::{with, Demo};
+
+/// A TLS connection to the demo's HTTPS address, speaking HTTP/1.1.
+async fn tls(demo: &Demo) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(demo.ca_pem().as_bytes()) {
+        roots.add(cert.expect("ca")).expect("root");
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(kairship_wire::tls::provider())
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let addr = demo.https().trim_start_matches("https://").to_string();
+    let tcp = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("TLS")
+}
+
+/// What arrives on `stream` within `within` (until it closes, or the time is up).
+async fn read_for<S: tokio::io::AsyncRead + Unpin>(stream: &mut S, within: Duration) -> String {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + within;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match tokio::time::timeout(left, stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+        }
+        if got.windows(4).any(|w| w == b"\r\n\r\n") {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// Finding: REST read up to 3 MiB of body before authenticating. Now a request without a
+/// token is refused from its headers, before a byte of its body is sent.
+pub async fn a_body_is_not_read_before_authentication(demo: &Demo) {
+    let mut s = tls(demo).await;
+    let head = "POST /apis/kairship.io/v1alpha1/instances HTTP/1.1\r\nHost: kairship\r\ncontent-type: application/json\r\ncontent-length: 3000000\r\n\r\n";
+    s.write_all(head.as_bytes()).await.expect("headers");
+    let started = Instant::now();
+    let answer = read_for(&mut s, Duration::from_secs(5)).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 401"),
+        "refused before the body, after {:?}: {answer:?}",
+        started.elapsed()
+    );
+    println!(
+        "attack: 3 MB announced, no token -> 401 after {:?}, no body sent",
+        started.elapsed()
+    );
+}
+
+/// Finding: a request whose headers never end held its connection for 95 s, until the
+/// client gave up. Now the server cuts it after its header-read timeout (10 s).
+pub async fn headers_that_never_end_are_cut(demo: &Demo) {
+    let mut s = tls(demo).await;
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: kairship\r\nX-Slow: ")
+        .await
+        .expect("part of a header");
+    let started = Instant::now();
+    let mut buf = [0u8; 1024];
+    let closed = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the connection was still open after 30 s");
+    println!(
+        "attack: headers that never end -> connection closed after {:?}",
+        started.elapsed()
+    );
+}
+
+/// Finding: a viewer opening pass-through watches from hundreds of threads made every read
+/// of the instance's admin fail. Now each caller holds at most its bound of long-running
+/// requests (8 in this demo), the instance at most its share of streams, and reads go on.
+pub async fn a_watch_flood_leaves_reads_alone(demo: &Demo) {
+    let vera = demo.token("vera", &[]);
+    // ConfigMaps are not cached: every one of these watches is passed through. Each runs
+    // on its own connection, held until the test is done; an admitted watch may send its
+    // head only with its first event, so no answer within a few seconds is an open watch.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let mut holders = Vec::new();
+    for _ in 0..24 {
+        let mut s = tls(demo).await;
+        let (tx, mut stopped, vera) = (tx.clone(), stopped.clone(), vera.clone());
+        holders.push(tokio::spawn(async move {
+            let req = format!("GET /apis/kairship.io/v1alpha1/instances/karmada-1/proxy/api/v1/namespaces/default/configmaps?watch=1 HTTP/1.1\r\nHost: kairship\r\nAuthorization: Bearer {vera}\r\n\r\n");
+            s.write_all(req.as_bytes()).await.expect("request");
+            let head = read_for(&mut s, Duration::from_secs(4)).await;
+            let _ = tx.send(head.lines().next().unwrap_or_default().to_string());
+            drop(tx);
+            let _ = stopped.changed().await;
+            drop(s);
+        }));
+    }
+    drop(tx);
+    let mut lines = Vec::new();
+    while let Some(l) = rx.recv().await {
+        lines.push(l);
+    }
+    let refused = lines
+        .iter()
+        .filter(|l| l.starts_with("HTTP/1.1 429"))
+        .count();
+    let open = lines
+        .iter()
+        .filter(|l| l.is_empty() || l.starts_with("HTTP/1.1 200"))
+        .count();
+    assert_eq!(open + refused, 24, "unexpected answers: {lines:?}");
+    assert!(
+        open <= 8 && refused >= 16,
+        "{open} watches open, {refused} refused"
+    );
+    // Meanwhile the admin reads, from the cache and through to the instance.
+    let admin = demo.proxy("karmada-1", &demo.admin_token()).await;
+    let started = Instant::now();
+    for i in 0..40 {
+        let path = match i % 2 {
+            0 => "/apis/apps/v1/namespaces/default/deployments",
+            _ => "/api/v1/namespaces/default/configmaps",
+        };
+        let req = http::Request::get(path).body(Vec::new()).expect("request");
+        admin
+            .request_text(req)
+            .await
+            .unwrap_or_else(|e| panic!("the admin's read {i} of {path} failed: {e}"));
+    }
+    println!(
+        "attack: 24 pass-through watches by one viewer -> {open} open, {refused} refused (429); 40 admin reads meanwhile in {:?}, none failed",
+        started.elapsed()
+    );
+    let _ = stop.send(true);
+    for h in holders {
+        let _ = h.await;
+    }
+}
+
+/// Finding: `/metrics` on the HTTPS port was unauthenticated, listed every instance, and
+/// grew a label series for any method a stranger invented.
+pub async fn metrics_are_not_for_strangers(demo: &Demo) {
+    let stranger = demo.client("", "no-such-token").await;
+    let get = || {
+        http::Request::get("/metrics")
+            .body(kube::client::Body::empty())
+            .expect("request")
+    };
+    assert_eq!(stranger.send(get()).await.expect("answer").status(), 401);
+    let vera = demo.client("", &demo.token("vera", &[])).await;
+    assert_eq!(
+        vera.send(get()).await.expect("answer").status(),
+        403,
+        "a viewer of one instance does not see the fleet's metrics"
+    );
+    let admin = demo.client("", &demo.admin_token()).await;
+    assert_eq!(admin.send(get()).await.expect("answer").status(), 200);
+    // An invented method: refused, and no series of its name.
+    let mut grpc = tonic::client::Grpc::new(demo.grpc().await);
+    for path in ["/kairship.v1alpha1.Made/Up", "/x.Y/invented-by-a-stranger"] {
+        grpc.ready().await.expect("ready");
+        let e = grpc
+            .unary::<_, kairship::proto::Caller, _>(
+                with(&demo.admin_token(), kairship::proto::GetCallerRequest {}),
+                http::uri::PathAndQuery::from_static(path),
+                tonic_prost::ProstCodec::default(),
+            )
+            .await
+            .expect_err("no such method");
+        assert_eq!(e.code(), tonic::Code::NotFound, "{e:?}");
+    }
+    let probes = demo.endpoints["metrics"].as_str().expect("metrics url");
+    let addr = probes
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics");
+    let mut tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("probes port");
+    tcp.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("request");
+    let mut text = String::new();
+    tcp.read_to_string(&mut text).await.expect("metrics");
+    assert!(text.contains("kairship_api_requests_total"), "{text}");
+    assert!(
+        !text.contains("Made/Up") && !text.contains("invented-by-a-stranger"),
+        "invented methods are not label values"
+    );
+    assert!(text.contains("method=\"unknown\""), "{text}");
+    println!(
+        "attack: /metrics without a role -> 401/403; invented methods -> one 'unknown' series"
+    );
+}
