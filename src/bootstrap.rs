@@ -59,6 +59,7 @@ pub async fn attach_external(
         }),
         managed: None,
         paused: false,
+        cache_budget: None,
     };
     create_idempotent(
         &Api::<Instance>::all(host.clone()),

@@ -13,6 +13,8 @@ pub struct Settings {
     pub managed_namespace: String,
     /// Registry, tags, version and CRD tarball for managed instances that do not say.
     pub managed_defaults: crate::crd::karmada_spec::Defaults,
+    /// What an instance's caches may keep (an Instance's spec may set its own).
+    pub cache_budget: super::instance::budget::CacheBudget,
     /// What Kairship may touch on the host for an instance: kubeconfig Secrets' and
     /// managed control planes' namespaces, image registries, CRD tarball locations.
     pub scope: super::host_scope::HostScope,
@@ -59,6 +61,7 @@ impl Default for Settings {
             managed_namespace: "kairship-system".into(),
             managed_defaults: Default::default(),
             scope: Default::default(),
+            cache_budget: Default::default(),
             tick: Duration::from_secs(2),
             probe_timeout: Duration::from_secs(3),
             unreachable_after: 2,

@@ -190,6 +190,8 @@ pub fn instance_spec(spec: Option<&proto::InstanceSpec>) -> Result<crd::Instance
         external,
         managed,
         paused: spec.paused,
+        // Set on the Instance by whoever runs Kairship, not through the API.
+        cache_budget: None,
     })
 }
 

@@ -7,6 +7,7 @@ use clap::{Args, ValueEnum};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::actors::context::Settings;
+use crate::actors::instance::budget::CacheBudget;
 use crate::actors::leader::LeaderConfig;
 use crate::actors::tree::{Election, Tree};
 use crate::server;
@@ -125,6 +126,17 @@ pub struct RunArgs {
     /// instance is Degraded (a Karmada CRD missing, a kind Kairship may not list).
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub instance_degraded_after_secs: u64,
+    /// Objects of one instance the caches may keep, every kind together (an Instance's
+    /// spec.cacheBudget sets its own). Past its budget an instance's caches are dropped,
+    /// it shows Degraded naming the budget, and its reads go to the instance.
+    #[arg(long, default_value_t = CacheBudget::default().max_objects)]
+    pub cache_max_objects: u64,
+    /// Bytes of JSON of one instance's cached objects, every kind together.
+    #[arg(long, default_value_t = CacheBudget::default().max_bytes)]
+    pub cache_max_bytes: u64,
+    /// Bytes of JSON one cached object may have.
+    #[arg(long, default_value_t = CacheBudget::default().max_object_bytes)]
+    pub cache_max_object_bytes: u64,
     /// Serve the gRPC port in plain text instead of TLS (the HTTPS port serves gRPC with
     /// TLS either way). Bearer tokens then cross the network in clear: only behind a
     /// mesh or on loopback.
@@ -435,6 +447,11 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         managed_namespace: args.managed_namespace.clone(),
         managed_defaults: managed_defaults(&args)?,
         scope: host_scope(&args),
+        cache_budget: CacheBudget {
+            max_objects: args.cache_max_objects,
+            max_bytes: args.cache_max_bytes,
+            max_object_bytes: args.cache_max_object_bytes,
+        },
         degraded_after: std::time::Duration::from_secs(args.instance_degraded_after_secs),
         clusterpedia: args
             .clusterpedia

@@ -76,6 +76,26 @@ pub struct InstanceSpec {
     /// Stop watching the instance without deleting it.
     #[serde(default)]
     pub paused: bool,
+    /// What Kairship may keep of this instance in its caches, over Kairship's defaults
+    /// (`--cache-max-*`). Past it the caches are dropped, the instance is Degraded naming
+    /// the budget, and its reads go to the instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_budget: Option<CacheBudgetSpec>,
+}
+
+/// An instance's cache budget; unset fields keep Kairship's defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheBudgetSpec {
+    /// Objects of every cached kind together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_objects: Option<u64>,
+    /// Bytes the cached objects keep, every kind together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
+    /// Bytes one cached object may keep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_object_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]

@@ -68,6 +68,7 @@ mod tests {
             external: None,
             managed: None,
             paused: false,
+            cache_budget: None,
         };
         assert!(spec
             .validate()

@@ -2,6 +2,7 @@
 //! supervision tree and the simulated fleet.
 
 mod auth;
+mod budget;
 mod cache_watch;
 use kairship_test_support::fleet as common;
 mod grpc;

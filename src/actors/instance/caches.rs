@@ -12,6 +12,7 @@ use kube::discovery::ApiResource;
 use kube::runtime::{watcher, WatchStreamExt};
 use tokio::task::JoinHandle;
 
+use super::budget::{CacheBudget, Meter};
 use super::object_store::ObjectStore;
 use super::watch_health::WatchHealth;
 
@@ -88,6 +89,23 @@ impl Kind {
         )
     }
 
+    /// The kind's name, as `kind:` says it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Cluster => "Cluster",
+            Kind::PropagationPolicy => "PropagationPolicy",
+            Kind::OverridePolicy => "OverridePolicy",
+            Kind::ClusterPropagationPolicy => "ClusterPropagationPolicy",
+            Kind::ClusterOverridePolicy => "ClusterOverridePolicy",
+            Kind::ResourceBinding => "ResourceBinding",
+            Kind::Namespace => "Namespace",
+            Kind::Deployment => "Deployment",
+            Kind::StatefulSet => "StatefulSet",
+            Kind::DaemonSet => "DaemonSet",
+            Kind::Job => "Job",
+        }
+    }
+
     pub fn resource(self) -> ApiResource {
         let (group, version, kind, plural) = match self {
             Kind::Cluster => ("cluster.karmada.io", "v1alpha1", "Cluster", "clusters"),
@@ -127,6 +145,7 @@ impl Kind {
             Kind::DaemonSet => ("apps", "v1", "DaemonSet", "daemonsets"),
             Kind::Job => ("batch", "v1", "Job", "jobs"),
         };
+        debug_assert_eq!(kind, self.name());
         let api_version = if group.is_empty() {
             version.to_string()
         } else {
@@ -150,6 +169,8 @@ pub struct Caches {
     /// Whether each kind's watch is failing: the API reads a failing kind from the
     /// instance, and the actor reports one that keeps failing.
     pub health: BTreeMap<Kind, Arc<WatchHealth>>,
+    /// What the stores keep, against the instance's cache budget.
+    pub meter: Arc<Meter>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -157,7 +178,8 @@ impl Caches {
     /// Starts one watcher per kind, each with kube-runtime's default backoff (telling its
     /// `WatchHealth` when it retries), so a failing watch retries on its own without
     /// touching the others.
-    pub fn start(client: &kube::Client, instance: &str) -> Self {
+    pub fn start(client: &kube::Client, instance: &str, budget: CacheBudget) -> Self {
+        let meter = Arc::new(Meter::new(budget));
         let mut stores = BTreeMap::new();
         let mut tasks = Vec::new();
         let watch_restarts = Arc::new(AtomicU64::new(0));
@@ -171,7 +193,7 @@ impl Caches {
             };
             let health = Arc::new(WatchHealth::default());
             health_of.insert(kind, health.clone());
-            let store = ObjectStore::default();
+            let store = ObjectStore::metered(meter.clone(), kind.name());
             // kube-apiserver leaves apiVersion and kind out of list items; objects served
             // from the cache one by one must carry them, as the instance's own GET does.
             let stream = watcher(api, watcher::Config::default())
@@ -215,14 +237,33 @@ impl Caches {
             stores,
             watch_restarts,
             health: health_of,
+            meter,
             tasks,
         }
     }
 
-    /// The first kind whose watch has failed without a success in between for at least
+    /// Over the instance's budget: stops every watch and drops every object; true if so.
+    pub fn stop_if_over_budget(&mut self) -> bool {
+        if !self.meter.over() {
+            return false;
+        }
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+        for s in self.stores.values() {
+            s.drop_if_over_budget();
+        }
+        true
+    }
+
+    /// Why the instance is over its cache budget, first (at once: no grace), else the
+    /// first kind whose watch has failed without a success in between for at least
     /// `grace`, counting from `not_before` at the earliest (when the instance last began
     /// answering: watches failing while it was down are the probes' to report), in words.
     pub fn failing_for(&self, grace: Duration, not_before: Instant) -> Option<String> {
+        if let Some(why) = self.meter.why() {
+            return Some(why);
+        }
         self.health.iter().find_map(|(kind, health)| {
             let error = health.failing_for(grace, not_before)?;
             let r = kind.resource();

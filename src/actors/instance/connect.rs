@@ -468,6 +468,14 @@ async fn client_from(
     let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .map_err(|e| named(format!("invalid kubeconfig: {}", without_detail(&e))))?;
+    // Accepted, since some do run that way, but never silently: Kairship would send the
+    // instance's admin credentials where anyone on the path can read or replace them.
+    if config.cluster_url.scheme_str() == Some("http") {
+        tracing::warn!(server = %config.cluster_url, "the instance's kubeconfig uses plain http://: its credentials cross the network in clear");
+    }
+    if config.accept_invalid_certs {
+        tracing::warn!(server = %config.cluster_url, "the instance's kubeconfig sets insecure-skip-tls-verify: anyone on the path can pose as the instance");
+    }
     config.connect_timeout = Some(ctx.settings.connect_timeout);
     config.write_timeout = Some(ctx.settings.request_timeout);
     let endpoint = config.cluster_url.to_string();

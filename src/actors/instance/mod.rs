@@ -3,6 +3,7 @@
 //! tasks that report back as messages, so the actor never blocks on its instance.
 
 pub mod access;
+pub mod budget;
 pub mod cached_object;
 pub mod caches;
 pub mod client;
@@ -164,6 +165,7 @@ impl InstanceState {
             health,
             limiter: self.limiter.clone(),
             streams: self.streams.clone(),
+            meter: self.caches.as_ref().map(|c| c.meter.clone()),
             call_timeout: self.ctx.settings.instance_call_timeout,
             watch_health: self
                 .caches
@@ -328,7 +330,12 @@ impl Actor for InstanceActor {
             }
             InstanceMsg::Connected(c) => {
                 info!(endpoint = %c.endpoint, "connected");
-                let caches = Caches::start(&c.client, &state.name);
+                let budget = state
+                    .ctx
+                    .settings
+                    .cache_budget
+                    .with(state.instance.spec.cache_budget.as_ref());
+                let caches = Caches::start(&c.client, &state.name, budget);
                 let ready = caches.ready();
                 let me = myself.clone();
                 spawn_here(async move {
@@ -437,6 +444,11 @@ impl Actor for InstanceActor {
 fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
     let answering =
         state.probes.failures == 0 && state.observed.lifecycle.reachable() == Some(true);
+    if let Some(caches) = state.caches.as_mut() {
+        // Over its budget the instance's watches stop and its objects go; the instance
+        // is Degraded below, and the API reads from the instance (the reader says so).
+        caches.stop_if_over_budget();
+    }
     if let Some(caches) = &state.caches {
         if state.observed.lifecycle.synced() {
             let inputs = stats_inputs(caches);

@@ -12,6 +12,7 @@ use kube::runtime::watcher;
 use parking_lot::RwLock;
 use tokio::sync::{broadcast, watch};
 
+use super::budget::Meter;
 use super::cached_object::CachedObject;
 use super::feed::{Feed, FeedEvent};
 
@@ -51,6 +52,8 @@ struct Inner {
     state: RwLock<State>,
     feed: Feed,
     ready: watch::Sender<bool>,
+    /// The instance's cache budget, shared by its stores; none in tests of one store.
+    meter: Option<(Arc<Meter>, &'static str)>,
 }
 
 /// A kind's objects (cheap to clone: a handle).
@@ -59,12 +62,13 @@ pub struct ObjectStore(Arc<Inner>);
 
 impl Default for ObjectStore {
     fn default() -> Self {
-        Self(Arc::new(Inner {
-            state: RwLock::default(),
-            feed: Feed::default(),
-            ready: watch::channel(false).0,
-        }))
+        Self::build(None)
     }
+}
+
+/// What the budget counts of an object: its JSON, the bulk of what is kept of it.
+fn weight(o: &CachedObject) -> i64 {
+    i64::try_from(o.json().len()).unwrap_or(i64::MAX)
 }
 
 /// What [`ObjectStore::select`] found.
@@ -83,20 +87,100 @@ pub struct Subscription {
 }
 
 impl ObjectStore {
+    fn build(meter: Option<(Arc<Meter>, &'static str)>) -> Self {
+        Self(Arc::new(Inner {
+            state: RwLock::default(),
+            feed: Feed::default(),
+            ready: watch::channel(false).0,
+            meter,
+        }))
+    }
+
+    /// A store of `kind` (its name, for the budget's words) counted against `meter`.
+    pub fn metered(meter: Arc<Meter>, kind: &'static str) -> Self {
+        Self::build(Some((meter, kind)))
+    }
+
+    /// Whether the budget takes `object`, counting it (`replaced`: the object it replaces,
+    /// whose weight it frees).
+    fn admit(&self, object: &CachedObject, replaced: Option<&CachedObject>) -> bool {
+        let Some((meter, kind)) = &self.0.meter else {
+            return true;
+        };
+        let what = || match object.namespace() {
+            Some(ns) => format!("{kind} {ns}/{}", object.name()),
+            None => format!("{kind} {}", object.name()),
+        };
+        if !meter.admits(object.json().len(), what) {
+            return false;
+        }
+        let freed = replaced.map_or(0, weight);
+        meter.add(i64::from(replaced.is_none()), weight(object) - freed);
+        true
+    }
+
+    fn release(&self, objects: i64, bytes: i64) {
+        if let Some((meter, _)) = &self.0.meter {
+            meter.add(-objects, -bytes);
+        }
+    }
+
+    /// Over the instance's budget: nothing is kept, and the store says it has listed, so
+    /// nothing waits for it.
+    fn over_budget(&self, state: &mut State) -> bool {
+        if !self.0.meter.as_ref().is_some_and(|(m, _)| m.over()) {
+            return false;
+        }
+        if !state.objects.is_empty() || state.relist.is_some() {
+            let held: i64 = state.objects.values().map(|o| weight(o)).sum();
+            let relisted: i64 = state
+                .relist
+                .iter()
+                .flat_map(|r| r.values())
+                .map(|o| weight(o))
+                .sum();
+            let count = state.objects.len() + state.relist.as_ref().map_or(0, |r| r.len());
+            self.release(i64::try_from(count).unwrap_or(i64::MAX), held + relisted);
+            *state = State::default();
+        }
+        self.0.ready.send_replace(true);
+        true
+    }
+
+    /// Drops every object if the instance is over its budget (its watches are stopped).
+    pub fn drop_if_over_budget(&self) {
+        let mut state = self.0.state.write();
+        self.over_budget(&mut state);
+    }
+
     /// Applies one event of the kind's watch (objects carry apiVersion and kind).
     pub fn apply(&self, event: watcher::Event<DynamicObject>) {
         let mut state = self.0.state.write();
+        if self.over_budget(&mut state) {
+            return;
+        }
         match event {
-            watcher::Event::Init => state.relist = Some(Objects::new()),
+            watcher::Event::Init => {
+                if let Some(abandoned) = state.relist.replace(Objects::new()) {
+                    let bytes = abandoned.values().map(|o| weight(o)).sum();
+                    self.release(i64::try_from(abandoned.len()).unwrap_or(i64::MAX), bytes);
+                }
+            }
             watcher::Event::InitApply(o) => {
                 let object = state.cached(&o);
-                if let Some(relist) = state.relist.as_mut() {
-                    relist.insert(Key::of(&object), object);
+                let key = Key::of(&object);
+                let replaced = state.relist.as_ref().and_then(|r| r.get(&key).cloned());
+                if state.relist.is_some() && self.admit(&object, replaced.as_deref()) {
+                    if let Some(relist) = state.relist.as_mut() {
+                        relist.insert(key, object);
+                    }
                 }
             }
             watcher::Event::InitDone => {
                 if let Some(listed) = state.relist.take() {
-                    state.objects = listed;
+                    let old = std::mem::replace(&mut state.objects, listed);
+                    let bytes = old.values().map(|o| weight(o)).sum();
+                    self.release(i64::try_from(old.len()).unwrap_or(i64::MAX), bytes);
                     state.reindex();
                 }
                 let newest = state
@@ -117,7 +201,13 @@ impl ObjectStore {
             }
             watcher::Event::Apply(o) => {
                 let object = state.cached(&o);
-                let prev = state.objects.insert(Key::of(&object), object.clone());
+                let key = Key::of(&object);
+                if !self.admit(&object, state.objects.get(&key).map(|p| p.as_ref())) {
+                    // Not kept: the budget drops every store's objects on their next event.
+                    drop(state);
+                    return;
+                }
+                let prev = state.objects.insert(key, object.clone());
                 if let Some(prev) = &prev {
                     state.unindex(prev);
                 }
@@ -129,6 +219,7 @@ impl ObjectStore {
                 let prev = state.objects.remove(&Key::of(&object));
                 if let Some(prev) = &prev {
                     state.unindex(prev);
+                    self.release(1, weight(prev));
                 }
                 self.0.feed.publish(&object, prev.as_ref(), true);
             }

@@ -26,6 +26,8 @@ pub struct InstanceReader {
     pub(super) health: Result<(), String>,
     pub(super) limiter: Arc<tokio::sync::Semaphore>,
     pub(super) streams: Arc<tokio::sync::Semaphore>,
+    /// The caches' budget (live): over it, nothing is served from them.
+    pub(super) meter: Option<Arc<super::budget::Meter>>,
     pub(super) call_timeout: Duration,
     pub(super) printers: Printers,
     /// Whether each cached kind's watch is failing (live).
@@ -67,6 +69,11 @@ impl InstanceReader {
     /// Bounds the API's concurrent requests to this instance.
     pub fn limiter(&self) -> &Arc<tokio::sync::Semaphore> {
         &self.limiter
+    }
+
+    /// Why the caches serve nothing, if the instance is over its cache budget.
+    pub fn over_budget(&self) -> Option<String> {
+        self.meter.as_ref().and_then(|m| m.why())
     }
 
     /// Bounds the streams (pass-through watches) the API holds open on this instance.

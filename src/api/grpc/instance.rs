@@ -261,6 +261,8 @@ impl InstanceService for Instances {
         if spec.external != current.spec.external {
             self.check_secret(authorized.caller(), &spec).await?;
         }
+        // What the API does not set survives: the cache budget the operator set.
+        spec.cache_budget = current.spec.cache_budget.clone();
         current.spec = spec;
         if !meta.labels.is_empty() {
             current.metadata.labels = Some(meta.labels.into_iter().collect());

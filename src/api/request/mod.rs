@@ -151,6 +151,12 @@ pub struct Reads<'a> {
 
 impl<'a> Reads<'a> {
     pub fn store(&self, kind: Kind) -> Result<&'a ObjectStore, ApiError> {
+        if let Some(why) = self.reader.over_budget() {
+            return Err(ApiError::Unavailable(format!(
+                "instance {:?} is {why}",
+                self.reader.name()
+            )));
+        }
         self.reader.store(kind).ok_or_else(|| {
             ApiError::Unavailable(format!("the {} cache is missing", kind.resource().kind))
         })

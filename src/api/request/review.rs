@@ -171,6 +171,8 @@ impl<'a> CacheState<'a> {
 
     /// Whether the cache can answer reads of `kind` now.
     pub fn serves(&self, kind: Kind) -> bool {
-        self.reader.store(kind).is_some() && !self.reader.watch_failing(kind)
+        self.reader.store(kind).is_some()
+            && !self.reader.watch_failing(kind)
+            && self.reader.over_budget().is_none()
     }
 }

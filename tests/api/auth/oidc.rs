@@ -147,3 +147,47 @@ async fn jwks_from_an_https_url() {
     let _ = stop.send(true);
     sim.fleet.shutdown();
 }
+
+/// As kube-apiserver: with the `email` claim as the username, a token whose provider says
+/// the email is not verified is refused (one that does not say is trusted as it is).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unverified_email_is_no_username() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = signer("email-key");
+    let jwks = write(
+        dir.path(),
+        "jwks.json",
+        &json!({"keys": [key.jwk]}).to_string(),
+    );
+    let sim = crate::common::Sim::start(0).await;
+    let host = sim.client("host").await;
+    let config = AuthConfig {
+        oidc: Some(OidcConfig {
+            issuer: ISSUER.into(),
+            audience: AUDIENCE.into(),
+            jwks: JwksSource::File(jwks),
+            username_claim: "email".into(),
+            groups_claim: "groups".into(),
+            username_prefix: None,
+            groups_prefix: String::new(),
+        }),
+        ..Default::default()
+    };
+    let auth = Auth::new(&config, host).await.expect("auth");
+    let token = |verified: Option<bool>| {
+        let mut c = claims("u-1", AUDIENCE, 600);
+        c["email"] = json!("mel@example.com");
+        if let Some(v) = verified {
+            c["email_verified"] = json!(v);
+        }
+        format!("Bearer {}", jwt(&key, "email-key", c))
+    };
+    assert!(auth.authenticate(Some(&token(Some(false)))).is_err());
+    for verified in [Some(true), None] {
+        let caller = auth
+            .authenticate(Some(&token(verified)))
+            .expect("a verified (or unqualified) email");
+        assert_eq!(caller.user.name, "mel@example.com");
+    }
+    sim.fleet.shutdown();
+}
