@@ -13,11 +13,19 @@ use crate::actors::tree::TreeHandle;
 pub struct Injector {
     pub sim_admin: Option<String>,
     pub tree: Option<TreeHandle>,
+    /// The host cluster as its administrator (the hostile experiment sets a budget).
+    pub host: Option<kube::Client>,
+    /// A viewer of the victim (the hostile experiment's watcher).
+    pub viewer_token: Option<String>,
+    /// Where the instances' own kubeconfigs are (beside the host's), for a hostile
+    /// instance that writes into itself.
+    pub own_kubeconfigs: Option<std::path::PathBuf>,
 }
 
 /// A standing fault: the repeating task (if any) and what clears it.
 pub struct Active {
     repeat: Option<tokio::task::JoinHandle<()>>,
+    _hostile: Option<super::hostile::Hostile>,
 }
 
 impl Drop for Active {
@@ -47,10 +55,27 @@ impl Injector {
         if matches!(e.fault, Fault::Leader { .. }) {
             return None;
         }
+        if matches!(e.fault, Fault::Hostile { .. })
+            && (self.own_kubeconfigs.is_none() || self.host.is_none())
+        {
+            return Some("needs the host's and the instances' own kubeconfigs".into());
+        }
         if !e.fault.in_process() && self.sim_admin.is_none() {
             return Some("needs the simulator's fault API (sim_admin in endpoints.json)".into());
         }
         None
+    }
+
+    /// A client of `instance`'s own API server (not through Kairship).
+    async fn own_client(&self, instance: &str) -> Result<kube::Client, String> {
+        let dir = self
+            .own_kubeconfigs
+            .as_ref()
+            .ok_or("the instances' own kubeconfigs are not known here")?;
+        let path = dir.join(format!("{instance}.kubeconfig"));
+        crate::cli::run::host_client(Some(&path))
+            .await
+            .map_err(|e| e.to_string())
     }
 
     async fn sim(
@@ -86,7 +111,7 @@ impl Injector {
             }
             f
         };
-        let mut repeat = None;
+        let (mut repeat, mut hostile) = (None, None);
         match &e.fault {
             Fault::Instance {
                 mode,
@@ -101,6 +126,9 @@ impl Injector {
                     let me = Injector {
                         sim_admin: self.sim_admin.clone(),
                         tree: None,
+                        host: None,
+                        viewer_token: None,
+                        own_kubeconfigs: None,
                     };
                     let period = Duration::from_millis(*ms);
                     repeat = Some(tokio::spawn(async move {
@@ -123,6 +151,9 @@ impl Injector {
                 let me = Injector {
                     sim_admin: self.sim_admin.clone(),
                     tree: None,
+                    host: None,
+                    viewer_token: None,
+                    own_kubeconfigs: None,
                 };
                 let path = format!("/clusters/{victim}/{cluster}");
                 me.sim("POST", &path, Some(json!({"ready": false}))).await?;
@@ -157,11 +188,37 @@ impl Injector {
                 }));
             }
             Fault::Burst { factor } => load.start_burst(&victim, *factor),
+            Fault::Hostile {
+                object_bytes,
+                objects_per_second,
+                watchers,
+                latency_ms,
+                budget_bytes,
+            } => {
+                let host = self.host.as_ref().ok_or("no host kubeconfig")?;
+                super::hostile::set_budget(host, &victim, Some(*budget_bytes)).await?;
+                if let Some(ms) = latency_ms {
+                    let body = sim_fault(SimMode::Latency, Some(*ms), None);
+                    self.sim("POST", &format!("/faults/{victim}"), Some(body))
+                        .await?;
+                }
+                let viewer = self.viewer_token.as_deref().ok_or("no viewer token")?;
+                hostile = Some(super::hostile::start(
+                    self.own_client(&victim).await?,
+                    load.proxy_of(&victim, Some(viewer)).await?,
+                    *object_bytes,
+                    *objects_per_second,
+                    *watchers,
+                ));
+            }
             Fault::Leader { .. } => {
                 return Err("leader faults are run by chaos::leader_failover".into())
             }
         }
-        Ok(Active { repeat })
+        Ok(Active {
+            repeat,
+            _hostile: hostile,
+        })
     }
 
     /// Clears the fault; a victim the fault left Degraded gets the SRE's restart.
@@ -194,6 +251,16 @@ impl Injector {
             Fault::Burst { .. } => {
                 load.end_burst();
                 Ok(())
+            }
+            Fault::Hostile { latency_ms, .. } => {
+                if latency_ms.is_some() {
+                    self.sim("DELETE", &format!("/faults/{victim}"), None)
+                        .await?;
+                }
+                let host = self.host.as_ref().ok_or("no host kubeconfig")?;
+                // A new budget is a new actor: the victim caches again.
+                super::hostile::set_budget(host, &victim, None).await?;
+                super::hostile::clean(self.own_client(&victim).await?).await
             }
         }
     }

@@ -57,6 +57,9 @@ pub struct Endpoints {
     pub http: String,
     pub sim_admin: Option<String>,
     pub admin_token: String,
+    /// The demo's viewer (of `viewer_instance`), for experiments that need one.
+    pub viewer_token: Option<String>,
+    pub host_kubeconfig: Option<PathBuf>,
     pub instances: Vec<(String, PathBuf)>,
 }
 
@@ -90,6 +93,8 @@ impl Endpoints {
                 .as_str()
                 .map(String::from)
                 .ok_or_else(|| format!("{} has no tokens.admin", path.display()))?,
+            viewer_token: v["tokens"]["viewer"].as_str().map(String::from),
+            host_kubeconfig: v["host_kubeconfig"].as_str().map(PathBuf::from),
             instances,
         })
     }
@@ -99,6 +104,8 @@ impl Endpoints {
 #[derive(Clone)]
 struct Target {
     name: String,
+    /// Its kubeconfig through Kairship's proxy (the admin's).
+    kubeconfig: String,
     proxy: kube::Client,
     rest: kube::Client,
     grpc: tonic::transport::Channel,
@@ -202,6 +209,7 @@ impl Load {
                 .map_err(|e| format!("reading {}: {e}", path.display()))?;
             targets.push(Target {
                 name: name.clone(),
+                kubeconfig: text.clone(),
                 proxy: client(&text, None).await?,
                 rest: client(&text, Some(&endpoints.http)).await?,
                 grpc: grpc.clone(),
@@ -224,6 +232,33 @@ impl Load {
             tasks: Vec::new(),
             burst: Vec::new(),
         })
+    }
+
+    /// `instance`'s proxy as the admin, and as `token` when given.
+    pub async fn proxy_of(
+        &self,
+        instance: &str,
+        token: Option<&str>,
+    ) -> Result<kube::Client, String> {
+        let t = self
+            .targets
+            .iter()
+            .find(|t| t.name == instance)
+            .ok_or_else(|| format!("no instance {instance:?}"))?;
+        let Some(token) = token else {
+            return Ok(t.proxy.clone());
+        };
+        let mut kc =
+            kube::config::Kubeconfig::from_yaml(&t.kubeconfig).map_err(|e| e.to_string())?;
+        for u in &mut kc.auth_infos {
+            if let Some(info) = u.auth_info.as_mut() {
+                info.token = Some(token.to_string().into());
+            }
+        }
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        kube::Client::try_from(config).map_err(|e| e.to_string())
     }
 
     pub fn names(&self) -> Vec<String> {

@@ -3,6 +3,7 @@
 //! whether the others noticed. Run by `kairship chaos run`.
 
 pub mod faults;
+pub mod hostile;
 pub mod leader_failover;
 pub mod load;
 pub mod report;

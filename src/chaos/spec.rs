@@ -59,6 +59,21 @@ pub enum Fault {
     },
     /// The victim gets `factor` times the normal request rate.
     Burst { factor: u32 },
+    /// A hostile victim: an editor writes objects of `object_bytes` into it at
+    /// `objects_per_second` (new ones and rewrites of old ones: endless watch events), it
+    /// answers `latency_ms` late, its cache budget is `budget_bytes`, and a viewer opens
+    /// `watchers` pass-through watches on it as fast as it is let.
+    Hostile {
+        #[serde(default = "default_object_bytes")]
+        object_bytes: u64,
+        #[serde(default = "default_objects_per_second")]
+        objects_per_second: u32,
+        #[serde(default = "default_watchers")]
+        watchers: u32,
+        #[serde(default)]
+        latency_ms: Option<u64>,
+        budget_bytes: u64,
+    },
     /// The leading replica of two is killed or frozen (see `chaos::leader_failover`); it brings
     /// its own host and replicas, so it needs neither a victim nor the fleet.
     Leader { signal: LeaderSignal },
@@ -71,6 +86,18 @@ pub enum LeaderSignal {
     Kill,
     /// SIGSTOP, then SIGCONT once the other replica leads: it must not write again.
     Stop,
+}
+
+fn default_object_bytes() -> u64 {
+    512 * 1024
+}
+
+fn default_objects_per_second() -> u32 {
+    20
+}
+
+fn default_watchers() -> u32 {
+    64
 }
 
 fn default_repeat() -> u64 {

@@ -108,9 +108,19 @@ pub async fn run(args: ChaosArgs) -> Result<(), Error> {
             (endpoints, Some(tree), Some(demo))
         }
     };
+    let host = match &endpoints.host_kubeconfig {
+        Some(path) => Some(crate::cli::run::host_client(Some(path)).await?),
+        None => None,
+    };
     let injector = Injector {
         sim_admin: endpoints.sim_admin.clone(),
         tree,
+        host,
+        viewer_token: endpoints.viewer_token.clone(),
+        own_kubeconfigs: endpoints
+            .host_kubeconfig
+            .as_ref()
+            .and_then(|p| p.parent().map(std::path::Path::to_path_buf)),
     };
     let control = Control::new(&endpoints).map_err(Error::Usage)?;
     let run_id = format!("chaos-{}", jiff::Timestamp::now().as_second());
