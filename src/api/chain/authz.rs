@@ -175,7 +175,7 @@ async fn resolve(
     let refuse = |e: ApiError| refusal(surface, &e);
     match surface {
         Surface::Proxy => proxy_target(&req).map(|t| (req, t)).map_err(refuse),
-        Surface::Grpc => grpc_target(chain, req).await.map_err(refuse),
+        Surface::Grpc => grpc_target(req).await.map_err(refuse),
         Surface::Rest => match rules::http(req.uri().path()) {
             Some(rule) => Ok((req, target(&rule, None))),
             None => rest_target(chain, req).await,
@@ -207,14 +207,14 @@ fn proxy_target(req: &Request) -> Result<Target, ApiError> {
     })
 }
 
-async fn grpc_target(chain: &Chain, req: Request) -> Result<(Request, Target), ApiError> {
+async fn grpc_target(req: Request) -> Result<(Request, Target), ApiError> {
     let path = req.uri().path().to_string();
     let rule =
         rules::grpc(&path).ok_or_else(|| ApiError::NotFound(format!("no gRPC method {path:?}")))?;
     if !matches!(rule.scope, Scope::Instance(_)) {
         return Ok((req, target(rule, None)));
     }
-    let input = input_of(chain, &path)?;
+    let input = input_of(&path)?;
     let (parts, body) = req.into_parts();
     let frame = grpc_frame::read(body).await?;
     let message = DynamicMessage::decode(input, grpc_frame::message(&frame)?)
@@ -253,13 +253,23 @@ async fn rest_target(chain: &Chain, req: Request) -> Result<(Request, Target), R
     Ok((req, t))
 }
 
-fn input_of(chain: &Chain, path: &str) -> Result<MessageDescriptor, ApiError> {
+/// The API's descriptors, decoded once.
+fn descriptors() -> Result<&'static prost_reflect::DescriptorPool, ApiError> {
+    static POOL: std::sync::OnceLock<Option<prost_reflect::DescriptorPool>> =
+        std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        prost_reflect::DescriptorPool::decode(crate::proto::FILE_DESCRIPTOR_SET).ok()
+    })
+    .as_ref()
+    .ok_or_else(|| ApiError::Internal("the API's descriptors do not decode".into()))
+}
+
+fn input_of(path: &str) -> Result<MessageDescriptor, ApiError> {
     let (service, method) = path
         .trim_start_matches('/')
         .split_once('/')
         .ok_or_else(|| ApiError::NotFound(format!("no gRPC method {path:?}")))?;
-    chain
-        .descriptors
+    descriptors()?
         .get_service_by_name(service)
         .and_then(|s| s.methods().find(|m| m.name() == method))
         .map(|m| m.input())
@@ -301,6 +311,43 @@ fn target(rule: &Rule, message: Option<&DynamicMessage>) -> Target {
     }
 }
 
+/// What the chain reads of a request before any handler runs, from its head and (for a
+/// gRPC method on one instance) its body: for the fuzz target of the chain's parsing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inspection {
+    pub surface: Surface,
+    pub verb: String,
+    pub long_running: bool,
+    /// The instance the request is decided on, when it names one.
+    pub instance: Option<String>,
+}
+
+/// Reads `req` (with `body`) as the chain does; a request it cannot read is the caller's
+/// error (never INTERNAL). REST bodies are the transcoder's (fuzzed on their own).
+pub fn inspect<B>(req: &http::Request<B>, body: &[u8]) -> Result<Inspection, ApiError> {
+    let surface = Surface::of(req);
+    let mut seen = Inspection {
+        surface,
+        verb: super::audit::rough_verb(req, surface),
+        long_running: super::long_running(req),
+        instance: proxied(req.uri().path()).map(|(i, _)| i.to_string()),
+    };
+    if surface == Surface::Grpc {
+        let path = req.uri().path();
+        let rule = rules::grpc(path)
+            .ok_or_else(|| ApiError::NotFound(format!("no gRPC method {path:?}")))?;
+        if let Scope::Instance(_) = rule.scope {
+            let message = DynamicMessage::decode(input_of(path)?, grpc_frame::message(body)?)
+                .map_err(|e| ApiError::invalid("message", format!("cannot be decoded: {e}")))?;
+            if let On::Instance { name, field } = target(rule, Some(&message)).on {
+                check_name(field, &name)?;
+                seen.instance = Some(name);
+            }
+        }
+    }
+    Ok(seen)
+}
+
 /// A (dotted) string field of a message; empty when unset.
 fn string_field(message: &DynamicMessage, path: &str) -> String {
     let mut current = std::borrow::Cow::Borrowed(message);
@@ -321,6 +368,61 @@ fn string_field(message: &DynamicMessage, path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requests_are_read_as_the_chain_reads_them() {
+        let grpc = |path: &str| {
+            http::Request::post(path)
+                .header(http::header::CONTENT_TYPE, "application/grpc")
+                .body(())
+                .expect("request")
+        };
+        let list = "/kairship.v1alpha1.WorkloadService/ListWorkloads";
+        let msg = crate::proto::ListWorkloadsRequest {
+            instance: "karmada-1".into(),
+            ..Default::default()
+        };
+        let frame = frame(&prost::Message::encode_to_vec(&msg)).expect("frame");
+        let seen = inspect(&grpc(list), &frame).expect("read");
+        assert_eq!(seen.instance.as_deref(), Some("karmada-1"));
+        assert_eq!(seen.verb, "list");
+        for (path, body, code) in [
+            (
+                list,
+                &b"\x00\x00\x00\x00\x05ab"[..],
+                tonic::Code::InvalidArgument,
+            ),
+            (
+                list,
+                &b"\x01\x00\x00\x00\x00"[..],
+                tonic::Code::InvalidArgument,
+            ),
+            (
+                list,
+                &b"\x00\x00\x00\x00\x02\x0a\x00"[..],
+                tonic::Code::InvalidArgument,
+            ),
+            (
+                "/kairship.v1alpha1.Made/Up",
+                &b""[..],
+                tonic::Code::NotFound,
+            ),
+        ] {
+            let e = inspect(&grpc(path), body).expect_err(path);
+            assert_eq!(e.code(), code, "{path}: {e}");
+        }
+        let watch = http::Request::get(
+            "/apis/kairship.io/v1alpha1/instances/k2/proxy/api/v1/configmaps?watch=true",
+        )
+        .body(())
+        .expect("request");
+        let seen = inspect(&watch, b"").expect("read");
+        assert_eq!(
+            (seen.surface, seen.verb.as_str(), seen.long_running),
+            (Surface::Proxy, "watch", true)
+        );
+        assert_eq!(seen.instance.as_deref(), Some("k2"));
+    }
 
     #[test]
     fn fields_are_read_by_their_dotted_path() {

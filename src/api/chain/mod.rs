@@ -111,14 +111,12 @@ pub fn refusal(surface: Surface, e: &ApiError) -> Response {
 }
 
 /// The chain's state: the API's context, where audit events go, the fairness bounds, and
-/// what the authorization layer needs to read requests (REST's rules, the API's
-/// descriptors).
+/// REST's rules (the authorization layer transcodes REST requests to decide on them).
 pub struct Chain {
     pub ctx: ApiContext,
     pub sink: Arc<audit::Sink>,
     pub fairness: fairness::Fairness,
     rest_rules: Vec<crate::api::transcode::rules::Rule>,
-    descriptors: prost_reflect::DescriptorPool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -133,8 +131,6 @@ impl Chain {
         sink: Arc<audit::Sink>,
         limits: fairness::Limits,
     ) -> Result<Arc<Self>, ChainError> {
-        let descriptors = prost_reflect::DescriptorPool::decode(crate::proto::FILE_DESCRIPTOR_SET)
-            .map_err(|e| ChainError::Descriptors(e.to_string()))?;
         let rest_rules = crate::api::transcode::rules::rules(crate::proto::FILE_DESCRIPTOR_SET)
             .map_err(|e| ChainError::Descriptors(e.to_string()))?;
         Ok(Arc::new(Self {
@@ -142,7 +138,6 @@ impl Chain {
             sink,
             fairness: fairness::Fairness::new(limits),
             rest_rules,
-            descriptors,
         }))
     }
 
