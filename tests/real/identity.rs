@@ -387,25 +387,31 @@ pub async fn narrowed_editor(demo: &Demo, dex: &Dex) {
         .body(Vec::new())
         .expect("request");
     client.request_text(del).await.expect("delete over REST");
-    // One audit line per write and refusal, naming alice and the surface.
-    let log = std::fs::read_to_string(demo.dir.path().join("demo.log")).unwrap_or_default();
-    for (surface, outcome) in [
-        ("grpc", "allowed"),
-        ("grpc", "refused"),
-        ("rest", "allowed"),
-        ("rest", "refused"),
-        ("proxy", "allowed"),
-        ("proxy", "refused"),
+    // One audit event per write and refusal, naming alice and the surface.
+    let path = demo.endpoints["audit_log"].as_str().expect("audit_log");
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    for (surface, refused) in [
+        ("grpc", false),
+        ("grpc", true),
+        ("rest", false),
+        ("rest", true),
+        ("proxy", false),
+        ("proxy", true),
     ] {
-        let found = log.lines().any(|l| {
-            l.contains("kairship::audit")
-                && l.contains("oidc:alice@example.com")
-                && l.contains(&format!("surface=\"{surface}\""))
-                && l.contains(&format!("outcome=\"{outcome}\""))
+        let found = events.iter().any(|e| {
+            e["user"]["username"] == "oidc:alice@example.com"
+                && e["annotations"]["kairship.io/surface"] == surface
+                && e["responseStatus"]["code"]
+                    .as_u64()
+                    .is_some_and(|c| (c >= 400) == refused)
         });
         assert!(
             found,
-            "no audit line for alice on {surface} ({outcome}) in the demo's log"
+            "no audit event for alice on {surface} (refused: {refused}) in {path}"
         );
     }
     // Back as it was, for the rest of the tier.

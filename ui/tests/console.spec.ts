@@ -188,7 +188,12 @@ test('create a managed instance, see the server refuse a bad name, then delete i
   await page.locator('#create-instance button[type="submit"]').click();
   await expect(crds.locator('.field-error')).toContainText('http or https');
   await crds.locator('input').fill('');
-  await page.locator('[data-field="instance.spec.image_registry"] input').fill('registry.example.com/karmada');
+  // Images the host would run come only from the registries Kairship's operator allows.
+  const registry = page.locator('[data-field="instance.spec.image_registry"]');
+  await registry.locator('input').fill('registry.example.com/karmada');
+  await page.locator('#create-instance button[type="submit"]').click();
+  await expect(registry.locator('.field-error')).toContainText('not from an allowed image registry');
+  await registry.locator('input').fill('docker.io/karmada');
   await page.locator('#create-instance button[type="submit"]').click();
   await expect(page.locator('h2')).toHaveText('Instance console-e2e');
   await page.click('header a[href="#/"]');

@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -159,20 +160,33 @@ fn now() -> String {
         .to_string()
 }
 
-/// A random audit ID in the UUID text form kube-apiserver uses.
+/// A unique audit ID in the UUID text form kube-apiserver uses: a random prefix drawn once
+/// per process and a counter, so no request pays for a system call.
 pub fn new_id() -> String {
-    use ring::rand::SecureRandom;
-    let mut b = [0u8; 16];
-    // The system's generator failing leaves zeros: an ID, not a secret.
-    let _ = ring::rand::SystemRandom::new().fill(&mut b);
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    use std::sync::atomic::AtomicU64;
+    use std::sync::OnceLock;
+    static PREFIX: OnceLock<[u8; 8]> = OnceLock::new();
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let prefix = PREFIX.get_or_init(|| {
+        use ring::rand::SecureRandom;
+        let mut b = [0u8; 8];
+        // The system's generator failing leaves the time: an ID, not a secret.
+        if ring::rand::SystemRandom::new().fill(&mut b).is_err() {
+            b = jiff::Timestamp::now().as_nanosecond().to_le_bytes()[..8]
+                .try_into()
+                .unwrap_or_default();
+        }
+        b
+    });
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed).to_be_bytes();
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     format!(
         "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
+        hex(&prefix[0..4]),
+        hex(&prefix[4..6]),
+        hex(&prefix[6..8]),
+        hex(&n[0..2]),
+        hex(&n[2..8])
     )
 }
 
