@@ -225,7 +225,8 @@ async fn main() {
 /// behind the chain, interleaved.
 async fn chain_alone(ctx: &ApiContext, token: &str) {
     use tower::ServiceExt;
-    let path = "/apis/kairship.io/v1alpha1/instances/karmada-1/proxy/api/v1/namespaces/default/pods";
+    let path =
+        "/apis/kairship.io/v1alpha1/instances/karmada-1/proxy/api/v1/namespaces/default/pods";
     let handler = || {
         axum::Router::new().route(
             "/apis/kairship.io/v1alpha1/instances/{name}/proxy/{*rest}",
