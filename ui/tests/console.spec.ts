@@ -226,7 +226,7 @@ test('the viewer sees only its instance and no admin actions', async ({ page }) 
   // The chaos report covers every instance: no link, and the API refuses.
   await expect(page.locator('header a[href="#/chaos"]')).toHaveCount(0);
   await page.goto(`${endpoints.http}/ui/#/chaos`);
-  await expect(page.locator('#chaos-missing')).toContainText('may not read the chaos report');
+  await expect(page.locator('#chaos-missing')).toContainText('may not get chaosreports: it covers every instance');
 });
 
 test('the chaos page shows the latest report with its goals and picture', async ({ page }) => {
