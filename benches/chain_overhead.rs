@@ -90,6 +90,11 @@ fn mean(v: &[Duration]) -> Duration {
 async fn main() {
     let bench = BenchFleet::start(1).await;
     bench.seed_deployments("karmada-1", [deployment("web", json!({"app": "web"}))]);
+    // As an operator would: the instance maps Kairship's role groups to its own roles, so
+    // the access reviews of cached reads allow a viewer.
+    kairship::bootstrap::apply_instance_rbac(&bench.fleet_client("karmada-1").await)
+        .await
+        .expect("instance RBAC");
     let (dir, host) = (&bench.dir, bench.host.clone());
 
     // 1,000 users in the token file, each bound on its own instance name; the one we
@@ -153,7 +158,12 @@ async fn main() {
     let mut b = WorkloadServiceClient::new(serve(guarded.clone()).await);
     let token = "token-00007";
     // Wait until the group binding is in the index and the workload in the cache.
-    while b.get_workload(request(Some(token))).await.is_err() {
+    let waiting = Instant::now();
+    while let Err(e) = b.get_workload(request(Some(token))).await {
+        assert!(
+            waiting.elapsed() < Duration::from_secs(60),
+            "the guarded API never answered: {e:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     for _ in 0..PER_ROUND {

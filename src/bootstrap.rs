@@ -118,8 +118,11 @@ pub async fn apply_instance_rbac(instance: &kube::Client) -> Result<(), Instance
         let plural = format!("{}s", types.kind.to_ascii_lowercase());
         let ar = ApiResource::from_gvk_with_plural(&gvk, &plural);
         let name = obj.metadata.name.clone().unwrap_or_default();
-        Api::<DynamicObject>::all_with(instance.clone(), &ar)
-            .patch(&name, &params, &Patch::Apply(&obj))
+        let api = match obj.metadata.namespace.as_deref() {
+            Some(ns) => Api::<DynamicObject>::namespaced_with(instance.clone(), ns, &ar),
+            None => Api::<DynamicObject>::all_with(instance.clone(), &ar),
+        };
+        api.patch(&name, &params, &Patch::Apply(&obj))
             .await
             .map_err(|source| InstanceRbacError::Apply {
                 kind: types.kind.clone(),

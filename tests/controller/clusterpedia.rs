@@ -1,6 +1,7 @@
 //! Clusterpedia registration against its CRD on the simulated host: one PediaCluster per
-//! Instance reading the instance through a Secret reference, following the instance's
-//! kubeconfig, kept as Kairship wrote it, reported in the Instance's conditions, gone with
+//! Instance reading the instance through a Secret reference with a short-lived token of a
+//! read-only ServiceAccount (never Kairship's admin credentials), renewed before it
+//! expires, kept as Kairship wrote it, reported in the Instance's conditions, gone with
 //! the Instance, and never taking over or deleting a same-named registration that is not
 //! Kairship's. (The real tier checks the same against Clusterpedia's own CRDs.)
 
@@ -14,7 +15,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use serde_json::json;
 
 use crate::common::eventually;
-use crate::harness::{fast_settings, Env, NS};
+use crate::harness::{fast_settings, Env};
 
 const PEDIA_NS: &str = "clusterpedia-system";
 
@@ -74,6 +75,48 @@ fn condition(env_status: &kairship::crd::InstanceStatus) -> Option<(String, Stri
         .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
 }
 
+/// A client from the kubeconfig Kairship gave Clusterpedia.
+async fn reader_client(kubeconfig: ByteString) -> kube::Client {
+    let text = String::from_utf8(kubeconfig.0).expect("UTF-8");
+    let kc = kube::config::Kubeconfig::from_yaml(&text).expect("a kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("usable");
+    kube::Client::try_from(config).expect("client")
+}
+
+/// `reader` is Clusterpedia's ServiceAccount on `instance`: it lists Deployments, and may
+/// not read Secrets or write anything.
+async fn assert_reads_only(reader: &kube::Client, instance: &str) {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let deployments: Api<Deployment> = Api::all(reader.clone());
+    deployments
+        .list(&Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("{instance}: the reader lists deployments: {e}"));
+    let secrets: Api<Secret> = Api::all(reader.clone());
+    match secrets.list(&Default::default()).await {
+        Err(kube::Error::Api(e)) if e.code == 403 => assert!(
+            e.message
+                .contains("system:serviceaccount:kube-system:kairship-clusterpedia"),
+            "{instance}: refused as the reader: {}",
+            e.message
+        ),
+        other => panic!("{instance}: the reader must not list secrets: {other:?}"),
+    }
+    let d: Deployment = serde_json::from_value(json!({"metadata": {"name": "pedia-write"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}},
+            "template": {"metadata": {"labels": {"a": "b"}}}}}))
+    .expect("deployment");
+    let write = Api::<Deployment>::namespaced(reader.clone(), "default")
+        .create(&PostParams::default(), &d)
+        .await;
+    assert!(
+        matches!(write, Err(kube::Error::Api(ref e)) if e.code == 403),
+        "{instance}: the reader must not write: {write:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_instance_is_registered_with_clusterpedia_through_a_secret_and_removed_with_it() {
     let env = Env::start(2).await;
@@ -116,10 +159,12 @@ async fn each_instance_is_registered_with_clusterpedia_through_a_secret_and_remo
             .as_array()
             .expect("resources")
             .contains(&json!("deployments")));
-        // The copy holds the instance's own kubeconfig.
-        let original = std::fs::read(env.sim.kubeconfig(name)).expect("kubeconfig");
+        // Clusterpedia gets a read-only identity on the instance, never Kairship's own:
+        // the Secret's kubeconfig names the instance's server and a token of its
+        // ServiceAccount, which may list what is synced and nothing else.
         let copy = secrets.get(&secret).await.expect("the secret");
-        assert_eq!(kubeconfig_of(copy), Some(ByteString(original)));
+        let reader = reader_client(kubeconfig_of(copy).expect("a kubeconfig")).await;
+        assert_reads_only(&reader, name).await;
         // Nothing reported by Clusterpedia yet: Unknown, saying so.
         let (status, reason, _) = eventually(Duration::from_secs(10), "the condition", || async {
             condition(&env.status(name).await?)
@@ -157,23 +202,49 @@ async fn each_instance_is_registered_with_clusterpedia_through_a_secret_and_remo
     )
     .await;
 
-    // A changed kubeconfig reaches Clusterpedia's copy.
-    let theirs: Api<Secret> = Api::namespaced(env.host.clone(), NS);
-    let mut rotated = std::fs::read(env.sim.kubeconfig("karmada-1")).expect("kubeconfig");
-    rotated.extend_from_slice(b"\n# rotated\n");
-    theirs
+    // A token near its expiry is replaced by a new one before it stops working.
+    let token_of = |s: Secret| {
+        let kc = kubeconfig_of(s)?;
+        let v: serde_json::Value = serde_json::from_slice(&kc.0).ok()?;
+        v["users"][0]["user"]["token"].as_str().map(String::from)
+    };
+    let first = token_of(
+        secrets
+            .get("kairship-karmada-1-kubeconfig")
+            .await
+            .expect("read"),
+    );
+    assert!(first.is_some(), "a token in the kubeconfig");
+    let soon = jiff::Timestamp::now()
+        .checked_add(jiff::SignedDuration::from_secs(600))
+        .expect("time");
+    secrets
         .patch(
-            "karmada-1-kubeconfig",
+            "kairship-karmada-1-kubeconfig",
             &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"kubeconfig": ByteString(rotated.clone())}})),
+            &Patch::Merge(json!({"metadata": {"annotations": {"kairship.io/token-expires": soon.to_string()}}})),
         )
         .await
-        .expect("rotate");
-    eventually(Duration::from_secs(10), "the copy to follow", || async {
-        let copy = secrets.get("kairship-karmada-1-kubeconfig").await.ok()?;
-        (kubeconfig_of(copy) == Some(ByteString(rotated.clone()))).then_some(())
+        .expect("age the token");
+    let renewed = eventually(Duration::from_secs(10), "a new token", || async {
+        let s = secrets.get("kairship-karmada-1-kubeconfig").await.ok()?;
+        let t = token_of(s.clone())?;
+        (Some(&t) != first.as_ref()).then_some(s)
     })
     .await;
+    let expires: jiff::Timestamp = renewed
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("kairship.io/token-expires"))
+        .and_then(|t| t.parse().ok())
+        .expect("an expiry");
+    assert!(
+        expires.as_second() - jiff::Timestamp::now().as_second() > 3000,
+        "an hour's token"
+    );
+    let reader = reader_client(kubeconfig_of(renewed).expect("a kubeconfig")).await;
+    assert_reads_only(&reader, "karmada-1").await;
 
     // Credentials someone put inline are taken out again; the spec is Kairship's.
     pedias

@@ -1,11 +1,12 @@
 //! Clusterpedia registration on the real host kube-apiserver, against Clusterpedia's own
 //! CRDs (v0.9.1, from its module): the PediaCluster Kairship writes survives the CRD's
 //! schema as written (nothing pruned), reads the instance through a Secret in
-//! Clusterpedia's namespace, and leaves with its Instance. Clusterpedia's servers are not
+//! Clusterpedia's namespace as a read-only ServiceAccount of the real karmada-apiserver, and leaves with its Instance. Clusterpedia's servers are not
 //! run: they cannot be built from the module proxy here (see the README).
 
 use std::time::Duration;
 
+use base64::Engine;
 use serde_json::{json, Value};
 
 use crate::common::eventually;
@@ -17,7 +18,8 @@ fn host(demo: &Demo) -> std::path::PathBuf {
     demo.dir.path().join("real/host/admin.kubeconfig")
 }
 
-/// Each instance has its PediaCluster, as Kairship wrote it, and its kubeconfig's copy.
+/// Each instance has its PediaCluster, as Kairship wrote it, and a Secret with a read-only
+/// identity on the instance.
 pub async fn registered(demo: &Demo, instances: &[&str]) {
     let host = host(demo);
     for name in instances {
@@ -35,7 +37,8 @@ pub async fn registered(demo: &Demo, instances: &[&str]) {
             "the real CRD keeps every field Kairship writes"
         );
         assert_eq!(pedia["metadata"]["ownerReferences"][0]["kind"], "Instance");
-        // The copy is the instance's own kubeconfig, byte for byte.
+        // Clusterpedia reads the real karmada-apiserver as a read-only ServiceAccount, with
+        // a token the instance issued (TokenRequest), never Kairship's admin kubeconfig.
         let secret = demo.json(
             &host,
             &[
@@ -48,19 +51,33 @@ pub async fn registered(demo: &Demo, instances: &[&str]) {
                 "json",
             ],
         );
-        let theirs = demo.json(
-            &host,
+        let kubeconfig = secret["data"]["kubeconfig"]
+            .as_str()
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+            .expect("a kubeconfig in the Secret");
+        let file = demo.dir.path().join(format!("pedia-{name}.kubeconfig"));
+        std::fs::write(&file, kubeconfig).expect("write");
+        let whoami = demo.ok(
+            &file,
             &[
-                "get",
-                "secret",
-                &format!("{name}-kubeconfig"),
-                "-n",
-                "kairship-system",
+                "auth",
+                "whoami",
                 "-o",
-                "json",
+                "jsonpath={.status.userInfo.username}",
             ],
         );
-        assert_eq!(secret["data"]["kubeconfig"], theirs["data"]["kubeconfig"]);
+        assert_eq!(
+            whoami,
+            "system:serviceaccount:kube-system:kairship-clusterpedia"
+        );
+        demo.ok(&file, &["get", "deployments", "-A"]);
+        demo.ok(&file, &["get", "clusters.cluster.karmada.io"]);
+        let secrets = demo.kubectl(&file, &["get", "secrets", "-A"]);
+        assert!(
+            !secrets.status.success()
+                && String::from_utf8_lossy(&secrets.stderr).contains("forbidden"),
+            "{name}: Clusterpedia's identity must not read Secrets: {secrets:?}"
+        );
         // Nothing reports on it yet: the Instance says so.
         eventually(
             Duration::from_secs(30),

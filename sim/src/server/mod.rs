@@ -7,6 +7,7 @@ mod resource;
 use resource::Query;
 pub mod scale;
 pub mod table;
+mod token;
 pub mod watch;
 
 use std::collections::HashMap;
@@ -78,6 +79,8 @@ pub struct ApiServer {
     shutdown: tokio_watch::Sender<bool>,
     /// Extra users by token, besides the admin token.
     users: parking_lot::RwLock<HashMap<String, Identity>>,
+    /// When tokens issued by TokenRequest stop authenticating.
+    token_expiry: parking_lot::RwLock<HashMap<String, std::time::Instant>>,
     /// Every distinct call served, while auditing is on (for RBAC checks in tests).
     audit: parking_lot::Mutex<Option<std::collections::BTreeSet<AuditEntry>>>,
     /// Member clusters' objects, served through the Cluster `proxy` subresource.
@@ -108,6 +111,7 @@ impl ApiServer {
             audit: parking_lot::Mutex::new(None),
             members: parking_lot::RwLock::new(None),
             users: parking_lot::RwLock::new(HashMap::new()),
+            token_expiry: parking_lot::RwLock::new(HashMap::new()),
         }))
     }
 
@@ -148,6 +152,14 @@ impl ApiServer {
                 uid: String::new(),
                 groups: vec!["system:masters".into(), "system:authenticated".into()],
             });
+        }
+        if self
+            .token_expiry
+            .read()
+            .get(token)
+            .is_some_and(|at| *at <= std::time::Instant::now())
+        {
+            return None;
         }
         self.users.read().get(token).cloned()
     }

@@ -43,6 +43,9 @@ impl ApiServer {
             None => false,
             Some("status") if def.status_subresource => true,
             Some("scale") if scale::served(&def) => return self.scale(req, &def, &rp, user).await,
+            Some("token") if def.plural == "serviceaccounts" && def.group.is_empty() => {
+                return self.token_request(req, &def, &rp, user).await
+            }
             Some(_) => return Err(ApiError::path_not_found(req.uri().path())),
         };
         let q = Query::parse(req.uri().query().unwrap_or(""))?;

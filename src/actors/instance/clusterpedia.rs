@@ -1,9 +1,11 @@
 //! Registration with Clusterpedia (on with `--clusterpedia`), as the seed design's
 //! virtual-cluster sync registers each instance with container management: one
 //! `PediaCluster` per instance, named after it, that reads the instance through a Secret
-//! holding its kubeconfig (an `authenticationFrom` reference, never inline) and syncs the
-//! kinds Kairship caches. The Secret follows the instance's own kubeconfig Secret; both
-//! are removed when the Instance is deleted. Written by the leader only.
+//! holding a kubeconfig (an `authenticationFrom` reference, never inline) and syncs the
+//! kinds Kairship caches. The kubeconfig names the instance's server and CA, as Kairship's
+//! own does, with a short-lived token of a read-only ServiceAccount on the instance,
+//! renewed before it expires; both are removed when the Instance is deleted. Written by
+//! the leader only.
 
 use std::collections::BTreeMap;
 
@@ -90,61 +92,101 @@ pub fn spec(instance: &str) -> Value {
     })
 }
 
+/// The ServiceAccount (in `kube-system` of each instance, from `deploy/instance-rbac.yaml`)
+/// whose tokens Clusterpedia reads the instance with: get, list and watch of the synced
+/// kinds, nothing else.
+pub const READER: &str = "kairship-clusterpedia";
+const READER_NAMESPACE: &str = "kube-system";
+/// How long a token Clusterpedia gets lives, and how much of that may be left before a new
+/// one is asked for (the registration is looked at every minute once Clusterpedia is Ready).
+const TOKEN_SECONDS: i64 = 3600;
+const RENEW_WITH_LEFT: i64 = 1800;
+/// When the token in the Secret stops working, and what it was issued for (the instance's
+/// server and CA), as annotations of the Secret.
+const EXPIRES: &str = "kairship.io/token-expires";
+const ISSUED_FOR: &str = "kairship.io/token-for";
+
 /// Makes the Secret and the PediaCluster what they should be, and returns what
-/// Clusterpedia reports.
+/// Clusterpedia reports. The Secret holds a kubeconfig for the instance's own server and CA
+/// (from `source`, the kubeconfig Kairship connects with) and a short-lived token of the
+/// instance's read-only ServiceAccount, asked of the instance with `client` (Kairship's
+/// own connection); never Kairship's own credentials.
 pub async fn ensure(
     ctx: &Context,
     instance: &Instance,
     source: &KubeconfigSource,
+    client: &kube::Client,
     namespace: &str,
 ) -> Result<Reported, HostError> {
     let name = instance.metadata.name.clone().unwrap_or_default();
     let timeout = ctx.settings.request_timeout;
     let owner = instance.controller_owner_ref(&()).map(|o| vec![o]);
 
-    let kubeconfig =
-        super::connect::secret_value(ctx, &source.namespace, &source.name, &source.key)
-            .await
-            .map(k8s_openapi::ByteString)
-            .map_err(|e| HostError::Secret(e.to_string()))?;
     let ours: Api<Secret> = Api::namespaced(ctx.host.clone(), namespace);
     let secret_name = secret_name(&name);
     let read = tokio::time::timeout(timeout, ours.get_opt(&secret_name)).await;
-    let data = BTreeMap::from([(SECRET_KEY.to_string(), kubeconfig)]);
-    match bounded(
+    let existing = bounded(
         format!("reading secret {namespace}/{secret_name}"),
         timeout,
         read,
-    )? {
-        Some(existing) if !ours_by_label(existing.metadata.labels.as_ref()) => {
-            return Ok(taken("Secret", &format!("{namespace}/{secret_name}")));
-        }
-        Some(existing) if existing.data.as_ref() == Some(&data) => {}
-        Some(mut existing) => {
-            existing.data = Some(data);
-            // The resourceVersion read above is the replace's precondition.
-            let params = PostParams::default();
-            let write = ctx
-                .leadership
-                .fenced(timeout, ours.replace(&secret_name, &params, &existing))
-                .await;
-            fenced(format!("updating secret {namespace}/{secret_name}"), write)?;
-        }
-        None => {
-            let mut secret = Secret {
-                data: Some(data),
-                ..Default::default()
-            };
-            secret.metadata.name = Some(secret_name.clone());
-            secret.metadata.labels = Some(managed_by());
-            // Owned by the (cluster-scoped) Instance, so a real host collects it too.
-            secret.metadata.owner_references = owner.clone();
-            let params = PostParams::default();
-            let write = ctx
-                .leadership
-                .fenced(timeout, ours.create(&params, &secret))
-                .await;
-            fenced(format!("creating secret {namespace}/{secret_name}"), write)?;
+    )?;
+    if existing
+        .as_ref()
+        .is_some_and(|e| !ours_by_label(e.metadata.labels.as_ref()))
+    {
+        return Ok(taken("Secret", &format!("{namespace}/{secret_name}")));
+    }
+    let server = server_of(ctx, source).await?;
+    let fresh = existing.as_ref().is_some_and(|e| {
+        let a = e.metadata.annotations.clone().unwrap_or_default();
+        let left = a
+            .get(EXPIRES)
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .map_or(0, |t| t.as_second() - jiff::Timestamp::now().as_second());
+        a.get(ISSUED_FOR) == Some(&server.digest()) && left > RENEW_WITH_LEFT
+    });
+    if !fresh {
+        let (token, expires) = match request_token(client, timeout).await {
+            Ok(t) => t,
+            Err(refused) => return Ok(refused),
+        };
+        let data = BTreeMap::from([(
+            SECRET_KEY.to_string(),
+            k8s_openapi::ByteString(server.kubeconfig(&name, &token).into_bytes()),
+        )]);
+        let annotations = BTreeMap::from([
+            (EXPIRES.to_string(), expires),
+            (ISSUED_FOR.to_string(), server.digest()),
+        ]);
+        match existing {
+            Some(mut e) => {
+                e.data = Some(data);
+                e.metadata.annotations = Some(annotations);
+                // The resourceVersion read above is the replace's precondition.
+                let params = PostParams::default();
+                let write = ctx
+                    .leadership
+                    .fenced(timeout, ours.replace(&secret_name, &params, &e))
+                    .await;
+                fenced(format!("updating secret {namespace}/{secret_name}"), write)?;
+            }
+            None => {
+                let mut secret = Secret {
+                    data: Some(data),
+                    ..Default::default()
+                };
+                secret.metadata.name = Some(secret_name.clone());
+                secret.metadata.labels = Some(managed_by());
+                secret.metadata.annotations = Some(annotations);
+                // Owned by the (cluster-scoped) Instance, so a real host collects it too.
+                secret.metadata.owner_references = owner.clone();
+                let params = PostParams::default();
+                let write = ctx
+                    .leadership
+                    .fenced(timeout, ours.create(&params, &secret))
+                    .await;
+                fenced(format!("creating secret {namespace}/{secret_name}"), write)?;
+            }
         }
     }
 
@@ -190,6 +232,138 @@ pub async fn ensure(
         }
     };
     Ok(reported(&current))
+}
+
+/// Where the instance answers and the CA that signs it, from Kairship's own kubeconfig of
+/// it (its credentials are not taken).
+struct Server {
+    url: String,
+    ca_data: Option<String>,
+    tls_server_name: Option<String>,
+}
+
+impl Server {
+    /// What a token was issued for: a new server or CA needs a new Secret.
+    fn digest(&self) -> String {
+        let text = format!(
+            "{}\n{}\n{}",
+            self.url,
+            self.ca_data.as_deref().unwrap_or_default(),
+            self.tls_server_name.as_deref().unwrap_or_default()
+        );
+        let d = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+        d.as_ref()[..12]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// A self-contained kubeconfig (JSON, which is YAML) for Clusterpedia.
+    fn kubeconfig(&self, instance: &str, token: &str) -> String {
+        let mut cluster = json!({"server": self.url});
+        if let Some(ca) = &self.ca_data {
+            cluster["certificate-authority-data"] = ca.clone().into();
+        }
+        if let Some(n) = &self.tls_server_name {
+            cluster["tls-server-name"] = n.clone().into();
+        }
+        json!({
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": instance, "cluster": cluster}],
+            "users": [{"name": READER, "user": {"token": token}}],
+            "contexts": [{"name": instance, "context": {"cluster": instance, "user": READER}}],
+            "current-context": instance,
+        })
+        .to_string()
+    }
+}
+
+async fn server_of(ctx: &Context, source: &KubeconfigSource) -> Result<Server, HostError> {
+    let bytes = super::connect::secret_value(ctx, &source.namespace, &source.name, &source.key)
+        .await
+        .map_err(|e| HostError::Secret(e.to_string()))?;
+    let bad = |why: String| {
+        HostError::Secret(format!(
+            "secret {}/{} key {:?}: {why}",
+            source.namespace, source.name, source.key
+        ))
+    };
+    let text = String::from_utf8(bytes).map_err(|_| bad("not UTF-8".into()))?;
+    let kc = super::connect::parse_kubeconfig(&text).map_err(bad)?;
+    let current = kc.current_context.clone().unwrap_or_default();
+    let cluster_name = kc
+        .contexts
+        .iter()
+        .find(|c| c.name == current)
+        .and_then(|c| c.context.as_ref())
+        .map(|c| c.cluster.clone());
+    let cluster = kc
+        .clusters
+        .iter()
+        .find(|c| cluster_name.as_ref().is_none_or(|n| &c.name == n))
+        .and_then(|c| c.cluster.clone())
+        .ok_or_else(|| bad("names no cluster".into()))?;
+    Ok(Server {
+        url: cluster
+            .server
+            .ok_or_else(|| bad("its cluster names no server".into()))?,
+        ca_data: cluster.certificate_authority_data,
+        tls_server_name: cluster.tls_server_name,
+    })
+}
+
+/// A token of the instance's read-only ServiceAccount and when it expires; what stands in
+/// the way, in words, when the instance refuses.
+async fn request_token(
+    client: &kube::Client,
+    timeout: std::time::Duration,
+) -> Result<(String, String), Reported> {
+    let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"expirationSeconds": TOKEN_SECONDS}});
+    let path = format!("/api/v1/namespaces/{READER_NAMESPACE}/serviceaccounts/{READER}/token");
+    let failed = |reason: &str, message: String| Reported {
+        ready: Some(false),
+        reason: reason.into(),
+        message,
+    };
+    let req = http::Request::post(&path)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(body.to_string().into_bytes())
+        .map_err(|e| failed("TokenRequestFailed", e.to_string()))?;
+    let answer: Value = match tokio::time::timeout(timeout, client.request(req)).await {
+        Err(_) => {
+            return Err(failed(
+                "TokenRequestFailed",
+                format!("the instance did not answer a token request within {timeout:?}"),
+            ))
+        }
+        Ok(Err(kube::Error::Api(s))) if s.code == 404 => {
+            return Err(failed(
+                "NoReaderIdentity",
+                format!(
+                    "the instance has no ServiceAccount {READER_NAMESPACE}/{READER} (apply deploy/instance-rbac.yaml there): Clusterpedia gets read-only tokens of it, never the instance's admin credentials"
+                ),
+            ))
+        }
+        Ok(Err(e)) => {
+            return Err(failed(
+                "TokenRequestFailed",
+                format!("asking the instance for a token of {READER_NAMESPACE}/{READER}: {e}"),
+            ))
+        }
+        Ok(Ok(v)) => v,
+    };
+    let token = answer["status"]["token"].as_str().unwrap_or_default();
+    let expires = answer["status"]["expirationTimestamp"]
+        .as_str()
+        .unwrap_or_default();
+    match token.is_empty() {
+        true => Err(failed(
+            "TokenRequestFailed",
+            "the instance's TokenRequest answer holds no token".into(),
+        )),
+        false => Ok((token.to_string(), expires.to_string())),
+    }
 }
 
 const MANAGED_BY: &str = "app.kubernetes.io/managed-by";

@@ -521,9 +521,10 @@ where
 /// of it until Clusterpedia reports the instance Ready) and one attempt at a time, once
 /// the instance is connected (its kubeconfig is known to work).
 fn register_with_clusterpedia(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
-    let (Some(namespace), Some(source)) = (
+    let (Some(namespace), Some(source), Some(client)) = (
         state.ctx.settings.clusterpedia.clone(),
         state.kubeconfig_source.clone(),
+        state.client.clone(),
     ) else {
         return;
     };
@@ -537,7 +538,7 @@ fn register_with_clusterpedia(myself: &ActorRef<InstanceMsg>, state: &mut Instan
     state.clusterpedia_round = clusterpedia::Round::InFlight;
     let (ctx, instance, me) = (state.ctx.clone(), state.instance.clone(), myself.clone());
     spawn_here(async move {
-        let r = clusterpedia::ensure(&ctx, &instance, &source, &namespace).await;
+        let r = clusterpedia::ensure(&ctx, &instance, &source, &client, &namespace).await;
         let _ = me.send_message(InstanceMsg::Clusterpedia(r));
     });
 }

@@ -216,11 +216,11 @@ async fn grpc_target(req: Request) -> Result<(Request, Target), ApiError> {
     }
     let input = input_of(&path)?;
     let (parts, body) = req.into_parts();
-    let frame = grpc_frame::read(body).await?;
+    let (frame, body) = grpc_frame::read(body).await?;
     let message = DynamicMessage::decode(input, grpc_frame::message(&frame)?)
         .map_err(|e| ApiError::invalid("message", format!("cannot be decoded: {e}")))?;
     let t = target(rule, Some(&message));
-    Ok((Request::from_parts(parts, Body::from(frame)), t))
+    Ok((Request::from_parts(parts, body), t))
 }
 
 async fn rest_target(chain: &Chain, req: Request) -> Result<(Request, Target), Response> {

@@ -9,9 +9,68 @@ use crate::error::ApiError;
 /// tonic's own default bound on a decoded message.
 pub const MAX_MESSAGE: usize = 4 * 1024 * 1024;
 
-/// The whole body (one length-prefixed frame), bounded in size and time.
-pub async fn read(body: Body) -> Result<Bytes, ApiError> {
-    crate::api::body::read_limited(body, MAX_MESSAGE + 5, "the request message").await
+/// How long the message may take to arrive.
+const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The request's first length-prefixed message (its frame), bounded in size and time, and
+/// the body with that frame put back in front of whatever follows. Only the message is
+/// waited for, not the end of the stream: a unary call's handler starts as soon as its
+/// message is in, as tonic's own does.
+pub async fn read(body: Body) -> Result<(Bytes, Body), ApiError> {
+    use http_body_util::BodyExt;
+    let mut body = body;
+    let mut buf = bytes::BytesMut::new();
+    let too_large = || {
+        ApiError::PayloadTooLarge(format!(
+            "the request message is larger than the limit of {MAX_MESSAGE} bytes"
+        ))
+    };
+    let read = async {
+        loop {
+            if buf.len() >= 5 {
+                let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+                if len > MAX_MESSAGE {
+                    return Err(too_large());
+                }
+                if buf.len() >= 5 + len {
+                    return Ok(());
+                }
+            }
+            match body.frame().await {
+                None => return Ok(()),
+                Some(Err(e)) => {
+                    return Err(ApiError::invalid(
+                        "body",
+                        format!("reading the request body: {e}"),
+                    ))
+                }
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        if buf.len() + data.len() > MAX_MESSAGE + 5 {
+                            return Err(too_large());
+                        }
+                        buf.extend_from_slice(&data);
+                    }
+                }
+            }
+        }
+    };
+    tokio::time::timeout(READ_TIMEOUT, read)
+        .await
+        .map_err(|_| {
+            ApiError::DeadlineExceeded(format!(
+                "the request message did not arrive within {READ_TIMEOUT:?}"
+            ))
+        })??;
+    let frame = buf.freeze();
+    let head = futures::stream::once(futures::future::ready(Ok::<_, axum::Error>(
+        http_body::Frame::data(frame.clone()),
+    )));
+    let rest = futures::StreamExt::map(http_body_util::BodyStream::new(body), |f| {
+        f.map_err(axum::Error::new)
+    });
+    let whole = http_body_util::StreamBody::new(futures::StreamExt::chain(head, rest));
+    Ok((frame, Body::new(whole)))
 }
 
 /// The message of a frame: an uncompressed, length-prefixed message filling the body.
