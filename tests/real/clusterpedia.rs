@@ -1,8 +1,9 @@
 //! Clusterpedia registration on the real host kube-apiserver, against Clusterpedia's own
 //! CRDs (v0.9.1, from its module): the PediaCluster Kairship writes survives the CRD's
 //! schema as written (nothing pruned), reads the instance through a Secret in
-//! Clusterpedia's namespace as a read-only ServiceAccount of the real karmada-apiserver, and leaves with its Instance. Clusterpedia's servers are not
-//! run: they cannot be built from the module proxy here (see the README).
+//! Clusterpedia's namespace as a read-only ServiceAccount of the real karmada-apiserver,
+//! and leaves with its Instance. Clusterpedia's servers are not run: they cannot be built
+//! from the module proxy here (see the README).
 
 use std::time::Duration;
 

@@ -214,3 +214,69 @@ pub async fn metrics_are_not_for_strangers(demo: &Demo) {
         "attack: /metrics without a role -> 401/403; invented methods -> one 'unknown' series"
     );
 }
+
+/// A gRPC call that sends its message and never ends its stream (HTTP/2 END_STREAM never
+/// comes) is answered from that one message, for an instance's method as for a fleet's:
+/// every method is unary, so nothing waits on the rest of the stream, and the call holds
+/// no request slot past its answer.
+pub async fn a_grpc_stream_that_never_ends_is_answered(demo: &Demo) {
+    use futures::StreamExt;
+    use http_body_util::{BodyExt, StreamBody};
+    use prost::Message;
+    let addr = demo.endpoints["grpc"].as_str().expect("grpc").to_string();
+    let tcp = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .expect("HTTP/2");
+    tokio::spawn(conn);
+    let calls = [
+        (
+            "InstanceService/GetInstance",
+            kairship::proto::GetInstanceRequest {
+                name: "karmada-1".into(),
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "InstanceService/ListInstances",
+            kairship::proto::ListInstancesRequest::default().encode_to_vec(),
+        ),
+    ];
+    for (method, message) in calls {
+        let mut frame = vec![0u8];
+        frame.extend_from_slice(&u32::try_from(message.len()).expect("len").to_be_bytes());
+        frame.extend_from_slice(&message);
+        let frames = futures::stream::once(futures::future::ready(
+            Ok::<_, std::convert::Infallible>(http_body::Frame::data(bytes::Bytes::from(frame))),
+        ))
+        .chain(futures::stream::pending());
+        let req = http::Request::post(format!("http://{addr}/kairship.v1alpha1.{method}"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .header("authorization", format!("Bearer {}", demo.admin_token()))
+            .body(StreamBody::new(frames))
+            .expect("request");
+        let started = Instant::now();
+        let answer = tokio::time::timeout(Duration::from_secs(10), async {
+            let resp = send.send_request(req).await.expect("a response");
+            resp.into_body().collect().await.expect("its body")
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{method}: no whole answer within 10 s"));
+        let status = answer
+            .trailers()
+            .and_then(|t| t.get("grpc-status"))
+            .and_then(|v| v.to_str().ok())
+            .map(String::from);
+        assert_eq!(status.as_deref(), Some("0"), "{method}: {answer:?}");
+        println!(
+            "attack: {method} with a stream that never ends -> answered after {:?}",
+            started.elapsed()
+        );
+    }
+}

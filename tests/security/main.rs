@@ -262,6 +262,7 @@ async fn attacks_on_a_running_demo_fail_and_leave_a_trace() {
     denial::headers_that_never_end_are_cut(&demo).await;
     denial::a_watch_flood_leaves_reads_alone(&demo).await;
     denial::metrics_are_not_for_strangers(&demo).await;
+    denial::a_grpc_stream_that_never_ends_is_answered(&demo).await;
     audit::every_write_and_refusal_left_an_event(&demo).await;
     audit::nothing_leaked(&demo).await;
     println!("attacks done after {:?}", started.elapsed());

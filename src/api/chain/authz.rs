@@ -211,16 +211,31 @@ async fn grpc_target(req: Request) -> Result<(Request, Target), ApiError> {
     let path = req.uri().path().to_string();
     let rule =
         rules::grpc(&path).ok_or_else(|| ApiError::NotFound(format!("no gRPC method {path:?}")))?;
-    if !matches!(rule.scope, Scope::Instance(_)) {
-        return Ok((req, target(rule, None)));
-    }
-    let input = input_of(&path)?;
+    // Kairship's own methods are unary: their one message is read here, bounded, and is all
+    // the handler gets. Streams (server reflection) pass as they are.
+    let Some(input) = unary_input_of(&path) else {
+        return match rule.scope {
+            Scope::Instance(_) => Err(ApiError::NotFound(format!("no gRPC method {path:?}"))),
+            _ => Ok((req, target(rule, None))),
+        };
+    };
     let (parts, body) = req.into_parts();
-    let (frame, body) = grpc_frame::read(body).await?;
-    let message = DynamicMessage::decode(input, grpc_frame::message(&frame)?)
-        .map_err(|e| ApiError::invalid("message", format!("cannot be decoded: {e}")))?;
-    let t = target(rule, Some(&message));
-    Ok((Request::from_parts(parts, body), t))
+    let frame = grpc_frame::read(body).await?;
+    let t = message_target(rule, input, &frame)?;
+    Ok((Request::from_parts(parts, Body::from(frame)), t))
+}
+
+/// What a gRPC request of `rule` acts on, given its one message `frame` (instance-scoped
+/// methods name the instance in it).
+fn message_target(rule: &Rule, input: MessageDescriptor, frame: &[u8]) -> Result<Target, ApiError> {
+    match rule.scope {
+        Scope::Instance(_) => {
+            let message = DynamicMessage::decode(input, grpc_frame::message(frame)?)
+                .map_err(|e| ApiError::invalid("message", format!("cannot be decoded: {e}")))?;
+            Ok(target(rule, Some(&message)))
+        }
+        _ => Ok(target(rule, None)),
+    }
 }
 
 async fn rest_target(chain: &Chain, req: Request) -> Result<(Request, Target), Response> {
@@ -264,16 +279,16 @@ fn descriptors() -> Result<&'static prost_reflect::DescriptorPool, ApiError> {
     .ok_or_else(|| ApiError::Internal("the API's descriptors do not decode".into()))
 }
 
-fn input_of(path: &str) -> Result<MessageDescriptor, ApiError> {
-    let (service, method) = path
-        .trim_start_matches('/')
-        .split_once('/')
-        .ok_or_else(|| ApiError::NotFound(format!("no gRPC method {path:?}")))?;
-    descriptors()?
+/// The request message of `path` when it is one of Kairship's methods with one request
+/// message (none of them stream requests).
+fn unary_input_of(path: &str) -> Option<MessageDescriptor> {
+    let (service, method) = path.trim_start_matches('/').split_once('/')?;
+    descriptors()
+        .ok()?
         .get_service_by_name(service)
         .and_then(|s| s.methods().find(|m| m.name() == method))
+        .filter(|m| !m.is_client_streaming())
         .map(|m| m.input())
-        .ok_or_else(|| ApiError::NotFound(format!("no gRPC method {path:?}")))
 }
 
 fn target(rule: &Rule, message: Option<&DynamicMessage>) -> Target {
@@ -337,9 +352,9 @@ pub fn inspect<B>(req: &http::Request<B>, body: &[u8]) -> Result<Inspection, Api
         let rule = rules::grpc(path)
             .ok_or_else(|| ApiError::NotFound(format!("no gRPC method {path:?}")))?;
         if let Scope::Instance(_) = rule.scope {
-            let message = DynamicMessage::decode(input_of(path)?, grpc_frame::message(body)?)
-                .map_err(|e| ApiError::invalid("message", format!("cannot be decoded: {e}")))?;
-            if let On::Instance { name, field } = target(rule, Some(&message)).on {
+            let input = unary_input_of(path)
+                .ok_or_else(|| ApiError::NotFound(format!("no gRPC method {path:?}")))?;
+            if let On::Instance { name, field } = message_target(rule, input, body)?.on {
                 check_name(field, &name)?;
                 seen.instance = Some(name);
             }

@@ -12,11 +12,12 @@ pub const MAX_MESSAGE: usize = 4 * 1024 * 1024;
 /// How long the message may take to arrive.
 const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The request's first length-prefixed message (its frame), bounded in size and time, and
-/// the body with that frame put back in front of whatever follows. Only the message is
-/// waited for, not the end of the stream: a unary call's handler starts as soon as its
-/// message is in, as tonic's own does.
-pub async fn read(body: Body) -> Result<(Bytes, Body), ApiError> {
+/// The request's first length-prefixed message (its frame), bounded in size and time: the
+/// whole body the handler gets. Every method is unary, so nothing after the message is the
+/// handler's: the rest of the caller's stream is dropped instead of waited for (a caller
+/// that never ends its stream, or sends more, holds nothing), and the handler starts as
+/// soon as the message is in.
+pub async fn read(body: Body) -> Result<Bytes, ApiError> {
     use http_body_util::BodyExt;
     let mut body = body;
     let mut buf = bytes::BytesMut::new();
@@ -62,15 +63,7 @@ pub async fn read(body: Body) -> Result<(Bytes, Body), ApiError> {
                 "the request message did not arrive within {READ_TIMEOUT:?}"
             ))
         })??;
-    let frame = buf.freeze();
-    let head = futures::stream::once(futures::future::ready(Ok::<_, axum::Error>(
-        http_body::Frame::data(frame.clone()),
-    )));
-    let rest = futures::StreamExt::map(http_body_util::BodyStream::new(body), |f| {
-        f.map_err(axum::Error::new)
-    });
-    let whole = http_body_util::StreamBody::new(futures::StreamExt::chain(head, rest));
-    Ok((frame, Body::new(whole)))
+    Ok(buf.freeze())
 }
 
 /// The message of a frame: an uncompressed, length-prefixed message filling the body.
