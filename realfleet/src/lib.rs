@@ -37,11 +37,12 @@ pub enum Error {
         secs: u64,
         log: String,
     },
-    #[error("{what} exited early ({status}); its log is {log}")]
+    #[error("{what} exited early ({status}); its log is {log}, ending:\n{tail}")]
     Exited {
         what: String,
         status: String,
         log: String,
+        tail: String,
     },
     #[error("{context}: {source}")]
     Io {

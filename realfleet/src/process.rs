@@ -79,6 +79,7 @@ impl Proc {
             what: self.name.clone(),
             status: status.to_string(),
             log: self.log.display().to_string(),
+            tail: log_tail(&self.log, 5),
         }
     }
 
@@ -130,10 +131,52 @@ impl Drop for Proc {
     }
 }
 
-/// A free loopback port (bound, read, released).
+/// A free loopback port for a child to listen on: bound, read and released, chosen below
+/// the kernel's ephemeral range, so that a client connection opened between now and the
+/// child's bind (a kube-apiserver's to etcd, another test's) cannot take it as its source
+/// port; and never the same twice in this process.
 pub fn free_port() -> Result<u16, Error> {
+    use rand::Rng;
+    static GIVEN: parking_lot::Mutex<std::collections::BTreeSet<u16>> =
+        parking_lot::Mutex::new(std::collections::BTreeSet::new());
+    let low = ephemeral_low().unwrap_or(32768);
+    let (from, to) = (10_000u16, low.max(10_001));
+    let mut rng = rand::rng();
+    for _ in 0..200 {
+        let port = rng.random_range(from..to);
+        if GIVEN.lock().contains(&port) {
+            continue;
+        }
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            GIVEN.lock().insert(port);
+            return Ok(port);
+        }
+    }
+    // A crowded machine: let the kernel choose, as before.
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .map_err(Error::io("finding a free port"))
+}
+
+/// The first port of the kernel's ephemeral range (Linux), where client sockets get theirs.
+fn ephemeral_low() -> Option<u16> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    range.split_whitespace().next()?.parse().ok()
+}
+
+/// The last lines of a log, for an error that points at it.
+pub fn log_tail(log: &Path, lines: usize) -> String {
+    let Ok(text) = std::fs::read(log) else {
+        return String::new();
+    };
+    let text = String::from_utf8_lossy(&text);
+    let mut tail: Vec<&str> = text
+        .lines()
+        .rev()
+        .filter(|l| !l.trim().is_empty())
+        .take(lines)
+        .collect();
+    tail.reverse();
+    tail.join("\n")
 }

@@ -190,9 +190,10 @@ impl ExperimentReport {
             goals.push(Goal {
                 name: format!("victim reported {want}"),
                 target: "<= 10 s".into(),
-                actual: self
-                    .detection_s
-                    .map_or("never".into(), |d| format!("{d:.1} s")),
+                actual: self.detection_s.map_or_else(
+                    || format!("never (phases seen: {})", transitions(m.phases)),
+                    |d| format!("{d:.1} s"),
+                ),
                 ok: self.detection_s.is_some_and(|d| d <= 10.0),
                 enforced: true,
             });
@@ -432,6 +433,23 @@ pub fn svg(reports: &[ExperimentReport]) -> String {
     }
     s.push_str("</svg>\n");
     s
+}
+
+/// The victim's phase changes in words ("Running at 0.0 s, Pending at 12.3 s"), so that a
+/// missed detection shows what was seen instead.
+fn transitions(phases: &[(u32, String)]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut last: Option<&str> = None;
+    for (t, p) in phases {
+        if last != Some(p.as_str()) {
+            out.push(format!("{p} at {:.1} s", f64::from(*t) / 1000.0));
+            last = Some(p);
+        }
+    }
+    match out.is_empty() {
+        true => "none".into(),
+        false => out.join(", "),
+    }
 }
 
 #[cfg(test)]

@@ -55,6 +55,8 @@ pub struct Meter {
     bytes: AtomicI64,
     over: AtomicBool,
     why: Mutex<Option<String>>,
+    /// Wakes the actor at the breach, so the caches stop growing before its next tick.
+    breach: tokio::sync::Notify,
 }
 
 impl Meter {
@@ -105,6 +107,15 @@ impl Meter {
             *slot = Some(why);
         }
         self.over.store(true, Ordering::Release);
+        // A stored permit when nobody waits yet: the waiter still wakes.
+        self.breach.notify_one();
+    }
+
+    /// Resolves once the instance is over its budget.
+    pub async fn breached(&self) {
+        if !self.over() {
+            self.breach.notified().await;
+        }
     }
 
     pub fn over(&self) -> bool {

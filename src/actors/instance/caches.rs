@@ -242,6 +242,15 @@ impl Caches {
         }
     }
 
+    /// Calls `wake` once the instance goes over its budget (the task ends with the caches).
+    pub fn on_breach(&mut self, wake: impl FnOnce() + Send + 'static) {
+        let meter = self.meter.clone();
+        self.tasks.push(tokio::spawn(async move {
+            meter.breached().await;
+            wake();
+        }));
+    }
+
     /// Over the instance's budget: stops every watch and drops every object; true if so.
     pub fn stop_if_over_budget(&mut self) -> bool {
         if !self.meter.over() {

@@ -335,13 +335,15 @@ impl Actor for InstanceActor {
                     .settings
                     .cache_budget
                     .with(state.instance.spec.cache_budget.as_ref());
-                let caches = Caches::start(&c.client, &state.name, budget);
+                let mut caches = Caches::start(&c.client, &state.name, budget);
                 let ready = caches.ready();
                 let me = myself.clone();
                 spawn_here(async move {
                     ready.await;
                     let _ = me.send_message(InstanceMsg::CachesSynced);
                 });
+                let me = myself.clone();
+                caches.on_breach(move || drop(me.send_message(InstanceMsg::Tick)));
                 state.on(Event::Connected);
                 state.observed.endpoint = Some(c.endpoint);
                 state.kubeconfig_source = Some(c.source);
@@ -444,11 +446,13 @@ impl Actor for InstanceActor {
 fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
     let answering =
         state.probes.failures == 0 && state.observed.lifecycle.reachable() == Some(true);
-    if let Some(caches) = state.caches.as_mut() {
-        // Over its budget the instance's watches stop and its objects go; the instance
-        // is Degraded below, and the API reads from the instance (the reader says so).
-        caches.stop_if_over_budget();
-    }
+    // Over its budget the instance's watches stop and its objects go; the instance is
+    // Degraded below whether or not it answers (the budget is Kairship's own finding, not
+    // the instance's health), and the API reads from the instance (the reader says so).
+    let over_budget = state
+        .caches
+        .as_mut()
+        .is_some_and(|caches| caches.stop_if_over_budget());
     if let Some(caches) = &state.caches {
         if state.observed.lifecycle.synced() {
             let inputs = stats_inputs(caches);
@@ -458,8 +462,8 @@ fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
             }
         }
         // Only an answering instance is degraded by its watches; a silent one is the
-        // probes' to report.
-        if answering {
+        // probes' to report (unless it is over its budget).
+        if answering || over_budget {
             let failing =
                 caches.failing_for(state.ctx.settings.degraded_after, state.answering_since);
             state.on(Event::Watches(failing));
