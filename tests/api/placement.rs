@@ -317,3 +317,21 @@ async fn cordon_moves_new_placements_away_and_taints_are_checked() {
     assert_eq!(body["unschedulable"], true);
     api.stop().await;
 }
+
+/// Karmada's claim, not a guess: of two PropagationPolicies selecting a workload (one by
+/// `matchExpressions`) the workload view names only the one that claimed it (the shared
+/// scenario tests/real runs against real Karmada).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workload_view_names_the_claiming_policy_only() {
+    let api = Api::start(1).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubectl = |args: &[&str]| api.env.sim.kubectl_raw("karmada-1", args);
+    kairship_test_support::scenarios::claims::claiming_policy_only(
+        &kubectl,
+        WorkloadServiceClient::new(api.channel.clone()),
+        tonic::Request::new,
+        dir.path(),
+        Duration::from_secs(30),
+    )
+    .await;
+}

@@ -367,6 +367,14 @@ async fn kairship_against_real_karmada() {
     tokio::task::block_in_place(|| {
         cluster_scoped::cluster_role(&kubectl, demo.dir.path(), Duration::from_secs(90))
     });
+    kairship_test_support::scenarios::claims::claiming_policy_only(
+        &kubectl,
+        WorkloadServiceClient::new(channel.clone()),
+        |r| demo.request(r),
+        demo.dir.path(),
+        Duration::from_secs(90),
+    )
+    .await;
     // kubectl's Tables from Kairship's cache print what real kube-apiserver prints.
     let client = common::client_from(&proxy1).await;
     tables::tables_match(&client, Duration::from_secs(60)).await;

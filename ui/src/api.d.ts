@@ -535,6 +535,7 @@ export interface components {
             resourceSelectors?: components["schemas"]["kairship.v1alpha1.ResourceSelector"][];
         };
         "kairship.v1alpha1.PolicyRef": {
+            claimed?: boolean;
             kind?: string;
             name?: string;
             namespace?: string;

@@ -203,7 +203,7 @@ function workloadRows(inst: string, w: Workload[], shown: Map<string, Overrides 
         }),
         !placement?.bindingName && h('span', { class: 'muted' }, 'not propagated'),
       ),
-      h('td', {}, (w.policies ?? []).map((p) => h('div', {}, `${p.kind} ${p.namespace ? `${p.namespace}/` : ''}${p.name}`))),
+      h('td', {}, (w.policies ?? []).map((p) => h('div', { class: 'policy', 'data-claimed': String(p.claimed ?? false) }, `${p.kind} ${p.namespace ? `${p.namespace}/` : ''}${p.name}`, p.kind?.endsWith('PropagationPolicy') && !p.claimed && h('span', { class: 'muted' }, ' (claim pending)')))),
       h('td', { class: 'overrides' }, overridesCell(inst, w, shown, refresh)),
     );
   });

@@ -3,10 +3,14 @@
 //! selectors ([`selectors`]), `meta/v1 Status` errors ([`status`]), server-side Tables
 //! ([`table`]), resources as CRDs define them ([`resource`]), kubeconfig files
 //! ([`kubeconfig`]), rustls serving configuration ([`tls`]), watch event lines ([`watch`])
-//! and the fault API's client ([`fault_client`]).
+//! the fault API's client ([`fault_client`]), structured label selectors
+//! ([`label_selector`]) and which policy claims a template by Karmada's rules
+//! ([`policy_claim`]).
 
 pub mod fault_client;
 pub mod kubeconfig;
+pub mod label_selector;
+pub mod policy_claim;
 pub mod resource;
 pub mod routes;
 pub mod selectors;

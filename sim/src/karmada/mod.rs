@@ -17,7 +17,7 @@ pub mod nodes;
 pub mod overrides;
 pub mod pods;
 pub mod scheduler;
-pub mod selector;
+pub use kairship_wire::label_selector as selector;
 pub mod status;
 
 use std::sync::Arc;

@@ -1,8 +1,10 @@
 //! WorkloadService: Deployments, StatefulSets, DaemonSets and Jobs of an instance, each
-//! with the propagation policies that select it and its ResourceBinding placement.
+//! with the policies that act on it (the propagation policy Karmada let claim it, the
+//! override policies) and its ResourceBinding placement.
 
+use kairship_wire::policy_claim;
 use kube::api::DynamicObject;
-use serde_json::Value;
+use serde_json::{json, Value};
 use tonic::{Request, Response, Status};
 
 use super::on_instance;
@@ -16,26 +18,6 @@ use crate::proto::{self, workload_service_server::WorkloadService};
 
 pub struct Workloads(pub ApiContext);
 
-/// Whether a resourceSelector of a policy picks this object (name, namespace, matchLabels).
-fn selects(sel: &Value, kind: Kind, o: &DynamicObject, policy_ns: Option<&str>) -> bool {
-    let r = kind.resource();
-    let s = |k: &str| sel.get(k).and_then(Value::as_str).unwrap_or_default();
-    let ns = o.metadata.namespace.as_deref().unwrap_or_default();
-    let labels = o.metadata.labels.clone().unwrap_or_default();
-    s("apiVersion") == r.api_version
-        && s("kind") == r.kind
-        && (s("name").is_empty() || s("name") == o.metadata.name.as_deref().unwrap_or_default())
-        && (s("namespace").is_empty() || s("namespace") == ns)
-        && policy_ns.is_none_or(|p| p == ns)
-        && sel
-            .pointer("/labelSelector/matchLabels")
-            .and_then(Value::as_object)
-            .is_none_or(|m| {
-                m.iter()
-                    .all(|(k, v)| labels.get(k).map(String::as_str) == v.as_str())
-            })
-}
-
 /// What the caller may see beside a workload, as the instance decides: the policies and
 /// bindings of each namespace (and the cluster-wide policies); with the policies' selectors
 /// decoded once for the request.
@@ -44,12 +26,12 @@ pub(super) struct Beside {
     policies: std::sync::OnceLock<Vec<Picker>>,
 }
 
-/// A policy's resource selectors, and the policy.
+/// A policy, with what Karmada's claim rules read of it (name, priority, selectors).
 struct Picker {
     kind: Kind,
     namespace: Option<String>,
     name: String,
-    selectors: Vec<Value>,
+    policy: Value,
 }
 
 impl Beside {
@@ -87,6 +69,10 @@ impl Beside {
     }
 }
 
+/// The policies that act on a workload, as Karmada decided: the (Cluster)PropagationPolicy
+/// whose claim Karmada recorded on it (or, while none is recorded, the one Karmada's rules
+/// pick: a PropagationPolicy of its namespace before a ClusterPropagationPolicy, then
+/// priority, specificity and name), and every override policy whose selectors match it.
 fn policies_for(
     reads: &Reads<'_>,
     beside: &Beside,
@@ -94,48 +80,118 @@ fn policies_for(
     o: &DynamicObject,
 ) -> Vec<proto::PolicyRef> {
     let ns = o.metadata.namespace.as_deref().unwrap_or_default();
-    let pickers = beside.policies.get_or_init(|| {
-        let mut out = Vec::new();
-        for pk in Kind::POLICIES {
-            let Ok(store) = reads.store(pk) else {
-                continue;
+    let pickers = beside.policies.get_or_init(|| pickers(reads));
+    let visible = |p: &&Picker| beside.allows(p.kind, ns);
+    let r = kind.resource();
+    let template = json!({
+        "apiVersion": r.api_version, "kind": r.kind,
+        "metadata": {"name": o.metadata.name, "namespace": ns, "labels": o.metadata.labels},
+    });
+    let in_scope = |p: &&Picker| p.namespace.as_deref().is_none_or(|pns| pns == ns);
+    let reference = |p: &Picker, claimed: bool| proto::PolicyRef {
+        kind: p.kind.resource().kind,
+        namespace: p.namespace.clone().unwrap_or_default(),
+        name: p.name.clone(),
+        claimed,
+    };
+    let mut out = Vec::new();
+    let claim = claim_of(o);
+    let claimer = pickers.iter().filter(visible).find(|p| match &claim {
+        Some(Claim::Namespaced(cns, name)) => {
+            p.kind == Kind::PropagationPolicy
+                && p.namespace.as_deref() == Some(cns)
+                && &p.name == name
+        }
+        Some(Claim::Cluster(name)) => p.kind == Kind::ClusterPropagationPolicy && &p.name == name,
+        None => false,
+    });
+    match (claim, claimer) {
+        (Some(_), Some(p)) => out.push(reference(p, true)),
+        // Claimed by a policy the caller may not see (or one since deleted): nothing shown.
+        (Some(_), None) => {}
+        (None, _) => {
+            let of_kind = |k: Kind| -> Vec<&Picker> {
+                pickers
+                    .iter()
+                    .filter(|p| p.kind == k)
+                    .filter(in_scope)
+                    .collect()
             };
-            for p in store.state() {
-                let Ok(decoded) = p.decode() else {
-                    continue;
-                };
-                let selectors = decoded
-                    .data
-                    .pointer("/spec/resourceSelectors")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                out.push(Picker {
-                    kind: pk,
-                    namespace: pk
-                        .namespaced()
-                        .then(|| p.namespace().unwrap_or_default().to_string()),
-                    name: p.name().to_string(),
-                    selectors,
+            let pending = [Kind::PropagationPolicy, Kind::ClusterPropagationPolicy]
+                .into_iter()
+                .find_map(|k| {
+                    let candidates = of_kind(k);
+                    let values: Vec<Value> = candidates.iter().map(|p| p.policy.clone()).collect();
+                    let chosen = policy_claim::pick(&values, &template)?;
+                    let at = values.iter().position(|v| std::ptr::eq(v, chosen))?;
+                    Some(candidates[at])
                 });
+            if let Some(p) = pending.filter(|p| visible(p)) {
+                out.push(reference(p, false));
             }
         }
-        out
-    });
-    pickers
-        .iter()
-        .filter(|p| beside.allows(p.kind, ns))
-        .filter(|p| {
-            p.selectors
-                .iter()
-                .any(|s| selects(s, kind, o, p.namespace.as_deref()))
-        })
-        .map(|p| proto::PolicyRef {
-            kind: p.kind.resource().kind,
-            namespace: p.namespace.clone().unwrap_or_default(),
-            name: p.name.clone(),
-        })
-        .collect()
+    }
+    out.extend(
+        pickers
+            .iter()
+            .filter(|p| matches!(p.kind, Kind::OverridePolicy | Kind::ClusterOverridePolicy))
+            .filter(visible)
+            .filter(in_scope)
+            .filter(|p| policy_claim::policy_match(&p.policy, &template).is_some())
+            .map(|p| reference(p, false)),
+    );
+    out
+}
+
+/// The policies of the instance, decoded once for a request.
+fn pickers(reads: &Reads<'_>) -> Vec<Picker> {
+    let mut out = Vec::new();
+    for pk in Kind::POLICIES {
+        let Ok(store) = reads.store(pk) else {
+            continue;
+        };
+        for p in store.state() {
+            let Ok(decoded) = p.decode() else {
+                continue;
+            };
+            let d = &decoded.data;
+            out.push(Picker {
+                kind: pk,
+                namespace: pk
+                    .namespaced()
+                    .then(|| p.namespace().unwrap_or_default().to_string()),
+                name: p.name().to_string(),
+                policy: json!({
+                    "metadata": {"name": p.name(), "deletionTimestamp": decoded.metadata.deletion_timestamp},
+                    "spec": {"priority": d.pointer("/spec/priority"), "resourceSelectors": d.pointer("/spec/resourceSelectors")},
+                }),
+            });
+        }
+    }
+    out
+}
+
+/// Which propagation policy Karmada recorded as claiming a template.
+enum Claim {
+    Namespaced(String, String),
+    Cluster(String),
+}
+
+/// The claim Karmada recorded: names in annotations (Karmada >= 1.7; labels before it).
+fn claim_of(o: &DynamicObject) -> Option<Claim> {
+    let get = |key: &str| {
+        [&o.metadata.annotations, &o.metadata.labels]
+            .into_iter()
+            .flatten()
+            .find_map(|m| m.get(key).cloned())
+    };
+    if let Some(name) = get(policy_claim::PP_NAME) {
+        let ns = get(policy_claim::PP_NAMESPACE)
+            .or_else(|| o.metadata.namespace.clone())
+            .unwrap_or_default();
+        return Some(Claim::Namespaced(ns, name));
+    }
+    get(policy_claim::CPP_NAME).map(Claim::Cluster)
 }
 
 /// Karmada names a workload's binding `<name>-<kind in lowercase>`.

@@ -1,6 +1,8 @@
 //! Scenarios run against the simulated fleet and the real one alike, so both must agree:
-//! the upstream nginx sample, a cluster-scoped template, and Tables from the cache.
+//! the upstream nginx sample, a cluster-scoped template, Tables from the cache, and the
+//! policy Karmada lets claim a workload.
 
+pub mod claims;
 pub mod cluster_scoped;
 pub mod nginx;
 pub mod tables;
