@@ -1,7 +1,9 @@
 //! The fault surface of a real fleet, with the simulator admin API's shape
 //! (`POST /faults/{instance}` with `{"mode": "down" | "latency"}`, `DELETE` clears):
 //! `down` SIGKILLs the instance's karmada-apiserver (clearing starts it again), `latency`
-//! stops it with SIGSTOP (clearing continues it). Other modes need the simulator.
+//! stops it with SIGSTOP (clearing continues it). Other modes need the simulator. As the
+//! simulator's `POST /clusters/{instance}/{cluster}`: `{"ready": false}` kills the member
+//! cluster's kube-apiserver, anything else starts it again.
 
 use std::sync::Arc;
 
@@ -16,6 +18,7 @@ use crate::fleet::RealFleet;
 pub fn router(fleet: Arc<RealFleet>) -> axum::Router {
     axum::Router::new()
         .route("/faults/{instance}", post(set).delete(clear))
+        .route("/clusters/{instance}/{cluster}", post(member))
         .with_state(fleet)
 }
 
@@ -33,6 +36,15 @@ async fn clear(
     Path(instance): Path<String>,
 ) -> (StatusCode, Json<Value>) {
     answer(fleet.fault(&instance, None).await)
+}
+
+async fn member(
+    State(fleet): State<Arc<RealFleet>>,
+    Path((instance, cluster)): Path<(String, String)>,
+    Json(body): Json<Value>,
+) -> (StatusCode, Json<Value>) {
+    let ready = body["ready"].as_bool().unwrap_or(true);
+    answer(fleet.member_fault(&instance, &cluster, ready).await)
 }
 
 fn answer(r: Result<(), crate::Error>) -> (StatusCode, Json<Value>) {

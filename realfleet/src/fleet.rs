@@ -73,7 +73,7 @@ pub struct Instance {
     pub name: String,
     pub api: Mutex<ApiServer>,
     pub kubeconfig: PathBuf,
-    pub members: Vec<ApiServer>,
+    pub members: Vec<Mutex<ApiServer>>,
     _components: Vec<Proc>,
 }
 
@@ -257,7 +257,7 @@ impl RealFleet {
                 kubeconfig: api.kubeconfig.clone(),
                 name,
                 api: Mutex::new(api),
-                members: ms,
+                members: ms.into_iter().map(Mutex::new).collect(),
                 _components: components,
             });
         }
@@ -302,6 +302,42 @@ impl RealFleet {
             ))),
             None => {
                 let _ = api.proc.signal("CONT");
+                api.proc.restart()?;
+                api.wait_ready(READY).await.map(|_| ())
+            }
+        }
+    }
+}
+
+impl RealFleet {
+    /// `ready: false` kills the kube-apiserver of the instance's member `cluster` (Karmada
+    /// finds it NotReady), `true` starts it again and waits until it answers.
+    pub async fn member_fault(
+        &self,
+        instance: &str,
+        cluster: &str,
+        ready: bool,
+    ) -> Result<(), Error> {
+        let inst = self
+            .instance(instance)
+            .ok_or_else(|| Error::Invalid(format!("no instance {instance:?} in this fleet")))?;
+        let wanted = format!("{instance}-{cluster}");
+        let mut member = None;
+        for m in &inst.members {
+            if m.lock().await.name == wanted {
+                member = Some(m);
+            }
+        }
+        let member = member.ok_or_else(|| {
+            Error::Invalid(format!("no member cluster {cluster:?} in {instance}"))
+        })?;
+        let mut api = member.lock().await;
+        match ready {
+            false => {
+                api.proc.kill().await;
+                Ok(())
+            }
+            true => {
                 api.proc.restart()?;
                 api.wait_ready(READY).await.map(|_| ())
             }

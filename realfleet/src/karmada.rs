@@ -287,6 +287,12 @@ pub fn controllers(bin: &Path, karmada: &ApiServer) -> Result<Vec<Proc>, Error> 
             format!("--health-probe-bind-address={}", addr()?),
             // Statistics show up quickly in Kairship.
             "--cluster-status-update-frequency=5s".into(),
+            // A member that stops answering is NotReady after 10 s (30 s by default).
+            "--cluster-failure-threshold=10s".into(),
+            // Failover as Kairship's users run it (both are off by default): taints from
+            // ClusterTaintPolicies, and NoExecute taints evicting what does not tolerate them.
+            "--feature-gates=Failover=true".into(),
+            "--enable-no-execute-taint-eviction=true".into(),
             "--v=1".into(),
         ],
         karmada.dir.join("karmada-controller-manager.log"),

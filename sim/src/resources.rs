@@ -315,6 +315,15 @@ const KARMADA_CRDS: &[CrdFacts] = &[
     },
     CrdFacts {
         group: "policy.karmada.io",
+        kind: "ClusterTaintPolicy",
+        plural: "clustertaintpolicies",
+        short: &[],
+        namespaced: false,
+        versions: &[("v1alpha1", true, false)],
+        columns: &[],
+    },
+    CrdFacts {
+        group: "policy.karmada.io",
         kind: "OverridePolicy",
         plural: "overridepolicies",
         short: &["op"],
@@ -389,7 +398,7 @@ impl CrdFacts {
                 ver
             })
             .collect();
-        json!({
+        let mut crd = json!({
             "apiVersion": "apiextensions.k8s.io/v1",
             "kind": "CustomResourceDefinition",
             "metadata": {"name": format!("{}.{}", self.plural, self.group)},
@@ -398,12 +407,20 @@ impl CrdFacts {
                 "names": {
                     "kind": self.kind, "listKind": format!("{}List", self.kind),
                     "plural": self.plural, "singular": self.kind.to_lowercase(),
-                    "shortNames": self.short, "categories": ["karmada-io"],
                 },
                 "scope": if self.namespaced { "Namespaced" } else { "Cluster" },
                 "versions": versions,
             }
-        })
+        });
+        // As Karmada's CRDs: short names where they have some, and every one but
+        // ClusterTaintPolicy in the karmada-io category.
+        if !self.short.is_empty() {
+            crd["spec"]["names"]["shortNames"] = json!(self.short);
+        }
+        if self.kind != "ClusterTaintPolicy" {
+            crd["spec"]["names"]["categories"] = json!(["karmada-io"]);
+        }
+        crd
     }
 }
 

@@ -34,8 +34,6 @@ impl Sim {
             },
             karmada: kairship_sim::karmada::KarmadaConfig {
                 ready_delay: Duration::from_millis(300),
-                failover_grace: Duration::from_millis(500),
-                eviction_toleration: Duration::from_millis(500),
                 resync: Duration::from_millis(100),
             },
             ..FleetConfig::default()

@@ -584,6 +584,15 @@ async fn kairship_against_real_karmada() {
         .as_str()
         .expect("fault API")
         .to_string();
+    // Failover as Karmada 1.18 does it, against its real taint policy controller and taint
+    // manager (the same scenario runs on the simulator in tests/sim_conformance).
+    kairship_test_support::scenarios::failover::only_a_taint_policy_evicts(
+        &kubectl,
+        &admin,
+        demo.dir.path(),
+        Duration::from_secs(90),
+    )
+    .await;
     let fault = |method: &'static str| {
         let url = format!("{admin}/faults/karmada-2");
         async move {

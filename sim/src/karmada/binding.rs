@@ -275,10 +275,10 @@ fn desired_binding(
 }
 
 /// Whether a cluster can keep what it holds: still in the affinity and no NoExecute taint.
-fn still_fits(placement: &Value, cluster: &Value, config: &super::KarmadaConfig) -> bool {
+fn still_fits(placement: &Value, cluster: &Value) -> bool {
     let affinity = &placement["clusterAffinity"];
     let affinity_ok = affinity.is_null() || scheduler::affinity_matches(affinity, cluster);
-    affinity_ok && !super::failover::evicts(placement, cluster, config)
+    affinity_ok && !super::failover::evicts(placement, cluster)
 }
 
 /// Schedules a binding when its placement or replicas changed, or a cluster it uses can no
@@ -312,7 +312,7 @@ fn schedule(
         && b["metadata"]["annotations"][SCHEDULED_FOR].as_str() == Some(fingerprint.as_str())
         && previous
             .keys()
-            .all(|n| by_name(n).is_some_and(|cl| still_fits(placement, cl, &c.config)));
+            .all(|n| by_name(n).is_some_and(|cl| still_fits(placement, cl)));
     if holds {
         return Ok(());
     }

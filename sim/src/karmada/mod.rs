@@ -38,10 +38,6 @@ pub use members::Members;
 pub struct KarmadaConfig {
     /// How long a member workload takes to become ready after it is applied.
     pub ready_delay: Duration,
-    /// How long a cluster stays NotReady before it gets the NoExecute `not-ready` taint.
-    pub failover_grace: Duration,
-    /// The default toleration of that taint (Karmada's default is 300s).
-    pub eviction_toleration: Duration,
     /// The longest time between passes when nothing changes.
     pub resync: Duration,
 }
@@ -50,8 +46,6 @@ impl Default for KarmadaConfig {
     fn default() -> Self {
         Self {
             ready_delay: Duration::from_secs(2),
-            failover_grace: Duration::from_secs(10),
-            eviction_toleration: Duration::from_secs(30),
             resync: Duration::from_millis(500),
         }
     }
