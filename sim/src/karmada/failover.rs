@@ -256,8 +256,8 @@ mod tests {
         assert_eq!(
             keys(&unknown),
             [
-                (UNSCHEDULABLE.into(), "NoSchedule".into()),
-                (UNREACHABLE.into(), "NoSchedule".into())
+                (UNREACHABLE.into(), "NoSchedule".into()),
+                (UNSCHEDULABLE.into(), "NoSchedule".into())
             ]
         );
         // A policy's NoExecute taint on the same key is not the cluster controller's.
