@@ -173,6 +173,16 @@ const COMMON: &[Builtin] = &[
         false,
         false,
     ),
+    // Who the caller is, as `kubectl auth whoami` asks (answered, never stored).
+    b(
+        "authentication.k8s.io",
+        "v1",
+        "SelfSubjectReview",
+        "selfsubjectreviews",
+        &[],
+        false,
+        false,
+    ),
     b(
         "apiextensions.k8s.io",
         "v1",
@@ -441,6 +451,7 @@ pub fn initial(flavor: Flavor) -> (Vec<ResourceDef>, Vec<Value>) {
 /// Access reviews are answered, never stored: `create` is their only verb.
 pub fn is_review(def: &ResourceDef) -> bool {
     def.group == "authorization.k8s.io"
+        || (def.group == "authentication.k8s.io" && def.plural == "selfsubjectreviews")
 }
 
 /// Index of served resources, looked up by the pieces of a request path.

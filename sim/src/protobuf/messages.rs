@@ -369,6 +369,88 @@ static ROLE_REF: Desc = Desc {
 
 /// The message of a kind, by apiVersion and kind (`Role` and `ClusterRole` share one:
 /// a Role never carries an aggregation rule).
+// Reviews (`kubectl auth can-i` and `auth whoami` send them as protobuf) and the
+// DeleteOptions typed Go clients (Helm) send with a delete.
+static SELF_SUBJECT_ACCESS_REVIEW: Desc = Desc {
+    name: "SelfSubjectAccessReview",
+    fields: &[
+        f(1, "metadata", Msg(&OBJECT_META)),
+        f(2, "spec", Msg(&SELF_SUBJECT_ACCESS_REVIEW_SPEC)),
+        f(3, "status", Skip),
+    ],
+};
+static SELF_SUBJECT_ACCESS_REVIEW_SPEC: Desc = Desc {
+    name: "SelfSubjectAccessReviewSpec",
+    fields: &[
+        f(1, "resourceAttributes", Msg(&RESOURCE_ATTRIBUTES)),
+        f(2, "nonResourceAttributes", Msg(&NON_RESOURCE_ATTRIBUTES)),
+    ],
+};
+static SUBJECT_ACCESS_REVIEW: Desc = Desc {
+    name: "SubjectAccessReview",
+    fields: &[
+        f(1, "metadata", Msg(&OBJECT_META)),
+        f(2, "spec", Msg(&SUBJECT_ACCESS_REVIEW_SPEC)),
+        f(3, "status", Skip),
+    ],
+};
+static SUBJECT_ACCESS_REVIEW_SPEC: Desc = Desc {
+    name: "SubjectAccessReviewSpec",
+    fields: &[
+        f(1, "resourceAttributes", Msg(&RESOURCE_ATTRIBUTES)),
+        f(2, "nonResourceAttributes", Msg(&NON_RESOURCE_ATTRIBUTES)),
+        f(3, "user", Str),
+        rep(4, "groups", Str),
+        // Extra attributes do not decide anything the simulator's RBAC checks.
+        f(5, "extra", Skip),
+        f(6, "uid", Str),
+    ],
+};
+static RESOURCE_ATTRIBUTES: Desc = Desc {
+    name: "ResourceAttributes",
+    fields: &[
+        f(1, "namespace", Str),
+        f(2, "verb", Str),
+        f(3, "group", Str),
+        f(4, "version", Str),
+        f(5, "resource", Str),
+        f(6, "subresource", Str),
+        f(7, "name", Str),
+        f(8, "fieldSelector", Msg(&SELECTOR_ATTRIBUTES)),
+        f(9, "labelSelector", Msg(&SELECTOR_ATTRIBUTES)),
+    ],
+};
+static SELECTOR_ATTRIBUTES: Desc = Desc {
+    name: "SelectorAttributes",
+    fields: &[
+        f(1, "rawSelector", Str),
+        rep(2, "requirements", Msg(&SELECTOR_REQUIREMENT)),
+    ],
+};
+static NON_RESOURCE_ATTRIBUTES: Desc = Desc {
+    name: "NonResourceAttributes",
+    fields: &[f(1, "path", Str), f(2, "verb", Str)],
+};
+static SELF_SUBJECT_REVIEW: Desc = Desc {
+    name: "SelfSubjectReview",
+    fields: &[f(1, "metadata", Msg(&OBJECT_META)), f(2, "status", Skip)],
+};
+static DELETE_OPTIONS: Desc = Desc {
+    name: "DeleteOptions",
+    fields: &[
+        ptr(1, "gracePeriodSeconds", Int),
+        f(2, "preconditions", Msg(&PRECONDITIONS)),
+        ptr(3, "orphanDependents", Bool),
+        f(4, "propagationPolicy", Str),
+        rep(5, "dryRun", Str),
+        ptr(6, "ignoreStoreReadErrorWithClusterBreakingPotential", Bool),
+    ],
+};
+static PRECONDITIONS: Desc = Desc {
+    name: "Preconditions",
+    fields: &[f(1, "uid", Str), f(2, "resourceVersion", Str)],
+};
+
 pub(super) fn kind_desc(api_version: &str, kind: &str) -> Option<&'static Desc> {
     Some(match (api_version, kind) {
         ("v1", "ConfigMap") => &CONFIG_MAP,
@@ -381,6 +463,11 @@ pub(super) fn kind_desc(api_version: &str, kind: &str) -> Option<&'static Desc> 
         ("batch/v1", "Job") => &JOB,
         ("rbac.authorization.k8s.io/v1", "Role" | "ClusterRole") => &ROLE,
         ("rbac.authorization.k8s.io/v1", "RoleBinding" | "ClusterRoleBinding") => &BINDING,
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => &SELF_SUBJECT_ACCESS_REVIEW,
+        ("authorization.k8s.io/v1", "SubjectAccessReview") => &SUBJECT_ACCESS_REVIEW,
+        ("authentication.k8s.io/v1", "SelfSubjectReview") => &SELF_SUBJECT_REVIEW,
+        // A client encodes DeleteOptions in the group version it talks to.
+        (_, "DeleteOptions") => &DELETE_OPTIONS,
         _ => return None,
     })
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, BytesMut};
 use http::{header, Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
@@ -15,7 +15,7 @@ use crate::rbac::{self, Identity};
 use crate::resources::ResourceDef;
 use crate::store::fields::validation::Validation;
 use crate::store::fields::{self, ClientWrite};
-use crate::store::{Filter, Preconditions, WatchFrom};
+use crate::store::{DeleteWith, Filter, Preconditions, WatchFrom};
 use kairship_wire::routes::ResourcePath;
 use kairship_wire::selectors::{FieldSelector, LabelSelector};
 use kairship_wire::status::{ApiError, ApiResult};
@@ -79,6 +79,17 @@ impl ApiServer {
             bytes_response(code, o.render(&api_version))
         };
         match (req.method().clone(), rp.name.as_deref()) {
+            (Method::POST, None) if def.plural == "selfsubjectreviews" => {
+                // Read (protobuf or JSON) for its errors; it asks nothing more than its POST.
+                self.read_json(req).await?;
+                let mut user = json!({"username": who.user, "groups": who.groups});
+                if !who.uid.is_empty() {
+                    user["uid"] = who.uid.clone().into();
+                }
+                let answer = json!({"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
+                    "metadata": {"creationTimestamp": null}, "status": {"userInfo": user}});
+                Ok(json_response(StatusCode::CREATED, &answer))
+            }
             (Method::POST, None) if crate::resources::is_review(&def) => {
                 let body = self.read_json(req).await?;
                 let self_review = def.plural == "selfsubjectaccessreviews";
@@ -104,15 +115,7 @@ impl ApiServer {
                     "CreateOptions",
                     false,
                 )?;
-                let (mut body, found) = self.read_json_checked(req).await?;
-                if q.dry_run() {
-                    let warnings = w.check_body(&def, &mut body, found)?;
-                    let created = dry_object(body);
-                    return Ok(warned(
-                        bytes_response(StatusCode::CREATED, created.render(&api_version)),
-                        &warnings,
-                    ));
-                }
+                let (body, found) = self.read_json_checked(req).await?;
                 let written = self.store.create_by(&def, ns, body, found, &w)?;
                 Ok(warned(
                     bytes_response(StatusCode::CREATED, written.obj.render(&api_version)),
@@ -159,15 +162,16 @@ impl ApiServer {
                 Ok(warned(render(&written.obj, code), &written.warnings))
             }
             (Method::DELETE, Some(name)) => {
-                let body = self.read_body(req).await?;
-                let pre = preconditions(&body)?;
+                let with = self.delete_options(req, &q).await?;
                 Ok(render(
-                    &*self.store.delete(&def, ns, name, pre)?,
+                    &*self.store.delete(&def, ns, name, with)?,
                     StatusCode::OK,
                 ))
             }
             (Method::DELETE, None) => {
-                let gone = self.store.delete_collection(&def, &q.filter(ns)?)?;
+                let with = self.delete_options(req, &q).await?;
+                let filter = q.filter(ns)?;
+                let gone = self.store.delete_collection(&def, &filter, with.dry_run)?;
                 let rv = self.store.current_rv();
                 Ok(list_response(
                     &def,
@@ -347,30 +351,39 @@ impl ApiServer {
             validation,
             force,
             schema: crate::openapi::schema_of(&self.store, def, version),
+            dry_run: q.dry_run(),
         })
     }
 }
 
-pub(super) fn dry_object(v: Value) -> crate::store::Obj {
-    let json = Bytes::from(v.to_string());
-    Arc::new(crate::store::StoredObject {
-        value: v,
-        json,
-        rv: 0,
-    })
-}
-
-pub(super) fn preconditions(body: &[u8]) -> ApiResult<Preconditions> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Preconditions::default());
+impl ApiServer {
+    /// A delete's options, from its body (JSON, or protobuf as typed Go clients such as
+    /// Helm send it) and its query: preconditions, and a dry run asked either way.
+    async fn delete_options(&self, req: Request<Body>, q: &Query) -> ApiResult<DeleteWith> {
+        let protobuf = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("application/vnd.kubernetes.protobuf"));
+        let body = self.read_body(req).await?;
+        let options = match body.iter().all(u8::is_ascii_whitespace) {
+            true => Value::Null,
+            false if protobuf => crate::protobuf::decode(&body)?,
+            false => serde_json::from_slice(&body)
+                .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?,
+        };
+        let p = &options["preconditions"];
+        let dry_in_body = options["dryRun"]
+            .as_array()
+            .is_some_and(|d| d.iter().any(|x| x == "All"));
+        Ok(DeleteWith {
+            preconditions: Preconditions {
+                uid: p["uid"].as_str().map(String::from),
+                resource_version: p["resourceVersion"].as_str().map(String::from),
+            },
+            dry_run: q.dry_run() || dry_in_body,
+        })
     }
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?;
-    let p = &v["preconditions"];
-    Ok(Preconditions {
-        uid: p["uid"].as_str().map(String::from),
-        resource_version: p["resourceVersion"].as_str().map(String::from),
-    })
 }
 
 /// Query parameters of a request.

@@ -45,7 +45,10 @@ impl Store {
         // Set before ownership is computed: the creator owns it, as on kube-apiserver.
         super::defaults::daemonset_on_create(def, &mut obj);
         let managed = w.after_update(None, &obj, scope(def, false));
-        let obj = self.create_managed(def, ns, obj, Some(managed))?;
+        let obj = self.writing(w.dry_run, |inner| {
+            let created = self.create_in(inner, def, ns, obj, Some(managed))?;
+            Ok(dry_created(w.dry_run, created))
+        })?;
         Ok(Written {
             obj,
             warnings,
@@ -88,10 +91,12 @@ impl Store {
         if !status {
             decode_defaults::fill(def, &mut obj);
         }
-        let mut inner = self.inner.lock();
-        let current = inner.get(def, ns, name)?;
-        let managed = w.after_update(Some(&current.value), &obj, scope(def, status));
-        let obj = inner.replace(self, def, &current, obj, status, Some(managed))?;
+        let obj = self.writing(w.dry_run, |inner| {
+            let current = inner.get(def, ns, name)?;
+            let managed = w.after_update(Some(&current.value), &obj, scope(def, status));
+            let written = inner.replace(self, def, &current, obj, status, Some(managed))?;
+            Ok(super::dry_answer(w.dry_run, &current, written))
+        })?;
         Ok(Written {
             obj,
             warnings,
@@ -112,7 +117,23 @@ impl Store {
         w: &ClientWrite,
     ) -> ApiResult<Written> {
         check_patch_type(def, kind)?;
-        let mut inner = self.inner.lock();
+        self.writing(w.dry_run, |inner| {
+            self.patch_in(inner, def, ns, name, kind, body, status, w)
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn patch_in(
+        &self,
+        inner: &mut super::Inner,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        name: &str,
+        kind: PatchKind,
+        body: &[u8],
+        status: bool,
+        w: &ClientWrite,
+    ) -> ApiResult<Written> {
         let current = match inner.get(def, ns, name) {
             Ok(c) => Some(c),
             Err(e) if kind == PatchKind::Apply && e.code == 404 => None,
@@ -129,11 +150,10 @@ impl Store {
             decode_defaults::fill(def, &mut merged);
             let managed = meta_mut(&mut merged).remove("managedFields");
             let Some(current) = current else {
-                drop(inner);
                 meta_mut(&mut merged).insert("name".into(), name.into());
-                let obj = self.create_managed(def, ns, merged, managed)?;
+                let obj = self.create_in(inner, def, ns, merged, managed)?;
                 return Ok(Written {
-                    obj,
+                    obj: dry_created(w.dry_run, obj),
                     warnings: Vec::new(),
                     created: true,
                 });
@@ -147,7 +167,7 @@ impl Store {
             }
             let obj = inner.replace(self, def, &current, merged, status, managed)?;
             return Ok(Written {
-                obj,
+                obj: super::dry_answer(w.dry_run, &current, obj),
                 warnings: Vec::new(),
                 created: false,
             });
@@ -168,11 +188,21 @@ impl Store {
         let managed = w.after_update(Some(&current.value), &next, scope(def, status));
         let obj = inner.replace(self, def, &current, next, status, Some(managed))?;
         Ok(Written {
-            obj,
+            obj: super::dry_answer(w.dry_run, &current, obj),
             warnings,
             created: false,
         })
     }
+}
+
+/// A dry run's created object carries no resourceVersion: nothing was stored.
+fn dry_created(dry_run: bool, created: Obj) -> Obj {
+    if !dry_run {
+        return created;
+    }
+    let mut v = created.value.clone();
+    meta_mut(&mut v).remove("resourceVersion");
+    super::StoredObject::new(v, 0).unwrap_or(created)
 }
 
 /// An applied configuration, checked as kube-apiserver checks one before merging: an

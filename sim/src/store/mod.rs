@@ -146,6 +146,15 @@ struct Inner {
     history: VecDeque<Arc<Event>>,
     /// Watches must start at or after this version; older ones get 410 Gone.
     compacted_rv: u64,
+    /// A dry run's copy: changes stay in it, with no history and nobody told.
+    dry: bool,
+}
+
+/// How a client's delete is done: its preconditions, and whether it is a dry run.
+#[derive(Debug, Default)]
+pub struct DeleteWith {
+    pub preconditions: Preconditions,
+    pub dry_run: bool,
 }
 
 pub struct Store {
@@ -156,6 +165,17 @@ pub struct Store {
 
 pub(crate) const CRD_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
 const NAMESPACE_KEY: &str = "/namespaces";
+
+/// What a dry run answers: the object as the write left it, at the version it has now
+/// (kube-apiserver stores nothing, so no new resourceVersion is handed out).
+pub(crate) fn dry_answer(dry_run: bool, current: &Obj, written: Obj) -> Obj {
+    if !dry_run {
+        return written;
+    }
+    let mut v = written.value.clone();
+    meta_mut(&mut v).insert("resourceVersion".into(), current.rv.to_string().into());
+    StoredObject::new(v, current.rv).unwrap_or(written)
+}
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct ContinueToken {
@@ -176,6 +196,7 @@ impl Store {
                 collections: HashMap::new(),
                 history: VecDeque::new(),
                 compacted_rv: 0,
+                dry: false,
             }),
             live,
             config,
@@ -329,11 +350,35 @@ impl Store {
         &self,
         def: &ResourceDef,
         ns: Option<&str>,
+        obj: Value,
+        managed: Option<Value>,
+    ) -> ApiResult<Obj> {
+        let mut inner = self.inner.lock();
+        self.create_in(&mut inner, def, ns, obj, managed)
+    }
+
+    /// Runs `write` on the state, or for a dry run on a copy of it that is then dropped.
+    fn writing<T>(
+        &self,
+        dry_run: bool,
+        write: impl FnOnce(&mut Inner) -> ApiResult<T>,
+    ) -> ApiResult<T> {
+        let mut inner = self.inner.lock();
+        match dry_run {
+            true => write(&mut inner.scratch()),
+            false => write(&mut inner),
+        }
+    }
+
+    fn create_in(
+        &self,
+        inner: &mut Inner,
+        def: &ResourceDef,
+        ns: Option<&str>,
         mut obj: Value,
         managed: Option<Value>,
     ) -> ApiResult<Obj> {
         check_kind(def, &obj)?;
-        let mut inner = self.inner.lock();
         let m = meta_mut(&mut obj);
         let name = match m
             .get("name")
@@ -478,25 +523,36 @@ impl Store {
         def: &ResourceDef,
         ns: Option<&str>,
         name: &str,
-        precondition: Preconditions,
+        with: DeleteWith,
     ) -> ApiResult<Obj> {
-        let mut inner = self.inner.lock();
-        let current = inner.get(def, ns, name)?;
-        precondition.check(def, &current)?;
-        inner.delete_obj(self, def, &current)
+        self.writing(with.dry_run, |inner| {
+            let current = inner.get(def, ns, name)?;
+            with.preconditions.check(def, &current)?;
+            let gone = inner.delete_obj(self, def, &current)?;
+            Ok(dry_answer(with.dry_run, &current, gone))
+        })
     }
 
-    pub fn delete_collection(&self, def: &ResourceDef, filter: &Filter) -> ApiResult<Vec<Obj>> {
-        let mut inner = self.inner.lock();
-        let victims: Vec<Obj> = inner
-            .collections
-            .get(&def.key())
-            .map(|c| c.values().filter(|o| filter.matches(o)).cloned().collect())
-            .unwrap_or_default();
-        victims
-            .iter()
-            .map(|o| inner.delete_obj(self, def, o))
-            .collect()
+    pub fn delete_collection(
+        &self,
+        def: &ResourceDef,
+        filter: &Filter,
+        dry_run: bool,
+    ) -> ApiResult<Vec<Obj>> {
+        self.writing(dry_run, |inner| {
+            let victims: Vec<Obj> = inner
+                .collections
+                .get(&def.key())
+                .map(|c| c.values().filter(|o| filter.matches(o)).cloned().collect())
+                .unwrap_or_default();
+            victims
+                .iter()
+                .map(|o| {
+                    let gone = inner.delete_obj(self, def, o)?;
+                    Ok(dry_answer(dry_run, o, gone))
+                })
+                .collect()
+        })
     }
 
     /// Opens a watch atomically: what to replay and the live channel from that point.

@@ -2,6 +2,7 @@
 //! commit of a new version (resourceVersion, event, history), replace and patch, deletion
 //! with finalizers and graceful namespace and CRD teardown.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
@@ -131,6 +132,18 @@ pub(super) fn crd_status(crd: &Value) -> Value {
 }
 
 impl Inner {
+    /// A copy of the state for a dry run to change and drop.
+    pub(super) fn scratch(&self) -> Inner {
+        Inner {
+            rv: self.rv,
+            registry: self.registry.clone(),
+            collections: self.collections.clone(),
+            history: VecDeque::new(),
+            compacted_rv: self.compacted_rv,
+            dry: true,
+        }
+    }
+
     pub(super) fn get(&self, def: &ResourceDef, ns: Option<&str>, name: &str) -> ApiResult<Obj> {
         self.collections
             .get(&def.key())
@@ -202,6 +215,9 @@ impl Inner {
             (_, None) => return,
         };
         self.rv = object.rv;
+        if self.dry {
+            return;
+        }
         let ev = Arc::new(Event {
             rv: object.rv,
             resource: Arc::from(resource),

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::common::Sim;
 
+mod dry_runs;
 mod openapi;
 mod writes;
 
@@ -303,6 +304,16 @@ async fn simulator_answers_as_a_real_kube_apiserver() {
     differences.extend(writes_compared(&real, &simulated).await);
     differences.extend(
         openapi::compared(
+            &real,
+            &simulated,
+            &fleet.host.kubeconfig,
+            &sim.kubeconfig("host"),
+            dir.path(),
+        )
+        .await,
+    );
+    differences.extend(
+        dry_runs::compared(
             &real,
             &simulated,
             &fleet.host.kubeconfig,

@@ -11,7 +11,7 @@ use super::get;
 
 /// `kubectl` against a kubeconfig, with its own discovery cache: stdout, or stderr on
 /// failure (prefixed so a success never equals a failure).
-fn kubectl(kubeconfig: &Path, cache: &Path, args: &[&str]) -> String {
+pub(super) fn kubectl(kubeconfig: &Path, cache: &Path, args: &[&str]) -> String {
     let out = Command::new(crate::common::kubectl_bin())
         .arg("--kubeconfig")
         .arg(kubeconfig)

@@ -31,6 +31,8 @@ pub struct ClientWrite {
     pub force: bool,
     /// The kind's schema at the request's version (`None`: anything is kept).
     pub schema: Option<Schema>,
+    /// `dryRun=All`: checked and answered, never stored.
+    pub dry_run: bool,
 }
 
 /// A `meta.k8s.io` options error (`PatchOptions.meta.k8s.io "" is invalid: force: ...`).
