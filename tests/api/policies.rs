@@ -131,3 +131,134 @@ async fn every_policy_kind_round_trips() {
     }
     api.stop().await;
 }
+
+fn taint_policy(effect: &str) -> Value {
+    json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "ClusterTaintPolicy",
+        "metadata": {"name": "evict-not-ready"},
+        "spec": {"targetClusters": {"clusterNames": ["member1"]},
+            "addOnConditions": [{"conditionType": "Ready", "operator": "NotIn", "statusValues": ["True"]}],
+            "removeOnConditions": [{"conditionType": "Ready", "operator": "In", "statusValues": ["True"]}],
+            "taints": [{"key": "cluster.karmada.io/not-ready", "effect": effect}]}})
+}
+
+/// ClusterTaintPolicies (Karmada >= 1.14) through PolicyService and the proxy, from the
+/// cache; an instance without their CRD (an older Karmada) stays Running and the proxy
+/// answers what the instance answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_taint_policies_are_policies_and_optional() {
+    let api = Api::start(1).await;
+    let mut p = PolicyServiceClient::new(api.channel.clone());
+    p.create_policy(CreatePolicyRequest {
+        instance: "karmada-1".into(),
+        object_json: taint_policy("NoSchedule").to_string(),
+    })
+    .await
+    .expect("ClusterTaintPolicy created");
+    let got = eventually(Duration::from_secs(10), "the taint policy cached", || {
+        let mut p = p.clone();
+        let req = get("ClusterTaintPolicy", "", "evict-not-ready");
+        async move { p.get_policy(req).await.ok().map(|r| r.into_inner()) }
+    })
+    .await;
+    let mut current: Value = serde_json::from_str(&got.object_json).expect("object_json");
+    assert_eq!(current["spec"]["taints"][0]["effect"], "NoSchedule");
+    current["spec"]["taints"][0]["effect"] = json!("NoExecute");
+    p.update_policy(UpdatePolicyRequest {
+        instance: "karmada-1".into(),
+        object_json: current.to_string(),
+    })
+    .await
+    .expect("ClusterTaintPolicy updated");
+    let listed = eventually(Duration::from_secs(10), "the update listed", || {
+        let mut p = p.clone();
+        async move {
+            let l = p
+                .list_policies(ListPoliciesRequest {
+                    instance: "karmada-1".into(),
+                    kind: "ClusterTaintPolicy".into(),
+                    ..Default::default()
+                })
+                .await
+                .ok()?
+                .into_inner();
+            let o: Value = serde_json::from_str(&l.policies.first()?.object_json).ok()?;
+            (o["spec"]["taints"][0]["effect"] == "NoExecute").then_some(l)
+        }
+    })
+    .await;
+    assert_eq!(listed.policies.len(), 1, "{listed:?}");
+    let proxy = api.proxy_kubeconfig("karmada-1");
+    let out = api.kubectl_with(&proxy, &["get", "clustertaintpolicies", "-o", "name"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "clustertaintpolicy.policy.karmada.io/evict-not-ready",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // An instance whose Karmada predates the kind: no CRD, no fault.
+    api.env.sim.kubectl(
+        "karmada-1",
+        &["delete", "crd", "clustertaintpolicies.policy.karmada.io"],
+    );
+    // A new actor lists every kind afresh: the taint policies' list answers 404.
+    kairship::proto::supervisor_service_client::SupervisorServiceClient::new(api.channel.clone())
+        .restart_instance(RestartInstanceRequest {
+            name: "karmada-1".into(),
+        })
+        .await
+        .expect("restarted");
+    // Its caches sync without the kind (reads are served from them again)...
+    eventually(Duration::from_secs(20), "karmada-1's caches synced", || {
+        let mut p = p.clone();
+        async move {
+            for kind in ["PropagationPolicy", "ClusterTaintPolicy"] {
+                let l = p
+                    .list_policies(ListPoliciesRequest {
+                        instance: "karmada-1".into(),
+                        kind: kind.into(),
+                        ..Default::default()
+                    })
+                    .await
+                    .ok()?;
+                if kind == "ClusterTaintPolicy" && !l.get_ref().policies.is_empty() {
+                    return None;
+                }
+            }
+            Some(())
+        }
+    })
+    .await;
+    // ...and it is not Degraded, past the time a failing watch takes to make it so (3 s).
+    let mut instances =
+        kairship::proto::instance_service_client::InstanceServiceClient::new(api.channel.clone());
+    let mut phases = Vec::new();
+    for _ in 0..16 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let phase = instances
+            .get_instance(GetInstanceRequest {
+                name: "karmada-1".into(),
+            })
+            .await
+            .expect("instance")
+            .into_inner()
+            .status
+            .map(|s| s.phase)
+            .unwrap_or_default();
+        phases.push(phase);
+    }
+    assert!(
+        !phases.iter().any(|p| p == "Degraded")
+            && phases.last().map(String::as_str) == Some("Running"),
+        "an instance without ClusterTaintPolicies: {phases:?}"
+    );
+    let out = api.kubectl_with(&proxy, &["get", "clustertaintpolicies.policy.karmada.io"]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && (said.contains("could not find the requested resource")
+                || said.contains("doesn't have a resource type")),
+        "{said}"
+    );
+    api.stop().await;
+}

@@ -24,6 +24,8 @@ pub enum Kind {
     OverridePolicy,
     ClusterPropagationPolicy,
     ClusterOverridePolicy,
+    /// Karmada v1.14 and later (failover taints); an older instance simply has none.
+    ClusterTaintPolicy,
     ResourceBinding,
     Namespace,
     Deployment,
@@ -33,12 +35,13 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Cluster,
         Kind::PropagationPolicy,
         Kind::OverridePolicy,
         Kind::ClusterPropagationPolicy,
         Kind::ClusterOverridePolicy,
+        Kind::ClusterTaintPolicy,
         Kind::ResourceBinding,
         Kind::Namespace,
         Kind::Deployment,
@@ -59,12 +62,18 @@ impl Kind {
         among.iter().copied().find(|k| k.resource().kind == name)
     }
 
-    pub const POLICIES: [Kind; 4] = [
+    pub const POLICIES: [Kind; 5] = [
         Kind::PropagationPolicy,
         Kind::ClusterPropagationPolicy,
         Kind::OverridePolicy,
         Kind::ClusterOverridePolicy,
+        Kind::ClusterTaintPolicy,
     ];
+
+    /// A kind only newer instances serve: its absence is no fault of the instance.
+    pub fn optional(self) -> bool {
+        matches!(self, Kind::ClusterTaintPolicy)
+    }
 
     /// Served from a CustomResourceDefinition on the instance (Karmada's policies and
     /// bindings), not built into kube-apiserver or aggregated.
@@ -75,6 +84,7 @@ impl Kind {
                 | Kind::OverridePolicy
                 | Kind::ClusterPropagationPolicy
                 | Kind::ClusterOverridePolicy
+                | Kind::ClusterTaintPolicy
                 | Kind::ResourceBinding
         )
     }
@@ -85,6 +95,7 @@ impl Kind {
             Kind::Cluster
                 | Kind::ClusterPropagationPolicy
                 | Kind::ClusterOverridePolicy
+                | Kind::ClusterTaintPolicy
                 | Kind::Namespace
         )
     }
@@ -97,6 +108,7 @@ impl Kind {
             Kind::OverridePolicy => "OverridePolicy",
             Kind::ClusterPropagationPolicy => "ClusterPropagationPolicy",
             Kind::ClusterOverridePolicy => "ClusterOverridePolicy",
+            Kind::ClusterTaintPolicy => "ClusterTaintPolicy",
             Kind::ResourceBinding => "ResourceBinding",
             Kind::Namespace => "Namespace",
             Kind::Deployment => "Deployment",
@@ -132,6 +144,12 @@ impl Kind {
                 "v1alpha1",
                 "ClusterOverridePolicy",
                 "clusteroverridepolicies",
+            ),
+            Kind::ClusterTaintPolicy => (
+                "policy.karmada.io",
+                "v1alpha1",
+                "ClusterTaintPolicy",
+                "clustertaintpolicies",
             ),
             Kind::ResourceBinding => (
                 "work.karmada.io",
@@ -222,6 +240,9 @@ impl Caches {
                                 Err(e) => {
                                     restarts.fetch_add(1, Ordering::Relaxed);
                                     health.failed(e.to_string());
+                                    if kind.optional() && not_served(&e) {
+                                        writer.mark_absent();
+                                    }
                                     tracing::debug!(error = %e, "watch error; retrying with backoff");
                                 }
                             }
@@ -274,6 +295,9 @@ impl Caches {
             return Some(why);
         }
         self.health.iter().find_map(|(kind, health)| {
+            if self.stores.get(kind).is_some_and(ObjectStore::absent) {
+                return None;
+            }
             let error = health.failing_for(grace, not_before)?;
             let r = kind.resource();
             let dot = if r.group.is_empty() { "" } else { "." };
@@ -302,6 +326,15 @@ impl Caches {
             }
         }
     }
+}
+
+/// A list answered 404: the instance does not serve the kind.
+fn not_served(e: &watcher::Error) -> bool {
+    matches!(
+        e,
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+            | watcher::Error::WatchStartFailed(kube::Error::Api(s)) if s.code == 404
+    )
 }
 
 impl Drop for Caches {

@@ -69,10 +69,11 @@ pub struct Reported {
     pub message: String,
 }
 
-/// The kinds Kairship caches, grouped as `syncResources` lists them.
+/// The kinds Kairship caches, grouped as `syncResources` lists them; not the optional
+/// ones, which an older instance does not serve.
 fn sync_resources() -> Value {
     let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for kind in Kind::ALL {
+    for kind in Kind::ALL.into_iter().filter(|k| !k.optional()) {
         let r = kind.resource();
         groups.entry(r.group).or_default().push(r.plural);
     }
@@ -493,7 +494,7 @@ mod tests {
             .iter()
             .map(|g| g["resources"].as_array().map_or(0, Vec::len))
             .sum();
-        assert_eq!(total, Kind::ALL.len());
+        assert_eq!(total, Kind::ALL.iter().filter(|k| !k.optional()).count());
         assert!(s.get("kubeconfig").is_none(), "credentials never inline");
     }
 

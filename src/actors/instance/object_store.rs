@@ -52,6 +52,9 @@ struct Inner {
     state: RwLock<State>,
     feed: Feed,
     ready: watch::Sender<bool>,
+    /// The instance does not serve the kind (a kind newer than its Karmada): the store
+    /// counts as listed, and its reads go to the instance, which answers for itself.
+    absent: std::sync::atomic::AtomicBool,
     /// The instance's cache budget, shared by its stores; none in tests of one store.
     meter: Option<(Arc<Meter>, &'static str)>,
 }
@@ -92,6 +95,7 @@ impl ObjectStore {
             state: RwLock::default(),
             feed: Feed::default(),
             ready: watch::channel(false).0,
+            absent: Default::default(),
             meter,
         }))
     }
@@ -147,6 +151,19 @@ impl ObjectStore {
         true
     }
 
+    /// The instance answered 404 to the kind's list: it does not serve it.
+    pub fn mark_absent(&self) {
+        self.0
+            .absent
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.0.ready.send_replace(true);
+    }
+
+    /// Whether the instance does not serve the kind, as last seen.
+    pub fn absent(&self) -> bool {
+        self.0.absent.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Drops every object if the instance is over its budget (its watches are stopped).
     pub fn drop_if_over_budget(&self) {
         let mut state = self.0.state.write();
@@ -155,6 +172,9 @@ impl ObjectStore {
 
     /// Applies one event of the kind's watch (objects carry apiVersion and kind).
     pub fn apply(&self, event: watcher::Event<DynamicObject>) {
+        self.0
+            .absent
+            .store(false, std::sync::atomic::Ordering::Release);
         let mut state = self.0.state.write();
         if self.over_budget(&mut state) {
             return;
