@@ -335,3 +335,22 @@ async fn the_workload_view_names_the_claiming_policy_only() {
     )
     .await;
 }
+
+/// Failover as Karmada >= 1.14: NotReady alone evicts nothing, a ClusterTaintPolicy's
+/// NoExecute taint does, and the workload view's failover history names the eviction (the
+/// scenario tests/real runs against real Karmada).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_cluster_taint_policy_evicts_and_the_history_says_so() {
+    let api = Api::start(1).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubectl = |args: &[&str]| api.env.sim.kubectl_raw("karmada-1", args);
+    kairship_test_support::scenarios::failover::only_a_taint_policy_evicts(
+        &kubectl,
+        &api.env.sim.fleet.admin_url(),
+        WorkloadServiceClient::new(api.channel.clone()),
+        tonic::Request::new,
+        dir.path(),
+        Duration::from_secs(30),
+    )
+    .await;
+}

@@ -589,6 +589,8 @@ async fn kairship_against_real_karmada() {
     kairship_test_support::scenarios::failover::only_a_taint_policy_evicts(
         &kubectl,
         &admin,
+        WorkloadServiceClient::new(channel.clone()),
+        |r| demo.request(r),
         demo.dir.path(),
         Duration::from_secs(90),
     )

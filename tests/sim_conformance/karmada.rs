@@ -364,23 +364,6 @@ async fn nginx_sample_ends_as_karmada_leaves_it() {
     sim.fleet.shutdown();
 }
 
-/// Failover as Karmada >= 1.14: NotReady alone evicts nothing, a ClusterTaintPolicy's
-/// NoExecute taint does (the scenario tests/real runs against real Karmada).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn only_a_cluster_taint_policy_evicts() {
-    let sim = start(2).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubectl = |args: &[&str]| sim.kubectl_raw("karmada-1", args);
-    kairship_test_support::scenarios::failover::only_a_taint_policy_evicts(
-        &kubectl,
-        &sim.fleet.admin_url(),
-        dir.path(),
-        WAIT,
-    )
-    .await;
-    sim.fleet.shutdown();
-}
-
 use kairship_test_support::scenarios::{cluster_scoped, nginx};
 
 /// The scenario the real tier runs against real Karmada (tests/real), run here against

@@ -412,6 +412,14 @@ export interface components {
         "kairship.v1alpha1.DeleteInstanceResponse": Record<string, never>;
         "kairship.v1alpha1.DeletePolicyResponse": Record<string, never>;
         "kairship.v1alpha1.DeleteWorkloadResponse": Record<string, never>;
+        "kairship.v1alpha1.Eviction": {
+            cluster?: string;
+            inProgress?: boolean;
+            message?: string;
+            producer?: string;
+            reason?: string;
+            time?: string;
+        };
         "kairship.v1alpha1.Instance": {
             metadata?: components["schemas"]["kairship.v1alpha1.ObjectMeta"];
             spec?: components["schemas"]["kairship.v1alpha1.InstanceSpec"];
@@ -523,6 +531,7 @@ export interface components {
             bindingName?: string;
             clusters?: components["schemas"]["kairship.v1alpha1.TargetCluster"][];
             conditions?: components["schemas"]["kairship.v1alpha1.Condition"][];
+            evictions?: components["schemas"]["kairship.v1alpha1.Eviction"][];
             overrides?: components["schemas"]["kairship.v1alpha1.ClusterOverrides"][];
         };
         "kairship.v1alpha1.Policy": {

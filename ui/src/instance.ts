@@ -202,6 +202,8 @@ function workloadRows(inst: string, w: Workload[], shown: Map<string, Overrides 
           );
         }),
         !placement?.bindingName && h('span', { class: 'muted' }, 'not propagated'),
+        // Failover under way: Karmada moves the workload off these clusters.
+        ...(placement?.evictions ?? []).map((e) => h('div', { class: 'eviction muted', 'data-cluster': e.cluster ?? '' }, `leaving ${e.cluster}${e.inProgress ? '' : ' (done)'}: ${e.reason ?? ''}${e.producer ? ` (${e.producer})` : ''}`)),
       ),
       h('td', {}, (w.policies ?? []).map((p) => h('div', { class: 'policy', 'data-claimed': String(p.claimed ?? false) }, `${p.kind} ${p.namespace ? `${p.namespace}/` : ''}${p.name}`, p.kind?.endsWith('PropagationPolicy') && !p.claimed && h('span', { class: 'muted' }, ' (claim pending)')))),
       h('td', { class: 'overrides' }, overridesCell(inst, w, shown, refresh)),

@@ -9,6 +9,7 @@ use tracing::info;
 
 use super::detector::{self, CPP_ID, CPP_NAME, CRB_ID, PP_ID, PP_NAME, PP_NAMESPACE, RB_ID};
 use super::events;
+use super::graceful_eviction;
 use super::members::upsert;
 use super::scheduler;
 use super::{skipped_namespace, Controller, CLUSTER_TEMPLATE_KINDS, TEMPLATE_KINDS};
@@ -262,6 +263,9 @@ fn desired_binding(
     if !prev["spec"]["clusters"].is_null() {
         spec["clusters"] = prev["spec"]["clusters"].clone();
     }
+    if !prev["spec"]["gracefulEvictionTasks"].is_null() {
+        spec["gracefulEvictionTasks"] = prev["spec"]["gracefulEvictionTasks"].clone();
+    }
     let mut metadata = json!({"name": name, "labels": labels, "annotations": annotations});
     if namespaced {
         metadata["namespace"] = meta["namespace"].clone();
@@ -360,10 +364,13 @@ fn schedule(
     if !ok && unchanged {
         return Ok(());
     }
-    let body = json!({
+    let mut body = json!({
         "metadata": {"annotations": {SCHEDULED_FOR: if ok { Value::from(fingerprint) } else { Value::Null }}},
         "spec": {"clusters": targets},
     });
+    if let Some(tasks) = graceful_eviction::with_evicted(spec, &previous, clusters) {
+        body["spec"]["gracefulEvictionTasks"] = tasks;
+    }
     c.store().patch(
         def,
         ns,

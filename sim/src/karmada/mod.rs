@@ -12,6 +12,7 @@ pub mod detector;
 pub mod events;
 pub mod execution;
 pub mod failover;
+pub mod graceful_eviction;
 pub mod members;
 pub mod nodes;
 pub mod overrides;
@@ -125,6 +126,7 @@ impl Controller {
         failover::run(self)?;
         nodes::run(self)?;
         binding::run(self)?;
+        graceful_eviction::run(self)?;
         execution::run(self)?;
         status::run(self)?;
         pods::run(self)?;

@@ -4,6 +4,7 @@
 
 mod access;
 mod cluster;
+mod failover;
 mod instance;
 mod policy;
 mod search;

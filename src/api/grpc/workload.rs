@@ -260,6 +260,7 @@ fn placement(
             .collect(),
         conditions: convert::conditions(&rb.data["status"]["conditions"]),
         overrides: Vec::new(),
+        evictions: super::failover::in_progress(&rb.data),
     })
 }
 
@@ -413,6 +414,8 @@ impl WorkloadService for Workloads {
         let mut w = workload(&reads, &beside, kind, &o);
         if let Some(p) = w.placement.as_mut() {
             p.overrides = overrides(&on, &o, p).await?;
+            let done = super::failover::history(&on, &req.namespace, &p.binding_name).await;
+            p.evictions.extend(done);
         }
         Ok(Response::new(w))
     }

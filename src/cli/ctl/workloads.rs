@@ -167,6 +167,24 @@ fn get_rows(w: &Value) -> Vec<Vec<String>> {
             more.push(vec![format!("  {}", c.as_str().unwrap_or_default())]);
         }
     }
+    for e in w
+        .pointer("/placement/evictions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let state = match e["inProgress"].as_bool() {
+            Some(true) => "under way",
+            _ => "done",
+        };
+        more.push(vec![format!(
+            "evicted from {} ({state}, {}): {} {}",
+            s(e, "/cluster"),
+            s(e, "/time"),
+            s(e, "/reason"),
+            s(e, "/message")
+        )]);
+    }
     rows.extend(more);
     rows
 }

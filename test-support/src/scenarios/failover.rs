@@ -1,13 +1,17 @@
 //! Cluster failover as Karmada >= 1.14 does it: a member that goes NotReady gets a
 //! NoSchedule taint and keeps what it runs; only a ClusterTaintPolicy adds the NoExecute
 //! taint that evicts it (policies tolerate nothing unless they say so), and the workload
-//! moves to the other member. When the member is back, the policy's taint goes. Run against
-//! the simulated fleet and the real one, so both must agree.
+//! moves to the other member; Kairship's workload view shows the eviction in its failover
+//! history. When the member is back, the policy's taint goes. Run against the simulated
+//! fleet and the real one, so both must agree.
 
 use std::process::Output;
 use std::time::Duration;
 
+use kairship::proto::workload_service_client::WorkloadServiceClient;
+use kairship::proto::GetWorkloadRequest;
 use serde_json::{json, Value};
+use tonic::transport::Channel;
 
 const MANIFEST: &str = r#"apiVersion: apps/v1
 kind: Deployment
@@ -118,10 +122,13 @@ fn apply(kubectl: &dyn Fn(&[&str]) -> Output, path: &std::path::Path) {
 }
 
 /// `kubectl`: instance karmada-1; `admin`: the fleet's fault API (`sim_admin` of
-/// endpoints.json); `dir`: where the manifests are written.
+/// endpoints.json); `workloads` and `request`: Kairship's WorkloadService as a caller who
+/// may read the instance; `dir`: where the manifests are written.
 pub async fn only_a_taint_policy_evicts(
     kubectl: &(dyn Fn(&[&str]) -> Output + Sync),
     admin: &str,
+    workloads: WorkloadServiceClient<Channel>,
+    request: impl Fn(GetWorkloadRequest) -> tonic::Request<GetWorkloadRequest>,
     dir: &std::path::Path,
     within: Duration,
 ) {
@@ -193,6 +200,40 @@ pub async fn only_a_taint_policy_evicts(
             (placed(kubectl) == ["member1"]).then_some(())
         })
     });
+
+    // Kairship's failover history names the eviction Karmada recorded.
+    let seen = crate::poll(within, crate::POLL, || {
+        let (mut c, req) = (
+            workloads.clone(),
+            request(GetWorkloadRequest {
+                instance: "karmada-1".into(),
+                namespace: "default".into(),
+                kind: "Deployment".into(),
+                name: "failover-web".into(),
+            }),
+        );
+        async move {
+            let w = c
+                .get_workload(req)
+                .await
+                .map_err(|e| e.to_string())?
+                .into_inner();
+            let evictions = w.placement.map(|p| p.evictions).unwrap_or_default();
+            let done = evictions.iter().any(|e| {
+                e.cluster == "member2"
+                    && !e.in_progress
+                    && e.reason == "EvictWorkloadFromClusterSucceed"
+            });
+            match done {
+                true => Ok(()),
+                false => Err(format!("{evictions:?}")),
+            }
+        }
+    })
+    .await;
+    if let Err(last) = seen {
+        panic!("Kairship's failover history of failover-web: {last}");
+    }
 
     set_ready(true).await;
     block(|| {
