@@ -12,6 +12,7 @@
 mod clusterpedia;
 use kairship_test_support::fleet as common;
 mod differential;
+mod faults;
 mod identity;
 use kairship_test_support::process;
 use kairship_test_support::scenarios::{cluster_scoped, nginx, tables};
@@ -476,51 +477,8 @@ async fn kairship_against_real_karmada() {
     )
     .await;
 
-    // A Karmada CRD deleted on a real karmada-apiserver: karmada-1 is Degraded naming it,
-    // kubectl through the proxy hears what the instance says, and with the CRD applied
-    // again it is Running.
-    const CRD: &str = "clusteroverridepolicies.policy.karmada.io";
-    let direct1 = demo.direct("karmada-1");
-    demo.ok(&direct1, &["delete", "crd", CRD]);
-    eventually(Duration::from_secs(60), "karmada-1 Degraded", || async {
-        let mut c = InstanceServiceClient::new(demo.channel().await);
-        let status = c
-            .get_instance(demo.request(GetInstanceRequest {
-                name: "karmada-1".into(),
-            }))
-            .await
-            .ok()?
-            .into_inner()
-            .status?;
-        let named = status
-            .conditions
-            .iter()
-            .any(|c| c.r#type == "Ready" && c.reason == "Degraded" && c.message.contains(CRD));
-        (status.phase == "Degraded" && named).then_some(())
-    })
-    .await;
-    // Not an empty list from the cache: the instance's 404 (or, with kubectl's discovery
-    // cache refreshed, an unknown resource type).
-    let gone = demo.kubectl(&proxy1, &["get", "clusteroverridepolicies"]);
-    let said = String::from_utf8_lossy(&gone.stderr);
-    assert!(
-        !gone.status.success()
-            && (said.contains("could not find the requested resource")
-                || said.contains("doesn't have a resource type")),
-        "{said}"
-    );
-    let crd_file = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/karmada/crds/policy.karmada.io_clusteroverridepolicies.yaml"
-    );
-    demo.ok(&direct1, &["apply", "-f", crd_file]);
-    eventually(
-        Duration::from_secs(150),
-        "karmada-1 Running with the CRD back",
-        || async { (demo.phase("karmada-1").await == "Running").then_some(()) },
-    )
-    .await;
-    demo.ok(&proxy1, &["get", "clusteroverridepolicies"]);
+    // A Karmada CRD deleted on a real karmada-apiserver, and restored.
+    faults::crd_deleted_and_restored(&demo, &proxy1).await;
 
     // Leader election on the real host's Lease.
     let host = demo.dir.path().join("real/host/admin.kubeconfig");
@@ -579,54 +537,13 @@ async fn kairship_against_real_karmada() {
     identity::roles_on_members(&demo, &demo.dex).await;
     identity::dex_tokens_on_every_surface(&demo, &demo.dex, demo.early_token.clone()).await;
 
-    // Killing karmada-2's apiserver shows it Unreachable; karmada-1 keeps serving.
+    // Failover by ClusterTaintPolicy, then karmada-2's apiserver killed and restarted.
     let admin = demo.endpoints["sim_admin"]
         .as_str()
         .expect("fault API")
         .to_string();
-    // Failover as Karmada 1.18 does it, against its real taint policy controller and taint
-    // manager (the same scenario runs on the simulator in tests/sim_conformance).
-    kairship_test_support::scenarios::failover::only_a_taint_policy_evicts(
-        &kubectl,
-        &admin,
-        WorkloadServiceClient::new(channel.clone()),
-        |r| demo.request(r),
-        demo.dir.path(),
-        Duration::from_secs(90),
-    )
-    .await;
-    let fault = |method: &'static str| {
-        let url = format!("{admin}/faults/karmada-2");
-        async move {
-            let mut c = Command::new("curl");
-            c.args([
-                "-sS",
-                "-f",
-                "-X",
-                method,
-                &url,
-                "-H",
-                "content-type: application/json",
-                "-d",
-                r#"{"mode":"down"}"#,
-            ]);
-            c.output().expect("curl")
-        }
-    };
-    assert!(fault("POST").await.status.success());
-    eventually(Duration::from_secs(30), "karmada-2 Unreachable", || async {
-        (demo.phase("karmada-2").await == "Unreachable").then_some(())
-    })
-    .await;
-    demo.ok(&proxy1, &["get", "deployments", "-A"]);
-    assert_eq!(demo.phase("karmada-1").await, "Running");
-    assert!(fault("DELETE").await.status.success());
-    eventually(
-        Duration::from_secs(90),
-        "karmada-2 Running again",
-        || async { (demo.phase("karmada-2").await == "Running").then_some(()) },
-    )
-    .await;
+    faults::failover(&demo, &kubectl, &admin).await;
+    faults::instance_killed(&demo, &proxy1, &admin).await;
 
     // Deleting an Instance takes its Clusterpedia registration along, and only its.
     clusterpedia::removed_with_the_instance(&demo, "karmada-2", "karmada-1").await;
