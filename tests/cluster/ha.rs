@@ -15,10 +15,10 @@ use kairship_test_support::{holds, poll, process, POLL, PROCESS_POLL};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::readers::{self, Readers, Tally};
+use crate::readers::{Readers, Tally};
 use crate::{bin_dir, helm, helm_path, image_archive, image_name, repo, run, skip_unless, stdout};
 
-const NS: &str = "kairship-system";
+pub(crate) const NS: &str = "kairship-system";
 const LEASE: &str = "kairship-controller-manager";
 
 fn prerequisites() -> Result<(), String> {
@@ -134,7 +134,7 @@ impl ClusterDemo {
         serde_json::from_str(&self.kubectl(&a)).expect("kubectl -o json")
     }
 
-    fn pods(&self) -> Vec<Value> {
+    pub(crate) fn pods(&self) -> Vec<Value> {
         self.json(&[
             "-n",
             NS,
@@ -149,7 +149,7 @@ impl ClusterDemo {
     }
 
     /// The Lease's holder: a replica's process (`<pod>_<suffix>`).
-    fn holder(&self) -> String {
+    pub(crate) fn holder(&self) -> String {
         self.json(&["-n", NS, "get", "lease", LEASE])["spec"]["holderIdentity"]
             .as_str()
             .unwrap_or_default()
@@ -157,7 +157,7 @@ impl ClusterDemo {
     }
 
     /// The pod of the Lease's holder.
-    fn leader_pod(&self) -> Option<Value> {
+    pub(crate) fn leader_pod(&self) -> Option<Value> {
         let holder = self.holder();
         let pod = holder
             .rsplit_once('_')
@@ -198,14 +198,14 @@ impl Drop for ClusterDemo {
     }
 }
 
-fn ready(pod: &Value) -> bool {
+pub(crate) fn ready(pod: &Value) -> bool {
     pod["status"]["conditions"].as_array().is_some_and(|cs| {
         cs.iter()
             .any(|c| c["type"] == "Ready" && c["status"] == "True")
     }) && pod["metadata"]["deletionTimestamp"].is_null()
 }
 
-fn name(pod: &Value) -> String {
+pub(crate) fn name(pod: &Value) -> String {
     pod["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
@@ -213,7 +213,7 @@ fn name(pod: &Value) -> String {
 }
 
 /// A plain-HTTP GET (the pods' probes port): the body on 200.
-async fn http_get(addr: &str, path: &str) -> Option<String> {
+pub(crate) async fn http_get(addr: &str, path: &str) -> Option<String> {
     let (code, body) = http_get_status(addr, path).await?;
     (code == 200).then_some(body)
 }
@@ -238,20 +238,20 @@ pub async fn http_get_status(addr: &str, path: &str) -> Option<(u16, String)> {
         .flatten()
 }
 
-fn metric(text: &str, name: &str) -> Option<f64> {
+pub(crate) fn metric(text: &str, name: &str) -> Option<f64> {
     text.lines()
         .filter(|l| l.starts_with(name))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .reduce(|a, b| a + b)
 }
 
-async fn pod_metrics(pod: &Value) -> Option<String> {
+pub(crate) async fn pod_metrics(pod: &Value) -> Option<String> {
     let ip = pod["status"]["podIP"].as_str()?;
     http_get(&format!("{ip}:8080"), "/metrics").await
 }
 
 /// The host PID of a pod's container, through containerd.
-fn container_pid(demo: &ClusterDemo, pod: &Value) -> (String, u32) {
+pub(crate) fn container_pid(demo: &ClusterDemo, pod: &Value) -> (String, u32) {
     let id = pod["status"]["containerStatuses"][0]["containerID"]
         .as_str()
         .and_then(|c| c.strip_prefix("containerd://"))
@@ -266,163 +266,12 @@ fn container_pid(demo: &ClusterDemo, pod: &Value) -> (String, u32) {
     (id, pid)
 }
 
-async fn pods_are_ready_nonroot_and_one_leads(demo: &ClusterDemo) {
-    let pods = demo.pods();
-    assert_eq!(pods.len(), 3, "three replicas");
-    assert!(
-        pods.iter().all(ready),
-        "every pod Ready through its own probe"
-    );
-    let holder = demo
-        .leader_pod()
-        .map(|p| name(&p))
-        .unwrap_or_else(|| panic!("the Lease is held by a pod: {}", demo.holder()));
-    let mut leaders = 0;
-    for pod in &pods {
-        let m = pod_metrics(pod)
-            .await
-            .unwrap_or_else(|| panic!("/metrics of {}", name(pod)));
-        assert!(m.contains("kairship_instance_phase"), "{m}");
-        if metric(&m, "leader_election_master_status") == Some(1.0) {
-            leaders += 1;
-            assert_eq!(
-                name(pod),
-                holder,
-                "the pod that says it leads holds the Lease"
-            );
-        }
-        // What runs, not what the spec asks: the container's process on the host.
-        let (_, pid) = container_pid(demo, pod);
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-        let uid = status.lines().find(|l| l.starts_with("Uid:")).expect("Uid");
-        assert!(
-            uid.split_whitespace().skip(1).all(|u| u == "65532"),
-            "{}: {uid}",
-            name(pod)
-        );
-        let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).expect("mountinfo");
-        let root = mounts
-            .lines()
-            .find(|l| l.split(' ').nth(4) == Some("/"))
-            .expect("root mount");
-        let opts = root.split(' ').nth(5).unwrap_or_default();
-        assert!(
-            opts.split(',').any(|o| o == "ro"),
-            "{}: root mounted {opts}",
-            name(pod)
-        );
-        // Logs: one JSON object per line (kubectl logs reaches the kubelet on the node).
-        let logs = demo.kubectl(&["-n", NS, "logs", &name(pod), "--tail=20"]);
-        assert!(!logs.trim().is_empty(), "{} logged nothing", name(pod));
-        for line in logs.lines().filter(|l| !l.trim().is_empty()) {
-            let v: Value =
-                serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
-            assert!(
-                v["level"].is_string() && v["timestamp"].is_string(),
-                "{line}"
-            );
-        }
-    }
-    assert_eq!(leaders, 1, "exactly one replica leads");
-    let service_metrics =
-        http_get(&format!("{}:8080", service_ip(&demo.endpoints)), "/metrics").await;
-    assert!(
-        service_metrics.is_some_and(|m| m.contains("kairship_instance_phase")),
-        "/metrics through the Service"
-    );
-    println!("3 pods Ready, {holder} leads, UID 65532 on read-only roots, JSON logs");
-}
-
 pub fn service_ip(endpoints: &Value) -> String {
     endpoints["grpc"]
         .as_str()
         .and_then(|g| g.rsplit_once(':'))
         .map(|(ip, _)| ip.to_string())
         .expect("grpc address")
-}
-
-async fn every_surface_answers_through_the_service(demo: &ClusterDemo) {
-    let e = &demo.endpoints;
-    // kubectl through the proxy, with the kubeconfig the demo wrote.
-    let kubeconfig = e["instances"][0]["kubeconfig"]
-        .as_str()
-        .expect("kubeconfig");
-    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
-    let clusters = stdout(&run(Command::new(&kubectl).args([
-        "--kubeconfig",
-        kubeconfig,
-        "get",
-        "clusters",
-        "-o",
-        "name",
-    ])));
-    assert!(
-        clusters.contains("member1") && clusters.contains("member2"),
-        "{clusters}"
-    );
-    // gRPC: health and a real call.
-    let channel = kairship::cli::ctl::grpc_endpoint(
-        &format!("https://{}", e["grpc"].as_str().expect("grpc")),
-        Some(&std::fs::read_to_string(e["ca"].as_str().expect("ca")).expect("the CA")),
-    )
-    .expect("address")
-    .connect()
-    .await
-    .expect("gRPC through the Service");
-    let health = tonic_health::pb::health_client::HealthClient::new(channel.clone())
-        .check(tonic_health::pb::HealthCheckRequest {
-            service: String::new(),
-        })
-        .await
-        .expect("health");
-    assert_eq!(
-        health.into_inner().status,
-        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
-    );
-    let mut req = tonic::Request::new(kairship::proto::ListInstancesRequest::default());
-    let token = e["tokens"]["admin"].as_str().expect("token");
-    req.metadata_mut().insert(
-        "authorization",
-        format!("Bearer {token}").parse().expect("metadata"),
-    );
-    let list = kairship::proto::instance_service_client::InstanceServiceClient::new(channel)
-        .list_instances(req)
-        .await
-        .expect("ListInstances")
-        .into_inner();
-    assert_eq!(list.instances.len(), 2);
-    // REST and the console, over HTTPS with the demo's CA.
-    let ca = std::fs::read_to_string(e["ca"].as_str().expect("ca")).expect("ca");
-    let https = e["http"].as_str().expect("http");
-    let kc = kairship_wire::kubeconfig::build("root", https, &ca, token);
-    let path = demo.dir.path().join("root.kubeconfig");
-    std::fs::write(&path, kc.to_string()).expect("write");
-    let root = readers::client_from_path(&path.display().to_string()).await;
-    let rest = root
-        .request_text(
-            http::Request::get("/apis/kairship.io/v1alpha1/instances")
-                .body(Vec::new())
-                .expect("request"),
-        )
-        .await
-        .expect("REST through the Service");
-    let v: Value = serde_json::from_str(&rest).expect("REST answers JSON");
-    assert_eq!(v["instances"].as_array().map(Vec::len), Some(2), "{v}");
-    let page = root
-        .request_text(
-            http::Request::get("/ui/")
-                .body(Vec::new())
-                .expect("request"),
-        )
-        .await
-        .expect("the console through the Service");
-    assert!(
-        page.contains("<html") || page.contains("<!doctype html"),
-        "{page}"
-    );
-    println!(
-        "kubectl, gRPC (health, ListInstances), REST and the console answer through the Service"
-    );
 }
 
 fn print_tallies(title: &str, tallies: &[Tally]) {
@@ -666,8 +515,8 @@ async fn kairship_runs_as_pods_on_a_real_node() {
     }
     assert!(helm_path().is_file());
     let mut demo = ClusterDemo::start().await;
-    pods_are_ready_nonroot_and_one_leads(&demo).await;
-    every_surface_answers_through_the_service(&demo).await;
+    crate::surfaces::pods_are_ready_nonroot_and_one_leads(&demo).await;
+    crate::surfaces::every_surface_answers_through_the_service(&demo).await;
     leader_loss(&demo).await;
     rolling_upgrade(&demo).await;
     crate::managed::lifecycle(&demo).await;

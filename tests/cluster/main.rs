@@ -13,6 +13,7 @@ mod ha;
 mod image;
 mod managed;
 mod readers;
+mod surfaces;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

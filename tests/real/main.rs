@@ -14,6 +14,7 @@ use kairship_test_support::fleet as common;
 mod differential;
 mod faults;
 mod identity;
+mod member_roles;
 use kairship_test_support::process;
 use kairship_test_support::scenarios::{cluster_scoped, nginx, tables};
 
@@ -534,7 +535,7 @@ async fn kairship_against_real_karmada() {
     // instance's RBAC.
     identity::bind(&demo, "dex-admins", "admin", &["*"], "oidc:kairship-admins");
     identity::narrowed_editor(&demo, &demo.dex).await;
-    identity::roles_on_members(&demo, &demo.dex).await;
+    member_roles::roles_on_members(&demo, &demo.dex).await;
     identity::dex_tokens_on_every_surface(&demo, &demo.dex, demo.early_token.clone()).await;
 
     // Failover by ClusterTaintPolicy, then karmada-2's apiserver killed and restarted.

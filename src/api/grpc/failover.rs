@@ -11,6 +11,8 @@ const SUCCEEDED: &str = "EvictWorkloadFromClusterSucceed";
 const FAILED: &str = "EvictWorkloadFromClusterFailed";
 /// Events read per namespace, newest kept; Karmada's events live an hour by default.
 const EVENTS_READ: u32 = 500;
+/// How long the workload view waits for the history.
+const HISTORY_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The binding's `spec.gracefulEvictionTasks`: evictions under way.
 pub fn in_progress(binding: &Value) -> Vec<proto::Eviction> {
@@ -43,17 +45,16 @@ fn cluster_of(message: &str) -> Option<&str> {
 /// workload view stands without them).
 pub async fn history(on: &OnInstance, namespace: &str, binding: &str) -> Vec<proto::Eviction> {
     let what = format!("instance {:?}: the events of {namespace}", on.instance());
-    let listed = on
-        .live(&what, |client| {
-            let api: kube::Api<k8s_openapi::api::core::v1::Event> =
-                kube::Api::namespaced(client, namespace);
-            async move {
-                api.list(&kube::api::ListParams::default().limit(EVENTS_READ))
-                    .await
-            }
-        })
-        .await;
-    let Ok(listed) = listed else {
+    let listed = on.live(&what, |client| {
+        let api: kube::Api<k8s_openapi::api::core::v1::Event> =
+            kube::Api::namespaced(client, namespace);
+        async move {
+            api.list(&kube::api::ListParams::default().limit(EVENTS_READ))
+                .await
+        }
+    });
+    // The history is extra: a slow instance does not hold the workload view up for it.
+    let Ok(Ok(listed)) = tokio::time::timeout(HISTORY_WAIT, listed).await else {
         return Vec::new();
     };
     let mut out: Vec<proto::Eviction> = listed

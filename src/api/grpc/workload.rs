@@ -413,8 +413,12 @@ impl WorkloadService for Workloads {
         let beside = Beside::of(&on, [req.namespace.clone()]).await;
         let mut w = workload(&reads, &beside, kind, &o);
         if let Some(p) = w.placement.as_mut() {
-            p.overrides = overrides(&on, &o, p).await?;
-            let done = super::failover::history(&on, &req.namespace, &p.binding_name).await;
+            // Both are read live from the instance: at once, not one after the other.
+            let (changes, done) = tokio::join!(
+                overrides(&on, &o, p),
+                super::failover::history(&on, &req.namespace, &p.binding_name)
+            );
+            p.overrides = changes?;
             p.evictions.extend(done);
         }
         Ok(Response::new(w))
