@@ -297,3 +297,94 @@ async fn managed_instance_upgrade_end_to_end() {
     assert_eq!(e.code(), Code::InvalidArgument);
     api.stop().await;
 }
+
+/// An update without a resourceVersion means "the latest": it succeeds while the Instance's
+/// status is written underneath it (every few seconds in production, constantly here)
+/// instead of failing with a conflict (it did, one update in a cluster-tier run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_without_a_version_outlasts_status_writes() {
+    let api = Api::start(1).await;
+    let c = InstanceServiceClient::new(api.channel.clone());
+    let instances: KubeApi<kairship::crd::Instance> = KubeApi::all(api.env.host.clone());
+    // Someone writing the status all the time, as the leader does on every change.
+    let writers: Vec<_> = (0..1u64)
+        .map(|w| {
+            let instances = instances.clone();
+            tokio::spawn(async move {
+                for n in 0u64.. {
+                    let patch = json!({"status": {"observedGeneration": n * 4 + w}});
+                    let _ = instances
+                        .patch_status("karmada-1", &PatchParams::default(), &Patch::Merge(&patch))
+                        .await;
+                }
+            })
+        })
+        .collect();
+    let mut failed = Vec::new();
+    for n in 0..20 {
+        let current = c
+            .clone()
+            .get_instance(GetInstanceRequest {
+                name: "karmada-1".into(),
+            })
+            .await
+            .expect("instance")
+            .into_inner();
+        let mut meta = current.metadata.clone().unwrap_or_default();
+        meta.resource_version = String::new();
+        meta.labels.insert("round".into(), n.to_string());
+        let updated = c
+            .clone()
+            .update_instance(UpdateInstanceRequest {
+                instance: Some(Instance {
+                    metadata: Some(meta),
+                    spec: current.spec.clone(),
+                    status: None,
+                }),
+            })
+            .await;
+        if let Err(e) = updated {
+            failed.push(format!("round {n}: {e}"));
+        }
+    }
+    for w in writers {
+        w.abort();
+    }
+    assert!(failed.is_empty(), "updates refused: {failed:?}");
+    let now = instances.get("karmada-1").await.expect("instance");
+    let round = now
+        .metadata
+        .labels
+        .unwrap_or_default()
+        .get("round")
+        .cloned();
+    assert_eq!(
+        round.as_deref(),
+        Some("19"),
+        "the last update is what stands"
+    );
+    // A version the caller names is a precondition: a stale one is refused, not merged.
+    let current = c
+        .clone()
+        .get_instance(GetInstanceRequest {
+            name: "karmada-1".into(),
+        })
+        .await
+        .expect("instance")
+        .into_inner();
+    let mut meta = current.metadata.clone().unwrap_or_default();
+    meta.resource_version = "1".into();
+    let stale = c
+        .clone()
+        .update_instance(UpdateInstanceRequest {
+            instance: Some(Instance {
+                metadata: Some(meta),
+                spec: current.spec.clone(),
+                status: None,
+            }),
+        })
+        .await
+        .expect_err("a stale resourceVersion");
+    assert_eq!(stale.code(), Code::Aborted, "{stale:?}");
+    api.stop().await;
+}

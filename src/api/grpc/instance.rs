@@ -1,6 +1,6 @@
 //! InstanceService: Instances live in the host cluster; reads come from the API's cache.
 
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use tonic::{Request, Response, Status};
 
 use crate::actors::host_scope::{crd_url_prefix, OutOfScope};
@@ -24,6 +24,54 @@ impl Instances {
 impl Instances {
     /// The request's own fields within what Kairship may touch on the host, named as the
     /// request names them.
+    /// `current` with the update applied: the request's spec merged over the Karmada spec
+    /// the request does not model, the namespace kept, the checks of a new Secret and of
+    /// the managed spec, the operator's cache budget kept, and the request's labels.
+    async fn merge_update(
+        &self,
+        caller: &crate::auth::Caller,
+        current: &mut Instance,
+        mut spec: crate::crd::InstanceSpec,
+        meta: &proto::ObjectMeta,
+    ) -> Result<(), ApiError> {
+        if let (Some(old), Some(new)) = (current.spec.managed.as_ref(), spec.managed.as_mut()) {
+            let mut merged = old
+                .karmada_spec
+                .clone()
+                .unwrap_or_else(|| serde_json::json!({}));
+            if let Some(change) = new.karmada_spec.as_mut() {
+                let defaults = &self.0.tree.settings().managed_defaults;
+                defaults.follow_version(&merged, change);
+                crate::crd::karmada_spec::merge(&mut merged, change);
+            }
+            new.karmada_spec =
+                Some(merged).filter(|m| m.as_object().is_some_and(|o| !o.is_empty()));
+            match (&new.namespace, &old.namespace) {
+                (None, _) => new.namespace = old.namespace.clone(),
+                (Some(n), Some(o)) if n != o => {
+                    return Err(ApiError::invalid(
+                        "instance.spec.managed_namespace",
+                        format!("is {o:?} and cannot change: the control plane lives there"),
+                    ))
+                }
+                _ => {}
+            }
+        }
+        self.check_managed_spec(&spec)?;
+        // A Secret the instance already reads was checked when it was set; a new one is
+        // checked now.
+        if spec.external != current.spec.external {
+            self.check_secret(caller, &spec).await?;
+        }
+        // What the API does not set survives: the cache budget the operator set.
+        spec.cache_budget = current.spec.cache_budget.clone();
+        current.spec = spec;
+        if !meta.labels.is_empty() {
+            current.metadata.labels = Some(meta.labels.clone().into_iter().collect());
+        }
+        Ok(())
+    }
+
     fn check_scope(
         &self,
         request: Option<&proto::InstanceSpec>,
@@ -224,59 +272,29 @@ impl InstanceService for Instances {
         let spec = convert::instance_spec(inst.spec.as_ref())?;
         self.check_scope(inst.spec.as_ref(), &spec)?;
         let what = format!("instance {:?}", meta.name);
+        // An explicit resourceVersion is a precondition (a conflict is the caller's to
+        // resolve); none means "the latest": the merged spec is patched in whole without
+        // one, so the status written meanwhile (every few seconds) cannot conflict.
         let mut current = self.0.host_call(&what, self.api().get(&meta.name)).await?;
-        // An explicit resourceVersion is a precondition; none means "the latest".
+        self.merge_update(authorized.caller(), &mut current, spec, &meta)
+            .await?;
+        let name = current.metadata.name.clone().unwrap_or_default();
+        let spec = serde_json::to_value(&current.spec)
+            .map_err(|e| ApiError::Internal(format!("encoding the spec: {e}")))?;
+        let mut ops = Vec::new();
         if !meta.resource_version.is_empty() {
-            current.metadata.resource_version = Some(meta.resource_version);
+            ops.push(serde_json::json!({"op": "replace", "path": "/metadata/resourceVersion", "value": meta.resource_version}));
         }
-        // Merge: what the request does not model (the rest of the Karmada spec) survives.
-        let mut spec = spec;
-        if let (Some(old), Some(new)) = (current.spec.managed.as_ref(), spec.managed.as_mut()) {
-            let mut merged = old
-                .karmada_spec
-                .clone()
-                .unwrap_or_else(|| serde_json::json!({}));
-            if let Some(change) = new.karmada_spec.as_mut() {
-                let defaults = &self.0.tree.settings().managed_defaults;
-                defaults.follow_version(&merged, change);
-                crate::crd::karmada_spec::merge(&mut merged, change);
-            }
-            new.karmada_spec =
-                Some(merged).filter(|m| m.as_object().is_some_and(|o| !o.is_empty()));
-            match (&new.namespace, &old.namespace) {
-                (None, _) => new.namespace = old.namespace.clone(),
-                (Some(n), Some(o)) if n != o => {
-                    return Err(ApiError::invalid(
-                        "instance.spec.managed_namespace",
-                        format!("is {o:?} and cannot change: the control plane lives there"),
-                    )
-                    .into())
-                }
-                _ => {}
-            }
-        }
-        self.check_managed_spec(&spec)?;
-        // A Secret the instance already reads was checked when it was set; a new one is
-        // checked now.
-        if spec.external != current.spec.external {
-            self.check_secret(authorized.caller(), &spec).await?;
-        }
-        // What the API does not set survives: the cache budget the operator set.
-        spec.cache_budget = current.spec.cache_budget.clone();
-        current.spec = spec;
+        ops.push(serde_json::json!({"op": "replace", "path": "/spec", "value": spec}));
         if !meta.labels.is_empty() {
-            current.metadata.labels = Some(meta.labels.into_iter().collect());
+            ops.push(serde_json::json!({"op": "add", "path": "/metadata/labels", "value": current.metadata.labels}));
         }
+        let patch: json_patch::Patch = serde_json::from_value(serde_json::Value::Array(ops))
+            .map_err(|e| ApiError::Internal(format!("building the patch: {e}")))?;
+        let (api, params, patch) = (self.api(), PatchParams::default(), Patch::Json::<()>(patch));
         let updated = self
             .0
-            .host_call(
-                &what,
-                self.api().replace(
-                    &current.metadata.name.clone().unwrap_or_default(),
-                    &PostParams::default(),
-                    &current,
-                ),
-            )
+            .host_call(&what, api.patch(&name, &params, &patch))
             .await?;
         Ok(Response::new(convert::instance(&updated)))
     }
