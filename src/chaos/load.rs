@@ -19,6 +19,8 @@ use crate::proto;
 
 /// Every request gives up after this: an answer this late is an error.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// How many times the ledger's read of an instance is tried.
+const LEDGER_ATTEMPTS: u32 = 4;
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
 const RUN_LABEL: &str = "kairship.io/chaos-run";
 
@@ -296,6 +298,13 @@ impl Load {
         }
     }
 
+    /// Stops every loop and watch (requests in flight are dropped, unacknowledged).
+    pub fn stop(&mut self) {
+        for t in self.tasks.drain(..).chain(self.burst.drain(..)) {
+            t.abort();
+        }
+    }
+
     pub fn end_burst(&mut self) {
         for t in self.burst.drain(..) {
             t.abort();
@@ -355,16 +364,25 @@ impl Load {
             let acked = ledger.get(&t.name).cloned().unwrap_or_default();
             let api: Api<ConfigMap> = Api::namespaced(t.proxy.clone(), "default");
             let lp = ListParams::default().labels(&format!("{RUN_LABEL}={}", self.run));
-            let present: Vec<String> =
-                match tokio::time::timeout(REQUEST_TIMEOUT, api.list(&lp)).await {
-                    Ok(Ok(list)) => list
+            // A refusal or a timeout (a victim still draining its backlog, a 429 from the
+            // fairness bound) is asked again with backoff; still unreadable after that,
+            // every acknowledged write counts as unverified (lost).
+            let mut present: Vec<String> = Vec::new();
+            let mut wait = Duration::from_millis(500);
+            for attempt in 1..=LEDGER_ATTEMPTS {
+                if let Ok(Ok(list)) = tokio::time::timeout(REQUEST_TIMEOUT, api.list(&lp)).await {
+                    present = list
                         .items
                         .into_iter()
                         .filter_map(|c| c.metadata.name)
-                        .collect(),
-                    // Unreadable now: every acknowledged write counts as unverified (lost).
-                    _ => Vec::new(),
-                };
+                        .collect();
+                    break;
+                }
+                if attempt < LEDGER_ATTEMPTS {
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                }
+            }
             let lost: Vec<String> = acked
                 .iter()
                 .filter(|n| !present.contains(n))

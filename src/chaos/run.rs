@@ -204,8 +204,10 @@ pub async fn run_one(
     }
     let recorder = load.recorder.clone();
     load.end_burst();
-    // Requests in flight finish (or time out) before the figures are taken.
+    // Requests in flight finish (or time out) before the figures are taken; then the load
+    // stops, so the ledger's reads do not queue behind it.
     tokio::time::sleep(REQUEST_TIMEOUT.min(Duration::from_secs(2))).await;
+    load.stop();
     let ledger = load.check_ledger().await;
     drop(load);
     let after = control.restarts().await.unwrap_or_default();
