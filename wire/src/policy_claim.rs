@@ -63,9 +63,12 @@ pub fn policy_match(policy: &Value, template: &Value) -> Option<Implicit> {
 
 /// The policy that claims `template`: highest explicit `spec.priority`, then implicit
 /// priority, then the alphabetically first name.
-pub fn pick<'a>(policies: &'a [Value], template: &Value) -> Option<&'a Value> {
+pub fn pick<'a>(
+    policies: impl IntoIterator<Item = &'a Value>,
+    template: &Value,
+) -> Option<&'a Value> {
     policies
-        .iter()
+        .into_iter()
         .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
         .filter_map(|p| policy_match(p, template).map(|m| (p, m)))
         .min_by(|(a, ma), (b, mb)| {

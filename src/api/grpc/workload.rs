@@ -121,10 +121,11 @@ fn policies_for(
                 .into_iter()
                 .find_map(|k| {
                     let candidates = of_kind(k);
-                    let values: Vec<Value> = candidates.iter().map(|p| p.policy.clone()).collect();
-                    let chosen = policy_claim::pick(&values, &template)?;
-                    let at = values.iter().position(|v| std::ptr::eq(v, chosen))?;
-                    Some(candidates[at])
+                    let chosen =
+                        policy_claim::pick(candidates.iter().map(|p| &p.policy), &template)?;
+                    candidates
+                        .into_iter()
+                        .find(|p| std::ptr::eq(&p.policy, chosen))
                 });
             if let Some(p) = pending.filter(|p| visible(p)) {
                 out.push(reference(p, false));

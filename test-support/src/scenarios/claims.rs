@@ -7,6 +7,8 @@
 use std::process::Output;
 use std::time::Duration;
 
+use super::apply;
+
 use kairship::proto::workload_service_client::WorkloadServiceClient;
 use kairship::proto::{GetWorkloadRequest, PolicyRef};
 use serde_json::Value;
@@ -79,16 +81,6 @@ fn policies(refs: &[PolicyRef]) -> Vec<(String, String, bool)> {
         .collect();
     out.sort();
     out
-}
-
-fn apply(kubectl: &dyn Fn(&[&str]) -> Output, path: &std::path::Path) {
-    let out = kubectl(&["apply", "-f", &path.display().to_string()]);
-    assert!(
-        out.status.success(),
-        "kubectl apply {}: {}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// `kubectl`: the instance (directly or through Kairship's proxy); `workloads` and

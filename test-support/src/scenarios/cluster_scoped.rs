@@ -57,12 +57,7 @@ fn work_on(kubectl: &dyn Fn(&[&str]) -> Output, cluster: &str) -> Option<Value> 
 pub fn cluster_role(kubectl: &dyn Fn(&[&str]) -> Output, dir: &std::path::Path, within: Duration) {
     let path = dir.join("team-reader.yaml");
     std::fs::write(&path, MANIFEST).expect("write the manifest");
-    let out = kubectl(&["apply", "-f", &path.display().to_string()]);
-    assert!(
-        out.status.success(),
-        "kubectl apply: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    super::apply(kubectl, &path);
     let crb = wait(
         within,
         "team-reader's ClusterResourceBinding on member1",

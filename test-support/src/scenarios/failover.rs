@@ -8,6 +8,8 @@
 use std::process::Output;
 use std::time::Duration;
 
+use super::apply;
+
 use kairship::proto::workload_service_client::WorkloadServiceClient;
 use kairship::proto::GetWorkloadRequest;
 use serde_json::{json, Value};
@@ -109,16 +111,6 @@ fn taints(kubectl: &dyn Fn(&[&str]) -> Output) -> Vec<(String, String)> {
             (s("key"), s("effect"))
         })
         .collect()
-}
-
-fn apply(kubectl: &dyn Fn(&[&str]) -> Output, path: &std::path::Path) {
-    let out = kubectl(&["apply", "-f", &path.display().to_string()]);
-    assert!(
-        out.status.success(),
-        "kubectl apply {}: {}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// `kubectl`: instance karmada-1; `admin`: the fleet's fault API (`sim_admin` of
