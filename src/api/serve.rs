@@ -7,11 +7,14 @@
 //! flight get `DRAIN_TIMEOUT` to complete before the rest are cut.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
@@ -29,9 +32,12 @@ pub struct ServerLimits {
     /// Connections open at once; more are closed as they arrive.
     pub max_connections: usize,
     pub handshake_timeout: Duration,
-    /// A request's headers must arrive within this (HTTP/1.1; slow-header attacks).
+    /// A request's headers must arrive within this of its first byte (HTTP/1.1;
+    /// slow-header attacks). Waiting for the next request is the idle timeout's business.
     pub header_read_timeout: Duration,
-    /// A connection with nothing in flight for this long is closed.
+    /// A connection with nothing in flight for this long is closed. Longer than the 90 s
+    /// after which Go's, client-go's and hyper's clients drop idle pooled connections
+    /// themselves, so a server-side close never races a client reusing one.
     pub idle_timeout: Duration,
     /// Concurrent HTTP/2 streams per connection (kube-apiserver's default, 250... here
     /// fewer: one connection should not hold a caller's whole budget).
@@ -44,17 +50,120 @@ impl Default for ServerLimits {
             max_connections: 4096,
             handshake_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(90),
+            idle_timeout: Duration::from_secs(120),
             max_streams: 250,
         }
     }
 }
 
-/// Requests in flight on one connection, and whether it has been idle since the last look.
-#[derive(Default)]
+/// Requests in flight on one connection, whether it has been idle since the last look,
+/// and since when the bytes of a request whose headers are not complete have been coming.
 struct Activity {
     in_flight: AtomicUsize,
-    seen: std::sync::atomic::AtomicBool,
+    seen: AtomicBool,
+    opened: Instant,
+    /// Milliseconds after `opened`, plus one, of the first byte of an incomplete request
+    /// head; 0 when none is coming.
+    head_since: AtomicU64,
+    /// HTTP/2: bytes between requests are frames (pings, settings), not a head.
+    http2: AtomicBool,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            in_flight: AtomicUsize::new(0),
+            seen: AtomicBool::new(false),
+            opened: Instant::now(),
+            head_since: AtomicU64::new(0),
+            http2: AtomicBool::new(false),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX - 1) + 1
+    }
+
+    /// Bytes read while nothing is in flight begin the next request's head.
+    fn read(&self) {
+        if self.http2.load(Ordering::Acquire) || self.in_flight.load(Ordering::Acquire) > 0 {
+            return;
+        }
+        let now = self.now();
+        let _ = self
+            .head_since
+            .compare_exchange(0, now, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// A request's head is complete.
+    fn request(&self) {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.head_since.store(0, Ordering::Release);
+    }
+
+    /// How long the current incomplete head has been coming.
+    fn head_for(&self) -> Option<Duration> {
+        match self.head_since.load(Ordering::Acquire) {
+            0 => None,
+            since => Some(Duration::from_millis(self.now().saturating_sub(since))),
+        }
+    }
+}
+
+/// The connection's stream, telling `Activity` when bytes arrive.
+struct Watched<I> {
+    inner: I,
+    activity: Arc<Activity>,
+    first: bool,
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let got = &buf.filled()[before..];
+        if matches!(polled, Poll::Ready(Ok(()))) && !got.is_empty() {
+            if std::mem::take(&mut self.first) && got.starts_with(b"PRI ") {
+                self.activity.http2.store(true, Ordering::Release);
+            }
+            self.activity.read();
+        }
+        polled
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 struct InFlight(Arc<Activity>);
@@ -105,11 +214,11 @@ pub async fn serve(
         connections.spawn(async move {
             let _slot = slot;
             match acceptor {
-                None => connection(TokioIo::new(tcp), peer, app, limits, stop).await,
+                None => connection(tcp, peer, app, limits, stop).await,
                 Some(acceptor) => {
                     let handshake = acceptor.accept(tcp);
                     match tokio::time::timeout(limits.handshake_timeout, handshake).await {
-                        Ok(Ok(s)) => connection(TokioIo::new(s), peer, app, limits, stop).await,
+                        Ok(Ok(s)) => connection(s, peer, app, limits, stop).await,
                         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "tls handshake failed"),
                         Err(_) => tracing::debug!(%peer, "tls handshake timed out"),
                     }
@@ -140,19 +249,24 @@ pub async fn serve(
 
 /// One connection, HTTP/1.1 or HTTP/2, until it ends, idles out or the server stops.
 async fn connection<I>(
-    io: TokioIo<I>,
+    io: I,
     peer: std::net::SocketAddr,
     app: axum::Router,
     limits: ServerLimits,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) where
-    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let activity = Arc::new(Activity::default());
+    let activity = Arc::new(Activity::new());
+    let io = TokioIo::new(Watched {
+        inner: io,
+        activity: activity.clone(),
+        first: true,
+    });
     let svc = {
         let activity = activity.clone();
         hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-            activity.in_flight.fetch_add(1, Ordering::AcqRel);
+            activity.request();
             let held = InFlight(activity.clone());
             let mut req = req.map(axum::body::Body::new);
             req.extensions_mut().insert(Peer(peer));
@@ -165,10 +279,13 @@ async fn connection<I>(
         })
     };
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    // hyper's own header timeout also runs while a keep-alive connection waits for its
+    // next request, closing idle connections after 10 s under clients that reuse them
+    // (a chaos run's healthy request failed so); the loop below times heads instead.
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout);
+        .header_read_timeout(None);
     builder
         .http2()
         .timer(TokioTimer::new())
@@ -177,7 +294,9 @@ async fn connection<I>(
         .keep_alive_timeout(Duration::from_secs(10));
     let conn = builder.serve_connection_with_upgrades(io, svc);
     tokio::pin!(conn);
-    let check = (limits.idle_timeout / 3).max(Duration::from_millis(100));
+    let check = (limits.idle_timeout / 3)
+        .min(limits.header_read_timeout / 2)
+        .max(Duration::from_millis(100));
     let mut idle_for = Duration::ZERO;
     loop {
         tokio::select! {
@@ -190,6 +309,10 @@ async fn connection<I>(
                     true => Duration::ZERO,
                     false => idle_for + check,
                 };
+                if activity.head_for().is_some_and(|t| t >= limits.header_read_timeout) {
+                    tracing::debug!(%peer, "request headers incomplete after the header timeout; closed");
+                    return;
+                }
                 if idle_for >= limits.idle_timeout {
                     tracing::debug!(%peer, "idle connection closed");
                     break;
