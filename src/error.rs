@@ -38,6 +38,10 @@ pub enum ApiError {
     Missing(Box<Refusal>),
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// The system is not in the state the call needs (a cluster that still runs
+    /// workloads; a member that cannot be reached with the kubeconfig given).
+    #[error("{0}")]
+    FailedPrecondition(String),
 }
 
 /// What an instance refused (or does not have): the message, and the object as a `Status`
@@ -71,6 +75,7 @@ impl ApiError {
             Self::Unauthenticated(_) => Code::Unauthenticated,
             Self::PermissionDenied(_) | Self::Forbidden(_) => Code::PermissionDenied,
             Self::PayloadTooLarge(_) => Code::ResourceExhausted,
+            Self::FailedPrecondition(_) => Code::FailedPrecondition,
         }
     }
 
@@ -97,6 +102,7 @@ impl ApiError {
             Self::Unauthenticated(_) => "Unauthorized",
             Self::PermissionDenied(_) | Self::Forbidden(_) => "Forbidden",
             Self::PayloadTooLarge(_) => "RequestEntityTooLarge",
+            Self::FailedPrecondition(_) => "BadRequest",
         }
     }
 

@@ -319,8 +319,9 @@ pub fn controllers(bin: &Path, karmada: &ApiServer) -> Result<Vec<Proc>, Error> 
 
 /// kube-controller-manager with what an API server without workloads needs: ClusterRole
 /// aggregation (the default view/edit/admin roles stay empty without it), namespace
-/// deletion and garbage collection. Every real cluster runs it; members need it too, so
-/// Kairship's roles propagated there (`view`, `edit`) grant what they say.
+/// deletion, garbage collection and ServiceAccount token Secrets (`karmadactl join`, and
+/// Kairship's, wait for the member to fill them). Every real cluster runs it; members need
+/// it too, so Kairship's roles propagated there (`view`, `edit`) grant what they say.
 pub fn kube_controller_manager(bin: &Path, api: &ApiServer) -> Result<Proc, Error> {
     let kc = api.kubeconfig.display().to_string();
     Proc::spawn(
@@ -331,7 +332,13 @@ pub fn kube_controller_manager(bin: &Path, api: &ApiServer) -> Result<Proc, Erro
             format!("--authentication-kubeconfig={kc}"),
             format!("--authorization-kubeconfig={kc}"),
             "--leader-elect=false".into(),
-            "--controllers=clusterrole-aggregation,namespace,garbagecollector".into(),
+            "--controllers=clusterrole-aggregation,namespace,garbagecollector,serviceaccount-token"
+                .into(),
+            format!(
+                "--service-account-private-key-file={}",
+                api.dir.join("sa.key").display()
+            ),
+            format!("--root-ca-file={}", api.dir.join("ca.crt").display()),
             "--bind-address=127.0.0.1".into(),
             format!("--secure-port={}", free_port()?),
             "--use-service-account-credentials=false".into(),

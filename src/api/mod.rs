@@ -12,6 +12,7 @@ pub mod convert;
 pub mod drain;
 pub mod grpc;
 pub mod http;
+pub mod member;
 pub mod mount;
 pub mod objects;
 pub mod openapi;

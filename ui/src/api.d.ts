@@ -77,7 +77,7 @@ export interface paths {
         };
         get: operations["ClusterService_ListClusters"];
         put?: never;
-        post?: never;
+        post: operations["ClusterService_JoinCluster"];
         delete?: never;
         options?: never;
         head?: never;
@@ -142,6 +142,22 @@ export interface paths {
         get?: never;
         put?: never;
         post: operations["ClusterService_CordonCluster"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/apis/kairship.io/v1alpha1/instances/{instance}/clusters/{name}:remove": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["ClusterService_RemoveCluster"];
         delete?: never;
         options?: never;
         head?: never;
@@ -482,6 +498,15 @@ export interface components {
             phase?: string;
             stats?: components["schemas"]["kairship.v1alpha1.InstanceStats"];
         };
+        "kairship.v1alpha1.JoinClusterRequest": {
+            context?: string;
+            instance?: string;
+            kubeconfig?: string;
+            name?: string;
+            provider?: string;
+            region?: string;
+            zones?: string[];
+        };
         "kairship.v1alpha1.Leader": {
             holderIdentity?: string;
             isSelf?: boolean;
@@ -548,6 +573,20 @@ export interface components {
             kind?: string;
             name?: string;
             namespace?: string;
+        };
+        "kairship.v1alpha1.RemoveClusterRequest": {
+            context?: string;
+            force?: boolean;
+            instance?: string;
+            kubeconfig?: string;
+            name?: string;
+            /** Format: int32 */
+            waitSeconds?: number;
+        };
+        "kairship.v1alpha1.RemoveClusterResponse": {
+            memberCleaned?: string[];
+            notMoved?: string[];
+            workloads?: string[];
         };
         "kairship.v1alpha1.ResourceList": {
             cpu?: string;
@@ -830,6 +869,41 @@ export interface operations {
             };
         };
     };
+    ClusterService_JoinCluster: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                instance: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["kairship.v1alpha1.JoinClusterRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.Cluster"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
     ClusterService_GetCluster: {
         parameters: {
             query?: never;
@@ -953,6 +1027,42 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["kairship.v1alpha1.Cluster"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    ClusterService_RemoveCluster: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                instance: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["kairship.v1alpha1.RemoveClusterRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.RemoveClusterResponse"];
                 };
             };
             /** @description An error as google.rpc.Status */

@@ -290,7 +290,7 @@ async fn server_of(ctx: &Context, source: &KubeconfigSource) -> Result<Server, H
         ))
     };
     let text = String::from_utf8(bytes).map_err(|_| bad("not UTF-8".into()))?;
-    let kc = super::connect::parse_kubeconfig(&text).map_err(bad)?;
+    let kc = super::connect::parse_kubeconfig(&text, "an instance").map_err(bad)?;
     let current = kc.current_context.clone().unwrap_or_default();
     let cluster_name = kc
         .contexts

@@ -407,16 +407,17 @@ pub fn owned(karmada: &DynamicObject, name: &str) -> bool {
         .is_some_and(|v| v == name)
 }
 
-/// An instance's kubeconfig, as read from its Secret: self-contained credentials only.
-/// Exec plugins and auth providers would run commands inside Kairship, and file paths
-/// would read Kairship's own files, on behalf of whoever can write that Secret.
-pub fn parse_kubeconfig(text: &str) -> Result<Kubeconfig, String> {
+/// A kubeconfig handed to Kairship (an instance's Secret, a member a caller joins):
+/// self-contained credentials only. Exec plugins and auth providers would run commands
+/// inside Kairship, and file paths would read Kairship's own files, on behalf of whoever
+/// wrote the kubeconfig. `for_what` names its use in refusals ("an instance").
+pub fn parse_kubeconfig(text: &str, for_what: &str) -> Result<Kubeconfig, String> {
     // Never the parser's words: they quote the value, which may be any Secret's content.
     let kc = Kubeconfig::from_yaml(text)
         .map_err(|_| "invalid kubeconfig: the value is not a kubeconfig document".to_string())?;
     let refuse = |what: &str, name: &str| {
         Err(format!(
-            "kubeconfig {what} {name:?} is not allowed for an instance: use inline data (a token or *-data fields)"
+            "kubeconfig {what} {name:?} is not allowed for {for_what}: use inline data (a token or *-data fields)"
         ))
     };
     for c in &kc.clusters {
@@ -447,7 +448,7 @@ pub fn parse_kubeconfig(text: &str) -> Result<Kubeconfig, String> {
 
 /// An error's own words without what it quotes after the first colon (a context's name,
 /// bytes of a certificate): the Secret's content stays out of statuses and logs.
-fn without_detail(e: &dyn std::fmt::Display) -> String {
+pub fn without_detail(e: &dyn std::fmt::Display) -> String {
     let text = e.to_string();
     text.split(": ").next().unwrap_or_default().to_string()
 }
@@ -464,7 +465,7 @@ async fn client_from(
             source.namespace, source.name, source.key
         ))
     };
-    let kc = parse_kubeconfig(kubeconfig).map_err(named)?;
+    let kc = parse_kubeconfig(kubeconfig, "an instance").map_err(named)?;
     let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .map_err(|e| named(format!("invalid kubeconfig: {}", without_detail(&e))))?;
@@ -506,7 +507,7 @@ mod tests {
 
     #[test]
     fn only_self_contained_kubeconfigs_are_accepted() {
-        assert!(parse_kubeconfig(&kubeconfig("    token: abc")).is_ok());
+        assert!(parse_kubeconfig(&kubeconfig("    token: abc"), "an instance").is_ok());
         for (user, named) in [
             (
                 "    exec: {command: /bin/sh, apiVersion: client.authentication.k8s.io/v1}",
@@ -516,10 +517,10 @@ mod tests {
             ("    client-certificate: /etc/passwd", "client-certificate"),
             ("    tokenFile: /var/run/secrets/token", "tokenFile"),
         ] {
-            let e = parse_kubeconfig(&kubeconfig(user)).expect_err(named);
+            let e = parse_kubeconfig(&kubeconfig(user), "an instance").expect_err(named);
             assert!(e.contains(named), "{e}");
         }
-        let e = parse_kubeconfig("clusters: [").expect_err("not YAML");
+        let e = parse_kubeconfig("clusters: [", "an instance").expect_err("not YAML");
         assert!(e.starts_with("invalid kubeconfig"), "{e}");
     }
 }

@@ -142,6 +142,14 @@ pub const GRPC: &[(&str, Rule)] = &[
         named(rule(View, INSTANCE, "get", "clusters"), "name"),
     ),
     (
+        "/kairship.v1alpha1.ClusterService/JoinCluster",
+        named(rule(Admin, INSTANCE, "create", "clusters"), "name"),
+    ),
+    (
+        "/kairship.v1alpha1.ClusterService/RemoveCluster",
+        named(rule(Admin, INSTANCE, "delete", "clusters"), "name"),
+    ),
+    (
         "/kairship.v1alpha1.ClusterService/CordonCluster",
         named(rule(Edit, INSTANCE, "cordon", "clusters"), "name"),
     ),

@@ -93,6 +93,26 @@ impl Clusters {
 
 #[tonic::async_trait]
 impl ClusterService for Clusters {
+    async fn join_cluster(
+        &self,
+        req: Request<proto::JoinClusterRequest>,
+    ) -> Result<Response<proto::Cluster>, Status> {
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, &instance).await?;
+        let c = super::cluster_join::join(&on, req.into_inner()).await?;
+        Ok(Response::new(c))
+    }
+
+    async fn remove_cluster(
+        &self,
+        req: Request<proto::RemoveClusterRequest>,
+    ) -> Result<Response<proto::RemoveClusterResponse>, Status> {
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, &instance).await?;
+        let r = super::cluster_join::remove(&on, req.into_inner()).await?;
+        Ok(Response::new(r))
+    }
+
     async fn list_clusters(
         &self,
         req: Request<proto::ListClustersRequest>,

@@ -4,6 +4,7 @@
 
 mod access;
 mod cluster;
+mod cluster_join;
 mod failover;
 mod instance;
 mod policy;

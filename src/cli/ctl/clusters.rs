@@ -1,5 +1,8 @@
-//! `kairship ctl cordon|uncordon INSTANCE CLUSTER`: as `karmadactl cordon`, through
-//! Kairship's ClusterService.
+//! `kairship ctl cordon|uncordon|join|remove INSTANCE CLUSTER`: as `karmadactl cordon`,
+//! `join` and `unjoin`, through Kairship's ClusterService.
+
+use std::path::PathBuf;
+use std::time::Duration;
 
 use super::{print, s, status, Conn, Output};
 use crate::proto::{self, cluster_service_client::ClusterServiceClient};
@@ -37,6 +40,141 @@ pub(crate) async fn cordon(
                 s(j, "/metadata/name"),
                 (j["unschedulable"] == true).to_string(),
                 taints.join(","),
+            ],
+        ]
+    })
+}
+
+#[derive(Debug, clap::Args)]
+pub struct JoinArgs {
+    instance: String,
+    /// The Cluster's name in the instance.
+    cluster: String,
+    /// The member's kubeconfig (inline credentials only; sent once, never stored).
+    #[arg(long)]
+    cluster_kubeconfig: PathBuf,
+    /// The kubeconfig's context for the member; its current context when unset.
+    #[arg(long)]
+    cluster_context: Option<String>,
+    #[arg(long)]
+    cluster_provider: Option<String>,
+    #[arg(long)]
+    cluster_region: Option<String>,
+    /// Comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    cluster_zones: Vec<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RemoveArgs {
+    instance: String,
+    cluster: String,
+    /// Remove even while workloads are propagated there: Karmada is made to move them.
+    #[arg(long)]
+    force: bool,
+    /// With --force: seconds to wait for Karmada to move the workloads (1-300).
+    #[arg(long, default_value_t = 60)]
+    wait: i32,
+    /// The member's kubeconfig, to remove what the join created there.
+    #[arg(long)]
+    cluster_kubeconfig: Option<PathBuf>,
+    #[arg(long)]
+    cluster_context: Option<String>,
+}
+
+fn read_kubeconfig(path: &PathBuf) -> Result<String, Error> {
+    std::fs::read_to_string(path).map_err(|e| {
+        Error::Usage(format!(
+            "reading --cluster-kubeconfig {}: {e}",
+            path.display()
+        ))
+    })
+}
+
+pub(crate) async fn join(conn: &Conn, out: Output, a: &JoinArgs) -> Result<(), Error> {
+    let mut c = ClusterServiceClient::new(conn.channel.clone());
+    let req = conn.request_within(
+        proto::JoinClusterRequest {
+            instance: a.instance.clone(),
+            name: a.cluster.clone(),
+            kubeconfig: read_kubeconfig(&a.cluster_kubeconfig)?,
+            context: a.cluster_context.clone().unwrap_or_default(),
+            provider: a.cluster_provider.clone().unwrap_or_default(),
+            region: a.cluster_region.clone().unwrap_or_default(),
+            zones: a.cluster_zones.clone(),
+        },
+        Duration::from_secs(120),
+    );
+    let r = c.join_cluster(req).await.map_err(status)?.into_inner();
+    print(out, "kairship.v1alpha1.Cluster", &r, |j| {
+        vec![
+            vec![
+                "CLUSTER".into(),
+                "MODE".into(),
+                "ENDPOINT".into(),
+                "JOINED".into(),
+            ],
+            vec![
+                s(j, "/metadata/name"),
+                s(j, "/syncMode"),
+                s(j, "/apiEndpoint"),
+                "yes".into(),
+            ],
+        ]
+    })
+}
+
+pub(crate) async fn remove(conn: &Conn, out: Output, a: &RemoveArgs) -> Result<(), Error> {
+    let mut c = ClusterServiceClient::new(conn.channel.clone());
+    let kubeconfig = match &a.cluster_kubeconfig {
+        Some(p) => read_kubeconfig(p)?,
+        None => String::new(),
+    };
+    let wait = u64::try_from(a.wait.max(0)).unwrap_or(0);
+    let req = conn.request_within(
+        proto::RemoveClusterRequest {
+            instance: a.instance.clone(),
+            name: a.cluster.clone(),
+            force: a.force,
+            wait_seconds: a.wait,
+            kubeconfig,
+            context: a.cluster_context.clone().unwrap_or_default(),
+        },
+        Duration::from_secs(wait + 150),
+    );
+    if a.force {
+        eprintln!(
+            "removing cluster {:?}: Karmada moves its workloads first (up to {wait} s), then the Cluster is deleted",
+            a.cluster
+        );
+    }
+    let r = c.remove_cluster(req).await.map_err(status)?.into_inner();
+    print(out, "kairship.v1alpha1.RemoveClusterResponse", &r, |j| {
+        let list = |p: &str| {
+            j.pointer(p)
+                .and_then(|v| v.as_array())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default()
+        };
+        vec![
+            vec![
+                "CLUSTER".into(),
+                "REMOVED".into(),
+                "WORKLOADS".into(),
+                "NOT MOVED".into(),
+                "MEMBER CLEANED".into(),
+            ],
+            vec![
+                a.cluster.clone(),
+                "yes".into(),
+                list("/workloads"),
+                list("/notMoved"),
+                list("/memberCleaned"),
             ],
         ]
     })

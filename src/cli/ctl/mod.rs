@@ -68,6 +68,12 @@ pub enum CtlCommand {
     Cordon { instance: String, cluster: String },
     /// Make a cordoned member cluster schedulable again.
     Uncordon { instance: String, cluster: String },
+    /// Join a member cluster in Push mode (as `karmadactl join`), from its kubeconfig.
+    Join(clusters::JoinArgs),
+    /// Remove a member cluster (as `karmadactl unjoin`); refused while workloads run
+    /// there unless --force.
+    #[command(alias = "unjoin")]
+    Remove(clusters::RemoveArgs),
     /// Workloads of one instance and where Karmada placed them.
     #[command(subcommand)]
     Workloads(workloads::WorkloadsCmd),
@@ -175,8 +181,14 @@ pub(crate) struct Conn {
 
 impl Conn {
     pub(crate) fn request<T>(&self, msg: T) -> tonic::Request<T> {
+        self.request_within(msg, Duration::from_secs(15))
+    }
+
+    /// A request that may take longer than most (a join waits for the member's tokens, a
+    /// forced removal for Karmada to move workloads).
+    pub(crate) fn request_within<T>(&self, msg: T, within: Duration) -> tonic::Request<T> {
         let mut r = tonic::Request::new(msg);
-        r.set_timeout(Duration::from_secs(15));
+        r.set_timeout(within);
         if let Some(t) = &self.token {
             if let Ok(v) = format!("Bearer {t}").parse() {
                 r.metadata_mut().insert("authorization", v);
@@ -528,6 +540,8 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
         CtlCommand::Uncordon { instance, cluster } => {
             clusters::cordon(&conn, out, instance, cluster, false).await
         }
+        CtlCommand::Join(args) => clusters::join(&conn, out, args).await,
+        CtlCommand::Remove(args) => clusters::remove(&conn, out, args).await,
         CtlCommand::Workloads(cmd) => workloads::run(&conn, out, cmd).await,
         CtlCommand::Search(args) => search::run(&conn, out, args).await,
         CtlCommand::Whoami => {

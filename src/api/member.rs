@@ -1,0 +1,173 @@
+//! A member cluster reached with the kubeconfig a caller hands in (to join or clean up a
+//! member): self-contained credentials only, HTTPS with a CA, short timeouts, used for
+//! the one call and never stored. Errors name what is wrong in the caller's terms: the
+//! kubeconfig, an unreachable server, a certificate its CA does not verify, credentials
+//! the member refused.
+
+use std::time::Duration;
+
+use kube::config::KubeConfigOptions;
+
+use crate::actors::instance::connect::{parse_kubeconfig, without_detail};
+use crate::error::ApiError;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A member cluster as the caller's kubeconfig reaches it.
+pub struct Member {
+    pub client: kube::Client,
+    pub url: String,
+    /// The CA the kubeconfig trusts for the member (PEM), for Karmada's caBundle when the
+    /// member's token Secret carries none.
+    pub ca_pem: Option<String>,
+}
+
+impl Member {
+    /// `field` names the request field the kubeconfig came in, for errors.
+    pub async fn connect(field: &str, kubeconfig: &str, context: &str) -> Result<Self, ApiError> {
+        if kubeconfig.trim().is_empty() {
+            return Err(ApiError::invalid(
+                field,
+                "required: the member's kubeconfig",
+            ));
+        }
+        let kc = parse_kubeconfig(kubeconfig, "a member cluster")
+            .map_err(|e| ApiError::invalid(field, e))?;
+        let options = KubeConfigOptions {
+            context: (!context.is_empty()).then(|| context.to_string()),
+            ..Default::default()
+        };
+        let mut config = kube::Config::from_custom_kubeconfig(kc, &options)
+            .await
+            .map_err(|e| {
+                ApiError::invalid(field, format!("invalid kubeconfig: {}", without_detail(&e)))
+            })?;
+        let url = config.cluster_url.to_string();
+        if config.cluster_url.scheme_str() != Some("https") {
+            return Err(ApiError::invalid(
+                field,
+                format!("server {url} is not HTTPS: the member's credentials, and the token Karmada would use, would cross the network in clear"),
+            ));
+        }
+        if config.accept_invalid_certs {
+            return Err(ApiError::invalid(
+                field,
+                "insecure-skip-tls-verify is not accepted: give the member's CA as certificate-authority-data",
+            ));
+        }
+        config.connect_timeout = Some(CONNECT_TIMEOUT);
+        config.read_timeout = Some(CALL_TIMEOUT);
+        config.write_timeout = Some(CALL_TIMEOUT);
+        let ca_pem = config
+            .root_cert
+            .as_ref()
+            .map(|ders| ders.iter().map(|d| pem(d)).collect::<String>());
+        let client = kube::Client::try_from(config)
+            .map_err(|e| ApiError::invalid(field, format!("building a client for {url}: {e}")))?;
+        Ok(Self {
+            client,
+            url,
+            ca_pem,
+        })
+    }
+
+    /// Maps a failed call to the member (`what` says what was being done) to an error in
+    /// the caller's terms.
+    pub fn error(&self, what: &str, e: kube::Error) -> ApiError {
+        let url = &self.url;
+        match e {
+            kube::Error::Api(s) if s.code == 401 => ApiError::FailedPrecondition(format!(
+                "the member at {url} refused the kubeconfig's credentials ({what}: 401 Unauthorized)"
+            )),
+            kube::Error::Api(s) if s.code == 403 => ApiError::PermissionDenied(format!(
+                "the kubeconfig's user may not {what} on the member at {url}: {}",
+                s.message
+            )),
+            kube::Error::Api(s) => ApiError::FailedPrecondition(format!(
+                "the member at {url} answered {what} with {} {}: {}",
+                s.code, s.reason, s.message
+            )),
+            other => {
+                let chain = error_chain(&other);
+                let lower = chain.to_ascii_lowercase();
+                if lower.contains("certificate") || lower.contains("unknownissuer") {
+                    ApiError::FailedPrecondition(format!(
+                        "the member at {url} presented a certificate the kubeconfig's certificate-authority-data does not verify (wrong CA?): {chain}"
+                    ))
+                } else {
+                    ApiError::FailedPrecondition(format!(
+                        "the member at {url} is unreachable ({what}): {chain}"
+                    ))
+                }
+            }
+        }
+    }
+
+    /// A call to the member, bounded (the client's own timeouts cover each request; this
+    /// covers the whole).
+    pub async fn call<T>(
+        &self,
+        what: &str,
+        fut: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, ApiError> {
+        self.bounded(what, fut)
+            .await?
+            .map_err(|e| self.error(what, e))
+    }
+
+    /// As `call`, with `None` for an object the member does not have (404).
+    pub async fn call_unless_missing<T>(
+        &self,
+        what: &str,
+        fut: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<Option<T>, ApiError> {
+        match self.bounded(what, fut).await? {
+            Ok(v) => Ok(Some(v)),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+            Err(e) => Err(self.error(what, e)),
+        }
+    }
+
+    async fn bounded<T>(
+        &self,
+        what: &str,
+        fut: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<Result<T, kube::Error>, ApiError> {
+        let within = CALL_TIMEOUT + CONNECT_TIMEOUT;
+        tokio::time::timeout(within, fut).await.map_err(|_| {
+            ApiError::FailedPrecondition(format!(
+                "the member at {} did not answer {what} within {within:?}",
+                self.url
+            ))
+        })
+    }
+}
+
+/// An error with its causes, outermost first ("client error (Connect): tcp connect
+/// error: Connection refused").
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    parts.join(": ")
+}
+
+/// One DER certificate as PEM.
+fn pem(der: &[u8]) -> String {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(line));
+        out.push('\n');
+    }
+    out.push_str("-----END CERTIFICATE-----\n");
+    out
+}
