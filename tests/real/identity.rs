@@ -107,7 +107,7 @@ pub(crate) fn proxy_kubeconfig(demo: &Demo, instance: &str, token: &str, tag: &s
     path
 }
 
-async fn rest(demo: &Demo, token: &str) -> kube::Client {
+pub(crate) async fn rest(demo: &Demo, token: &str) -> kube::Client {
     let ca = std::fs::read_to_string(demo.endpoints["ca"].as_str().expect("ca")).expect("ca");
     let kc = kairship_wire::kubeconfig::build(
         "rest",

@@ -10,6 +10,7 @@
 //! the tier fails under CI and is skipped, loudly, elsewhere.
 
 mod clusterpedia;
+mod clusters;
 use kairship_test_support::fleet as common;
 mod differential;
 mod faults;

@@ -198,18 +198,8 @@ pub async fn roles_on_members(demo: &Demo, dex: &Dex) {
     kairship_realfleet::members::create_nodes(&member3, 1)
         .await
         .expect("nodes");
-    let karmada = kairship_realfleet::apiserver::client_from(&demo.direct("karmada-1"))
-        .await
-        .expect("karmada-1");
-    let joining = kairship_realfleet::karmada::Member {
-        name: "member3",
-        url: &late.url,
-        token: &late.token,
-        ca_pem: &late.ca_pem,
-    };
-    kairship_realfleet::karmada::join(&karmada, &joining)
-        .await
-        .expect("join member3");
+    // Joined through Kairship (over REST, as karmada-1's admin).
+    crate::clusters::join_over_rest(demo, &alice, &late).await;
     eventually_ok(
         demo,
         "kairship:edit on the member joined later",
@@ -217,6 +207,7 @@ pub async fn roles_on_members(demo: &Demo, dex: &Dex) {
         &["get", "clusterrolebinding", "kairship:edit"],
     )
     .await;
+    crate::clusters::workload_then_remove(demo, &late).await;
     // Removed when asked: the Instance says so, and the members lose the bindings.
     let host = demo.dir.path().join("real/host/admin.kubeconfig");
     demo.ok(

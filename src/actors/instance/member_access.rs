@@ -38,7 +38,8 @@ pub fn binding_name(template: &str) -> String {
     format!("{}-clusterrolebinding", template.replace(':', "."))
 }
 
-fn bindings() -> ApiResource {
+/// Karmada's ClusterResourceBindings (not cached).
+pub fn bindings() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &kube::api::GroupVersionKind::gvk("work.karmada.io", "v1alpha2", "ClusterResourceBinding"),
         "clusterresourcebindings",

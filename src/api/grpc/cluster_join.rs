@@ -15,6 +15,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use serde_json::{json, Value};
 
 use crate::actors::instance::caches::Kind;
+use crate::actors::instance::member_access;
 use crate::api::member::Member;
 use crate::api::request::OnInstance;
 use crate::api::{convert, objects};
@@ -347,13 +348,7 @@ async fn propagated_to(on: &OnInstance, cluster: &str) -> Result<Vec<String>, Ap
         .iter()
         .map(|b| objects::decoded(b))
         .collect::<Result<Vec<_>, _>>()?;
-    let crb = kube::discovery::ApiResource {
-        group: "work.karmada.io".into(),
-        version: "v1alpha2".into(),
-        api_version: "work.karmada.io/v1alpha2".into(),
-        kind: "ClusterResourceBinding".into(),
-        plural: "clusterresourcebindings".into(),
-    };
+    let crb = member_access::bindings();
     let cluster_scoped = on
         .live("ClusterResourceBindings", |client| async move {
             let api: Api<DynamicObject> = Api::all_with(client, &crb);
@@ -361,8 +356,17 @@ async fn propagated_to(on: &OnInstance, cluster: &str) -> Result<Vec<String>, Ap
         })
         .await?;
     bindings.extend(cluster_scoped.items);
+    // Kairship's own roles, propagated to every member, go with the cluster.
+    let kairships = |b: &DynamicObject| {
+        let claim = kairship_wire::policy_claim::CPP_NAME;
+        [&b.metadata.annotations, &b.metadata.labels]
+            .into_iter()
+            .flatten()
+            .any(|m| m.get(claim).map(String::as_str) == Some(member_access::POLICY))
+    };
     let mut out: Vec<String> = bindings
         .iter()
+        .filter(|b| !kairships(b))
         .filter(|b| {
             b.data
                 .pointer("/spec/clusters")
