@@ -74,6 +74,10 @@ export const api = {
     ),
   cordon: (inst: string, name: string, on: boolean) =>
     call<Cluster>('POST', `/instances/${seg(inst)}/clusters/${seg(name)}:${on ? 'cordon' : 'uncordon'}`, {}),
+  joinCluster: (inst: string, req: { name: string; kubeconfig: string; context?: string }) =>
+    call<Cluster>('POST', `/instances/${seg(inst)}/clusters`, req),
+  removeCluster: (inst: string, name: string, force: boolean) =>
+    call<S['kairship.v1alpha1.RemoveClusterResponse']>('POST', `/instances/${seg(inst)}/clusters/${seg(name)}:remove`, { force }),
   workloads: (inst: string) =>
     call<S['kairship.v1alpha1.ListWorkloadsResponse']>('GET', `/instances/${seg(inst)}/workloads`).then(
       (r) => r.workloads ?? [],

@@ -21,9 +21,26 @@ const NEW_POLICY = {
   },
 };
 
-function clusterRows(inst: string, clusters: Cluster[], canEdit: boolean, refresh: () => void, report: (e: unknown) => void) {
+/** A removal asked from the console: under way, or refused (with whether force may help). */
+type Removal = { message: string; refused: boolean };
+
+function clusterRows(inst: string, clusters: Cluster[], canEdit: boolean, canAdmin: boolean, removals: Map<string, Removal>, refresh: () => void, report: (e: unknown) => void) {
   return clusters.map((c) => {
     const name = c.metadata?.name ?? '';
+    const remove = async (force: boolean) => {
+      removals.set(name, { message: force ? `removing ${name}: Karmada moves its workloads first…` : `removing ${name}…`, refused: false });
+      refresh();
+      try {
+        await api.removeCluster(inst, name, force);
+        removals.delete(name);
+      } catch (e) {
+        // Refused while workloads run there: the server names them; force may move them.
+        const refused = e instanceof ApiError && e.status === 400 && e.message.includes('propagated workload');
+        removals.set(name, { message: (e as Error).message, refused });
+      }
+      refresh();
+    };
+    const removal = removals.get(name);
     const toggle = async () => {
       try {
         await api.cordon(inst, name, !c.unschedulable);
@@ -41,9 +58,33 @@ function clusterRows(inst: string, clusters: Cluster[], canEdit: boolean, refres
       h('td', {}, `${c.nodesReady ?? 0}/${c.nodesTotal ?? 0}`),
       h('td', { class: 'bars' }, bar('CPU', c.allocated?.cpu, c.allocatable?.cpu), bar('Memory', c.allocated?.memory, c.allocatable?.memory), bar('Pods', c.allocated?.pods, c.allocatable?.pods)),
       h('td', {}, (c.taints ?? []).map((t) => h('div', { class: 'tag' }, `${t.key}${t.value ? `=${t.value}` : ''}:${t.effect}`))),
-      h('td', {}, canEdit && h('button', { class: 'small', onclick: toggle }, c.unschedulable ? 'Uncordon' : 'Cordon')),
+      h(
+        'td',
+        {},
+        canEdit && h('button', { class: 'small', onclick: toggle }, c.unschedulable ? 'Uncordon' : 'Cordon'),
+        canAdmin && h('button', { class: 'small', onclick: () => void remove(false) }, 'Remove'),
+        removal && h('div', { class: removal.refused ? 'error removal' : 'muted removal', role: 'status' }, removal.message),
+        removal?.refused && h('button', { class: 'small', onclick: () => void remove(true) }, 'Remove anyway'),
+      ),
     );
   });
+}
+
+/** Joining a member (Push mode): its name and kubeconfig, sent once, never stored. */
+function joinForm(inst: string, done: () => void) {
+  const name = h('input', { id: 'join-name', placeholder: 'member4', 'aria-label': 'cluster name' }) as HTMLInputElement;
+  const kubeconfig = h('textarea', { id: 'join-kubeconfig', class: 'code', rows: 10, spellcheck: 'false', 'aria-label': 'member kubeconfig', placeholder: "the member's kubeconfig (inline token or certificate data)" }) as HTMLTextAreaElement;
+  const errors = h('div', { class: 'violations', role: 'alert', id: 'join-error' });
+  const join = async () => {
+    mount(errors, h('div', { class: 'muted' }, 'joining…'));
+    try {
+      await api.joinCluster(inst, { name: name.value.trim(), kubeconfig: kubeconfig.value });
+      done();
+    } catch (e) {
+      mount(errors, h('div', { class: 'violation' }, (e as Error).message));
+    }
+  };
+  return h('div', { class: 'editor', id: 'join-form' }, h('div', { class: 'actions' }, name, h('button', { class: 'primary small', onclick: join }, 'Join'), h('button', { class: 'small', onclick: done }, 'Close')), h('div', { class: 'editor-body' }, kubeconfig, errors));
 }
 
 type Overrides = NonNullable<NonNullable<Workload['placement']>['overrides']>;
@@ -289,8 +330,16 @@ function table(id: string, heads: string[], rows: Node[]) {
 
 /** Renders the page into `root`; returns its refresh function for polling. */
 /** `focus`: `namespace/name` of a workload to bring into view (a search result's link). */
-export function instancePage(root: Element, inst: string, canEdit: boolean, report: (e: unknown) => void, focus?: string) {
+export function instancePage(root: Element, inst: string, canEdit: boolean, canAdmin: boolean, report: (e: unknown) => void, focus?: string) {
   const live = h('div');
+  const joinSlot = h('div', { id: 'join' });
+  const removals = new Map<string, Removal>();
+  const closeJoin = () => {
+    mount(joinSlot, joinButton);
+    void refresh();
+  };
+  const joinButton = canAdmin ? h('button', { class: 'small', onclick: () => mount(joinSlot, h('h3', {}, 'Join a member cluster'), joinForm(inst, closeJoin)) }, 'Join a member cluster') : h('span');
+  mount(joinSlot, joinButton);
   const events = h('div', { id: 'events' });
   const editorSlot = h('div');
   const closeEditor = () => {
@@ -312,6 +361,7 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, repo
     h('p', {}, h('a', { href: '#/' }, '← Fleet')),
     h('h2', {}, `Instance ${inst}`),
     live,
+    joinSlot,
     h('h3', {}, 'Policies ', canEdit && h('button', { class: 'small', onclick: create }, 'New policy')),
     h('div', { id: 'policies' }),
     editorSlot,
@@ -338,7 +388,7 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, repo
         live,
         h('p', {}, phaseBadge(i.status?.phase), ' ', h('span', { class: 'why' }, explanation(i.status?.conditions))),
         h('h3', {}, 'Member clusters'),
-        table('clusters', ['Cluster', 'Ready', 'Version', 'Nodes', 'Allocated / allocatable', 'Taints', ''], clusterRows(inst, clusters, canEdit, refresh, report)),
+        table('clusters', ['Cluster', 'Ready', 'Version', 'Nodes', 'Allocated / allocatable', 'Taints', ''], clusterRows(inst, clusters, canEdit, canAdmin, removals, () => void refresh(), report)),
         h('h3', {}, 'Workloads'),
         table('workloads', ['Workload', 'Ready', 'Placement (per cluster)', 'Policies', 'Overrides'], workloadRows(inst, workloads, shown, pods, () => void refresh())),
       );

@@ -114,7 +114,7 @@ async function route() {
   if (inst) {
     const name = decodeURIComponent(inst[1]);
     const focus = inst[2] ? `${decodeURIComponent(inst[2])}/${decodeURIComponent(inst[3])}` : undefined;
-    poll(instancePage(page, name, atLeast(roles.on(name), 'edit'), report, focus));
+    poll(instancePage(page, name, atLeast(roles.on(name), 'edit'), atLeast(roles.on(name), 'admin'), report, focus));
   } else if (search) {
     searchPage(page, decodeURIComponent(search[1]));
   } else if (hash === '/actors') {

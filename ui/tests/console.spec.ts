@@ -156,6 +156,30 @@ test('cordon and uncordon a member cluster', async ({ page }) => {
   await expect(row).not.toContainText('cordoned');
 });
 
+test('removing a member that runs workloads is refused naming them; an unreachable member is not joined', async ({ page }) => {
+  await signIn(page, endpoints.tokens.admin);
+  await page.goto(`${endpoints.http}/ui/#/instances/${names[0]}`);
+  const row = page.locator('#clusters tr[data-cluster="member1"]');
+  await row.locator('button', { hasText: 'Remove' }).click();
+  await expect(row.locator('.removal')).toContainText('default/Deployment/nginx');
+  await expect(row.locator('button', { hasText: 'Remove anyway' })).toBeVisible();
+  // A member at an address nothing listens on: the server says so, nothing is joined.
+  const ca = Buffer.from(readFileSync(endpoints.ca, 'utf8')).toString('base64');
+  const kubeconfig = `apiVersion: v1
+kind: Config
+clusters: [{name: m, cluster: {server: "https://127.0.0.1:1", certificate-authority-data: ${ca}}}]
+users: [{name: m, user: {token: t}}]
+contexts: [{name: m, context: {cluster: m, user: m}}]
+current-context: m
+`;
+  await page.locator('#join button', { hasText: 'Join a member cluster' }).click();
+  await page.locator('#join-name').fill('member9');
+  await page.locator('#join-kubeconfig').fill(kubeconfig);
+  await page.locator('#join-form button', { hasText: 'Join' }).click();
+  await expect(page.locator('#join-error')).toContainText('unreachable');
+  await expect(page.locator('#clusters tr[data-cluster="member9"]')).toHaveCount(0);
+});
+
 test('restarting an instance actor from the actors page counts a restart', async ({ page }) => {
   await signIn(page, endpoints.tokens.admin);
   await page.click('header a[href="#/actors"]');
@@ -219,6 +243,8 @@ test('the viewer sees only its instance and no admin actions', async ({ page }) 
   await page.goto(`${endpoints.http}/ui/#/instances/${viewerInstance}`);
   await expect(page.locator('#clusters tbody tr').first()).toBeVisible();
   await expect(page.locator('#clusters button', { hasText: 'Cordon' })).toHaveCount(0);
+  await expect(page.locator('#clusters button', { hasText: 'Remove' })).toHaveCount(0);
+  await expect(page.locator('#join button')).toHaveCount(0);
   // Kairship's view role reaches the members too: the viewer reads nginx's Pod on member2.
   const nginx = page.locator('#workloads tr[data-workload="default/nginx"]');
   await nginx.locator('.placement[data-cluster="member2"] button', { hasText: 'Pods' }).click();
