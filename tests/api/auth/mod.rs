@@ -163,12 +163,6 @@ pub(crate) async fn start(dir: &Path, jwks: &Value) -> KairshipApi {
     let host = api.env.host.clone();
     bind(
         &host,
-        "ops-admin",
-        binding(Role::Admin, &["*"], SubjectKind::Group, "ops"),
-    )
-    .await;
-    bind(
-        &host,
         "victor-view",
         binding(Role::View, &["karmada-1"], SubjectKind::User, "victor"),
     )
@@ -185,7 +179,15 @@ pub(crate) async fn start(dir: &Path, jwks: &Value) -> KairshipApi {
         binding(Role::View, &["karmada-2"], SubjectKind::Group, "sre"),
     )
     .await;
-    // Bindings arrive through a watch: wait until the admin sees everything.
+    // Last: bindings arrive through one watch, in order, so once the admin (group ops)
+    // sees everything every binding above has arrived too (a test once asked as sre
+    // before sre-view had).
+    bind(
+        &host,
+        "ops-admin",
+        binding(Role::Admin, &["*"], SubjectKind::Group, "ops"),
+    )
+    .await;
     let c = InstanceServiceClient::new(api.channel.clone());
     eventually(Duration::from_secs(10), "bindings cached", || {
         let mut c = c.clone();
