@@ -42,6 +42,12 @@ struct KindLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CertificateLabels {
+    karmada_instance: String,
+    certificate: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LeaderLabels {
     name: String,
 }
@@ -67,6 +73,7 @@ pub struct Metrics {
     cached: Family<KindLabels, Gauge>,
     restarts: Family<InstanceLabels, Gauge>,
     watch_restarts: Family<InstanceLabels, Gauge>,
+    certificates: Family<CertificateLabels, Gauge>,
     leader: Family<LeaderLabels, Gauge>,
     status_writes: Counter,
     /// The tree's count at the last scrape: the counter grows by the difference.
@@ -95,6 +102,7 @@ impl Metrics {
         let restarts = Family::<InstanceLabels, Gauge>::default();
         let watch_restarts = Family::<InstanceLabels, Gauge>::default();
         let leader = Family::<LeaderLabels, Gauge>::default();
+        let certificates = Family::<CertificateLabels, Gauge>::default();
         let requests = Family::<RequestLabels, Counter>::default();
         let latency = Family::<DurationLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.0005, 2.0, 16))
@@ -130,6 +138,11 @@ impl Metrics {
             watch_restarts.clone(),
         );
         registry.register(
+            "kairship_instance_certificate_expiry_seconds",
+            "Seconds until each certificate an instance is reached with expires (negative once expired)",
+            certificates.clone(),
+        );
+        registry.register(
             "leader_election_master_status",
             "1 when this replica holds the lease",
             leader.clone(),
@@ -158,6 +171,7 @@ impl Metrics {
             cached,
             restarts,
             watch_restarts,
+            certificates,
             leader,
             status_writes,
             status_writes_seen: Default::default(),
@@ -192,6 +206,8 @@ impl Metrics {
         self.cached.clear();
         self.restarts.clear();
         self.watch_restarts.clear();
+        self.certificates.clear();
+        let now = jiff::Timestamp::now().as_second();
         for inst in instances {
             let name = inst.metadata.name.clone().unwrap_or_default();
             let status = inst.status.clone().unwrap_or_default();
@@ -203,6 +219,16 @@ impl Metrics {
                         phase: p.into(),
                     })
                     .set(i64::from(p == current));
+            }
+            for c in &status.certificates {
+                if let Ok(at) = c.not_after.parse::<jiff::Timestamp>() {
+                    self.certificates
+                        .get_or_create(&CertificateLabels {
+                            karmada_instance: name.clone(),
+                            certificate: c.name.clone(),
+                        })
+                        .set(at.as_second() - now);
+                }
             }
             if let Some(s) = &status.stats {
                 let count = |f: &Family<CountLabels, Gauge>, state: &str, v: i64| {

@@ -53,6 +53,9 @@ pub struct Settings {
     /// often until then): three reads of the host per instance each time, so at 1,000
     /// instances 50 reads a second at the default.
     pub clusterpedia_every: Duration,
+    /// How long before an instance's first certificate expires its
+    /// `CertificatesExpiring` condition turns True.
+    pub certificate_warning: Duration,
 }
 
 impl Default for Settings {
@@ -75,6 +78,7 @@ impl Default for Settings {
             restart: RestartPolicy::default(),
             clusterpedia: None,
             clusterpedia_every: Duration::from_secs(60),
+            certificate_warning: Duration::from_secs(30 * 86_400),
         }
     }
 }

@@ -83,6 +83,16 @@ pub fn instance(i: &crd::Instance) -> proto::Instance {
             .stats
             .as_ref()
             .map(|st| stats(st, s.last_sync_time.as_deref())),
+        certificates: s
+            .certificates
+            .iter()
+            .map(|c| proto::Certificate {
+                name: c.name.clone(),
+                subject: c.subject.clone(),
+                not_before: c.not_before.clone().unwrap_or_default(),
+                not_after: c.not_after.clone(),
+            })
+            .collect(),
     });
     proto::Instance {
         metadata: Some(meta(&i.metadata)),

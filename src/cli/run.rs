@@ -126,6 +126,10 @@ pub struct RunArgs {
     /// instance is Degraded (a Karmada CRD missing, a kind Kairship may not list).
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub instance_degraded_after_secs: u64,
+    /// Days before an instance's first certificate expires that its
+    /// `CertificatesExpiring` condition turns True.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3650))]
+    pub certificate_expiry_warning_days: u64,
     /// Objects of one instance the caches may keep, every kind together (an Instance's
     /// spec.cacheBudget sets its own). Past its budget an instance's caches are dropped,
     /// it shows Degraded naming the budget, and its reads go to the instance.
@@ -453,6 +457,9 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             max_object_bytes: args.cache_max_object_bytes,
         },
         degraded_after: std::time::Duration::from_secs(args.instance_degraded_after_secs),
+        certificate_warning: std::time::Duration::from_secs(
+            args.certificate_expiry_warning_days * 86_400,
+        ),
         clusterpedia: args
             .clusterpedia
             .then(|| args.clusterpedia_namespace.clone()),

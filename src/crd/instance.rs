@@ -178,6 +178,24 @@ pub struct InstanceStatus {
     /// RFC 3339 time of the last successful sync.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_sync_time: Option<String>,
+    /// The certificates the instance is reached with, the first to expire first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub certificates: Vec<CertificateStatus>,
+}
+
+/// One certificate and its validity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct CertificateStatus {
+    /// Where it was seen: "kubeconfig CA", "kubeconfig client", "karmada-apiserver
+    /// serving", or an operator Secret's `name/key`.
+    pub name: String,
+    pub subject: String,
+    /// RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<String>,
+    /// RFC 3339.
+    pub not_after: String,
 }
 
 impl InstanceSpec {

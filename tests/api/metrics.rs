@@ -101,5 +101,20 @@ async fn metrics_report_instances_leadership_and_requests() {
         text.contains("kairship_api_request_duration_seconds_bucket"),
         "{text}"
     );
+    // Seconds left on the instance's serving certificate (the simulator's last a year).
+    let serving = r#"kairship_instance_certificate_expiry_seconds{karmada_instance="karmada-1",certificate="karmada-apiserver serving"} "#;
+    let left = crate::common::eventually(
+        Duration::from_secs(10),
+        "certificate expiry exported",
+        || async {
+            let text = scrape().await;
+            text.lines()
+                .find_map(|l| l.strip_prefix(serving))
+                .and_then(|v| v.parse::<i64>().ok())
+        },
+    )
+    .await;
+    let year = 365 * 86_400;
+    assert!((year - 2 * 86_400..=year).contains(&left), "{left} s left");
     api.stop().await;
 }

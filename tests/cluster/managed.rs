@@ -396,6 +396,39 @@ pub async fn lifecycle(demo: &ClusterDemo) {
             .any(|(p, m)| p == "Provisioning" && m.contains("karmada-operator")),
         "Provisioning showed the operator's progress: {seen:?}"
     );
+    // Every certificate the operator generated, and the serving one, with its expiry.
+    let certs = kairship_test_support::poll(
+        Duration::from_secs(60),
+        kairship_test_support::PROCESS_POLL,
+        || {
+            let got = ctl_ok(demo, &["instances", "certificates", NAME]);
+            let names: Vec<String> = got["certificates"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["name"].as_str().map(String::from))
+                .collect();
+            let done = names.iter().any(|n| n == "karmada-apiserver serving")
+                && names
+                    .iter()
+                    .filter(|n| n.starts_with(&format!("{NAME}-karmada-cert/")))
+                    .count()
+                    >= 2;
+            async move {
+                if done {
+                    Ok(names)
+                } else {
+                    Err(names)
+                }
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|seen| panic!("the operator's certificates were not listed: {seen:?}"));
+    println!(
+        "managed instance {NAME}: {} certificates listed with their expiry",
+        certs.len()
+    );
     let images = component_images(demo);
     assert!(
         images

@@ -26,6 +26,10 @@ async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
                 "127.0.0.1:0",
                 "--probes-addr",
                 "127.0.0.1:0",
+                // The simulator's serving certificates last a year, as kubeadm's do: within
+                // this warning, so the condition shows.
+                "--certificate-expiry-warning-days",
+                "400",
                 "--state-dir",
             ])
             .arg(dir.path())
@@ -199,6 +203,50 @@ async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
     .await
     .unwrap_or_else(|seen| panic!("nginx not placed in time:\n{seen}"));
     assert!(!placed.contains("member3"), "{placed}");
+    // The certificates the instance is reached with, and the condition on the first expiry.
+    let certs = poll(Duration::from_secs(30), PROCESS_POLL, || {
+        let (ok, out, err) = ctl(&["instances", "certificates", "karmada-1", "-o", "json"]);
+        let found: Value = serde_json::from_str(&out).unwrap_or_default();
+        let names: Vec<String> = found["certificates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["name"].as_str().map(String::from))
+            .collect();
+        let done = ok
+            && names.contains(&"karmada-apiserver serving".to_string())
+            && names.contains(&"kubeconfig CA".to_string());
+        async move {
+            match done {
+                true => Ok(found),
+                false => Err(format!("{out}\n{err}")),
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|seen| panic!("certificates not listed:\n{seen}"));
+    let serving = certs["certificates"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == "karmada-apiserver serving"))
+        .cloned()
+        .unwrap_or_default();
+    let left = serving["notAfter"]
+        .as_str()
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        .map(|t| (t.as_second() - jiff::Timestamp::now().as_second()) / 86_400);
+    assert!(left.is_some_and(|d| (363..=365).contains(&d)), "{serving}");
+    let (ok, json, err) = ctl(&["instances", "get", "karmada-1", "-o", "json"]);
+    assert!(ok, "{err}");
+    let instance: Value = serde_json::from_str(&json).expect("instance json");
+    let expiring = instance["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "CertificatesExpiring"))
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        expiring["status"] == "True" && expiring["reason"] == "ExpiresSoon",
+        "{expiring}"
+    );
     let (ok, _, err) = ctl(&["instances", "get", "nope"]);
     assert!(!ok && err.contains("NotFound"), "{err}");
 

@@ -9,6 +9,7 @@
 //! One fleet serves every check (it takes about a minute to start). Without the binaries
 //! the tier fails under CI and is skipped, loudly, elsewhere.
 
+mod certificates;
 mod clusterpedia;
 mod clusters;
 use kairship_test_support::fleet as common;
@@ -528,6 +529,8 @@ async fn kairship_against_real_karmada() {
     let mut where_: Vec<&str> = found.hits.iter().map(|h| h.instance.as_str()).collect();
     where_.sort();
     assert_eq!(where_, ["karmada-1", "karmada-2"]);
+
+    certificates::listed(&demo).await;
 
     // Each instance registered with Clusterpedia, against its real CRDs.
     clusterpedia::registered(&demo, &["karmada-1", "karmada-2"]).await;

@@ -369,6 +369,12 @@ export interface components {
             name?: string;
             roles?: components["schemas"]["kairship.v1alpha1.InstanceRole"][];
         };
+        "kairship.v1alpha1.Certificate": {
+            name?: string;
+            notAfter?: string;
+            notBefore?: string;
+            subject?: string;
+        };
         "kairship.v1alpha1.Cluster": {
             allocatable?: components["schemas"]["kairship.v1alpha1.ResourceList"];
             allocated?: components["schemas"]["kairship.v1alpha1.ResourceList"];
@@ -490,6 +496,7 @@ export interface components {
             workloads?: number;
         };
         "kairship.v1alpha1.InstanceStatus": {
+            certificates?: components["schemas"]["kairship.v1alpha1.Certificate"][];
             conditions?: components["schemas"]["kairship.v1alpha1.Condition"][];
             karmadaVersion?: string;
             kubernetesVersion?: string;

@@ -4,7 +4,7 @@
 // editor) and recent events.
 
 import { parse, stringify } from 'yaml';
-import { api, ApiError, memberPods, recentEvents, type Cluster, type KubeEvent, type KubePod, type Policy, type Workload } from './client';
+import { api, ApiError, memberPods, recentEvents, type Cluster, type Instance, type KubeEvent, type KubePod, type Policy, type Workload } from './client';
 import { age, h, mount } from './dom';
 import { bar, explanation, phaseBadge } from './overview';
 
@@ -324,6 +324,27 @@ function policyRows(policies: Policy[], canEdit: boolean, open: (p: Policy, edit
   });
 }
 
+type Certificate = NonNullable<NonNullable<Instance['status']>['certificates']>[number];
+
+/** The certificates the instance is reached with, the first to expire first; those within
+ *  the warning (the instance's CertificatesExpiring condition) are marked. */
+function certificateRows(certs: Certificate[], warning: boolean) {
+  const now = Date.now();
+  return certs.map((c, i) => {
+    const at = Date.parse(c.notAfter ?? '');
+    const days = Number.isNaN(at) ? undefined : Math.floor((at - now) / 86_400_000);
+    const soon = (warning && i === 0) || (days !== undefined && days < 0);
+    return h(
+      'tr',
+      { 'data-certificate': c.name ?? '' },
+      h('td', {}, c.name ?? ''),
+      h('td', { class: 'muted' }, c.subject ?? ''),
+      h('td', {}, c.notAfter ?? ''),
+      h('td', { class: soon ? 'error' : '' }, days === undefined ? '' : days < 0 ? 'expired' : `${days} days`),
+    );
+  });
+}
+
 function table(id: string, heads: string[], rows: Node[]) {
   return h('table', { class: 'grid', id }, h('thead', {}, h('tr', {}, heads.map((t) => h('th', {}, t)))), h('tbody', {}, rows));
 }
@@ -389,6 +410,9 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
         h('p', {}, phaseBadge(i.status?.phase), ' ', h('span', { class: 'why' }, explanation(i.status?.conditions))),
         h('h3', {}, 'Member clusters'),
         table('clusters', ['Cluster', 'Ready', 'Version', 'Nodes', 'Allocated / allocatable', 'Taints', ''], clusterRows(inst, clusters, canEdit, canAdmin, removals, () => void refresh(), report)),
+        (i.status?.certificates ?? []).length > 0 && h('h3', {}, 'Certificates'),
+        (i.status?.certificates ?? []).length > 0 &&
+          table('certificates', ['Certificate', 'Subject', 'Expires', 'Left'], certificateRows(i.status?.certificates ?? [], (i.status?.conditions ?? []).some((c) => c.type === 'CertificatesExpiring' && c.status === 'True'))),
         h('h3', {}, 'Workloads'),
         table('workloads', ['Workload', 'Ready', 'Placement (per cluster)', 'Policies', 'Overrides'], workloadRows(inst, workloads, shown, pods, () => void refresh())),
       );

@@ -146,6 +146,14 @@ test("the viewer's search covers its one instance", async ({ page }) => {
   }
 });
 
+test("the instance page lists the instance's certificates with their expiry", async ({ page }) => {
+  await signIn(page, endpoints.tokens.admin);
+  await page.goto(`${endpoints.http}/ui/#/instances/${names[0]}`);
+  const serving = page.locator('#certificates tr[data-certificate="karmada-apiserver serving"]');
+  await expect(serving).toContainText(/36[3-5] days/);
+  await expect(page.locator('#certificates tr[data-certificate="kubeconfig CA"]')).toBeVisible();
+});
+
 test('cordon and uncordon a member cluster', async ({ page }) => {
   await signIn(page, endpoints.tokens.admin);
   await page.goto(`${endpoints.http}/ui/#/instances/${names[0]}`);

@@ -41,10 +41,19 @@ pub fn generate(common_name: &str) -> Result<ServingCert, TlsError> {
     generate_for(common_name, &[])
 }
 
+/// How long generated certificates are valid, as kubeadm and Karmada's installers issue
+/// them: the CA ten years, the serving certificate one.
+pub const CA_VALIDITY: time::Duration = time::Duration::days(3650);
+pub const SERVING_VALIDITY: time::Duration = time::Duration::days(365);
+
 /// As [`generate`], the certificate also valid for `extra` names and addresses (a
 /// Service's DNS names and cluster IP).
 pub fn generate_for(common_name: &str, extra: &[String]) -> Result<ServingCert, TlsError> {
+    // An hour back, for clocks a little behind.
+    let now = time::OffsetDateTime::now_utc() - time::Duration::hours(1);
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.not_before = now;
+    ca_params.not_after = now + CA_VALIDITY;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca_params.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
@@ -63,6 +72,8 @@ pub fn generate_for(common_name: &str, extra: &[String]) -> Result<ServingCert, 
     ];
     names.extend(extra.iter().cloned());
     let mut leaf = CertificateParams::new(names)?;
+    leaf.not_before = now;
+    leaf.not_after = now + SERVING_VALIDITY;
     leaf.distinguished_name
         .push(DnType::CommonName, common_name.to_string());
     leaf.use_authority_key_identifier_extension = true;

@@ -39,6 +39,9 @@ pub struct Connected {
     pub source: KubeconfigSource,
     pub endpoint: String,
     pub karmada_version: Option<String>,
+    /// What the certificate checks need (the kubeconfig's CA, the endpoint, the operator's
+    /// Secrets for a managed instance).
+    pub certificates: super::certificates::Inputs,
 }
 
 pub fn karmada_resource() -> ApiResource {
@@ -74,7 +77,7 @@ pub async fn connect(ctx: &Context, instance: &Instance) -> Result<Connected, Co
                 name: r.name.clone(),
                 key,
             };
-            client_from(ctx, &config, source, None).await
+            client_from(ctx, &config, source, None, None).await
         }
         InstanceMode::Managed => {
             let ns = instance
@@ -123,7 +126,14 @@ pub async fn connect(ctx: &Context, instance: &Instance) -> Result<Connected, Co
             };
             // karmada-operator reports no version: the spec it has just completed is it.
             let version = crate::crd::karmada_spec::version_of(spec);
-            client_from(ctx, &config, source, version).await
+            client_from(
+                ctx,
+                &config,
+                source,
+                version,
+                Some((ns.clone(), name.clone())),
+            )
+            .await
         }
     }
 }
@@ -458,6 +468,7 @@ async fn client_from(
     kubeconfig: &str,
     source: KubeconfigSource,
     karmada_version: Option<String>,
+    operator: Option<(String, String)>,
 ) -> Result<Connected, ConnectError> {
     let named = |e: String| {
         ConnectError::Failed(format!(
@@ -480,6 +491,13 @@ async fn client_from(
     config.connect_timeout = Some(ctx.settings.connect_timeout);
     config.write_timeout = Some(ctx.settings.request_timeout);
     let endpoint = config.cluster_url.to_string();
+    let certificates = super::certificates::Inputs {
+        endpoint: Some(config.cluster_url.clone()),
+        server_name: config.tls_server_name.clone(),
+        roots: config.root_cert.clone().unwrap_or_default(),
+        kubeconfig: super::certificates::from_config(&config),
+        operator,
+    };
     let client = super::client::build(&config)
         .map_err(|e| ConnectError::Failed(format!("building client for {endpoint}: {e}")))?;
     // One request before the caches start their watches all at once: until a connection
@@ -492,6 +510,7 @@ async fn client_from(
         source,
         endpoint,
         karmada_version,
+        certificates,
     })
 }
 

@@ -38,6 +38,8 @@ pub enum InstanceMsg {
     Clusterpedia(Result<super::clusterpedia::Reported, crate::actors::host_error::HostError>),
     /// Kairship's roles on the members could not be applied (or removed): try again.
     MemberAccessFailed(super::member_access::MemberAccessError),
+    /// What a certificate check found (`certificates::check`).
+    Certificates(Vec<crate::crd::CertificateStatus>),
     /// The latest view, for the API and the tests.
     View(RpcReplyPort<InstanceView>),
     /// Chaos: panic inside the handler, to exercise supervision.

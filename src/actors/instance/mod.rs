@@ -6,6 +6,7 @@ pub mod access;
 pub mod budget;
 pub mod cached_object;
 pub mod caches;
+pub mod certificates;
 pub mod client;
 pub mod clusterpedia;
 pub mod connect;
@@ -78,6 +79,8 @@ pub struct InstanceState {
     kubeconfig_source: Option<connect::KubeconfigSource>,
     /// Where the instance's Clusterpedia registration stands, while it is on.
     clusterpedia_round: clusterpedia::Round,
+    /// The certificate checks (leader only: their findings go to the status).
+    certificates: certificates::Checks,
     /// Whether Kairship's roles on the members were last applied (`Some(true)`) or
     /// removed (`Some(false)`) by this actor as leader; `None`: not yet, or failed.
     member_access: Option<bool>,
@@ -251,6 +254,7 @@ impl Actor for InstanceActor {
         myself.send_message(InstanceMsg::Connect)?;
         let observed = Observed {
             generation: args.instance.metadata.generation,
+            certificate_warning: args.ctx.settings.certificate_warning,
             ..Default::default()
         };
         Ok(InstanceState {
@@ -270,6 +274,7 @@ impl Actor for InstanceActor {
             registered: false,
             kubeconfig_source: None,
             clusterpedia_round: clusterpedia::Round::NotYet,
+            certificates: Default::default(),
             member_access: None,
             member_access_task: None,
             last_error: None,
@@ -348,6 +353,10 @@ impl Actor for InstanceActor {
                 state.observed.endpoint = Some(c.endpoint);
                 state.kubeconfig_source = Some(c.source);
                 state.observed.karmada_version = c.karmada_version;
+                state.certificates = certificates::Checks {
+                    inputs: Some(c.certificates),
+                    ..Default::default()
+                };
                 state.client = Some(c.client);
                 state.caches = Some(caches);
                 state.last_error = None;
@@ -431,6 +440,11 @@ impl Actor for InstanceActor {
                 state.member_access = None;
                 state.last_error = Some(e.to_string());
             }
+            InstanceMsg::Certificates(found) => {
+                state.certificates.in_flight = false;
+                state.certificates.last = Some(Instant::now());
+                state.observed.certificates = found;
+            }
             InstanceMsg::View(reply) => {
                 let _ = reply.send(state.view());
             }
@@ -508,6 +522,9 @@ fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
         });
     }
     register_with_clusterpedia(myself, state);
+    if state.certificates.due() {
+        certificates::start(myself, state.ctx.host.clone(), &mut state.certificates);
+    }
     sync_status(myself, state);
 }
 

@@ -15,6 +15,10 @@ pub struct Observed {
     pub endpoint: Option<String>,
     /// What Clusterpedia reports of the instance, while registration is on.
     pub clusterpedia: Option<super::clusterpedia::Reported>,
+    /// The certificates last read (`certificates::check`), the first to expire first.
+    pub certificates: Vec<crate::crd::CertificateStatus>,
+    /// How long before the first expiry the certificates' condition turns True.
+    pub certificate_warning: std::time::Duration,
 }
 
 /// A condition whose `lastTransitionTime` moves only when its status does.
@@ -164,6 +168,26 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
         prev.and_then(|p| p.last_sync_time.clone())
     };
     let mut conditions = vec![reachable, synced, ready];
+    let certificates = match o.certificates.is_empty() {
+        true => prev.map(|p| p.certificates.clone()).unwrap_or_default(),
+        false => o.certificates.clone(),
+    };
+    let at = now
+        .parse::<jiff::Timestamp>()
+        .unwrap_or_else(|_| jiff::Timestamp::now());
+    if let Some((on, reason, message)) =
+        super::certificates::condition_of(&certificates, at, o.certificate_warning)
+    {
+        conditions.push(condition(
+            prev_conds,
+            super::certificates::CONDITION,
+            Some(on),
+            reason,
+            &message,
+            o.generation,
+            now,
+        ));
+    }
     if let Some(c) = &o.clusterpedia {
         conditions.push(condition(
             prev_conds,
@@ -206,6 +230,7 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
             .clone()
             .or_else(|| prev.and_then(|p| p.stats.clone())),
         last_sync_time,
+        certificates,
     }
 }
 
@@ -227,6 +252,7 @@ pub fn changed(prev: Option<&InstanceStatus>, next: &InstanceStatus) -> bool {
                 nodes,
                 stats,
                 last_sync_time: _,
+                certificates,
             } = p;
             *phase != next.phase
                 || *conditions != next.conditions
@@ -237,6 +263,7 @@ pub fn changed(prev: Option<&InstanceStatus>, next: &InstanceStatus) -> bool {
                 || *clusters != next.clusters
                 || *nodes != next.nodes
                 || *stats != next.stats
+                || *certificates != next.certificates
         }
     }
 }

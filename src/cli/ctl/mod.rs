@@ -2,6 +2,7 @@
 //! the proto3 JSON shape. The address and token come from flags, the environment, or the
 //! demo's endpoints.json.
 
+mod certificates;
 mod clusters;
 mod search;
 mod workloads;
@@ -107,6 +108,10 @@ pub enum InstancesCmd {
         managed: ManagedFlags,
     },
     Delete {
+        name: String,
+    },
+    /// The certificates the instance is reached with, and when each expires.
+    Certificates {
         name: String,
     },
 }
@@ -351,6 +356,7 @@ fn instance_rows(items: &[Value]) -> Vec<Vec<String>> {
         "CLUSTERS".into(),
         "NODES".into(),
         "VERSION".into(),
+        "CERTS EXPIRE".into(),
     ]];
     for i in items {
         let mode = s(i, "/spec/mode")
@@ -371,6 +377,7 @@ fn instance_rows(items: &[Value]) -> Vec<Vec<String>> {
                 n(i, "/status/stats/nodesTotal")
             ),
             s(i, "/status/karmadaVersion"),
+            s(i, "/status/certificates/0/notAfter"),
         ]);
     }
     rows
@@ -463,6 +470,7 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
                     println!("instance {name} deleted");
                     Ok(())
                 }
+                InstancesCmd::Certificates { name } => certificates::list(&conn, out, name).await,
             }
         }
         CtlCommand::Stats { name } => {

@@ -62,6 +62,10 @@ pub struct DemoArgs {
     /// instance is Degraded (a Karmada CRD missing, a kind Kairship may not list).
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub instance_degraded_after_secs: u64,
+    /// Days before an instance's first certificate expires that its
+    /// `CertificatesExpiring` condition turns True (as `kairship run`).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3650))]
+    pub certificate_expiry_warning_days: u64,
     /// An OIDC provider whose tokens Kairship accepts besides the demo's token file (the
     /// console then offers to sign in with it).
     #[command(flatten)]
@@ -351,6 +355,7 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
         },
         settings: Settings {
             degraded_after: Duration::from_secs(args.instance_degraded_after_secs),
+            certificate_warning: Duration::from_secs(args.certificate_expiry_warning_days * 86_400),
             clusterpedia: args
                 .clusterpedia
                 .then(|| CLUSTERPEDIA_NAMESPACE.to_string()),
