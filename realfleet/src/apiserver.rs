@@ -81,6 +81,9 @@ impl ApiServer {
             format!("--tls-cert-file={}", p(&serving.cert_file)),
             format!("--tls-private-key-file={}", p(&serving.key_file)),
             format!("--token-auth-file={}", p(&tokens)),
+            // Bootstrap tokens (Secrets in kube-system), as karmadactl init enables them:
+            // Pull-mode members register with one.
+            "--enable-bootstrap-token-auth".into(),
             "--authorization-mode=RBAC".into(),
             format!("--service-account-key-file={}", p(&sa_pub)),
             format!("--service-account-signing-key-file={}", p(&sa_key)),

@@ -369,3 +369,89 @@ pub async fn workload_then_remove(demo: &Demo, member: &ApiServer) {
     demo.ok(&kc, &["delete", "-f", &manifest.display().to_string()]);
     println!("remove: refused while default/Deployment/moving ran on {CLUSTER}; forced through kairship ctl, Karmada moved it to member1, the member was left clean; joined again through kairship ctl");
 }
+
+/// Pull mode: `kairship ctl register-command` writes a bootstrap token to karmada-1 and
+/// prints the `karmadactl register` command; the token authenticates against the real
+/// karmada-apiserver as Karmada's registering group, and the CA pin is the one kubeadm's
+/// recipe computes with openssl. A viewer may not.
+pub async fn pull_mode_token(demo: &Demo) {
+    let out = ctl(demo, &["register-command", "karmada-1", "--ttl-hours", "1"]);
+    assert!(
+        out.status.success(),
+        "register-command: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let command = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let after = |flag: &str| {
+        words
+            .iter()
+            .position(|w| *w == flag)
+            .and_then(|i| words.get(i + 1))
+            .map(|w| w.to_string())
+            .unwrap_or_else(|| panic!("{flag} missing in {command:?}"))
+    };
+    assert!(
+        words.starts_with(&["karmadactl", "register"]) && words[2].starts_with("127.0.0.1:"),
+        "{command}"
+    );
+    let (token, pin) = (after("--token"), after("--discovery-token-ca-cert-hash"));
+    // kubeadm's recipe for the pin, from karmada-1's CA file.
+    let ca = demo.dir.path().join("real/karmada-1/ca.crt");
+    let recipe = format!(
+        "openssl x509 -pubkey -noout -in {} | openssl pkey -pubin -outform der | sha256sum",
+        ca.display()
+    );
+    let sum = std::process::Command::new("sh")
+        .args(["-c", &recipe])
+        .output()
+        .expect("openssl runs");
+    let hex = String::from_utf8_lossy(&sum.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(pin, format!("sha256:{hex}"), "{command}");
+    // The token is who karmada-agent registers as.
+    let server = format!("https://{}", words[2]);
+    let whoami =
+        std::process::Command::new(std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into()))
+            .args([
+                "--server",
+                &server,
+                "--token",
+                &token,
+                "--certificate-authority",
+            ])
+            .arg(&ca)
+            .args(["auth", "whoami", "-o", "json"])
+            .output()
+            .expect("kubectl runs");
+    assert!(
+        whoami.status.success(),
+        "the token does not authenticate: {}",
+        String::from_utf8_lossy(&whoami.stderr)
+    );
+    let me: Value = serde_json::from_slice(&whoami.stdout).expect("SelfSubjectReview");
+    let id = token.split('.').next().unwrap_or_default();
+    assert_eq!(
+        me["status"]["userInfo"]["username"],
+        format!("system:bootstrap:{id}"),
+        "{me}"
+    );
+    assert!(
+        me["status"]["userInfo"]["groups"]
+            .as_array()
+            .is_some_and(|g| g
+                .iter()
+                .any(|x| x == "system:bootstrappers:karmada:default-cluster-token")),
+        "{me}"
+    );
+    let path = "/apis/kairship.io/v1alpha1/instances/karmada-1/registrationtokens";
+    let (code, text) = post(demo, &demo.token("viewer"), path, &json!({})).await;
+    assert!(
+        code == 403 && text.contains("admin"),
+        "viewer: {code} {text}"
+    );
+    println!("pull mode: register-command printed `karmadactl register` with a bootstrap token that authenticates as system:bootstrap:{id} and the CA pin openssl computes; the viewer refused");
+}

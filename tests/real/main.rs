@@ -531,6 +531,7 @@ async fn kairship_against_real_karmada() {
     assert_eq!(where_, ["karmada-1", "karmada-2"]);
 
     certificates::listed(&demo).await;
+    clusters::pull_mode_token(&demo).await;
 
     // Each instance registered with Clusterpedia, against its real CRDs.
     clusterpedia::registered(&demo, &["karmada-1", "karmada-2"]).await;

@@ -228,6 +228,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/apis/kairship.io/v1alpha1/instances/{instance}/registrationtokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["ClusterService_CreateRegistrationToken"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/apis/kairship.io/v1alpha1/instances/{instance}/workloads": {
         parameters: {
             query?: never;
@@ -427,6 +443,13 @@ export interface components {
             instance?: string;
             objectJson?: string;
         };
+        "kairship.v1alpha1.CreateRegistrationTokenRequest": {
+            apiEndpoint?: string;
+            description?: string;
+            instance?: string;
+            /** Format: int64 */
+            ttlSeconds?: string;
+        };
         "kairship.v1alpha1.CreateWorkloadRequest": {
             instance?: string;
             objectJson?: string;
@@ -580,6 +603,12 @@ export interface components {
             kind?: string;
             name?: string;
             namespace?: string;
+        };
+        "kairship.v1alpha1.RegistrationToken": {
+            caCertHashes?: string[];
+            expiration?: string;
+            registerCommand?: string;
+            token?: string;
         };
         "kairship.v1alpha1.RemoveClusterRequest": {
             context?: string;
@@ -1351,6 +1380,41 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["kairship.v1alpha1.DeletePolicyResponse"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    ClusterService_CreateRegistrationToken: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                instance: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["kairship.v1alpha1.CreateRegistrationTokenRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.RegistrationToken"];
                 };
             };
             /** @description An error as google.rpc.Status */

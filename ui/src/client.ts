@@ -76,6 +76,8 @@ export const api = {
     call<Cluster>('POST', `/instances/${seg(inst)}/clusters/${seg(name)}:${on ? 'cordon' : 'uncordon'}`, {}),
   joinCluster: (inst: string, req: { name: string; kubeconfig: string; context?: string }) =>
     call<Cluster>('POST', `/instances/${seg(inst)}/clusters`, req),
+  registrationToken: (inst: string) =>
+    call<S['kairship.v1alpha1.RegistrationToken']>('POST', `/instances/${seg(inst)}/registrationtokens`, {}),
   removeCluster: (inst: string, name: string, force: boolean) =>
     call<S['kairship.v1alpha1.RemoveClusterResponse']>('POST', `/instances/${seg(inst)}/clusters/${seg(name)}:remove`, { force }),
   workloads: (inst: string) =>

@@ -359,7 +359,22 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
     mount(joinSlot, joinButton);
     void refresh();
   };
-  const joinButton = canAdmin ? h('button', { class: 'small', onclick: () => mount(joinSlot, h('h3', {}, 'Join a member cluster'), joinForm(inst, closeJoin)) }, 'Join a member cluster') : h('span');
+  // Pull mode: a fresh bootstrap token and the command to run against the member.
+  const pull = async () => {
+    const out = h('pre', { class: 'code', id: 'register-command' }, 'creating a token…');
+    mount(joinSlot, h('h3', {}, 'Register a member in Pull mode'), h('p', { class: 'muted' }, 'Run this against the member cluster (karmadactl deploys karmada-agent there); the token is shown once.'), out, h('button', { class: 'small', onclick: closeJoin }, 'Close'));
+    try {
+      const t = await api.registrationToken(inst);
+      mount(out, t.registerCommand ?? '');
+      out.after(h('p', { class: 'muted' }, `expires ${t.expiration ?? ''}`));
+    } catch (e) {
+      mount(out, (e as Error).message);
+      out.classList.add('error');
+    }
+  };
+  const joinButton = canAdmin
+    ? h('span', {}, h('button', { class: 'small', onclick: () => mount(joinSlot, h('h3', {}, 'Join a member cluster'), joinForm(inst, closeJoin)) }, 'Join a member cluster'), ' ', h('button', { class: 'small', onclick: () => void pull() }, 'Pull mode: registration command'))
+    : h('span');
   mount(joinSlot, joinButton);
   const events = h('div', { id: 'events' });
   const editorSlot = h('div');

@@ -186,6 +186,10 @@ current-context: m
   await page.locator('#join-form button', { hasText: 'Join' }).click();
   await expect(page.locator('#join-error')).toContainText('unreachable');
   await expect(page.locator('#clusters tr[data-cluster="member9"]')).toHaveCount(0);
+  // Pull mode: the register command with a fresh token and the CA pin.
+  await page.locator('#join button', { hasText: 'Close' }).click();
+  await page.locator('#join button', { hasText: 'Pull mode' }).click();
+  await expect(page.locator('#register-command')).toContainText(/^karmadactl register \S+ --token [a-z0-9]{6}\.[a-z0-9]{16} --discovery-token-ca-cert-hash sha256:[0-9a-f]{64}$/);
 });
 
 test('restarting an instance actor from the actors page counts a restart', async ({ page }) => {

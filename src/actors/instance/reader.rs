@@ -34,6 +34,8 @@ pub struct InstanceReader {
     pub(super) watch_health: BTreeMap<Kind, Arc<WatchHealth>>,
     /// Watch restarts of the caches since the actor started (live).
     pub(super) watch_restarts: Arc<AtomicU64>,
+    /// The endpoint and CA the instance is reached with, once connected.
+    pub(super) trust: Option<Arc<super::certificates::Inputs>>,
 }
 
 impl InstanceReader {
@@ -95,6 +97,11 @@ impl InstanceReader {
     /// instance then).
     pub fn watch_failing(&self, kind: Kind) -> bool {
         self.watch_health.get(&kind).is_some_and(|h| h.failing())
+    }
+
+    /// The endpoint and CA certificates the instance is reached with, once connected.
+    pub fn trust(&self) -> Option<&super::certificates::Inputs> {
+        self.trust.as_deref()
     }
 
     /// Watch restarts of the caches since the actor started.

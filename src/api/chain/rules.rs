@@ -146,6 +146,10 @@ pub const GRPC: &[(&str, Rule)] = &[
         named(rule(Admin, INSTANCE, "create", "clusters"), "name"),
     ),
     (
+        "/kairship.v1alpha1.ClusterService/CreateRegistrationToken",
+        kairship(rule(Admin, INSTANCE, "create", "registrationtokens")),
+    ),
+    (
         "/kairship.v1alpha1.ClusterService/RemoveCluster",
         named(rule(Admin, INSTANCE, "delete", "clusters"), "name"),
     ),

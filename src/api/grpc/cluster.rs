@@ -103,6 +103,16 @@ impl ClusterService for Clusters {
         Ok(Response::new(c))
     }
 
+    async fn create_registration_token(
+        &self,
+        req: Request<proto::CreateRegistrationTokenRequest>,
+    ) -> Result<Response<proto::RegistrationToken>, Status> {
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, &instance).await?;
+        let t = super::cluster_register::create_token(&on, req.into_inner()).await?;
+        Ok(Response::new(t))
+    }
+
     async fn remove_cluster(
         &self,
         req: Request<proto::RemoveClusterRequest>,

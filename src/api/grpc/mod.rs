@@ -5,6 +5,7 @@
 mod access;
 mod cluster;
 mod cluster_join;
+mod cluster_register;
 mod failover;
 mod instance;
 mod policy;

@@ -400,6 +400,11 @@ impl OnInstance {
         })
     }
 
+    /// The endpoint and CA certificates the instance is reached with, once connected.
+    pub fn certificate_inputs(&self) -> Option<&crate::actors::instance::certificates::Inputs> {
+        self.reader.trust()
+    }
+
     /// A successful write the proxy passed through, so cached reads wait for it.
     pub fn mark_written(&self, kind: Kind, resource_version: u64) {
         self.reader.writes().record(kind, resource_version);

@@ -179,3 +179,43 @@ pub(crate) async fn remove(conn: &Conn, out: Output, a: &RemoveArgs) -> Result<(
         ]
     })
 }
+
+#[derive(Debug, clap::Args)]
+pub struct RegisterArgs {
+    instance: String,
+    /// Hours the token registers clusters (1-168).
+    #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(i64).range(1..=168))]
+    ttl_hours: i64,
+    /// The karmada-apiserver address the member reaches (https://host:port), when it is
+    /// not the one Kairship uses.
+    #[arg(long)]
+    api_endpoint: Option<String>,
+}
+
+pub(crate) async fn register_command(
+    conn: &Conn,
+    out: Output,
+    a: &RegisterArgs,
+) -> Result<(), Error> {
+    let mut c = ClusterServiceClient::new(conn.channel.clone());
+    let req = conn.request(proto::CreateRegistrationTokenRequest {
+        instance: a.instance.clone(),
+        ttl_seconds: a.ttl_hours * 3600,
+        description: String::new(),
+        api_endpoint: a.api_endpoint.clone().unwrap_or_default(),
+    });
+    let r = c
+        .create_registration_token(req)
+        .await
+        .map_err(status)?
+        .into_inner();
+    if matches!(out, Output::Table) {
+        // What an administrator copies: the command alone, the expiry on stderr.
+        eprintln!("the token expires at {}", r.expiration);
+        println!("{}", r.register_command);
+        return Ok(());
+    }
+    print(out, "kairship.v1alpha1.RegistrationToken", &r, |_| {
+        Vec::new()
+    })
+}

@@ -75,6 +75,9 @@ pub enum CtlCommand {
     /// there unless --force.
     #[command(alias = "unjoin")]
     Remove(clusters::RemoveArgs),
+    /// Pull mode: a bootstrap token and the `karmadactl register` command to run against
+    /// the member (as `karmadactl token create --print-register-command`).
+    RegisterCommand(clusters::RegisterArgs),
     /// Workloads of one instance and where Karmada placed them.
     #[command(subcommand)]
     Workloads(workloads::WorkloadsCmd),
@@ -550,6 +553,7 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
         }
         CtlCommand::Join(args) => clusters::join(&conn, out, args).await,
         CtlCommand::Remove(args) => clusters::remove(&conn, out, args).await,
+        CtlCommand::RegisterCommand(args) => clusters::register_command(&conn, out, args).await,
         CtlCommand::Workloads(cmd) => workloads::run(&conn, out, cmd).await,
         CtlCommand::Search(args) => search::run(&conn, out, args).await,
         CtlCommand::Whoami => {

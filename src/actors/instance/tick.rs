@@ -1,0 +1,160 @@
+//! What one tick of an instance actor does: its stats (recomputed only when an input
+//! changed), probes, the caches' budget and failing watches, and, on the leader, the
+//! per-instance controllers (roles on the members, registration, Clusterpedia,
+//! certificates) and the status write.
+
+use ractor::ActorRef;
+
+use super::caches::{Caches, Kind};
+use super::lifecycle::Event;
+use super::status_sync::sync_status;
+use super::{certificates, clusterpedia, member_access, registration, spawn_here, stats};
+use super::{InstanceMsg, InstanceState};
+
+#[derive(PartialEq)]
+pub(super) struct StatsInputs {
+    clusters: Vec<Option<String>>,
+    counts: stats::Counts,
+}
+
+pub(super) fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
+    let answering =
+        state.probes.failures == 0 && state.observed.lifecycle.reachable() == Some(true);
+    // Over its budget the instance's watches stop and its objects go; the instance is
+    // Degraded below whether or not it answers (the budget is Kairship's own finding, not
+    // the instance's health), and the API reads from the instance (the reader says so).
+    let over_budget = state
+        .caches
+        .as_mut()
+        .is_some_and(|caches| caches.stop_if_over_budget());
+    if let Some(caches) = &state.caches {
+        if state.observed.lifecycle.synced() {
+            let inputs = stats_inputs(caches);
+            if state.stats_inputs.as_ref() != Some(&inputs) {
+                state.observed.stats = Some(compute_stats(caches, inputs.counts));
+                state.stats_inputs = Some(inputs);
+            }
+        }
+        // Only an answering instance is degraded by its watches; a silent one is the
+        // probes' to report (unless it is over its budget).
+        if answering || over_budget {
+            let failing =
+                caches.failing_for(state.ctx.settings.degraded_after, state.answering_since);
+            state.on(Event::Watches(failing));
+        }
+    }
+    if state
+        .probes
+        .due(answering, state.ctx.settings.probe_every_ticks)
+    {
+        probe(myself, state);
+    }
+    if !state.ctx.leadership.is_leader() {
+        state.registered = false;
+        state.member_access = None;
+        return;
+    }
+    let wanted = member_access::wanted(&state.instance);
+    if state.member_access != Some(wanted) && state.observed.lifecycle.connected() {
+        if let Some(client) = state.client.clone() {
+            let (timeout, me) = (state.ctx.settings.instance_call_timeout, myself.clone());
+            state.member_access = Some(wanted); // one attempt in flight; a failure clears it
+            state.member_access_task = Some(spawn_here(async move {
+                if let Err(e) = member_access::ensure(&client, wanted, timeout).await {
+                    let _ = me.send_message(InstanceMsg::MemberAccessFailed(e));
+                }
+            }));
+        }
+    }
+    if !state.registered && state.observed.lifecycle.connected() {
+        let (ctx, instance, endpoint, me) = (
+            state.ctx.clone(),
+            state.instance.clone(),
+            state.observed.endpoint.clone(),
+            myself.clone(),
+        );
+        state.registered = true; // one attempt in flight; the reply may clear it
+        spawn_here(async move {
+            let r = registration::ensure(&ctx, &instance, endpoint).await;
+            if r.is_err() {
+                let _ = me.send_message(InstanceMsg::Registered(r));
+            }
+        });
+    }
+    register_with_clusterpedia(myself, state);
+    if state.certificates.due() {
+        certificates::start(myself, state.ctx.host.clone(), &mut state.certificates);
+    }
+    sync_status(myself, state);
+}
+
+/// Makes the PediaCluster what it should be, at most every `clusterpedia_every` (a third
+/// of it until Clusterpedia reports the instance Ready) and one attempt at a time, once
+/// the instance is connected (its kubeconfig is known to work).
+fn register_with_clusterpedia(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
+    let (Some(namespace), Some(source), Some(client)) = (
+        state.ctx.settings.clusterpedia.clone(),
+        state.kubeconfig_source.clone(),
+        state.client.clone(),
+    ) else {
+        return;
+    };
+    let every = match &state.observed.clusterpedia {
+        Some(r) if r.ready == Some(true) => state.ctx.settings.clusterpedia_every,
+        _ => state.ctx.settings.clusterpedia_every / 3,
+    };
+    if !state.clusterpedia_round.due(every) || !state.observed.lifecycle.connected() {
+        return;
+    }
+    state.clusterpedia_round = clusterpedia::Round::InFlight;
+    let (ctx, instance, me) = (state.ctx.clone(), state.instance.clone(), myself.clone());
+    spawn_here(async move {
+        let r = clusterpedia::ensure(&ctx, &instance, &source, &client, &namespace).await;
+        let _ = me.send_message(InstanceMsg::Clusterpedia(r));
+    });
+}
+
+/// Asks the instance for its version, unless a probe is in flight.
+pub(super) fn probe(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
+    if let Some(client) = &state.client {
+        state
+            .probes
+            .send(client, myself, state.ctx.settings.probe_timeout);
+    }
+}
+
+fn stats_inputs(caches: &Caches) -> StatsInputs {
+    let clusters = caches
+        .store(Kind::Cluster)
+        .map(|s| s.state())
+        .unwrap_or_default();
+    StatsInputs {
+        clusters: clusters
+            .iter()
+            .map(|c| Some(c.resource_version().to_string()))
+            .collect(),
+        counts: stats::Counts {
+            propagation_policies: caches.count(Kind::PropagationPolicy),
+            override_policies: caches.count(Kind::OverridePolicy),
+            cluster_propagation_policies: caches.count(Kind::ClusterPropagationPolicy),
+            cluster_override_policies: caches.count(Kind::ClusterOverridePolicy),
+            resource_bindings: caches.count(Kind::ResourceBinding),
+            workloads: Kind::WORKLOADS.iter().map(|k| caches.count(*k)).sum(),
+            namespaces: caches.count(Kind::Namespace),
+        },
+    }
+}
+
+fn compute_stats(caches: &Caches, counts: stats::Counts) -> crate::crd::InstanceStats {
+    let clusters = caches
+        .store(Kind::Cluster)
+        .map(|s| s.state())
+        .unwrap_or_default();
+    // Clusters are few: decoded from their JSON at each recount.
+    let decoded: Vec<serde_json::Value> = clusters
+        .iter()
+        .filter_map(|c| serde_json::from_slice(c.json()).ok())
+        .collect();
+    let values: Vec<&serde_json::Value> = decoded.iter().collect();
+    stats::aggregate(&values, counts)
+}

@@ -1,0 +1,165 @@
+//! Pull mode, as `karmadactl token create --print-register-command` does it: a bootstrap
+//! token written to the instance's `kube-system` as the caller, and the `karmadactl
+//! register` command a member's administrator runs there, which deploys karmada-agent;
+//! the agent then registers the Cluster (`syncMode: Pull`), which Kairship lists as any.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+use crate::api::request::OnInstance;
+use crate::error::ApiError;
+use crate::proto;
+
+/// Karmada's group for tokens that register clusters (`DefaultGroups`).
+const TOKEN_GROUP: &str = "system:bootstrappers:karmada:default-cluster-token";
+const DEFAULT_TTL: Duration = Duration::from_secs(24 * 3600);
+const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+const TOKEN_CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+
+/// `len` characters of `[a-z0-9]`, as bootstrap tokens are made of.
+fn random_chars(len: usize) -> Result<String, ApiError> {
+    use ring::rand::SecureRandom;
+    let rng = ring::rand::SystemRandom::new();
+    let mut out = String::with_capacity(len);
+    while out.len() < len {
+        let mut b = [0u8; 1];
+        rng.fill(&mut b)
+            .map_err(|_| ApiError::Internal("no system randomness for a token".into()))?;
+        // Rejection sampling keeps the characters uniform.
+        if usize::from(b[0]) < 252 {
+            out.push(char::from(
+                TOKEN_CHARS[usize::from(b[0]) % TOKEN_CHARS.len()],
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// kubeadm's and Karmada's public key pin of a CA: `sha256:` and the hex SHA-256 of its
+/// SubjectPublicKeyInfo.
+pub fn ca_cert_hash(der: &[u8]) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let digest = ring::digest::digest(&ring::digest::SHA256, cert.public_key().raw);
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    Some(format!("sha256:{hex}"))
+}
+
+pub async fn create_token(
+    on: &OnInstance,
+    req: proto::CreateRegistrationTokenRequest,
+) -> Result<proto::RegistrationToken, ApiError> {
+    let ttl = match req.ttl_seconds {
+        0 => DEFAULT_TTL,
+        s if s > 0 && Duration::from_secs(s as u64) <= MAX_TTL => Duration::from_secs(s as u64),
+        s => {
+            return Err(ApiError::invalid(
+                "ttl_seconds",
+                format!("{s} is not between 1 and {}", MAX_TTL.as_secs()),
+            ))
+        }
+    };
+    let inputs = on.certificate_inputs().ok_or_else(|| {
+        ApiError::Unavailable(format!(
+            "instance {:?} is not connected yet: its endpoint and CA are not known",
+            on.instance()
+        ))
+    })?;
+    let endpoint = match req.api_endpoint.is_empty() {
+        false => req.api_endpoint.clone(),
+        true => inputs
+            .endpoint
+            .as_ref()
+            .map(|u| u.to_string())
+            .unwrap_or_default(),
+    };
+    let endpoint = endpoint.trim_end_matches('/').to_string();
+    if !endpoint.starts_with("https://") {
+        return Err(ApiError::invalid(
+            "api_endpoint",
+            format!("{endpoint:?}: karmada-agent registers over HTTPS only"),
+        ));
+    }
+    let hashes: Vec<String> = inputs
+        .roots
+        .iter()
+        .filter_map(|d| ca_cert_hash(d))
+        .collect();
+    if hashes.is_empty() {
+        return Err(ApiError::FailedPrecondition(format!(
+            "instance {:?}'s kubeconfig carries no CA certificate: karmada-agent could not verify the control plane",
+            on.instance()
+        )));
+    }
+    let (id, secret) = (random_chars(6)?, random_chars(16)?);
+    let expires = jiff::Timestamp::now()
+        .checked_add(jiff::SignedDuration::from_secs(ttl.as_secs() as i64))
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let description = match req.description.is_empty() {
+        true => "registers a member cluster (created through Kairship)".to_string(),
+        false => req.description.clone(),
+    };
+    let obj: Secret = serde_json::from_value(json!({
+        "metadata": {"name": format!("bootstrap-token-{id}"), "namespace": "kube-system"},
+        "type": "bootstrap.kubernetes.io/token",
+        "stringData": {
+            "token-id": id,
+            "token-secret": secret,
+            "expiration": expires,
+            "description": description,
+            "usage-bootstrap-authentication": "true",
+            "usage-bootstrap-signing": "true",
+            "auth-extra-groups": TOKEN_GROUP,
+        },
+    }))
+    .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let name = format!("Secret kube-system/bootstrap-token-{id}");
+    on.live(&name, |client| async move {
+        let api: Api<Secret> = Api::namespaced(client, "kube-system");
+        api.create(&PostParams::default(), &obj).await
+    })
+    .await?;
+    let token = format!("{id}.{secret}");
+    let command = format!(
+        "karmadactl register {} --token {token} --discovery-token-ca-cert-hash {}",
+        endpoint.trim_start_matches("https://"),
+        hashes.join(",")
+    );
+    Ok(proto::RegistrationToken {
+        token,
+        expiration: expires,
+        register_command: command,
+        ca_cert_hashes: hashes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_made_of_lowercase_letters_and_digits() {
+        let t = random_chars(16).expect("randomness");
+        assert_eq!(t.len(), 16);
+        assert!(t.bytes().all(|b| TOKEN_CHARS.contains(&b)), "{t}");
+        assert_ne!(t, random_chars(16).expect("randomness"));
+    }
+
+    #[test]
+    fn the_pin_is_the_hash_of_the_public_key() {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = rcgen::CertificateParams::new(Vec::<String>::new())
+            .expect("params")
+            .self_signed(&key)
+            .expect("cert");
+        let pin = ca_cert_hash(cert.der()).expect("a pin");
+        use rcgen::PublicKeyData;
+        let spki = ring::digest::digest(&ring::digest::SHA256, &key.subject_public_key_info());
+        let hex: String = spki.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(pin, format!("sha256:{hex}"));
+    }
+}
