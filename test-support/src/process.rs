@@ -77,6 +77,31 @@ impl Drop for StopOnDrop {
     }
 }
 
+/// `kairship ctl` (the test's `kairship` binary `bin`) against the demo whose state is in
+/// `state_dir`.
+pub fn ctl(bin: &str, state_dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(bin)
+        .arg("ctl")
+        .arg("--state-dir")
+        .arg(state_dir)
+        .args(args)
+        .output()
+        .expect("kairship ctl runs")
+}
+
+/// `kairship ctl ... -o json`'s answer; ctl's own words when it fails.
+pub fn ctl_json(bin: &str, state_dir: &Path, args: &[&str]) -> Value {
+    let mut a = args.to_vec();
+    a.extend(["-o", "json"]);
+    let out = ctl(bin, state_dir, &a);
+    assert!(
+        out.status.success(),
+        "kairship ctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("ctl -o json")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,7 @@ mod chart;
 mod ha;
 mod image;
 mod managed;
+mod managed_broken;
 mod readers;
 mod surfaces;
 

@@ -19,30 +19,16 @@ use crate::ha::ClusterDemo;
 use crate::{run, stdout};
 
 const NAME: &str = "team-m";
-const NS: &str = "kairship-system";
+pub(crate) const NS: &str = "kairship-system";
 const PREVIOUS: &str = kairship_realfleet::operator::PREVIOUS_VERSION;
 const CURRENT: &str = kairship_realfleet::operator::KARMADA_VERSION;
 
-fn ctl(demo: &ClusterDemo, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_kairship"))
-        .arg("ctl")
-        .arg("--state-dir")
-        .arg(demo.dir.path())
-        .args(args)
-        .output()
-        .expect("kairship ctl runs")
+pub(crate) fn ctl(demo: &ClusterDemo, args: &[&str]) -> std::process::Output {
+    kairship_test_support::process::ctl(env!("CARGO_BIN_EXE_kairship"), demo.dir.path(), args)
 }
 
-fn ctl_ok(demo: &ClusterDemo, args: &[&str]) -> Value {
-    let mut a = args.to_vec();
-    a.extend(["-o", "json"]);
-    let out = ctl(demo, &a);
-    assert!(
-        out.status.success(),
-        "kairship ctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("ctl -o json")
+pub(crate) fn ctl_ok(demo: &ClusterDemo, args: &[&str]) -> Value {
+    kairship_test_support::process::ctl_json(env!("CARGO_BIN_EXE_kairship"), demo.dir.path(), args)
 }
 
 fn instance(demo: &ClusterDemo) -> Option<Value> {
@@ -53,7 +39,7 @@ fn instance(demo: &ClusterDemo) -> Option<Value> {
         .flatten()
 }
 
-fn phase_and_message(i: &Value) -> (String, String) {
+pub(crate) fn phase_and_message(i: &Value) -> (String, String) {
     let phase = i["status"]["phase"]
         .as_str()
         .unwrap_or_default()
@@ -284,63 +270,8 @@ fn placed_on(demo: &ClusterDemo) -> Vec<String> {
         .collect()
 }
 
-/// A new instance the operator cannot finish (a CRD tarball nobody serves): Provisioning
-/// with the operator's failure, never Running, and deletable while broken.
-async fn broken_instance_stays_provisioning(demo: &ClusterDemo) {
-    let broken = "team-broken";
-    let url = format!("http://kairship.{NS}.svc:8080/karmada-crds/v9.9.9/crds.tar.gz");
-    ctl_ok(
-        demo,
-        &[
-            "instances",
-            "create",
-            broken,
-            "--mode",
-            "managed",
-            "--crd-tarball-url",
-            &url,
-        ],
-    );
-    let started = Instant::now();
-    let shown = poll(Duration::from_secs(180), PROCESS_POLL, || {
-        let out = ctl(demo, &["instances", "get", broken, "-o", "json"]);
-        let i: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        let (phase, message) = phase_and_message(&i);
-        assert_ne!(
-            phase, "Running",
-            "a control plane without CRDs is never Running"
-        );
-        let shown = phase == "Provisioning" && message.contains("failed to download CRD tar");
-        async move {
-            if shown {
-                Ok(message)
-            } else {
-                Err(format!("{phase}: {message}"))
-            }
-        }
-    })
-    .await
-    .unwrap_or_else(|last| panic!("{broken}: no failure shown; last {last}"));
-    println!(
-        "a new instance with a missing CRD tarball: Provisioning after {:.0}s with {shown:?}",
-        started.elapsed().as_secs_f64()
-    );
-    run(Command::new(env!("CARGO_BIN_EXE_kairship"))
-        .args(["ctl", "--state-dir"])
-        .arg(demo.dir.path())
-        .args(["instances", "delete", broken]));
-    let gone = holds(Duration::from_secs(120), PROCESS_POLL, || {
-        !demo
-            .kubectl(&["-n", NS, "get", "karmadas", "-o", "name"])
-            .contains(broken)
-            && !ctl(demo, &["instances", "get", broken]).status.success()
-    })
-    .await;
-    assert!(gone, "{broken} not deleted while broken");
-}
-
 pub async fn lifecycle(demo: &ClusterDemo) {
-    broken_instance_stays_provisioning(demo).await;
+    crate::managed_broken::broken_instance_stays_provisioning(demo).await;
     // An unknown version's tarball is refused by Kairship's server with a clear answer.
     let e = &demo.endpoints;
     let ip = crate::ha::service_ip(e);

@@ -20,25 +20,11 @@ use crate::{eventually, Demo};
 const CLUSTER: &str = "member3";
 
 fn ctl(demo: &Demo, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_kairship"))
-        .arg("ctl")
-        .arg("--state-dir")
-        .arg(demo.dir.path())
-        .args(args)
-        .output()
-        .expect("kairship ctl runs")
+    kairship_test_support::process::ctl(env!("CARGO_BIN_EXE_kairship"), demo.dir.path(), args)
 }
 
 fn ctl_json(demo: &Demo, args: &[&str]) -> Value {
-    let mut a = args.to_vec();
-    a.extend(["-o", "json"]);
-    let out = ctl(demo, &a);
-    assert!(
-        out.status.success(),
-        "kairship ctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("ctl -o json")
+    kairship_test_support::process::ctl_json(env!("CARGO_BIN_EXE_kairship"), demo.dir.path(), args)
 }
 
 /// POSTs `body` to REST `path` as `token`: the HTTP status and the answer's text.

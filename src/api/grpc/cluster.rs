@@ -119,7 +119,7 @@ impl ClusterService for Clusters {
     ) -> Result<Response<proto::RemoveClusterResponse>, Status> {
         let instance = req.get_ref().instance.clone();
         let on = on_instance(&self.0, &req, &instance).await?;
-        let r = super::cluster_join::remove(&on, req.into_inner()).await?;
+        let r = super::cluster_remove::remove(&on, req.into_inner()).await?;
         Ok(Response::new(r))
     }
 

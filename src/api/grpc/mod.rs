@@ -6,6 +6,7 @@ mod access;
 mod cluster;
 mod cluster_join;
 mod cluster_register;
+mod cluster_remove;
 mod failover;
 mod instance;
 mod policy;

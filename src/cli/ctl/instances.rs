@@ -1,0 +1,217 @@
+//! `kairship ctl instances ...`: list, get, create (External from a kubeconfig Secret,
+//! Managed by karmada-operator), update, delete, and an instance's certificates.
+
+use clap::Subcommand;
+use serde_json::Value;
+
+use super::{certificates, n, print, s, status, Conn, Output};
+use crate::proto::{self, instance_service_client::InstanceServiceClient};
+use crate::Error;
+
+#[derive(Debug, Subcommand)]
+pub enum InstancesCmd {
+    List,
+    Get {
+        name: String,
+    },
+    /// Create an instance: External from a kubeconfig Secret, or Managed by karmada-operator.
+    Create {
+        name: String,
+        #[arg(long, value_parser = ["external", "managed"])]
+        mode: String,
+        /// NAMESPACE/NAME[:KEY] of the kubeconfig Secret (External).
+        #[arg(long)]
+        secret: Option<String>,
+        #[command(flatten)]
+        managed: ManagedFlags,
+    },
+    /// Change a managed instance: a new --karmada-version upgrades it.
+    Update {
+        name: String,
+        #[command(flatten)]
+        managed: ManagedFlags,
+    },
+    Delete {
+        name: String,
+    },
+    /// The certificates the instance is reached with, and when each expires.
+    Certificates {
+        name: String,
+    },
+}
+
+/// What karmada-operator installs for a managed instance; unset: Kairship's defaults.
+#[derive(Debug, clap::Args)]
+pub struct ManagedFlags {
+    /// The Karmada version (vMAJOR.MINOR.PATCH).
+    #[arg(long)]
+    karmada_version: Option<String>,
+    /// One registry for every component image (an air-gapped cluster's mirror).
+    #[arg(long)]
+    image_registry: Option<String>,
+    /// Where karmada-operator downloads Karmada's CRD tarball (http or https).
+    #[arg(long)]
+    crd_tarball_url: Option<String>,
+}
+
+impl ManagedFlags {
+    /// The first flag given, for refusing them on an external instance.
+    fn set_flag(&self) -> Option<&'static str> {
+        [
+            ("--karmada-version", self.karmada_version.is_some()),
+            ("--image-registry", self.image_registry.is_some()),
+            ("--crd-tarball-url", self.crd_tarball_url.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(f, set)| set.then_some(f))
+    }
+
+    fn spec(&self) -> proto::InstanceSpec {
+        proto::InstanceSpec {
+            mode: proto::InstanceMode::Managed as i32,
+            karmada_version: self.karmada_version.clone().unwrap_or_default(),
+            image_registry: self.image_registry.clone().unwrap_or_default(),
+            crd_tarball_url: self.crd_tarball_url.clone().unwrap_or_default(),
+            ..Default::default()
+        }
+    }
+}
+
+pub(crate) fn print_instance(out: Output, i: &proto::Instance) -> Result<(), Error> {
+    print(out, "kairship.v1alpha1.Instance", i, |j| {
+        instance_rows(std::slice::from_ref(j))
+    })
+}
+
+fn named(name: &str, spec: proto::InstanceSpec) -> proto::Instance {
+    proto::Instance {
+        metadata: Some(proto::ObjectMeta {
+            name: name.to_string(),
+            ..Default::default()
+        }),
+        spec: Some(spec),
+        status: None,
+    }
+}
+
+pub(crate) fn instance_rows(items: &[Value]) -> Vec<Vec<String>> {
+    let mut rows = vec![vec![
+        "NAME".into(),
+        "MODE".into(),
+        "PHASE".into(),
+        "CLUSTERS".into(),
+        "NODES".into(),
+        "VERSION".into(),
+        "CERTS EXPIRE".into(),
+    ]];
+    for i in items {
+        let mode = s(i, "/spec/mode")
+            .trim_start_matches("INSTANCE_MODE_")
+            .to_lowercase();
+        rows.push(vec![
+            s(i, "/metadata/name"),
+            mode,
+            s(i, "/status/phase"),
+            format!(
+                "{}/{}",
+                n(i, "/status/stats/clustersReady"),
+                n(i, "/status/stats/clustersTotal")
+            ),
+            format!(
+                "{}/{}",
+                n(i, "/status/stats/nodesReady"),
+                n(i, "/status/stats/nodesTotal")
+            ),
+            s(i, "/status/karmadaVersion"),
+            s(i, "/status/certificates/0/notAfter"),
+        ]);
+    }
+    rows
+}
+
+pub(crate) async fn run(conn: &Conn, out: Output, cmd: &InstancesCmd) -> Result<(), Error> {
+    let mut c = InstanceServiceClient::new(conn.channel.clone());
+    match cmd {
+        InstancesCmd::List => {
+            let r = c
+                .list_instances(conn.request(proto::ListInstancesRequest::default()))
+                .await
+                .map_err(status)?
+                .into_inner();
+            print(out, "kairship.v1alpha1.ListInstancesResponse", &r, |j| {
+                instance_rows(j["instances"].as_array().map(Vec::as_slice).unwrap_or(&[]))
+            })
+        }
+        InstancesCmd::Get { name } => {
+            let r = c
+                .get_instance(conn.request(proto::GetInstanceRequest { name: name.clone() }))
+                .await
+                .map_err(status)?
+                .into_inner();
+            print_instance(out, &r)
+        }
+        InstancesCmd::Create {
+            name,
+            mode,
+            secret,
+            managed,
+        } => {
+            let spec = match mode.as_str() {
+                "external" => {
+                    if let Some(flag) = managed.set_flag() {
+                        return Err(Error::Usage(format!(
+                            "{flag} is for --mode managed (an external instance runs what it runs)"
+                        )));
+                    }
+                    let secret = secret.as_deref().ok_or_else(|| {
+                        Error::Usage(
+                            "--secret NAMESPACE/NAME[:KEY] is required with --mode external".into(),
+                        )
+                    })?;
+                    let (path, key) = secret.split_once(':').unwrap_or((secret, ""));
+                    let (ns, sname) = path.split_once('/').ok_or_else(|| {
+                        Error::Usage(format!(
+                            "--secret {secret:?}: expected NAMESPACE/NAME[:KEY]"
+                        ))
+                    })?;
+                    proto::InstanceSpec {
+                        mode: proto::InstanceMode::External as i32,
+                        kubeconfig_secret_ref: Some(proto::SecretKeyRef {
+                            namespace: ns.into(),
+                            name: sname.into(),
+                            key: key.into(),
+                        }),
+                        ..Default::default()
+                    }
+                }
+                _ => managed.spec(),
+            };
+            let r = c
+                .create_instance(conn.request(proto::CreateInstanceRequest {
+                    instance: Some(named(name, spec)),
+                }))
+                .await
+                .map_err(status)?
+                .into_inner();
+            print_instance(out, &r)
+        }
+        InstancesCmd::Update { name, managed } => {
+            let r = c
+                .update_instance(conn.request(proto::UpdateInstanceRequest {
+                    instance: Some(named(name, managed.spec())),
+                }))
+                .await
+                .map_err(status)?
+                .into_inner();
+            print_instance(out, &r)
+        }
+        InstancesCmd::Delete { name } => {
+            c.delete_instance(conn.request(proto::DeleteInstanceRequest { name: name.clone() }))
+                .await
+                .map_err(status)?;
+            println!("instance {name} deleted");
+            Ok(())
+        }
+        InstancesCmd::Certificates { name } => certificates::list(conn, out, name).await,
+    }
+}
