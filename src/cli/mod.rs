@@ -1,5 +1,6 @@
 //! The `kairship` command line.
 
+mod caller_args;
 #[cfg(feature = "testbed")]
 pub mod chaos;
 pub mod ctl;
