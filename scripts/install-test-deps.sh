@@ -17,11 +17,14 @@ fi
 kubectl version --client 2>/dev/null | awk 'NR == 1' || true
 
 # The cluster tier: a kubelet-backed node (containerd 1.6 and runc from Debian; kubelet
-# itself is built by scripts/real-fleet/build.sh) and skopeo, which reads the image.
+# itself is built by scripts/real-fleet/build.sh), skopeo, which reads the image, and a
+# static busybox for the node's workload image.
 missing=()
 for pair in containerd:containerd runc:runc iptables:iptables conntrack:conntrack skopeo:skopeo nsenter:util-linux; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
 done
+# A static busybox: the node's workload image for exec, logs and port-forward.
+[ -x /bin/busybox ] || missing+=(busybox-static)
 [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]} (Debian packages, for the cluster tier)"

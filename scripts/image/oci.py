@@ -9,6 +9,7 @@ The output is reproducible: entries sorted, owners and times fixed (SOURCE_DATE_
   oci.py build --out IMG.tar --name REPO:TAG --entrypoint /bin/x [--cmd ARG]... \
       [--user UID:GID] [--label K=V]... [--env K=V]... [--workdir DIR] \
       [--file SRC:DEST[:MODE[:UID:GID]]]... [--dir DEST:MODE[:UID:GID]]... [--users]
+      [--link DEST:TARGET]...
       [--gzip-level 1..9]
   oci.py inspect IMG.tar        prints {"name", "config", "manifest", "files"} as JSON
 """
@@ -88,6 +89,12 @@ def entries_from(args):
         uid, gid = parse_owner(parts[2:], f"--dir {spec}")
         out[parts[0]] = ("dir", None, parse_mode(parts[1], f"--dir {spec}"), uid, gid)
         add_parents(parts[0])
+    for spec in args.link or []:
+        parts = spec.split(":")
+        if len(parts) != 2 or not parts[0].startswith("/") or not parts[1]:
+            raise Usage(f"--link {spec}: expected /DEST:TARGET")
+        out[parts[0]] = ("link", parts[1], 0o777, 0, 0)
+        add_parents(parts[0])
     if args.users:
         for path, text in (("/etc/passwd", PASSWD), ("/etc/group", GROUP)):
             out[path] = ("file", text.encode(), 0o644, 0, 0)
@@ -107,6 +114,9 @@ def layer_tar(entries, epoch):
             info.uname = info.gname = ""
             if kind == "dir":
                 info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            elif kind == "link":
+                info.type, info.linkname = tarfile.SYMTYPE, data
                 tar.addfile(info)
             else:
                 info.size = len(data)
@@ -252,6 +262,7 @@ def main():
     b.add_argument("--workdir")
     b.add_argument("--file", action="append")
     b.add_argument("--dir", action="append")
+    b.add_argument("--link", action="append", help="a symbolic link /DEST:TARGET")
     b.add_argument("--users", action="store_true", help="add /etc/passwd and /etc/group with root and nonroot (65532)")
     b.add_argument("--epoch", type=int)
     b.add_argument("--gzip-level", type=int, default=9, choices=range(1, 10),

@@ -186,6 +186,16 @@ if [ ! -s "$IMAGES/coredns.tar" ]; then
     --entrypoint /coredns --file "$BIN/coredns:/coredns:0755" --users --user 65532:65532 >/dev/null
   step "CoreDNS image written"
 fi
+# A workload to exec into, read the logs of and port-forward to: Debian's static busybox
+# (scripts/install-test-deps.sh installs it) with its applets linked, as the busybox image.
+if [ ! -s "$IMAGES/busybox.tar" ] && [ -x /bin/busybox ]; then
+  links=()
+  for applet in sh cat echo hostname httpd ls sleep wget env; do links+=(--link "/bin/$applet:busybox"); done
+  python3 "$OCI" build --out "$IMAGES/busybox.tar" --name kairship.local/busybox:1.35 \
+    --entrypoint /bin/sh --file /bin/busybox:/bin/busybox:0755 "${links[@]}" \
+    --users --user 65532:65532 >/dev/null
+  step "busybox image written"
+fi
 # What karmada-operator needs on an air-gapped node: its own manifests and CRD (from its
 # module), each release's CRD tarball in the layout the operator unpacks, and images of
 # every component it deploys, at the paths and entrypoints the operator's pod templates

@@ -138,7 +138,133 @@ async fn nginx_sample_placement_through_grpc_and_rest() {
         nginx["placement"]["clusters"].as_array().map(Vec::len),
         Some(2)
     );
+    pods_and_events(&api, &c).await;
     api.stop().await;
+}
+
+/// nginx's pods on both members (the simulator's members run them), read through
+/// Karmada's cluster proxy over gRPC and REST; its events; a log the member cannot give,
+/// refused naming the pod.
+async fn pods_and_events(api: &Api, c: &kube::Client) {
+    let mut w = WorkloadServiceClient::new(api.channel.clone());
+    let pods = eventually(
+        Duration::from_secs(30),
+        "nginx's pods Running on both members",
+        || {
+            let mut w = w.clone();
+            async move {
+                let r = w
+                    .list_workload_pods(ListWorkloadPodsRequest {
+                        instance: "karmada-1".into(),
+                        namespace: "default".into(),
+                        kind: "Deployment".into(),
+                        name: "nginx".into(),
+                    })
+                    .await
+                    .ok()?
+                    .into_inner();
+                let running = r.clusters.len() == 2
+                    && r.clusters.iter().all(|c| {
+                        c.error.is_empty()
+                            && c.pods.len() == 1
+                            && c.pods
+                                .iter()
+                                .all(|p| p.phase == "Running" && p.name.starts_with("nginx-"))
+                    });
+                running.then_some(r)
+            }
+        },
+    )
+    .await;
+    let clusters: Vec<&str> = pods.clusters.iter().map(|c| c.cluster.as_str()).collect();
+    assert_eq!(clusters, ["member1", "member2"]);
+    let first = &pods.clusters[0].pods[0];
+    assert_eq!(first.cluster, "member1");
+    assert_eq!(first.container_names, ["nginx"]);
+    let (code, body) = call(
+        c,
+        "GET",
+        &format!("{P}/instances/karmada-1/namespaces/default/workloads/Deployment/nginx/pods"),
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["clusters"][1]["pods"][0]["phase"], "Running", "{body}");
+    let events = w
+        .list_workload_events(ListWorkloadEventsRequest {
+            instance: "karmada-1".into(),
+            namespace: "default".into(),
+            kind: "Deployment".into(),
+            name: "nginx".into(),
+        })
+        .await
+        .expect("events")
+        .into_inner();
+    assert!(events.unavailable.is_empty(), "{:?}", events.unavailable);
+    // A workload that is not there is named.
+    let missing = w
+        .list_workload_pods(ListWorkloadPodsRequest {
+            instance: "karmada-1".into(),
+            namespace: "default".into(),
+            kind: "Deployment".into(),
+            name: "absent".into(),
+        })
+        .await
+        .expect_err("no such workload");
+    assert_eq!(missing.code(), tonic::Code::NotFound);
+    assert!(missing.message().contains("absent"), "{missing:?}");
+    // The pod's log: a stream of chunks over gRPC, JSON lines over REST; a container the
+    // pod does not have is refused, named.
+    let mut logs = w
+        .get_pod_logs(GetPodLogsRequest {
+            instance: "karmada-1".into(),
+            cluster: "member1".into(),
+            namespace: "default".into(),
+            pod: first.name.clone(),
+            tail_lines: 5,
+            ..Default::default()
+        })
+        .await
+        .expect("log")
+        .into_inner();
+    let mut text = String::new();
+    while let Some(chunk) = logs.message().await.expect("log chunk") {
+        text.push_str(&chunk.text);
+    }
+    assert!(
+        text.contains(&first.name) && text.ends_with('\n'),
+        "{text:?}"
+    );
+    let log = format!(
+        "{P}/instances/karmada-1/clusters/member1/namespaces/default/pods/{}/log",
+        first.name
+    );
+    let resp = c
+        .send(
+            http::Request::get(&log)
+                .body(kube::client::Body::empty())
+                .expect("request"),
+        )
+        .await
+        .expect("REST log");
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "application/x-ndjson");
+    let body = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .expect("body")
+        .to_bytes();
+    let line: serde_json::Value =
+        serde_json::from_slice(body.split(|b| *b == b'\n').next().unwrap_or_default())
+            .expect("a JSON line");
+    assert_eq!(line["result"]["text"].as_str(), Some(text.as_str()));
+    let (code, body) = call(c, "GET", &format!("{log}?container=sidecar"), None).await;
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("sidecar")),
+        "{body}"
+    );
 }
 
 fn deployment_and_policy(name: &str) -> (String, String) {

@@ -517,6 +517,7 @@ async fn kairship_runs_as_pods_on_a_real_node() {
     let mut demo = ClusterDemo::start().await;
     crate::surfaces::pods_are_ready_nonroot_and_one_leads(&demo).await;
     crate::surfaces::every_surface_answers_through_the_service(&demo).await;
+    crate::sessions::exec_logs_and_port_forward(&demo).await;
     leader_loss(&demo).await;
     rolling_upgrade(&demo).await;
     crate::managed::lifecycle(&demo).await;

@@ -14,6 +14,7 @@ mod image;
 mod managed;
 mod managed_broken;
 mod readers;
+mod sessions;
 mod surfaces;
 
 use std::path::{Path, PathBuf};

@@ -91,7 +91,7 @@ fn running_at(version: &'static str) -> impl Fn(&Value) -> bool {
 /// `kubectl apply` through Kairship's proxy, retried for up to a minute: right after the
 /// operator's Ready the metrics adapter's APIServices may not be Available yet, and
 /// kubectl's schema download answers 503 until they are (a user would retry too).
-async fn apply(kubeconfig: &std::path::Path, obj: &Value) {
+pub(crate) async fn apply(kubeconfig: &std::path::Path, obj: &Value) {
     // Each try downloads the schema: retried less often than a read.
     let applied = poll(Duration::from_secs(60), PROCESS_POLL * 4, || {
         let tried = try_kubectl(kubeconfig, &["apply", "-f", "-"], Some(obj));
@@ -107,11 +107,15 @@ async fn apply(kubeconfig: &std::path::Path, obj: &Value) {
 }
 
 /// kubectl with a kubeconfig file, `stdin` piped in when given.
-fn kubectl_with(kubeconfig: &std::path::Path, args: &[&str], stdin: Option<&Value>) -> String {
+pub(crate) fn kubectl_with(
+    kubeconfig: &std::path::Path,
+    args: &[&str],
+    stdin: Option<&Value>,
+) -> String {
     try_kubectl(kubeconfig, args, stdin).unwrap_or_else(|e| panic!("kubectl {args:?}: {e}"))
 }
 
-fn try_kubectl(
+pub(crate) fn try_kubectl(
     kubeconfig: &std::path::Path,
     args: &[&str],
     stdin: Option<&Value>,

@@ -84,6 +84,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/apis/kairship.io/v1alpha1/instances/{instance}/clusters/{cluster}/namespaces/{namespace}/pods/{pod}/log": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["WorkloadService_GetPodLogs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/apis/kairship.io/v1alpha1/instances/{instance}/clusters/{cluster}/promotions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["WorkloadService_PromoteWorkload"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/apis/kairship.io/v1alpha1/instances/{instance}/clusters/{name}": {
         parameters: {
             query?: never;
@@ -191,6 +223,38 @@ export interface paths {
         put?: never;
         post?: never;
         delete: operations["WorkloadService_DeleteWorkload"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/apis/kairship.io/v1alpha1/instances/{instance}/namespaces/{namespace}/workloads/{kind}/{name}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["WorkloadService_ListWorkloadEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/apis/kairship.io/v1alpha1/instances/{instance}/namespaces/{namespace}/workloads/{kind}/{name}/pods": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["WorkloadService_ListWorkloadPods"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -422,6 +486,11 @@ export interface components {
             cluster?: string;
             policies?: string[];
         };
+        "kairship.v1alpha1.ClusterPods": {
+            cluster?: string;
+            error?: string;
+            pods?: components["schemas"]["kairship.v1alpha1.Pod"][];
+        };
         "kairship.v1alpha1.ComponentImage": {
             repository?: string;
             tag?: string;
@@ -561,6 +630,13 @@ export interface components {
             nextPageToken?: string;
             policies?: components["schemas"]["kairship.v1alpha1.Policy"][];
         };
+        "kairship.v1alpha1.ListWorkloadEventsResponse": {
+            events?: components["schemas"]["kairship.v1alpha1.WorkloadEvent"][];
+            unavailable?: string[];
+        };
+        "kairship.v1alpha1.ListWorkloadPodsResponse": {
+            clusters?: components["schemas"]["kairship.v1alpha1.ClusterPods"][];
+        };
         "kairship.v1alpha1.ListWorkloadsResponse": {
             filtered?: boolean;
             nextPageToken?: string;
@@ -589,6 +665,25 @@ export interface components {
             evictions?: components["schemas"]["kairship.v1alpha1.Eviction"][];
             overrides?: components["schemas"]["kairship.v1alpha1.ClusterOverrides"][];
         };
+        "kairship.v1alpha1.Pod": {
+            cluster?: string;
+            containerNames?: string[];
+            /** Format: int32 */
+            containers?: number;
+            created?: string;
+            name?: string;
+            node?: string;
+            phase?: string;
+            podIp?: string;
+            /** Format: int32 */
+            readyContainers?: number;
+            reason?: string;
+            /** Format: int32 */
+            restarts?: number;
+        };
+        "kairship.v1alpha1.PodLogChunk": {
+            text?: string;
+        };
         "kairship.v1alpha1.Policy": {
             clusterNames?: string[];
             kind?: string;
@@ -603,6 +698,20 @@ export interface components {
             kind?: string;
             name?: string;
             namespace?: string;
+        };
+        "kairship.v1alpha1.PromoteWorkloadRequest": {
+            cluster?: string;
+            dependencies?: string[];
+            instance?: string;
+            kind?: string;
+            name?: string;
+            namespace?: string;
+            policyName?: string;
+        };
+        "kairship.v1alpha1.PromoteWorkloadResponse": {
+            policyName?: string;
+            promoted?: string[];
+            workload?: components["schemas"]["kairship.v1alpha1.Workload"];
         };
         "kairship.v1alpha1.RegistrationToken": {
             caCertHashes?: string[];
@@ -701,6 +810,17 @@ export interface components {
             readyReplicas?: number;
             /** Format: int32 */
             replicas?: number;
+        };
+        "kairship.v1alpha1.WorkloadEvent": {
+            cluster?: string;
+            /** Format: int32 */
+            count?: number;
+            message?: string;
+            objectKind?: string;
+            objectName?: string;
+            reason?: string;
+            time?: string;
+            type?: string;
         };
     };
     responses: never;
@@ -927,6 +1047,83 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["kairship.v1alpha1.Cluster"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    WorkloadService_GetPodLogs: {
+        parameters: {
+            query?: {
+                container?: string;
+                tail_lines?: string;
+                since_seconds?: string;
+                previous?: boolean;
+                follow?: boolean;
+                timestamps?: boolean;
+            };
+            header?: never;
+            path: {
+                instance: string;
+                cluster: string;
+                namespace: string;
+                pod: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.PodLogChunk"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    WorkloadService_PromoteWorkload: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                instance: string;
+                cluster: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["kairship.v1alpha1.PromoteWorkloadRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.PromoteWorkloadResponse"];
                 };
             };
             /** @description An error as google.rpc.Status */
@@ -1203,6 +1400,74 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["kairship.v1alpha1.DeleteWorkloadResponse"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    WorkloadService_ListWorkloadEvents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                instance: string;
+                namespace: string;
+                kind: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.ListWorkloadEventsResponse"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    WorkloadService_ListWorkloadPods: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                instance: string;
+                namespace: string;
+                kind: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.ListWorkloadPodsResponse"];
                 };
             };
             /** @description An error as google.rpc.Status */

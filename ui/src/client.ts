@@ -151,6 +151,40 @@ export const memberPods = (inst: string, cluster: string, ns: string, selector: 
     `/apis/cluster.karmada.io/v1alpha1/clusters/${seg(cluster)}/proxy/api/v1/namespaces/${seg(ns)}/pods?labelSelector=${encodeURIComponent(selector)}`,
   );
 
+/** A pod's log through Kairship (WorkloadService.GetPodLogs over REST: one JSON object a
+ *  line), handed to `onText` as it comes; with `follow` until `signal` aborts or the
+ *  container ends. */
+export async function podLog(
+  inst: string,
+  cluster: string,
+  ns: string,
+  pod: string,
+  opts: { tailLines: number; follow: boolean; signal: AbortSignal },
+  onText: (text: string) => void,
+): Promise<void> {
+  const q = new URLSearchParams({ tailLines: String(opts.tailLines), follow: String(opts.follow) });
+  const path = `/instances/${seg(inst)}/clusters/${seg(cluster)}/namespaces/${seg(ns)}/pods/${seg(pod)}/log?${q}`;
+  const res = await fetch(PREFIX + path, { headers: { authorization: `Bearer ${token()}` }, signal: opts.signal });
+  if (!res.ok || !res.body) {
+    const st = (await res.json().catch(() => ({}))) as S['google.rpc.Status'];
+    throw new ApiError(res.status, st.message ?? `HTTP ${res.status}`, []);
+  }
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  let rest = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    rest += value;
+    const lines = rest.split('\n');
+    rest = lines.pop() ?? '';
+    for (const line of lines.filter((l) => l.trim())) {
+      const m = JSON.parse(line) as { result?: { text?: string }; error?: { message?: string } };
+      if (m.error) throw new ApiError(500, m.error.message ?? 'the log stream failed', []);
+      onText(m.result?.text ?? '');
+    }
+  }
+}
+
 /** What the caller may do: the strongest role on `inst` (fleet-wide roles included). */
 export type Roles = { name: string; fleet: string; on: (inst: string) => string };
 

@@ -4,7 +4,7 @@
 // editor) and recent events.
 
 import { parse, stringify } from 'yaml';
-import { api, ApiError, memberPods, recentEvents, type Cluster, type Instance, type KubeEvent, type KubePod, type Policy, type Workload } from './client';
+import { api, ApiError, memberPods, podLog, recentEvents, type Cluster, type Instance, type KubeEvent, type KubePod, type Policy, type Workload } from './client';
 import { age, h, mount } from './dom';
 import { bar, explanation, phaseBadge } from './overview';
 
@@ -167,7 +167,51 @@ function podStatus(p: KubePod): string {
 /** Pods shown per workload and cluster: the last answer, or the member's refusal. */
 type PodsShown = Map<string, KubePod[] | string>;
 
-function podList(got: KubePod[] | string) {
+/** A pod's log in a dialog of its own (the page re-renders beneath it): the last 200
+ *  lines, then, with Follow, lines as they come. */
+function openLog(inst: string, cluster: string, ns: string, pod: string) {
+  const pre = h('pre', { class: 'log', 'aria-label': `log of ${pod}` });
+  const state = h('div', { class: 'muted' });
+  const follow = h('input', { type: 'checkbox', checked: true }) as HTMLInputElement;
+  let abort = new AbortController();
+  const load = () => {
+    abort.abort();
+    abort = new AbortController();
+    pre.textContent = '';
+    state.textContent = follow.checked ? 'following…' : '';
+    podLog(inst, cluster, ns, pod, { tailLines: 200, follow: follow.checked, signal: abort.signal }, (t) => {
+      pre.textContent += t;
+      pre.scrollTop = pre.scrollHeight;
+    })
+      .then(() => (state.textContent = 'end of log'))
+      .catch((e: Error) => {
+        if (e.name !== 'AbortError') state.textContent = e.message;
+      });
+  };
+  const overlay = h(
+    'div',
+    { class: 'overlay' },
+    h(
+      'div',
+      { class: 'dialog wide', role: 'dialog', 'aria-label': `log of ${pod}` },
+      h('h3', {}, `${pod} `, h('span', { class: 'muted' }, `on ${cluster}`)),
+      pre,
+      state,
+      h(
+        'div',
+        { class: 'actions' },
+        h('label', {}, follow, ' Follow'),
+        h('button', { onclick: load }, 'Reload'),
+        h('button', { onclick: () => (abort.abort(), overlay.remove()) }, 'Close'),
+      ),
+    ),
+  );
+  follow.addEventListener('change', load);
+  document.body.appendChild(overlay);
+  load();
+}
+
+function podList(got: KubePod[] | string, inst: string, cluster: string, ns: string) {
   if (typeof got === 'string') return h('div', { class: 'pods error' }, got);
   if (got.length === 0) return h('div', { class: 'pods muted' }, 'no pods');
   return h(
@@ -186,6 +230,7 @@ function podList(got: KubePod[] | string) {
         restarts > 0 && ` · ${restarts} restarts`,
         p.spec?.nodeName && h('span', { class: 'muted' }, ` on ${p.spec.nodeName}`),
         p.status?.podIP && h('span', { class: 'muted' }, ` · ${p.status.podIP}`),
+        h('button', { class: 'small link', onclick: () => openLog(inst, cluster, ns, p.metadata?.name ?? '') }, 'Log'),
       );
     }),
   );
@@ -239,7 +284,7 @@ function workloadRows(inst: string, w: Workload[], shown: Map<string, Overrides 
             `${c.name}: ${c.replicas ?? 0} replica${c.replicas === 1 ? '' : 's'}`,
             s ? ` · ready ${s.readyReplicas ?? 0}/${s.replicas ?? 0}${s.health ? ` · ${s.health}` : ''}` : ' · no status yet',
             podSelector(w) && h('button', { class: 'small link', onclick: toggle, 'aria-expanded': String(got !== undefined) }, got === undefined ? 'Pods' : 'Hide pods'),
-            got !== undefined && podList(got),
+            got !== undefined && podList(got, inst, c.name ?? '', w.metadata?.namespace ?? ''),
           );
         }),
         !placement?.bindingName && h('span', { class: 'muted' }, 'not propagated'),

@@ -99,6 +99,12 @@ test("the instance page shows the nginx sample's placement and its policies", as
   await expect(pod).toHaveAttribute('data-status', 'Running');
   await expect(pod).toContainText('1/1 ready');
   await expect(pod).toContainText('on member1-node-');
+  // Its log, through Kairship's GetPodLogs (REST, one JSON object a line).
+  await pod.locator('button', { hasText: 'Log' }).click();
+  const log = page.getByRole('dialog', { name: /^log of nginx-/ });
+  await expect(log.locator('pre.log')).toContainText('container nginx of pod nginx-');
+  await log.locator('button', { hasText: 'Close' }).click();
+  await expect(log).toHaveCount(0);
   await expect(page.locator('#clusters tbody tr')).toHaveCount(3);
   // Overrides per cluster, read from the Works on request.
   await nginx.locator('td.overrides button', { hasText: 'Show' }).click();

@@ -139,11 +139,19 @@ pub struct Node {
     _guard: Guard,
 }
 
-/// The images every node needs, from `scripts/real-fleet/build.sh`.
+/// The images every node needs, from `scripts/real-fleet/build.sh`, and the busybox
+/// workload image (exec, logs, port-forward) where it was built.
 pub fn base_images(bin: &Path) -> Vec<PathBuf> {
     let images = bin.parent().map(|p| p.join("images")).unwrap_or_default();
-    vec![images.join("pause.tar"), images.join("coredns.tar")]
+    let mut out = vec![images.join("pause.tar"), images.join("coredns.tar")];
+    if images.join("busybox.tar").is_file() {
+        out.push(images.join("busybox.tar"));
+    }
+    out
 }
+
+/// The busybox workload image's name on the node.
+pub const BUSYBOX_IMAGE: &str = "kairship.local/busybox:1.35";
 
 impl Node {
     /// Starts the node against `host`, whose network `net::setup` made under `guard`.

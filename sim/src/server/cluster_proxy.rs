@@ -49,6 +49,26 @@ impl ApiServer {
                     .ok_or_else(|| ApiError::path_not_found(path))?;
                 let api_version = def.api_version(&rp.version);
                 let ns = rp.namespace.as_deref();
+                match (
+                    rp.subresource.as_deref(),
+                    rp.plural.as_str(),
+                    rp.name.as_deref(),
+                ) {
+                    (Some("log"), "pods", Some(name)) => {
+                        let pod = member.get(&def, ns, name)?;
+                        let q: Vec<(String, String)> =
+                            serde_urlencoded::from_str(req.uri().query().unwrap_or(""))
+                                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+                        let container = q
+                            .iter()
+                            .find(|(k, _)| k == "container")
+                            .map(|(_, v)| v.as_str());
+                        return pod_log(&pod.value, cluster, container);
+                    }
+                    // Other subresources (exec, attach, portforward, ...) need a kubelet.
+                    (Some(_), _, _) => return Err(ApiError::path_not_found(path)),
+                    _ => {}
+                }
                 match rp.name.as_deref() {
                     Some(name) => Ok(super::bytes_response(
                         StatusCode::OK,
@@ -71,4 +91,47 @@ impl ApiServer {
             _ => Err(ApiError::path_not_found(path)),
         }
     }
+}
+
+/// A Pod's log as the member's kubelet would serve it, for the simulator's containers,
+/// which run nothing: one line saying so. A container is needed when the Pod has several,
+/// and must be one of them, as kube-apiserver answers.
+fn pod_log(
+    pod: &serde_json::Value,
+    cluster: &str,
+    container: Option<&str>,
+) -> ApiResult<Response<Body>> {
+    let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+    let names: Vec<&str> = pod["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    let container = match (container, names.as_slice()) {
+        (Some(c), _) if names.contains(&c) => c,
+        (Some(c), _) => {
+            return Err(ApiError::bad_request(format!(
+                "container {c} is not valid for pod {name}"
+            )))
+        }
+        (None, [only]) => only,
+        (None, _) => {
+            return Err(ApiError::bad_request(format!(
+                "a container name must be specified for pod {name}, choose one of: [{}]",
+                names.join(" ")
+            )))
+        }
+    };
+    let started = pod["status"]["startTime"].as_str().unwrap_or_default();
+    let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
+    let text = format!(
+        "{started} container {container} of pod {name} started on {node} in cluster {cluster} (simulated: it runs no process and writes nothing more)\n"
+    );
+    let mut r = Response::new(Body::from(text));
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain"),
+    );
+    Ok(r)
 }

@@ -18,6 +18,9 @@ use tower::{BoxError, ServiceBuilder};
 const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(20);
 const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 const WATCH_READ_TIMEOUT: Duration = Duration::from_secs(295);
+/// An exec or port-forward session may be quiet for long: kubelet's own default idle
+/// bound for streaming connections (`streamingConnectionIdleTimeout`).
+const SESSION_READ_TIMEOUT: Duration = Duration::from_secs(4 * 3600);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -36,17 +39,27 @@ const HOST_IDLE_CONNECTIONS: usize = 32;
 /// A `kube::Client` for `config` that negotiates HTTP/2 (ALPN `h2`, falling back to
 /// `http/1.1`), with the kubeconfig's TLS, credentials and server name.
 pub fn build(config: &kube::Config) -> Result<kube::Client, ClientError> {
-    build_with(config, true)
+    build_with(config, true, WATCH_READ_TIMEOUT)
 }
 
 /// The host's client: HTTP/1.1 only, since on one HTTP/2 connection a missed keepalive
 /// ping under a 1,000-instance start failed every host call at once (the Lease renewal
 /// with them); at most [`HOST_IDLE_CONNECTIONS`] idle connections kept.
 pub fn build_host(config: &kube::Config) -> Result<kube::Client, ClientError> {
-    build_with(config, false)
+    build_with(config, false, WATCH_READ_TIMEOUT)
 }
 
-fn build_with(config: &kube::Config, http2: bool) -> Result<kube::Client, ClientError> {
+/// An instance's client for upgraded connections (exec, attach, port-forward): HTTP/1.1
+/// only, each upgrade on a connection of its own that leaves the pool once upgraded.
+pub fn build_upgrades(config: &kube::Config) -> Result<kube::Client, ClientError> {
+    build_with(config, false, SESSION_READ_TIMEOUT)
+}
+
+fn build_with(
+    config: &kube::Config,
+    http2: bool,
+    read_timeout: Duration,
+) -> Result<kube::Client, ClientError> {
     // ALPN (`h2`, then `http/1.1`) is set by the connector builder from the versions enabled.
     let tls = config.rustls_client_config().map_err(ClientError::Tls)?;
     let mut http = HttpConnector::new();
@@ -72,7 +85,7 @@ fn build_with(config: &kube::Config, http2: bool) -> Result<kube::Client, Client
     // A socket that reads nothing for longer than a watch lasts (kube's watcher asks for
     // 290 s) is dead; over HTTP/2 the pings below keep live ones from reaching it.
     let mut https = hyper_timeout::TimeoutConnector::new(https);
-    https.set_read_timeout(Some(WATCH_READ_TIMEOUT));
+    https.set_read_timeout(Some(read_timeout));
     https.set_write_timeout(config.write_timeout);
     let mut client = hyper_util::client::legacy::Client::builder(TokioExecutor::new());
     if !http2 {

@@ -35,6 +35,9 @@ pub enum ConnectError {
 
 pub struct Connected {
     pub client: kube::Client,
+    /// HTTP/1.1 only, for upgraded connections (exec, attach, port-forward), which
+    /// kube-apiserver takes over HTTP/1.1 alone.
+    pub upgrades: kube::Client,
     /// The Secret the kubeconfig came from (Clusterpedia reads the instance through a copy).
     pub source: KubeconfigSource,
     pub endpoint: String,
@@ -500,6 +503,8 @@ async fn client_from(
     };
     let client = super::client::build(&config)
         .map_err(|e| ConnectError::Failed(format!("building client for {endpoint}: {e}")))?;
+    let upgrades = super::client::build_upgrades(&config)
+        .map_err(|e| ConnectError::Failed(format!("building client for {endpoint}: {e}")))?;
     // One request before the caches start their watches all at once: until a connection
     // has negotiated HTTP/2, the pool cannot know it may share one, and each concurrent
     // request would open its own (about four sockets per instance instead of one).
@@ -507,6 +512,7 @@ async fn client_from(
     let _ = tokio::time::timeout(ctx.settings.probe_timeout, client.apiserver_version()).await;
     Ok(Connected {
         client,
+        upgrades,
         source,
         endpoint,
         karmada_version,

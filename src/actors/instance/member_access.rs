@@ -4,9 +4,11 @@
 //! groups. The instance already binds those groups (`deploy/instance-rbac.yaml`, which
 //! also lets them use the cluster proxy); this controller keeps one
 //! ClusterPropagationPolicy that propagates those same bindings to every member, so each
-//! member maps the groups as the instance does, members that join later included. The
+//! member maps the groups as the instance does, members that join later included, and with
+//! them the grant that lets Karmada's cluster proxy impersonate Kairship's callers there
+//! (Karmada's unified auth allows only users named in bindings, and callers are not). The
 //! Instance annotation `kairship.io/member-access: disabled` asks for it to be removed:
-//! Karmada keeps what a deleted policy propagated, so the three ClusterResourceBindings go
+//! Karmada keeps what a deleted policy propagated, so the ClusterResourceBindings go
 //! too, and with them their Works and the members' copies. Applied by the leader.
 
 use std::time::Duration;
@@ -19,8 +21,17 @@ use crate::crd::Instance;
 
 pub const ANNOTATION: &str = "kairship.io/member-access";
 pub const POLICY: &str = "kairship-member-access";
-/// The instance's bindings of Kairship's groups (`deploy/instance-rbac.yaml`).
-pub const BINDINGS: [&str; 3] = ["kairship:view", "kairship:edit", "kairship:admin"];
+/// What the policy propagates, all from `deploy/instance-rbac.yaml`: the instance's
+/// bindings of Kairship's groups, and the grant that lets Karmada's cluster proxy
+/// impersonate Kairship's callers on each member.
+pub const TEMPLATES: [(&str, &str); 5] = [
+    ("ClusterRoleBinding", "kairship:view"),
+    ("ClusterRoleBinding", "kairship:edit"),
+    ("ClusterRoleBinding", "kairship:admin"),
+    ("ClusterRole", IMPERSONATION),
+    ("ClusterRoleBinding", IMPERSONATION),
+];
+pub const IMPERSONATION: &str = "kairship:member-impersonation";
 
 /// Whether the Instance wants Kairship's roles on its members (the default).
 pub fn wanted(instance: &Instance) -> bool {
@@ -33,9 +44,9 @@ pub fn wanted(instance: &Instance) -> bool {
 }
 
 /// Karmada's name for a cluster-scoped template's binding (`names.GenerateBindingName`:
-/// `:` becomes `.`).
-pub fn binding_name(template: &str) -> String {
-    format!("{}-clusterrolebinding", template.replace(':', "."))
+/// `<name>-<kind in lowercase>`, `:` becomes `.`).
+pub fn binding_name(kind: &str, template: &str) -> String {
+    format!("{}-{}", template.replace(':', "."), kind.to_lowercase())
 }
 
 /// Karmada's ClusterResourceBindings (not cached).
@@ -65,11 +76,11 @@ fn policies() -> ApiResource {
     )
 }
 
-/// The policy: the three bindings, to every member cluster.
+/// The policy: the templates, to every member cluster.
 pub fn policy() -> serde_json::Value {
-    let selectors: Vec<serde_json::Value> = BINDINGS
+    let selectors: Vec<serde_json::Value> = TEMPLATES
         .iter()
-        .map(|b| json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "name": b}))
+        .map(|(kind, name)| json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "name": name}))
         .collect();
     json!({
         "apiVersion": "policy.karmada.io/v1alpha1",
@@ -105,8 +116,8 @@ pub async fn ensure(
         match wanted {
             true => {
                 let claimed: Api<DynamicObject> = Api::all_with(client.clone(), &bindings());
-                for b in BINDINGS {
-                    let name = binding_name(b);
+                for (kind, template) in TEMPLATES {
+                    let name = binding_name(kind, template);
                     if let Some(crb) = claimed.get_opt(&name).await? {
                         if crb.metadata.deletion_timestamp.is_some() {
                             return Ok(Err(MemberAccessError::Terminating(format!(
@@ -132,8 +143,8 @@ pub async fn ensure(
             false => {
                 delete_if_there(&api, POLICY).await?;
                 let claimed: Api<DynamicObject> = Api::all_with(client.clone(), &bindings());
-                for b in BINDINGS {
-                    delete_if_there(&claimed, &binding_name(b)).await?;
+                for (kind, template) in TEMPLATES {
+                    delete_if_there(&claimed, &binding_name(kind, template)).await?;
                 }
                 Ok(Ok(()))
             }
@@ -161,7 +172,7 @@ mod tests {
         let p = policy();
         assert_eq!(
             p["spec"]["resourceSelectors"].as_array().map(Vec::len),
-            Some(3)
+            Some(5)
         );
         assert!(
             p["spec"]["placement"].get("clusterAffinity").is_none(),

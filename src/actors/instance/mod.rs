@@ -61,6 +61,8 @@ pub struct InstanceState {
     instance: Instance,
     ctx: Context,
     client: Option<kube::Client>,
+    /// The instance's HTTP/1.1 client for upgraded connections.
+    upgrades: Option<kube::Client>,
     caches: Option<Caches>,
     observed: Observed,
     probes: probe::Probes,
@@ -152,6 +154,7 @@ impl InstanceState {
         InstanceReader {
             name: self.name.clone(),
             client: self.client.clone(),
+            upgrades: self.upgrades.clone(),
             stores: self
                 .caches
                 .as_ref()
@@ -260,6 +263,7 @@ impl Actor for InstanceActor {
             instance: args.instance,
             ctx: args.ctx,
             client: None,
+            upgrades: None,
             caches: None,
             observed,
             probes: probe::Probes::default(),
@@ -354,6 +358,7 @@ impl Actor for InstanceActor {
                     ..Default::default()
                 };
                 state.client = Some(c.client);
+                state.upgrades = Some(c.upgrades);
                 state.caches = Some(caches);
                 state.last_error = None;
                 myself.send_message(InstanceMsg::Tick)?;

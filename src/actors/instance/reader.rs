@@ -19,6 +19,8 @@ use super::write_marks::WriteMarks;
 pub struct InstanceReader {
     pub(super) name: String,
     pub(super) client: Option<kube::Client>,
+    /// HTTP/1.1, for upgraded connections (exec, attach, port-forward).
+    pub(super) upgrades: Option<kube::Client>,
     pub(super) stores: BTreeMap<Kind, ObjectStore>,
     pub(super) access: AccessReviews,
     pub(super) writes: WriteMarks,
@@ -46,6 +48,11 @@ impl InstanceReader {
     /// The instance's client, once connected: the API acts with it only as the caller.
     pub fn client(&self) -> Option<&kube::Client> {
         self.client.as_ref()
+    }
+
+    /// The instance's client for upgraded connections, once connected: as the caller only.
+    pub fn upgrades(&self) -> Option<&kube::Client> {
+        self.upgrades.as_ref()
     }
 
     /// A cached kind's objects and change feed.

@@ -79,6 +79,8 @@ pub struct Transcoded {
     pub grpc_path: String,
     pub output: MessageDescriptor,
     pub message: DynamicMessage,
+    /// A server-streaming method.
+    pub streaming: bool,
 }
 
 /// What a request asks, for the decision and the audit event.
@@ -264,6 +266,7 @@ async fn rest_target(chain: &Chain, req: Request) -> Result<(Request, Target), R
         grpc_path: rest_rule.grpc_path.clone(),
         output: rest_rule.output.clone(),
         message,
+        streaming: rest_rule.streaming,
     });
     Ok((req, t))
 }

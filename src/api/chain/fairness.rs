@@ -141,9 +141,25 @@ impl Fairness {
     }
 }
 
+/// What an upgraded connection (exec, attach, port-forward) keeps for as long as it runs:
+/// its answer (`101 Switching Protocols`) has no body to hold them, so the slots the chain
+/// and the server hold are handed to the session through this extension of the answer.
+#[derive(Clone, Default)]
+pub struct SessionGuards(Arc<Mutex<Vec<Box<dyn Send>>>>);
+
+impl SessionGuards {
+    fn keep(&self, guard: Box<dyn Send>) {
+        self.0.lock().push(guard);
+    }
+}
+
 /// `resp` with `guard` kept until its body has been sent (or dropped): a watch keeps its
-/// slots while it streams.
+/// slots while it streams, an upgraded connection while the session runs.
 pub fn hold_until_done<G: Send + Unpin + 'static>(resp: Response, guard: G) -> Response {
+    if let Some(session) = resp.extensions().get::<SessionGuards>() {
+        session.keep(Box::new(guard));
+        return resp;
+    }
     let (parts, body) = resp.into_parts();
     Response::from_parts(
         parts,

@@ -233,11 +233,22 @@ fn query_flag<B>(req: &http::Request<B>, name: &str) -> bool {
 }
 
 /// Requests that stay open: watches (query or `/watch/` path), followed logs, exec,
-/// attach and port-forward through the proxy, and gRPC reflection's stream.
+/// attach and port-forward through the proxy, pod logs over gRPC (and followed ones over
+/// REST), and gRPC reflection's stream.
 pub fn long_running<B>(req: &http::Request<B>) -> bool {
     let path = req.uri().path();
-    if path.starts_with("/grpc.reflection.") {
+    // A pod's log, which may follow: over gRPC the flag is in the message, so every log
+    // read counts as long-running; over REST, a followed one.
+    if path.starts_with("/grpc.reflection.")
+        || path == "/kairship.v1alpha1.WorkloadService/GetPodLogs"
+    {
         return true;
+    }
+    if path.starts_with(crate::api::API_PREFIX)
+        && path.ends_with("/log")
+        && !path.contains("/proxy/")
+    {
+        return query_flag(req, "follow");
     }
     let Some((_, on)) = proxied(path) else {
         return false;

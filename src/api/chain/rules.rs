@@ -134,6 +134,34 @@ pub const GRPC: &[(&str, Rule)] = &[
         )),
     ),
     (
+        "/kairship.v1alpha1.WorkloadService/ListWorkloadPods",
+        in_namespace(
+            named(rule(View, INSTANCE, "get", "workloads/pods"), "name"),
+            "namespace",
+        ),
+    ),
+    (
+        "/kairship.v1alpha1.WorkloadService/GetPodLogs",
+        in_namespace(
+            named(rule(View, INSTANCE, "get", "pods/log"), "pod"),
+            "namespace",
+        ),
+    ),
+    (
+        "/kairship.v1alpha1.WorkloadService/ListWorkloadEvents",
+        in_namespace(
+            named(rule(View, INSTANCE, "get", "workloads/events"), "name"),
+            "namespace",
+        ),
+    ),
+    (
+        "/kairship.v1alpha1.WorkloadService/PromoteWorkload",
+        in_namespace(
+            named(rule(Edit, INSTANCE, "promote", "workloads"), "name"),
+            "namespace",
+        ),
+    ),
+    (
         "/kairship.v1alpha1.ClusterService/ListClusters",
         rule(View, INSTANCE, "list", "clusters"),
     ),
@@ -310,6 +338,12 @@ pub fn proxy(method: &Method, path: &str, watching: bool) -> ProxyRule {
         Method::DELETE if name.is_none() => "deletecollection",
         Method::DELETE => "delete",
         _ => "change",
+    };
+    // exec, attach and port-forward are `create` whatever the method (a WebSocket upgrade
+    // is a GET), as kube-apiserver authorizes them.
+    let verb = match subresource.as_deref() {
+        Some("exec" | "attach" | "portforward") => "create",
+        _ => verb,
     };
     let need = match verb {
         "get" | "list" | "watch" => Role::View,
@@ -496,6 +530,28 @@ mod tests {
         assert_eq!(
             role(Method::DELETE, &format!("{member}/api/v1/nodes/n1")),
             Role::Admin
+        );
+        // exec by WebSocket is a GET, and still `create` on pods/exec; logs are a read.
+        let exec = proxy(
+            &Method::GET,
+            &format!("{member}/api/v1/namespaces/x/pods/p/exec"),
+            false,
+        );
+        assert_eq!((exec.verb, exec.need), ("create", Role::Edit));
+        assert_eq!(exec.subresource.as_deref(), Some("exec"));
+        assert_eq!(
+            role(
+                Method::POST,
+                &format!("{member}/api/v1/namespaces/x/pods/p/portforward")
+            ),
+            Role::Edit
+        );
+        assert_eq!(
+            role(
+                Method::GET,
+                &format!("{member}/api/v1/namespaces/x/pods/p/log")
+            ),
+            Role::View
         );
         assert!(
             proxy(&Method::DELETE, &format!("{member}/api/v1/nodes/n1"), false)

@@ -321,7 +321,7 @@ async fn register(
     Ok(convert::cluster(&created))
 }
 
-async fn cached_clusters(on: &OnInstance) -> Result<Vec<DynamicObject>, ApiError> {
+pub(super) async fn cached_clusters(on: &OnInstance) -> Result<Vec<DynamicObject>, ApiError> {
     let (reads, _) = on.list(Kind::Cluster, "").await?;
     reads
         .store(Kind::Cluster)?

@@ -9,10 +9,13 @@ mod cluster_register;
 mod cluster_remove;
 mod failover;
 mod instance;
+mod member_proxy;
 mod policy;
 mod search;
 mod supervisor;
 mod workload;
+mod workload_pods;
+mod workload_promote;
 
 use super::chain::Authorized;
 use super::context::ApiContext;

@@ -449,6 +449,51 @@ impl WorkloadService for Workloads {
         Ok(Response::new(shown(&on, kind, &updated).await))
     }
 
+    async fn promote_workload(
+        &self,
+        req: Request<proto::PromoteWorkloadRequest>,
+    ) -> Result<Response<proto::PromoteWorkloadResponse>, Status> {
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, &instance).await?;
+        let r = super::workload_promote::promote(&on, req.into_inner()).await?;
+        Ok(Response::new(r))
+    }
+
+    async fn list_workload_pods(
+        &self,
+        req: Request<proto::ListWorkloadPodsRequest>,
+    ) -> Result<Response<proto::ListWorkloadPodsResponse>, Status> {
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, &instance).await?;
+        let r = super::workload_pods::pods(&on, req.into_inner()).await?;
+        Ok(Response::new(r))
+    }
+
+    type GetPodLogsStream = super::workload_pods::LogStream;
+
+    async fn get_pod_logs(
+        &self,
+        req: Request<proto::GetPodLogsRequest>,
+    ) -> Result<Response<Self::GetPodLogsStream>, Status> {
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, &instance).await?;
+        let within = self.0.tree.settings().request_timeout;
+        let drain = self.0.drain.clone();
+        let closing = async move { drain.closing().await };
+        let r = super::workload_pods::logs(&on, req.into_inner(), within, closing).await?;
+        Ok(Response::new(r))
+    }
+
+    async fn list_workload_events(
+        &self,
+        req: Request<proto::ListWorkloadEventsRequest>,
+    ) -> Result<Response<proto::ListWorkloadEventsResponse>, Status> {
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, &instance).await?;
+        let r = super::workload_pods::events(&on, req.into_inner()).await?;
+        Ok(Response::new(r))
+    }
+
     async fn delete_workload(
         &self,
         req: Request<proto::DeleteWorkloadRequest>,
@@ -481,7 +526,7 @@ pub(super) async fn workload_for(
 }
 
 /// A workload just written, with what the caller may see beside it.
-async fn shown(on: &OnInstance, kind: Kind, o: &DynamicObject) -> proto::Workload {
+pub(super) async fn shown(on: &OnInstance, kind: Kind, o: &DynamicObject) -> proto::Workload {
     let ns = o.metadata.namespace.clone().unwrap_or_default();
     let beside = Beside::of(on, [ns]).await;
     match workload_for(on, &beside, kind, o).await {

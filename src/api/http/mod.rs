@@ -8,6 +8,7 @@ mod chaos_report;
 mod console;
 mod karmada_crds;
 pub mod proxy;
+mod proxy_upgrade;
 mod webhook;
 
 use std::sync::Arc;

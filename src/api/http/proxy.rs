@@ -2,7 +2,8 @@
 //! Kubernetes API, so kubectl and any client work with a kubeconfig whose server is that
 //! prefix. Get, list (JSON or kubectl's Tables) and watch of cached kinds are answered from
 //! the instance's caches (by `cache_read` and `cache_watch`, when the cache can be exact);
-//! everything else (writes, other kinds) is passed through as the caller.
+//! everything else (writes, other kinds) is passed through as the caller, upgraded
+//! connections (exec, attach, port-forward) by `proxy_upgrade`.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -98,6 +99,13 @@ async fn serve_in_span(ctx: ApiContext, name: String, rest: String, req: Request
         },
         None => HashMap::new(),
     };
+    if super::proxy_upgrade::requested(&req) {
+        let within = ctx.tree.settings().request_timeout;
+        return tagged(
+            super::proxy_upgrade::pass(&ctx, &on, req, &path, within).await,
+            "instance",
+        );
+    }
     let watching = query
         .get("watch")
         .is_some_and(|v| parse_bool(v) == Some(true))

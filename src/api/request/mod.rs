@@ -294,7 +294,11 @@ impl OnInstance {
 
     /// The instance's client acting as the caller (Kairship's own with auth off).
     fn client(&self) -> Result<kube::Client, ApiError> {
-        let client = self.reader.client().cloned().ok_or_else(|| {
+        self.acting(self.reader.client())
+    }
+
+    fn acting(&self, client: Option<&kube::Client>) -> Result<kube::Client, ApiError> {
+        let client = client.cloned().ok_or_else(|| {
             ApiError::Unavailable(format!(
                 "instance {:?} is not connected",
                 self.reader.name()
@@ -342,6 +346,41 @@ impl OnInstance {
         result
     }
 
+    /// A write of a kind Kairship does not cache (`resource`), as the caller: bounded by
+    /// the instance call timeout and named in the request's audit event.
+    pub async fn write_resource<F, Fut>(
+        &self,
+        resource: &kube::api::ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+        call: F,
+    ) -> Result<DynamicObject, ApiError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<DynamicObject, kube::Error>>,
+    {
+        let what = format!("{} {name:?}", resource.kind);
+        let result = self.bounded(&what, call()).await;
+        if let Ok(rv) = result
+            .as_ref()
+            .map(|o| o.metadata.resource_version.as_deref())
+        {
+            let kind = Kind::ALL.into_iter().find(|k| k.resource() == *resource);
+            if let Some((kind, rv)) = kind.zip(rv.and_then(|rv| rv.parse::<u64>().ok())) {
+                self.reader.writes().record(kind, rv);
+            }
+        }
+        self.record
+            .object(&resource.plural, &resource.group, namespace, name);
+        result
+    }
+
+    /// The instance's client acting as the caller, for calls the helpers above do not
+    /// cover (a kind Kairship does not cache, a subresource).
+    pub fn caller_client(&self) -> Result<kube::Client, ApiError> {
+        self.client()
+    }
+
     /// A read the caches cannot answer, made live as the caller (the instance's RBAC
     /// decides), bounded by the instance call timeout.
     pub async fn live<T, F, Fut>(&self, what: &str, call: F) -> Result<T, ApiError>
@@ -385,6 +424,26 @@ impl OnInstance {
             })?,
         };
         resp.map_err(|e| ApiError::Unavailable(format!("instance {:?}: {e}", self.reader.name())))
+    }
+
+    /// An upgraded connection's request (exec, attach, port-forward) sent as the caller on
+    /// an HTTP/1.1 connection of its own; `within` bounds the wait for the answer's head.
+    /// A `101` answer carries the instance's side of the connection (`hyper::upgrade::on`).
+    pub async fn send_upgrade(
+        &self,
+        req: http::Request<kube::client::Body>,
+        within: Duration,
+    ) -> Result<http::Response<kube::client::Body>, ApiError> {
+        let client = self.acting(self.reader.upgrades())?;
+        tokio::time::timeout(within, client.send(req))
+            .await
+            .map_err(|_| {
+                ApiError::DeadlineExceeded(format!(
+                    "instance {:?} did not answer within {within:?}",
+                    self.reader.name()
+                ))
+            })?
+            .map_err(|e| ApiError::Unavailable(format!("instance {:?}: {e}", self.reader.name())))
     }
 
     /// A slot for a stream held open on the instance (a watch passed through), kept as long

@@ -57,6 +57,9 @@ impl Rest {
                 return Err(s.into());
             }
         }
+        if t.streaming {
+            return Ok(streamed(body, t.output.clone()));
+        }
         let collected = body
             .collect()
             .await
@@ -78,6 +81,70 @@ impl Rest {
             .map_err(|e| Status::internal(e.to_string()))?;
         Ok(json_response(StatusCode::OK, Bytes::from(ser.into_inner())))
     }
+}
+
+/// A server-streaming method's answer as grpc-gateway writes one: each message a line
+/// `{"result": ...}`, and a failure after the start (its gRPC status, in the trailers) a
+/// last line `{"error": {"code", "message"}}`, since the HTTP status was sent already.
+fn streamed(body: axum::body::Body, output: prost_reflect::MessageDescriptor) -> Response {
+    use futures::StreamExt;
+    let line = |v: serde_json::Value| Bytes::from(format!("{v}\n"));
+    let failure = |code: i32, message: String| serde_json::json!({"error": {"code": code, "message": message}});
+    let lines = futures::stream::unfold(
+        (body, bytes::BytesMut::new(), false),
+        move |(mut body, mut buf, done)| {
+            let output = output.clone();
+            async move {
+                if done {
+                    return None;
+                }
+                loop {
+                    // A whole gRPC frame: a flag byte, a 4-byte length, the message.
+                    if buf.len() >= 5 {
+                        let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+                        if buf.len() >= 5 + len {
+                            let frame = buf.split_to(5 + len).freeze().slice(5..);
+                            let out = DynamicMessage::decode(output.clone(), frame)
+                                .map_err(|e| e.to_string())
+                                .and_then(|m| serde_json::to_value(&m).map_err(|e| e.to_string()));
+                            let out = match out {
+                                Ok(v) => serde_json::json!({"result": v}),
+                                Err(e) => failure(tonic::Code::Internal as i32, e),
+                            };
+                            return Some((line(out), (body, buf, false)));
+                        }
+                    }
+                    match body.frame().await {
+                        Some(Ok(frame)) => match frame.into_data() {
+                            Ok(chunk) => buf.extend_from_slice(&chunk),
+                            Err(frame) => {
+                                let failed = frame
+                                    .trailers_ref()
+                                    .and_then(Status::from_header_map)
+                                    .filter(|s| s.code() != tonic::Code::Ok);
+                                let s = failed?;
+                                let out = failure(s.code() as i32, s.message().to_string());
+                                return Some((line(out), (body, buf, true)));
+                            }
+                        },
+                        Some(Err(e)) => {
+                            let out = failure(tonic::Code::Unavailable as i32, e.to_string());
+                            return Some((line(out), (body, buf, true)));
+                        }
+                        None => return None,
+                    }
+                }
+            }
+        },
+    );
+    let mut resp = Response::new(axum::body::Body::from_stream(
+        lines.map(Ok::<_, std::convert::Infallible>),
+    ));
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/x-ndjson"),
+    );
+    resp
 }
 
 pub async fn handle(State(rest): State<Arc<Rest>>, req: Request) -> Response {

@@ -23,6 +23,8 @@ pub struct Rule {
     pub grpc_path: String,
     pub input: MessageDescriptor,
     pub output: MessageDescriptor,
+    /// The method answers with a stream of messages (REST: one JSON object per line).
+    pub streaming: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -94,6 +96,7 @@ pub fn rules(descriptor_set: &[u8]) -> Result<Vec<Rule>, RuleError> {
                 grpc_path: format!("/{}/{}", service.full_name(), m.name()),
                 input: m.input(),
                 output: m.output(),
+                streaming: m.is_server_streaming(),
             });
         }
     }

@@ -5,6 +5,7 @@
 mod certificates;
 mod clusters;
 mod instances;
+mod pods;
 mod search;
 mod workloads;
 
@@ -82,6 +83,15 @@ pub enum CtlCommand {
     /// Workloads of one instance and where Karmada placed them.
     #[command(subcommand)]
     Workloads(workloads::WorkloadsCmd),
+    /// A workload's pods in every member cluster it is placed on.
+    Pods(pods::PodsArgs),
+    /// A pod's log in a member cluster (`-f` follows it).
+    Logs(pods::LogsArgs),
+    /// Events of a workload, its binding, and its ReplicaSets and pods on the members.
+    Events(pods::PodsArgs),
+    /// Adopt a workload running in a member cluster (as `karmadactl promote`): it becomes
+    /// the instance's, placed on that cluster, without restarting.
+    Promote(workloads::PromoteArgs),
     /// Search the fleet: objects in every instance you may view (`-l app=payments`).
     Search(search::SearchArgs),
     /// Who Kairship takes you for, and your role on each instance.
@@ -110,8 +120,14 @@ impl Conn {
     /// A request that may take longer than most (a join waits for the member's tokens, a
     /// forced removal for Karmada to move workloads).
     pub(crate) fn request_within<T>(&self, msg: T, within: Duration) -> tonic::Request<T> {
-        let mut r = tonic::Request::new(msg);
+        let mut r = self.request_open(msg);
         r.set_timeout(within);
+        r
+    }
+
+    /// A request with no deadline: a stream that runs until the caller stops it.
+    pub(crate) fn request_open<T>(&self, msg: T) -> tonic::Request<T> {
+        let mut r = tonic::Request::new(msg);
         if let Some(t) = &self.token {
             if let Ok(v) = format!("Bearer {t}").parse() {
                 r.metadata_mut().insert("authorization", v);
@@ -350,6 +366,10 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
         CtlCommand::Remove(args) => clusters::remove(&conn, out, args).await,
         CtlCommand::RegisterCommand(args) => clusters::register_command(&conn, out, args).await,
         CtlCommand::Workloads(cmd) => workloads::run(&conn, out, cmd).await,
+        CtlCommand::Promote(args) => workloads::promote(&conn, out, args).await,
+        CtlCommand::Pods(args) => pods::pods(&conn, out, args).await,
+        CtlCommand::Logs(args) => pods::logs(&conn, args).await,
+        CtlCommand::Events(args) => pods::events(&conn, out, args).await,
         CtlCommand::Search(args) => search::run(&conn, out, args).await,
         CtlCommand::Whoami => {
             let mut c = AccessServiceClient::new(conn.channel.clone());

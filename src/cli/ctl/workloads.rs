@@ -1,6 +1,7 @@
 //! `kairship ctl workloads list|get INSTANCE [NAME]`: where each workload runs (cluster,
 //! replicas, ready), its binding's conditions, the policies that apply, and what the
-//! override policies changed for each cluster.
+//! override policies changed for each cluster; `kairship ctl promote` adopts one that
+//! runs in a member cluster.
 
 use clap::Subcommand;
 use serde_json::Value;
@@ -28,6 +29,59 @@ pub enum WorkloadsCmd {
         #[arg(short, long, default_value = "Deployment")]
         kind: String,
     },
+    /// Adopt a workload running in a member cluster (as `karmadactl promote`).
+    Promote(PromoteArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PromoteArgs {
+    instance: String,
+    name: String,
+    /// The member cluster it runs in.
+    #[arg(short = 'C', long)]
+    cluster: String,
+    #[arg(short, long, default_value = "default")]
+    namespace: String,
+    /// Deployment, StatefulSet, DaemonSet or Job.
+    #[arg(short, long, default_value = "Deployment")]
+    kind: String,
+    /// Objects of its namespace adopted with it: ConfigMap/NAME, Secret/NAME or
+    /// Service/NAME (repeat, or comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    with: Vec<String>,
+    /// The PropagationPolicy's name (default NAME-KIND).
+    #[arg(long, default_value = "")]
+    policy_name: String,
+}
+
+pub(crate) async fn promote(conn: &Conn, out: Output, a: &PromoteArgs) -> Result<(), Error> {
+    let mut c = WorkloadServiceClient::new(conn.channel.clone());
+    let r = c
+        .promote_workload(conn.request_within(
+            proto::PromoteWorkloadRequest {
+                instance: a.instance.clone(),
+                cluster: a.cluster.clone(),
+                namespace: a.namespace.clone(),
+                kind: a.kind.clone(),
+                name: a.name.clone(),
+                dependencies: a.with.clone(),
+                policy_name: a.policy_name.clone(),
+            },
+            std::time::Duration::from_secs(60),
+        ))
+        .await
+        .map_err(status)?
+        .into_inner();
+    print(out, "kairship.v1alpha1.PromoteWorkloadResponse", &r, |j| {
+        let mut rows = vec![vec!["PROMOTED".into(), "POLICY".into()]];
+        for p in j["promoted"].as_array().into_iter().flatten() {
+            rows.push(vec![
+                p.as_str().unwrap_or_default().into(),
+                s(j, "/policyName"),
+            ]);
+        }
+        rows
+    })
 }
 
 /// "member1:1 member2:1" from a workload's placement.
@@ -227,5 +281,6 @@ pub(crate) async fn run(conn: &Conn, out: Output, cmd: &WorkloadsCmd) -> Result<
                 .into_inner();
             print(out, "kairship.v1alpha1.Workload", &r, get_rows)
         }
+        WorkloadsCmd::Promote(a) => promote(conn, out, a).await,
     }
 }
