@@ -125,11 +125,12 @@ fn first_line_with(child: &mut Child, needle: &str, within: Duration) -> Option<
     let out = child.stdout.take()?;
     let (tx, rx) = std::sync::mpsc::channel();
     let needle = needle.to_string();
+    // Read to the end: a closed pipe would kill the child at its next line (kubectl
+    // port-forward prints one per connection).
     std::thread::spawn(move || {
         for line in BufReader::new(out).lines().map_while(Result::ok) {
             if line.contains(&needle) {
                 let _ = tx.send(line);
-                return;
             }
         }
     });
@@ -302,9 +303,9 @@ pub async fn exec_logs_and_port_forward(demo: &ClusterDemo) {
     assert!(still, "kubectl logs -f ended by itself: {err}");
 
     // port-forward to the pod's httpd.
-    let served = port_forward(&as_admin, &pod);
+    let served = port_forward(&direct, &pod);
     assert_eq!(served.trim(), pod, "through the forwarded port");
-    assert_eq!(served, port_forward(&direct, &pod));
+    assert_eq!(port_forward(&as_admin, &pod), served, "through Kairship");
 
     // karmadactl, with Kairship's proxy as its karmada-apiserver.
     let karmadactl = crate::bin_dir().join("karmadactl");
@@ -314,7 +315,8 @@ pub async fn exec_logs_and_port_forward(demo: &ClusterDemo) {
         &kc,
         "exec",
         &pod,
-        "-C",
+        "--operation-scope=members",
+        "--cluster",
         CLUSTER,
         "-n",
         NS,
@@ -548,7 +550,7 @@ async fn adopt_a_running_workload(demo: &ClusterDemo, karmada: &Path) {
 /// The same pod through Kairship's own API: `kairship ctl pods`, `logs` (and `logs -f`,
 /// which streams) and `events` over gRPC, and the log over REST as JSON lines.
 async fn through_the_api(demo: &ClusterDemo, pod: &str, ca: &str, http: &str, admin: &str) {
-    let pods = crate::managed::ctl_ok(demo, &["pods", INSTANCE, "shell", "-n", NS, "-o", "json"]);
+    let pods = crate::managed::ctl_ok(demo, &["pods", INSTANCE, "shell", "-n", NS]);
     let on_host = pods["clusters"]
         .as_array()
         .into_iter()
@@ -589,8 +591,7 @@ async fn through_the_api(demo: &ClusterDemo, pod: &str, ca: &str, http: &str, ad
     let still = follow.try_wait().ok().flatten().is_none();
     let err = stop(follow);
     assert!(first.is_some() && still, "kairship ctl logs -f: {err}");
-    let events =
-        crate::managed::ctl_ok(demo, &["events", INSTANCE, "shell", "-n", NS, "-o", "json"]);
+    let events = crate::managed::ctl_ok(demo, &["events", INSTANCE, "shell", "-n", NS]);
     let list = events["events"].as_array().cloned().unwrap_or_default();
     assert!(
         list.iter()
