@@ -3,8 +3,9 @@
 //! runs its install workflow on every new generation (`Ready=False` reason `Progressing`,
 //! then `Ready=True` reason `Completed`, the whole condition list rewritten each time),
 //! writes the Secret `<name>-karmada-admin-config` (key `karmada.config`) and reports
-//! `status.secretRef`; like the real one it never writes `observedGeneration` nor the
-//! version it installed. Deleting the object tears the instance down.
+//! `status.secretRef`, and keeps the components' Deployments and etcd's StatefulSet, each
+//! ready with one Running Pod (which runs nothing); like the real one it never writes `observedGeneration` nor
+//! the version it installed. Deleting the object tears the instance down.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -289,6 +290,7 @@ async fn install(
             other?;
         }
     }
+    components(fleet, ns, name, &version)?;
     let status = json!({"status": {
         "conditions": [condition(true, "Completed", "karmada init job is completed")],
         "secretRef": {"namespace": ns, "name": secret_name},
@@ -296,6 +298,102 @@ async fn install(
     }});
     patch(fleet, def, ns, name, status, true)?;
     info!(karmada = %name, instance = %inst_name, version = %version, "simulated Karmada control plane ready");
+    Ok(())
+}
+
+/// The Deployments (and etcd's StatefulSet) the real operator runs for a control plane,
+/// named and labelled as it names them, at `version`, every replica ready.
+const COMPONENTS: [(&str, &str, &str); 6] = [
+    ("statefulsets", "StatefulSet", "etcd"),
+    ("deployments", "Deployment", "karmada-apiserver"),
+    ("deployments", "Deployment", "karmada-aggregated-apiserver"),
+    ("deployments", "Deployment", "karmada-controller-manager"),
+    ("deployments", "Deployment", "karmada-scheduler"),
+    ("deployments", "Deployment", "karmada-webhook"),
+];
+
+fn component_name(instance: &str, component: &str) -> String {
+    format!("{instance}-{component}")
+}
+
+fn components(fleet: &Fleet, ns: &str, name: &str, version: &str) -> Result<(), crate::Error> {
+    let host = fleet.host();
+    for (plural, kind, component) in COMPONENTS {
+        let def = host
+            .store
+            .lookup("apps", "v1", plural)
+            .ok_or_else(|| crate::Error::Invalid(format!("{plural} are not served")))?;
+        let object = component_name(name, component);
+        let labels = json!({
+            "app.kubernetes.io/managed-by": "karmada-operator",
+            "app.kubernetes.io/instance": name,
+            "app.kubernetes.io/name": component,
+        });
+        let image = match component {
+            "etcd" => "registry.k8s.io/etcd:3.5.16-0".to_string(),
+            "karmada-apiserver" => "registry.k8s.io/kube-apiserver:v1.31.3".to_string(),
+            c => format!("docker.io/karmada/{c}:{version}"),
+        };
+        let obj = json!({
+            "apiVersion": "apps/v1", "kind": kind,
+            "metadata": {"name": object, "namespace": ns, "labels": labels},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app.kubernetes.io/name": component, "app.kubernetes.io/instance": name}},
+                "template": {
+                    "metadata": {"labels": {"app.kubernetes.io/name": component, "app.kubernetes.io/instance": name}},
+                    "spec": {"containers": [{"name": component, "image": image}]},
+                },
+            },
+        });
+        let stored = match host.store.create(&def, Some(ns), obj.clone()) {
+            Err(e) if e.code == 409 => host.store.update(&def, Some(ns), &object, obj, false)?,
+            other => other?,
+        };
+        let mut ready = stored.value.clone();
+        ready["status"] = json!({
+            "observedGeneration": stored.value["metadata"]["generation"],
+            "replicas": 1, "readyReplicas": 1, "updatedReplicas": 1, "availableReplicas": 1,
+        });
+        host.store.update(&def, Some(ns), &object, ready, true)?;
+        component_pod(fleet, ns, name, component, &image)?;
+    }
+    Ok(())
+}
+
+/// One Running, ready Pod behind a component, named as its controller would name it.
+fn component_pod(
+    fleet: &Fleet,
+    ns: &str,
+    name: &str,
+    component: &str,
+    image: &str,
+) -> Result<(), crate::Error> {
+    let host = fleet.host();
+    let def = host
+        .store
+        .lookup("", "v1", "pods")
+        .ok_or_else(|| crate::Error::Invalid("pods are not served".into()))?;
+    let pod = format!("{}-0", component_name(name, component));
+    let now = now_rfc3339();
+    let obj = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": pod, "namespace": ns, "labels": {
+            "app.kubernetes.io/name": component, "app.kubernetes.io/instance": name}},
+        "spec": {"nodeName": "host-node-0", "containers": [{"name": component, "image": image}]},
+    });
+    let stored = match host.store.create(&def, Some(ns), obj.clone()) {
+        Err(e) if e.code == 409 => return Ok(()),
+        other => other?,
+    };
+    let mut running = stored.value.clone();
+    running["status"] = json!({
+        "phase": "Running", "startTime": now, "podIP": "10.244.0.10",
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "containerStatuses": [{"name": component, "image": image, "ready": true, "started": true,
+            "restartCount": 0, "state": {"running": {"startedAt": now}}}],
+    });
+    host.store.update(&def, Some(ns), &pod, running, true)?;
     Ok(())
 }
 
@@ -336,6 +434,24 @@ fn teardown(
         ) {
             Err(e) if e.code != 404 => return Err(e),
             _ => {}
+        }
+    }
+    for (plural, _, component) in COMPONENTS {
+        let object = component_name(name, component);
+        for (group, plural, object) in [
+            ("apps", plural, object.clone()),
+            ("", "pods", format!("{object}-0")),
+        ] {
+            if let Some(def) = fleet.host().store.lookup(group, "v1", plural) {
+                match fleet
+                    .host()
+                    .store
+                    .delete(&def, Some(ns), &object, Default::default())
+                {
+                    Err(e) if e.code != 404 => return Err(e),
+                    _ => {}
+                }
+            }
         }
     }
     let rest: Vec<String> = finalizers.into_iter().filter(|f| f != FINALIZER).collect();

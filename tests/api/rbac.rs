@@ -189,6 +189,37 @@ async fn deploy_manifests_are_valid_and_rbac_covers_exactly_the_calls_made() {
         (s.phase == "Running" && s.karmada_version == "v1.13.0").then_some(())
     })
     .await;
+    // The managed instance's components: listed, a Deployment and the StatefulSet
+    // restarted, a log read.
+    let components = c
+        .list_components(ListComponentsRequest {
+            name: "team-m".into(),
+        })
+        .await
+        .expect("components")
+        .into_inner()
+        .components;
+    assert_eq!(components.len(), 6, "{components:?}");
+    for component in ["karmada-scheduler", "etcd"] {
+        c.restart_component(RestartComponentRequest {
+            name: "team-m".into(),
+            component: component.into(),
+        })
+        .await
+        .expect("restart");
+    }
+    let mut log = c
+        .get_component_logs(GetComponentLogsRequest {
+            name: "team-m".into(),
+            component: "karmada-apiserver".into(),
+            tail_lines: 10,
+            ..Default::default()
+        })
+        .await
+        .expect("component log")
+        .into_inner();
+    let first = log.message().await.expect("log chunk").expect("a line");
+    assert!(first.text.contains("karmada-apiserver"), "{first:?}");
     let tarball = api
         .https_client("rbac-admin-token")
         .await

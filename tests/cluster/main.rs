@@ -13,6 +13,8 @@ mod ha;
 mod image;
 mod managed;
 mod managed_broken;
+mod managed_components;
+mod promote;
 mod readers;
 mod sessions;
 mod surfaces;

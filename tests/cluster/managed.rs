@@ -470,6 +470,7 @@ pub async fn lifecycle(demo: &ClusterDemo) {
             .any(|(p, m)| p == "Upgrading" && m.contains(&format!("from {PREVIOUS} to {CURRENT}"))),
         "{upgrade:?}"
     );
+    crate::managed_components::health_logs_and_restart(demo, NAME).await;
     let images = component_images(demo);
     for c in [
         "karmada-controller-manager",

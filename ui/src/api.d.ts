@@ -340,6 +340,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/apis/kairship.io/v1alpha1/instances/{name}/components": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["InstanceService_ListComponents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/apis/kairship.io/v1alpha1/instances/{name}/components/{component}/log": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["InstanceService_GetComponentLogs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/apis/kairship.io/v1alpha1/instances/{name}/components/{component}:restart": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["InstanceService_RestartComponent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/apis/kairship.io/v1alpha1/instances/{name}/stats": {
         parameters: {
             query?: never;
@@ -491,6 +539,23 @@ export interface components {
             error?: string;
             pods?: components["schemas"]["kairship.v1alpha1.Pod"][];
         };
+        "kairship.v1alpha1.Component": {
+            health?: string;
+            images?: string[];
+            kind?: string;
+            lastTermination?: string;
+            name?: string;
+            pods?: components["schemas"]["kairship.v1alpha1.Pod"][];
+            /** Format: int32 */
+            readyReplicas?: number;
+            reason?: string;
+            /** Format: int32 */
+            replicas?: number;
+            /** Format: int32 */
+            restarts?: number;
+            /** Format: int32 */
+            updatedReplicas?: number;
+        };
         "kairship.v1alpha1.ComponentImage": {
             repository?: string;
             tag?: string;
@@ -621,6 +686,9 @@ export interface components {
             clusters?: components["schemas"]["kairship.v1alpha1.Cluster"][];
             nextPageToken?: string;
         };
+        "kairship.v1alpha1.ListComponentsResponse": {
+            components?: components["schemas"]["kairship.v1alpha1.Component"][];
+        };
         "kairship.v1alpha1.ListInstancesResponse": {
             instances?: components["schemas"]["kairship.v1alpha1.Instance"][];
             nextPageToken?: string;
@@ -743,6 +811,10 @@ export interface components {
             kind?: string;
             name?: string;
             namespace?: string;
+        };
+        "kairship.v1alpha1.RestartComponentRequest": {
+            component?: string;
+            name?: string;
         };
         "kairship.v1alpha1.RestartInstanceRequest": {
             name?: string;
@@ -1849,6 +1921,111 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["kairship.v1alpha1.DeleteInstanceResponse"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    InstanceService_ListComponents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.ListComponentsResponse"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    InstanceService_GetComponentLogs: {
+        parameters: {
+            query?: {
+                pod?: string;
+                container?: string;
+                tail_lines?: string;
+                previous?: boolean;
+                follow?: boolean;
+            };
+            header?: never;
+            path: {
+                name: string;
+                component: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.PodLogChunk"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    InstanceService_RestartComponent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                component: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["kairship.v1alpha1.RestartComponentRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.Component"];
                 };
             };
             /** @description An error as google.rpc.Status */

@@ -13,6 +13,7 @@ export type Policy = S['kairship.v1alpha1.Policy'];
 export type Actor = S['kairship.v1alpha1.ActorSnapshot'];
 export type Caller = S['kairship.v1alpha1.Caller'];
 export type SearchHit = S['kairship.v1alpha1.SearchHit'];
+export type Component = S['kairship.v1alpha1.Component'];
 type Violation = { field?: string; description?: string };
 
 const PREFIX = '/apis/kairship.io/v1alpha1';
@@ -76,6 +77,10 @@ export const api = {
     call<Cluster>('POST', `/instances/${seg(inst)}/clusters/${seg(name)}:${on ? 'cordon' : 'uncordon'}`, {}),
   joinCluster: (inst: string, req: { name: string; kubeconfig: string; context?: string }) =>
     call<Cluster>('POST', `/instances/${seg(inst)}/clusters`, req),
+  components: (inst: string) =>
+    call<S['kairship.v1alpha1.ListComponentsResponse']>('GET', `/instances/${seg(inst)}/components`).then((r) => r.components ?? []),
+  restartComponent: (inst: string, component: string) =>
+    call<Component>('POST', `/instances/${seg(inst)}/components/${seg(component)}:restart`, {}),
   registrationToken: (inst: string) =>
     call<S['kairship.v1alpha1.RegistrationToken']>('POST', `/instances/${seg(inst)}/registrationtokens`, {}),
   removeCluster: (inst: string, name: string, force: boolean) =>
@@ -151,20 +156,11 @@ export const memberPods = (inst: string, cluster: string, ns: string, selector: 
     `/apis/cluster.karmada.io/v1alpha1/clusters/${seg(cluster)}/proxy/api/v1/namespaces/${seg(ns)}/pods?labelSelector=${encodeURIComponent(selector)}`,
   );
 
-/** A pod's log through Kairship (WorkloadService.GetPodLogs over REST: one JSON object a
+/** A log through Kairship (GetPodLogs or GetComponentLogs over REST: one JSON object a
  *  line), handed to `onText` as it comes; with `follow` until `signal` aborts or the
  *  container ends. */
-export async function podLog(
-  inst: string,
-  cluster: string,
-  ns: string,
-  pod: string,
-  opts: { tailLines: number; follow: boolean; signal: AbortSignal },
-  onText: (text: string) => void,
-): Promise<void> {
-  const q = new URLSearchParams({ tailLines: String(opts.tailLines), follow: String(opts.follow) });
-  const path = `/instances/${seg(inst)}/clusters/${seg(cluster)}/namespaces/${seg(ns)}/pods/${seg(pod)}/log?${q}`;
-  const res = await fetch(PREFIX + path, { headers: { authorization: `Bearer ${token()}` }, signal: opts.signal });
+async function streamLog(path: string, signal: AbortSignal, onText: (text: string) => void): Promise<void> {
+  const res = await fetch(PREFIX + path, { headers: { authorization: `Bearer ${token()}` }, signal });
   if (!res.ok || !res.body) {
     const st = (await res.json().catch(() => ({}))) as S['google.rpc.Status'];
     throw new ApiError(res.status, st.message ?? `HTTP ${res.status}`, []);
@@ -184,6 +180,23 @@ export async function podLog(
     }
   }
 }
+
+export type LogOptions = { tailLines: number; follow: boolean; signal: AbortSignal };
+export type LogSource = (opts: LogOptions, onText: (text: string) => void) => Promise<void>;
+
+const logQuery = (o: LogOptions) => new URLSearchParams({ tailLines: String(o.tailLines), follow: String(o.follow) });
+
+/** A pod's log on a member cluster (WorkloadService.GetPodLogs). */
+export const podLog =
+  (inst: string, cluster: string, ns: string, pod: string): LogSource =>
+  (o, onText) =>
+    streamLog(`/instances/${seg(inst)}/clusters/${seg(cluster)}/namespaces/${seg(ns)}/pods/${seg(pod)}/log?${logQuery(o)}`, o.signal, onText);
+
+/** A managed instance's component's log (InstanceService.GetComponentLogs). */
+export const componentLog =
+  (inst: string, component: string): LogSource =>
+  (o, onText) =>
+    streamLog(`/instances/${seg(inst)}/components/${seg(component)}/log?${logQuery(o)}`, o.signal, onText);
 
 /** What the caller may do: the strongest role on `inst` (fleet-wide roles included). */
 export type Roles = { name: string; fleet: string; on: (inst: string) => string };

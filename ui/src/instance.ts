@@ -5,7 +5,9 @@
 
 import { parse, stringify } from 'yaml';
 import { api, ApiError, memberPods, podLog, recentEvents, type Cluster, type Instance, type KubeEvent, type KubePod, type Policy, type Workload } from './client';
+import { showComponents } from './components';
 import { age, h, mount } from './dom';
+import { openLog } from './logs';
 import { bar, explanation, phaseBadge } from './overview';
 
 /** How many of the newest events the page lists. */
@@ -167,50 +169,6 @@ function podStatus(p: KubePod): string {
 /** Pods shown per workload and cluster: the last answer, or the member's refusal. */
 type PodsShown = Map<string, KubePod[] | string>;
 
-/** A pod's log in a dialog of its own (the page re-renders beneath it): the last 200
- *  lines, then, with Follow, lines as they come. */
-function openLog(inst: string, cluster: string, ns: string, pod: string) {
-  const pre = h('pre', { class: 'log', 'aria-label': `log of ${pod}` });
-  const state = h('div', { class: 'muted' });
-  const follow = h('input', { type: 'checkbox', checked: true }) as HTMLInputElement;
-  let abort = new AbortController();
-  const load = () => {
-    abort.abort();
-    abort = new AbortController();
-    pre.textContent = '';
-    state.textContent = follow.checked ? 'following…' : '';
-    podLog(inst, cluster, ns, pod, { tailLines: 200, follow: follow.checked, signal: abort.signal }, (t) => {
-      pre.textContent += t;
-      pre.scrollTop = pre.scrollHeight;
-    })
-      .then(() => (state.textContent = 'end of log'))
-      .catch((e: Error) => {
-        if (e.name !== 'AbortError') state.textContent = e.message;
-      });
-  };
-  const overlay = h(
-    'div',
-    { class: 'overlay' },
-    h(
-      'div',
-      { class: 'dialog wide', role: 'dialog', 'aria-label': `log of ${pod}` },
-      h('h3', {}, `${pod} `, h('span', { class: 'muted' }, `on ${cluster}`)),
-      pre,
-      state,
-      h(
-        'div',
-        { class: 'actions' },
-        h('label', {}, follow, ' Follow'),
-        h('button', { onclick: load }, 'Reload'),
-        h('button', { onclick: () => (abort.abort(), overlay.remove()) }, 'Close'),
-      ),
-    ),
-  );
-  follow.addEventListener('change', load);
-  document.body.appendChild(overlay);
-  load();
-}
-
 function podList(got: KubePod[] | string, inst: string, cluster: string, ns: string) {
   if (typeof got === 'string') return h('div', { class: 'pods error' }, got);
   if (got.length === 0) return h('div', { class: 'pods muted' }, 'no pods');
@@ -230,7 +188,7 @@ function podList(got: KubePod[] | string, inst: string, cluster: string, ns: str
         restarts > 0 && ` · ${restarts} restarts`,
         p.spec?.nodeName && h('span', { class: 'muted' }, ` on ${p.spec.nodeName}`),
         p.status?.podIP && h('span', { class: 'muted' }, ` · ${p.status.podIP}`),
-        h('button', { class: 'small link', onclick: () => openLog(inst, cluster, ns, p.metadata?.name ?? '') }, 'Log'),
+        h('button', { class: 'small link', onclick: () => openLog(`${p.metadata?.name ?? ''}`, `on ${cluster}`, podLog(inst, cluster, ns, p.metadata?.name ?? '')) }, 'Log'),
       );
     }),
   );
@@ -422,6 +380,7 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
     : h('span');
   mount(joinSlot, joinButton);
   const events = h('div', { id: 'events' });
+  const componentsSlot = h('div');
   const editorSlot = h('div');
   const closeEditor = () => {
     mount(editorSlot);
@@ -465,11 +424,13 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
     try {
       const [i, clusters, workloads, policies] = await Promise.all([api.instance(inst), api.clusters(inst), api.workloads(inst), api.policies(inst)]);
       await refreshPods(inst, workloads, pods);
+      if (i.spec?.mode === 'INSTANCE_MODE_MANAGED') await showComponents(componentsSlot, inst, canAdmin, () => void refresh(), report);
       mount(
         live,
         h('p', {}, phaseBadge(i.status?.phase), ' ', h('span', { class: 'why' }, explanation(i.status?.conditions))),
         h('h3', {}, 'Member clusters'),
         table('clusters', ['Cluster', 'Ready', 'Version', 'Nodes', 'Allocated / allocatable', 'Taints', ''], clusterRows(inst, clusters, canEdit, canAdmin, removals, () => void refresh(), report)),
+        componentsSlot,
         (i.status?.certificates ?? []).length > 0 && h('h3', {}, 'Certificates'),
         (i.status?.certificates ?? []).length > 0 &&
           table('certificates', ['Certificate', 'Subject', 'Expires', 'Left'], certificateRows(i.status?.certificates ?? [], (i.status?.conditions ?? []).some((c) => c.type === 'CertificatesExpiring' && c.status === 'True'))),
@@ -488,7 +449,9 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
       // An unreachable instance answers 503 at once: show the instance's own status.
       try {
         const i = await api.instance(inst);
-        mount(live, h('p', {}, phaseBadge(i.status?.phase), ' ', h('span', { class: 'why' }, explanation(i.status?.conditions))), h('p', { class: 'error' }, (e as Error).message));
+        // A managed instance that cannot serve: its components say why.
+        if (i.spec?.mode === 'INSTANCE_MODE_MANAGED') await showComponents(componentsSlot, inst, canAdmin, () => void refresh(), report);
+        mount(live, h('p', {}, phaseBadge(i.status?.phase), ' ', h('span', { class: 'why' }, explanation(i.status?.conditions))), h('p', { class: 'error' }, (e as Error).message), componentsSlot);
       } catch {
         report(e);
       }

@@ -240,6 +240,20 @@ test('create a managed instance, see the server refuse a bad name, then delete i
   await expect(page.locator('h2')).toHaveText('Instance console-e2e');
   await page.click('header a[href="#/"]');
   await expect(phaseOf(page, 'console-e2e')).toHaveText('Running', { timeout: 60_000 });
+  // Its control plane: the components karmada-operator runs, a log, a restart.
+  await page.click('#instances tr[data-instance="console-e2e"] a');
+  const apiserver = page.locator('#components tr[data-component="karmada-apiserver"]');
+  await expect(apiserver).toHaveAttribute('data-health', 'Healthy', { timeout: 30_000 });
+  await expect(page.locator('#components tbody tr')).toHaveCount(6);
+  await apiserver.locator('button', { hasText: 'Log' }).click();
+  const log = page.getByRole('dialog', { name: 'log of karmada-apiserver' });
+  await expect(log.locator('pre.log')).toContainText('container karmada-apiserver of pod console-e2e-karmada-apiserver-0');
+  await log.locator('button', { hasText: 'Close' }).click();
+  await page.locator('#components tr[data-component="karmada-scheduler"] button', { hasText: 'Restart' }).click();
+  await page.getByRole('dialog', { name: 'Restart karmada-scheduler?' }).locator('button', { hasText: 'Restart' }).click();
+  // The simulator runs no Deployment controller: the new rollout stays Progressing there.
+  await expect(page.locator('#components tr[data-component="karmada-scheduler"]')).toHaveAttribute('data-health', /Healthy|Progressing/);
+  await page.click('header a[href="#/"]');
   await page.locator('#instances tr[data-instance="console-e2e"] button', { hasText: 'Delete' }).click();
   const dialog = page.getByRole('dialog');
   await expect(dialog).toContainText('the Instance "console-e2e" and its InstanceRegistration');

@@ -56,14 +56,7 @@ impl ApiServer {
                 ) {
                     (Some("log"), "pods", Some(name)) => {
                         let pod = member.get(&def, ns, name)?;
-                        let q: Vec<(String, String)> =
-                            serde_urlencoded::from_str(req.uri().query().unwrap_or(""))
-                                .map_err(|e| ApiError::bad_request(e.to_string()))?;
-                        let container = q
-                            .iter()
-                            .find(|(k, _)| k == "container")
-                            .map(|(_, v)| v.as_str());
-                        return pod_log(&pod.value, cluster, container);
+                        return pod_log(&pod.value, &format!("in cluster {cluster}"), req);
                     }
                     // Other subresources (exec, attach, portforward, ...) need a kubelet.
                     (Some(_), _, _) => return Err(ApiError::path_not_found(path)),
@@ -93,14 +86,20 @@ impl ApiServer {
     }
 }
 
-/// A Pod's log as the member's kubelet would serve it, for the simulator's containers,
-/// which run nothing: one line saying so. A container is needed when the Pod has several,
-/// and must be one of them, as kube-apiserver answers.
-fn pod_log(
+/// A Pod's log as its kubelet would serve it, for the simulator's containers, which run
+/// nothing: one line saying so. A container is needed when the Pod has several, and must
+/// be one of them, as kube-apiserver answers.
+pub(super) fn pod_log(
     pod: &serde_json::Value,
-    cluster: &str,
-    container: Option<&str>,
+    place: &str,
+    req: &Request<Body>,
 ) -> ApiResult<Response<Body>> {
+    let query: Vec<(String, String)> = serde_urlencoded::from_str(req.uri().query().unwrap_or(""))
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let container = query
+        .iter()
+        .find(|(k, _)| k == "container")
+        .map(|(_, v)| v.as_str());
     let name = pod["metadata"]["name"].as_str().unwrap_or_default();
     let names: Vec<&str> = pod["spec"]["containers"]
         .as_array()
@@ -126,7 +125,7 @@ fn pod_log(
     let started = pod["status"]["startTime"].as_str().unwrap_or_default();
     let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
     let text = format!(
-        "{started} container {container} of pod {name} started on {node} in cluster {cluster} (simulated: it runs no process and writes nothing more)\n"
+        "{started} container {container} of pod {name} started on {node} {place} (simulated: it runs no process and writes nothing more)\n"
     );
     let mut r = Response::new(Body::from(text));
     r.headers_mut().insert(

@@ -46,6 +46,15 @@ impl ApiServer {
             Some("token") if def.plural == "serviceaccounts" && def.group.is_empty() => {
                 return self.token_request(req, &def, &rp, user).await
             }
+            Some("log") if def.plural == "pods" && def.group.is_empty() => {
+                if req.method() != Method::GET {
+                    return Err(ApiError::method_not_allowed(req.method().as_str()));
+                }
+                self.record(user, req.method(), &rp, false);
+                let name = rp.name.as_deref().unwrap_or_default();
+                let pod = self.store.get(&def, rp.namespace.as_deref(), name)?;
+                return super::cluster_proxy::pod_log(&pod.value, "on the host", &req);
+            }
             Some(_) => return Err(ApiError::path_not_found(req.uri().path())),
         };
         let q = Query::parse(req.uri().query().unwrap_or(""))?;

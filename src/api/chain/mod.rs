@@ -241,6 +241,7 @@ pub fn long_running<B>(req: &http::Request<B>) -> bool {
     // read counts as long-running; over REST, a followed one.
     if path.starts_with("/grpc.reflection.")
         || path == "/kairship.v1alpha1.WorkloadService/GetPodLogs"
+        || path == "/kairship.v1alpha1.InstanceService/GetComponentLogs"
     {
         return true;
     }

@@ -162,6 +162,42 @@ pub const GRPC: &[(&str, Rule)] = &[
         ),
     ),
     (
+        "/kairship.v1alpha1.InstanceService/ListComponents",
+        kairship(named(
+            rule(
+                View,
+                Scope::Instance("name"),
+                "list",
+                "instances/components",
+            ),
+            "name",
+        )),
+    ),
+    (
+        "/kairship.v1alpha1.InstanceService/RestartComponent",
+        kairship(named(
+            rule(
+                Admin,
+                Scope::Instance("name"),
+                "restart",
+                "instances/components",
+            ),
+            "component",
+        )),
+    ),
+    (
+        "/kairship.v1alpha1.InstanceService/GetComponentLogs",
+        kairship(named(
+            rule(
+                Admin,
+                Scope::Instance("name"),
+                "get",
+                "instances/components/log",
+            ),
+            "component",
+        )),
+    ),
+    (
         "/kairship.v1alpha1.ClusterService/ListClusters",
         rule(View, INSTANCE, "list", "clusters"),
     ),

@@ -316,6 +316,37 @@ impl InstanceService for Instances {
         Ok(Response::new(proto::DeleteInstanceResponse {}))
     }
 
+    async fn list_components(
+        &self,
+        req: Request<proto::ListComponentsRequest>,
+    ) -> Result<Response<proto::ListComponentsResponse>, Status> {
+        on_instance_named(&req, &req.get_ref().name)?;
+        let r = super::instance_components::list(&self.0, req.into_inner()).await?;
+        Ok(Response::new(r))
+    }
+
+    async fn restart_component(
+        &self,
+        req: Request<proto::RestartComponentRequest>,
+    ) -> Result<Response<proto::Component>, Status> {
+        on_instance_named(&req, &req.get_ref().name)?;
+        let r = super::instance_components::restart(&self.0, req.into_inner()).await?;
+        Ok(Response::new(r))
+    }
+
+    type GetComponentLogsStream = super::log_stream::LogStream;
+
+    async fn get_component_logs(
+        &self,
+        req: Request<proto::GetComponentLogsRequest>,
+    ) -> Result<Response<Self::GetComponentLogsStream>, Status> {
+        on_instance_named(&req, &req.get_ref().name)?;
+        let drain = self.0.drain.clone();
+        let closing = async move { drain.closing().await };
+        let r = super::instance_components::logs(&self.0, req.into_inner(), closing).await?;
+        Ok(Response::new(r))
+    }
+
     async fn get_instance_stats(
         &self,
         req: Request<proto::GetInstanceStatsRequest>,
@@ -337,4 +368,12 @@ impl InstanceService for Instances {
             status.and_then(|s| s.last_sync_time.as_deref()),
         )))
     }
+}
+
+/// The chain authorized `req` on instance `name` (a component call acts on the host with
+/// Kairship's identity, so this is where the instance it names is held to the decision).
+fn on_instance_named<T>(req: &Request<T>, name: &str) -> Result<(), ApiError> {
+    check_name("name", name)?;
+    Authorized::of(req)?.instance(name)?;
+    Ok(())
 }

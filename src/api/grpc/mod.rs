@@ -9,6 +9,8 @@ mod cluster_register;
 mod cluster_remove;
 mod failover;
 mod instance;
+mod instance_components;
+mod log_stream;
 mod member_proxy;
 mod policy;
 mod search;

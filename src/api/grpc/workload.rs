@@ -455,8 +455,12 @@ impl WorkloadService for Workloads {
     ) -> Result<Response<proto::PromoteWorkloadResponse>, Status> {
         let instance = req.get_ref().instance.clone();
         let on = on_instance(&self.0, &req, &instance).await?;
-        let r = super::workload_promote::promote(&on, req.into_inner()).await?;
-        Ok(Response::new(r))
+        let p = super::workload_promote::promote(&on, req.into_inner()).await?;
+        Ok(Response::new(proto::PromoteWorkloadResponse {
+            workload: Some(shown(&on, p.kind, &p.object).await),
+            policy_name: p.policy_name,
+            promoted: p.promoted,
+        }))
     }
 
     async fn list_workload_pods(
@@ -526,7 +530,7 @@ pub(super) async fn workload_for(
 }
 
 /// A workload just written, with what the caller may see beside it.
-pub(super) async fn shown(on: &OnInstance, kind: Kind, o: &DynamicObject) -> proto::Workload {
+async fn shown(on: &OnInstance, kind: Kind, o: &DynamicObject) -> proto::Workload {
     let ns = o.metadata.namespace.clone().unwrap_or_default();
     let beside = Beside::of(on, [ns]).await;
     match workload_for(on, &beside, kind, o).await {

@@ -3,13 +3,9 @@
 //! member's RBAC decides, as it does for `kubectl` through the proxy), from the one entry
 //! point, so nobody has to connect to N clusters to see why a replica is not ready.
 
-use std::pin::Pin;
-
-use futures::{Stream, StreamExt};
 use serde_json::Value;
-use tonic::Status;
 
-use super::member_proxy;
+use super::{log_stream, member_proxy};
 use crate::actors::instance::caches::Kind;
 use crate::api::objects;
 use crate::api::request::{OnInstance, Verb};
@@ -20,10 +16,8 @@ use crate::proto;
 const PODS_READ: u32 = 500;
 /// Events read per namespace and place, newest kept.
 const EVENTS_READ: u32 = 500;
-/// A log read without `follow` stops here, as a bound on what one answer holds.
-const LOG_LIMIT_BYTES: u64 = 8 << 20;
 
-pub type LogStream = Pin<Box<dyn Stream<Item = Result<proto::PodLogChunk, Status>> + Send>>;
+pub use super::log_stream::LogStream;
 
 /// `spec.selector` as a `labelSelector` query (matchLabels and matchExpressions).
 fn selector_query(selector: &Value) -> Option<String> {
@@ -110,7 +104,7 @@ async fn placed(
     Ok((template, clusters))
 }
 
-fn pod(cluster: &str, p: &Value) -> proto::Pod {
+pub(super) fn pod(cluster: &str, p: &Value) -> proto::Pod {
     let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
     let statuses: Vec<&Value> = p["status"]["containerStatuses"]
         .as_array()
@@ -291,15 +285,6 @@ pub async fn events(
     })
 }
 
-/// Whole lines of `carry` + `chunk`, keeping an unfinished last line (and any split UTF-8
-/// sequence) in `carry` for the next chunk.
-fn whole_lines(carry: &mut Vec<u8>, chunk: &[u8]) -> Option<String> {
-    carry.extend_from_slice(chunk);
-    let end = carry.iter().rposition(|b| *b == b'\n')? + 1;
-    let lines: Vec<u8> = carry.drain(..end).collect();
-    Some(String::from_utf8_lossy(&lines).into_owned())
-}
-
 /// A pod's log as a stream of chunks; with `follow`, it holds one of the instance's
 /// pass-through stream slots while it runs and ends when `closing` resolves.
 pub async fn logs(
@@ -311,39 +296,14 @@ pub async fn logs(
     super::cluster_join::check_cluster_name(&req.cluster)?;
     check_name("namespace", &req.namespace)?;
     check_name("pod", &req.pod)?;
-    if !req.container.is_empty() {
-        check_name("container", &req.container)?;
-    }
-    if req.tail_lines < 0 || req.since_seconds < 0 {
-        return Err(ApiError::invalid(
-            "tail_lines",
-            "tail_lines and since_seconds must not be negative",
-        ));
-    }
-    let mut query: Vec<(&str, String)> = Vec::new();
-    if !req.container.is_empty() {
-        query.push(("container", req.container.clone()));
-    }
-    if req.tail_lines > 0 {
-        query.push(("tailLines", req.tail_lines.to_string()));
-    }
-    if req.since_seconds > 0 {
-        query.push(("sinceSeconds", req.since_seconds.to_string()));
-    }
-    for (flag, on) in [
-        ("previous", req.previous),
-        ("follow", req.follow),
-        ("timestamps", req.timestamps),
-    ] {
-        if on {
-            query.push((flag, "true".into()));
-        }
-    }
-    if !req.follow {
-        query.push(("limitBytes", LOG_LIMIT_BYTES.to_string()));
-    }
-    let query =
-        serde_urlencoded::to_string(&query).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let query = log_stream::query(&log_stream::Options {
+        container: &req.container,
+        tail_lines: req.tail_lines,
+        since_seconds: req.since_seconds,
+        previous: req.previous,
+        follow: req.follow,
+        timestamps: req.timestamps,
+    })?;
     let path = member_proxy::path(
         &req.cluster,
         &format!(
@@ -363,65 +323,7 @@ pub async fn logs(
         "the log of pod {}/{} in cluster {:?}",
         req.namespace, req.pod, req.cluster
     );
-    if !answer.status().is_success() {
-        return Err(refused(answer, &what).await);
-    }
-    let body = http_body_util::BodyStream::new(answer.into_body());
-    let carry = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
-    let rest = carry.clone();
-    let chunks = body
-        .filter_map(move |frame| {
-            let out = match frame {
-                Ok(f) => f
-                    .into_data()
-                    .ok()
-                    .and_then(|d| whole_lines(&mut carry.lock(), &d))
-                    .map(|text| Ok(proto::PodLogChunk { text })),
-                Err(e) => Some(Err(Status::unavailable(format!("reading the log: {e}")))),
-            };
-            futures::future::ready(out)
-        })
-        // A last line without its newline.
-        .chain(futures::stream::once(async move {
-            let rest = std::mem::take(&mut *rest.lock());
-            Ok(proto::PodLogChunk {
-                text: String::from_utf8_lossy(&rest).into_owned(),
-            })
-        }))
-        .filter(|c| futures::future::ready(c.as_ref().map_or(true, |c| !c.text.is_empty())))
-        .take_until(closing)
-        // The slot goes with the stream.
-        .inspect(move |_| {
-            let _ = &slot;
-        });
-    Ok(Box::pin(chunks))
-}
-
-/// The instance's or member's refusal of a log read, as an error naming `what`.
-async fn refused(answer: http::Response<kube::client::Body>, what: &str) -> ApiError {
-    let code = answer.status().as_u16();
-    let bytes = crate::api::body::read_limited(
-        axum::body::Body::new(answer.into_body()),
-        64 << 10,
-        "the refusal",
-    )
-    .await
-    .unwrap_or_default();
-    let message = serde_json::from_slice::<Value>(&bytes)
-        .ok()
-        .and_then(|v| v["message"].as_str().map(String::from))
-        .unwrap_or_else(|| String::from_utf8_lossy(&bytes).trim().to_string());
-    match code {
-        403 => ApiError::Forbidden(Box::new(crate::error::Refusal {
-            message,
-            name: String::new(),
-            group: String::new(),
-            kind: "pods/log".into(),
-        })),
-        404 => ApiError::NotFound(format!("{what}: {message}")),
-        400 => ApiError::invalid("pod", format!("{what}: {message}")),
-        _ => ApiError::Unavailable(format!("{what}: {code} {message}")),
-    }
+    log_stream::chunks(answer, &what, slot, closing).await
 }
 
 #[cfg(test)]
@@ -450,18 +352,5 @@ mod tests {
         for other in ["webapp", "api-web", "web2"] {
             assert!(!about(&e(other), "web", "web-deployment"), "{other}");
         }
-    }
-
-    #[test]
-    fn log_chunks_end_on_whole_lines() {
-        let mut carry = Vec::new();
-        assert_eq!(whole_lines(&mut carry, b"one\ntw"), Some("one\n".into()));
-        // A chunk that ends inside a UTF-8 sequence waits for the rest of it.
-        let text = "o \u{e9}\n".as_bytes();
-        assert_eq!(whole_lines(&mut carry, &text[..3]), None);
-        assert_eq!(
-            whole_lines(&mut carry, &text[3..]),
-            Some("two \u{e9}\n".into())
-        );
     }
 }

@@ -181,7 +181,7 @@ async fn read_on_member(
 pub async fn promote(
     on: &OnInstance,
     req: proto::PromoteWorkloadRequest,
-) -> Result<proto::PromoteWorkloadResponse, ApiError> {
+) -> Result<Promoted, ApiError> {
     let kind = objects::kind("kind", &req.kind, &Kind::WORKLOADS)?;
     check_name("namespace", &req.namespace)?;
     check_name("name", &req.name)?;
@@ -273,13 +273,22 @@ pub async fn promote(
         return Err(e);
     }
     tracing::info!(instance = on.instance(), cluster = %req.cluster, policy = %policy_name, promoted = ?promoted, "workload promoted");
-    let live = objects::get_live(on, kind, Some(ns), &req.name).await?;
-    let workload = super::workload::shown(on, kind, &live).await;
-    Ok(proto::PromoteWorkloadResponse {
-        workload: Some(workload),
+    let object = objects::get_live(on, kind, Some(ns), &req.name).await?;
+    Ok(Promoted {
+        kind,
+        object,
         policy_name,
         promoted,
     })
+}
+
+/// What a promotion made: the workload's template as the instance now has it, its policy,
+/// and every object created ("Kind/namespace/name").
+pub struct Promoted {
+    pub kind: Kind,
+    pub object: DynamicObject,
+    pub policy_name: String,
+    pub promoted: Vec<String>,
 }
 
 /// `Api` of `resource` on the instance as the caller.

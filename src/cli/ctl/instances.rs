@@ -38,6 +38,17 @@ pub enum InstancesCmd {
     Certificates {
         name: String,
     },
+    /// A managed instance's control-plane components: ready, restarts, last failure.
+    Components {
+        name: String,
+    },
+    /// Restart a managed instance's component (as `kubectl rollout restart`).
+    RestartComponent {
+        name: String,
+        component: String,
+    },
+    /// A component's log (its first pod unless --pod); -f follows it.
+    ComponentLogs(super::components::LogsArgs),
 }
 
 /// What karmada-operator installs for a managed instance; unset: Kairship's defaults.
@@ -213,5 +224,10 @@ pub(crate) async fn run(conn: &Conn, out: Output, cmd: &InstancesCmd) -> Result<
             Ok(())
         }
         InstancesCmd::Certificates { name } => certificates::list(conn, out, name).await,
+        InstancesCmd::Components { name } => super::components::list(conn, out, name).await,
+        InstancesCmd::RestartComponent { name, component } => {
+            super::components::restart(conn, out, name, component).await
+        }
+        InstancesCmd::ComponentLogs(a) => super::components::logs(conn, a).await,
     }
 }

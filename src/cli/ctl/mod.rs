@@ -4,6 +4,7 @@
 
 mod certificates;
 mod clusters;
+mod components;
 mod instances;
 mod pods;
 mod search;

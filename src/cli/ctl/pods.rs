@@ -165,7 +165,14 @@ pub(crate) async fn logs(conn: &Conn, a: &LogsArgs) -> Result<(), Error> {
         true => conn.request_open(msg),
         false => conn.request_within(msg, Duration::from_secs(60)),
     };
-    let mut stream = c.get_pod_logs(req).await.map_err(status)?.into_inner();
+    let stream = c.get_pod_logs(req).await.map_err(status)?.into_inner();
+    print_stream(stream).await
+}
+
+/// Prints a log stream's text as it comes.
+pub(crate) async fn print_stream(
+    mut stream: tonic::Streaming<proto::PodLogChunk>,
+) -> Result<(), Error> {
     let mut stdout = std::io::stdout();
     while let Some(chunk) = stream.message().await.map_err(status)? {
         stdout

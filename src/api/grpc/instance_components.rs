@@ -1,0 +1,425 @@
+//! A managed instance's control plane as karmada-operator runs it in the host: each
+//! component's Deployment or StatefulSet (labelled `app.kubernetes.io/managed-by=
+//! karmada-operator`, `app.kubernetes.io/instance=<name>`) with its pods, restarts, last
+//! failure and health; a component's log; and a restart, as `kubectl rollout restart`
+//! does. These are host objects in the namespace Kairship keeps managed instances in, read
+//! and written with Kairship's own host identity once the chain has authorized the caller
+//! on the instance (listing: view; logs and restarts: admin) and audited the request.
+
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde_json::{json, Value};
+
+use super::log_stream::{self, LogStream};
+use crate::api::context::ApiContext;
+use crate::crd::{Instance, InstanceMode};
+use crate::error::{check_name, ApiError};
+use crate::proto;
+
+/// Why a container waits that means it is failing (not merely starting): a component
+/// with one is Degraded even while its other pods are ready.
+const WAITING_FAILURES: [&str; 5] = [
+    "CrashLoopBackOff",
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+];
+
+/// The namespace and label selector of `instance`'s components; FAILED_PRECONDITION for an
+/// External instance, whose control plane Kairship does not run.
+fn scope(ctx: &ApiContext, instance: &Instance) -> Result<(String, String), ApiError> {
+    let name = instance.metadata.name.clone().unwrap_or_default();
+    if instance.spec.mode != InstanceMode::Managed {
+        return Err(ApiError::FailedPrecondition(format!(
+            "instance {name:?} is External: its control plane runs elsewhere, and Kairship sees no components of it"
+        )));
+    }
+    let ns = instance
+        .spec
+        .managed
+        .as_ref()
+        .and_then(|m| m.namespace.clone())
+        .unwrap_or_else(|| ctx.tree.settings().managed_namespace.clone());
+    let selector =
+        format!("app.kubernetes.io/managed-by=karmada-operator,app.kubernetes.io/instance={name}");
+    Ok((ns, selector))
+}
+
+async fn bounded<T>(
+    ctx: &ApiContext,
+    what: &str,
+    fut: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, ApiError> {
+    let after = ctx.tree.settings().host_call_timeout;
+    match tokio::time::timeout(after, fut).await {
+        Ok(r) => r.map_err(|e| ApiError::from_kube(e, what)),
+        Err(_) => Err(ApiError::DeadlineExceeded(format!(
+            "{what}: the host did not answer within {after:?}"
+        ))),
+    }
+}
+
+/// A component's name: the operator's `app.kubernetes.io/name` label, else the object's.
+fn component_name(meta: &kube::api::ObjectMeta) -> String {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get("app.kubernetes.io/name"))
+        .cloned()
+        .or_else(|| meta.name.clone())
+        .unwrap_or_default()
+}
+
+/// What the pods say: restarts, the latest termination, and a failing container's reason.
+fn from_pods(pods: &[Value]) -> (i32, String, Option<String>) {
+    let mut restarts = 0i64;
+    let mut last: Option<(String, String)> = None;
+    let mut failing = None;
+    for p in pods {
+        for c in p["status"]["containerStatuses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            restarts += c["restartCount"].as_i64().unwrap_or(0);
+            let t = &c["lastState"]["terminated"];
+            if let Some(at) = t["finishedAt"].as_str() {
+                if last.as_ref().is_none_or(|(when, _)| at > when.as_str()) {
+                    let why = format!(
+                        "{} (exit {}) at {at}",
+                        t["reason"].as_str().unwrap_or("Terminated"),
+                        t["exitCode"].as_i64().unwrap_or_default()
+                    );
+                    last = Some((at.to_string(), why));
+                }
+            }
+            if let Some(reason) = c["state"]["waiting"]["reason"].as_str() {
+                if WAITING_FAILURES.contains(&reason) && failing.is_none() {
+                    failing = Some(format!(
+                        "pod {} container {}: {reason}",
+                        p["metadata"]["name"].as_str().unwrap_or_default(),
+                        c["name"].as_str().unwrap_or_default()
+                    ));
+                }
+            }
+        }
+    }
+    (
+        i32::try_from(restarts).unwrap_or(i32::MAX),
+        last.map(|(_, why)| why).unwrap_or_default(),
+        failing,
+    )
+}
+
+struct Workload {
+    kind: &'static str,
+    meta: kube::api::ObjectMeta,
+    replicas: i32,
+    ready: i32,
+    updated: i32,
+    /// The controller has seen the latest spec.
+    observed: bool,
+    selector: Option<String>,
+    images: Vec<String>,
+}
+
+fn selector_of(
+    s: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+) -> Option<String> {
+    let labels = s.match_labels.as_ref()?;
+    (!labels.is_empty()).then(|| {
+        labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    })
+}
+
+fn images(spec: Option<&k8s_openapi::api::core::v1::PodSpec>) -> Vec<String> {
+    spec.map(|s| {
+        s.containers
+            .iter()
+            .filter_map(|c| c.image.clone())
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+async fn workloads(ctx: &ApiContext, ns: &str, selector: &str) -> Result<Vec<Workload>, ApiError> {
+    let params = ListParams::default().labels(selector);
+    let deployments: Api<Deployment> = Api::namespaced(ctx.tree.host().clone(), ns);
+    let sets: Api<StatefulSet> = Api::namespaced(ctx.tree.host().clone(), ns);
+    let (d, s) = tokio::join!(
+        bounded(ctx, "the instance's Deployments", deployments.list(&params)),
+        bounded(ctx, "the instance's StatefulSets", sets.list(&params))
+    );
+    let mut out = Vec::new();
+    for d in d?.items {
+        let spec = d.spec.as_ref();
+        let st = d.status.clone().unwrap_or_default();
+        out.push(Workload {
+            kind: "Deployment",
+            replicas: spec.and_then(|s| s.replicas).unwrap_or(1),
+            ready: st.ready_replicas.unwrap_or(0),
+            updated: st.updated_replicas.unwrap_or(0),
+            observed: st.observed_generation >= d.metadata.generation,
+            selector: spec.and_then(|s| selector_of(&s.selector)),
+            images: images(spec.and_then(|s| s.template.spec.as_ref())),
+            meta: d.metadata,
+        });
+    }
+    for s in s?.items {
+        let spec = s.spec.as_ref();
+        let st = s.status.clone().unwrap_or_default();
+        out.push(Workload {
+            kind: "StatefulSet",
+            replicas: spec.and_then(|s| s.replicas).unwrap_or(1),
+            ready: st.ready_replicas.unwrap_or(0),
+            updated: st.updated_replicas.unwrap_or(0),
+            observed: st.observed_generation >= s.metadata.generation,
+            selector: spec.and_then(|s| selector_of(&s.selector)),
+            images: images(spec.and_then(|s| s.template.spec.as_ref())),
+            meta: s.metadata,
+        });
+    }
+    out.sort_by_key(|w| component_name(&w.meta));
+    Ok(out)
+}
+
+async fn pods_of(ctx: &ApiContext, ns: &str, w: &Workload) -> Result<Vec<Value>, ApiError> {
+    let Some(selector) = &w.selector else {
+        return Ok(Vec::new());
+    };
+    let api: Api<Pod> = Api::namespaced(ctx.tree.host().clone(), ns);
+    let what = format!(
+        "the pods of {} {}",
+        w.kind,
+        w.meta.name.as_deref().unwrap_or("")
+    );
+    let list = bounded(
+        ctx,
+        &what,
+        api.list(&ListParams::default().labels(selector)),
+    )
+    .await?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter_map(|p| serde_json::to_value(p).ok())
+        .collect())
+}
+
+fn component(w: &Workload, pods: &[Value]) -> proto::Component {
+    let (restarts, last_termination, failing) = from_pods(pods);
+    let rolling = !w.observed || w.updated < w.replicas;
+    let (health, reason) = match (failing, w.ready >= w.replicas) {
+        (Some(why), _) => ("Degraded", why),
+        (None, true) if !rolling => ("Healthy", String::new()),
+        (None, _) if !w.observed => (
+            "Progressing",
+            "its controller has not seen the latest spec yet".to_string(),
+        ),
+        (None, _) if rolling => (
+            "Progressing",
+            format!("rolling out: {}/{} updated", w.updated, w.replicas),
+        ),
+        (None, _) => (
+            "Degraded",
+            format!("{}/{} replicas ready", w.ready, w.replicas),
+        ),
+    };
+    proto::Component {
+        name: component_name(&w.meta),
+        kind: w.kind.into(),
+        replicas: w.replicas,
+        ready_replicas: w.ready,
+        updated_replicas: w.updated,
+        restarts,
+        last_termination,
+        health: health.into(),
+        reason,
+        images: w.images.clone(),
+        pods: pods
+            .iter()
+            .map(|p| super::workload_pods::pod("", p))
+            .collect(),
+    }
+}
+
+pub async fn list(
+    ctx: &ApiContext,
+    req: proto::ListComponentsRequest,
+) -> Result<proto::ListComponentsResponse, ApiError> {
+    let instance = ctx.instance(&req.name)?;
+    let (ns, selector) = scope(ctx, &instance)?;
+    let ws = workloads(ctx, &ns, &selector).await?;
+    let pods = futures::future::join_all(ws.iter().map(|w| pods_of(ctx, &ns, w))).await;
+    let components = ws
+        .iter()
+        .zip(pods)
+        .map(|(w, p)| p.map(|p| component(w, &p)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(proto::ListComponentsResponse { components })
+}
+
+async fn find(
+    ctx: &ApiContext,
+    name: &str,
+    component: &str,
+) -> Result<(String, Workload), ApiError> {
+    check_name("component", component)?;
+    let instance = ctx.instance(name)?;
+    let (ns, selector) = scope(ctx, &instance)?;
+    let ws = workloads(ctx, &ns, &selector).await?;
+    let names: Vec<String> = ws.iter().map(|w| component_name(&w.meta)).collect();
+    let w = ws
+        .into_iter()
+        .find(|w| component_name(&w.meta) == component)
+        .ok_or_else(|| {
+            ApiError::NotFound(format!(
+                "instance {name:?} has no component {component:?}; it has {}",
+                names.join(", ")
+            ))
+        })?;
+    Ok((ns, w))
+}
+
+pub async fn restart(
+    ctx: &ApiContext,
+    req: proto::RestartComponentRequest,
+) -> Result<proto::Component, ApiError> {
+    let (ns, w) = find(ctx, &req.name, &req.component).await?;
+    let object = w.meta.name.clone().unwrap_or_default();
+    // As `kubectl rollout restart`: a new template annotation makes a new rollout.
+    let at = jiff::Timestamp::now().to_string();
+    let patch = json!({"spec": {"template": {"metadata": {"annotations": {
+        "kubectl.kubernetes.io/restartedAt": at
+    }}}}});
+    let params = PatchParams::default();
+    let what = format!("{} {ns}/{object}", w.kind);
+    match w.kind {
+        "Deployment" => {
+            let api: Api<Deployment> = Api::namespaced(ctx.tree.host().clone(), &ns);
+            bounded(
+                ctx,
+                &what,
+                api.patch(&object, &params, &Patch::Strategic(&patch)),
+            )
+            .await?;
+        }
+        _ => {
+            let api: Api<StatefulSet> = Api::namespaced(ctx.tree.host().clone(), &ns);
+            bounded(
+                ctx,
+                &what,
+                api.patch(&object, &params, &Patch::Strategic(&patch)),
+            )
+            .await?;
+        }
+    }
+    tracing::info!(instance = %req.name, component = %req.component, object = %what, "component restart asked for");
+    let (ns, w) = find(ctx, &req.name, &req.component).await?;
+    let pods = pods_of(ctx, &ns, &w).await?;
+    Ok(component(&w, &pods))
+}
+
+pub async fn logs(
+    ctx: &ApiContext,
+    req: proto::GetComponentLogsRequest,
+    closing: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<LogStream, ApiError> {
+    let (ns, w) = find(ctx, &req.name, &req.component).await?;
+    let pods = pods_of(ctx, &ns, &w).await?;
+    let mut names: Vec<&str> = pods
+        .iter()
+        .filter_map(|p| p["metadata"]["name"].as_str())
+        .collect();
+    names.sort();
+    let pod = match req.pod.as_str() {
+        "" => names.first().copied().ok_or_else(|| {
+            ApiError::NotFound(format!("component {:?} has no pods", req.component))
+        })?,
+        p if names.contains(&p) => p,
+        p => {
+            return Err(ApiError::NotFound(format!(
+                "pod {p:?} is not one of component {:?}'s: {}",
+                req.component,
+                names.join(", ")
+            )))
+        }
+    };
+    let query = log_stream::query(&log_stream::Options {
+        container: &req.container,
+        tail_lines: req.tail_lines,
+        since_seconds: 0,
+        previous: req.previous,
+        follow: req.follow,
+        timestamps: false,
+    })?;
+    let path = format!("/api/v1/namespaces/{ns}/pods/{pod}/log?{query}");
+    let outgoing = http::Request::get(path)
+        .body(kube::client::Body::empty())
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let what = format!("the log of component {:?} (pod {pod})", req.component);
+    let within = ctx.tree.settings().host_call_timeout;
+    let answer = tokio::time::timeout(within, ctx.tree.host().send(outgoing))
+        .await
+        .map_err(|_| {
+            ApiError::DeadlineExceeded(format!("{what}: the host did not answer within {within:?}"))
+        })?
+        .map_err(|e| ApiError::Unavailable(format!("{what}: {e}")))?;
+    log_stream::chunks(answer, &what, (), closing).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn w(replicas: i32, ready: i32, updated: i32) -> Workload {
+        Workload {
+            kind: "Deployment",
+            meta: kube::api::ObjectMeta {
+                name: Some("team-a-karmada-apiserver".into()),
+                labels: Some(BTreeMap::from([(
+                    "app.kubernetes.io/name".to_string(),
+                    "karmada-apiserver".to_string(),
+                )])),
+                ..Default::default()
+            },
+            replicas,
+            ready,
+            updated,
+            observed: true,
+            selector: None,
+            images: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn health_reads_rollout_readiness_and_failing_containers() {
+        let c = component(&w(2, 2, 2), &[]);
+        assert_eq!(
+            (c.name.as_str(), c.health.as_str()),
+            ("karmada-apiserver", "Healthy")
+        );
+        assert_eq!(component(&w(2, 1, 1), &[]).health, "Progressing");
+        assert_eq!(component(&w(2, 1, 2), &[]).health, "Degraded");
+        let crashing = json!({"metadata": {"name": "p1"}, "status": {"containerStatuses": [{
+            "name": "apiserver", "restartCount": 4,
+            "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+            "lastState": {"terminated": {"reason": "Error", "exitCode": 1, "finishedAt": "2026-11-26T09:00:00Z"}}}]}});
+        let c = component(&w(1, 1, 1), &[crashing]);
+        assert_eq!(c.health, "Degraded");
+        assert!(
+            c.reason.contains("p1") && c.reason.contains("CrashLoopBackOff"),
+            "{}",
+            c.reason
+        );
+        assert_eq!(c.restarts, 4);
+        assert_eq!(c.last_termination, "Error (exit 1) at 2026-11-26T09:00:00Z");
+    }
+}

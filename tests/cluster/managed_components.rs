@@ -1,0 +1,110 @@
+//! A managed instance's control plane through Kairship (issue 39): each component
+//! karmada-operator runs for it listed with its readiness and health, a component's log
+//! read, and a restart asked for through `kairship ctl` that replaces its pods; an
+//! unknown component and an External instance refused, named.
+
+use std::time::{Duration, Instant};
+
+use kairship_test_support::{holds, PROCESS_POLL};
+use serde_json::Value;
+
+use crate::ha::ClusterDemo;
+use crate::managed::{ctl, ctl_ok};
+
+fn components(demo: &ClusterDemo, name: &str) -> Vec<Value> {
+    let out = ctl(demo, &["instances", "components", name, "-o", "json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    v["components"].as_array().cloned().unwrap_or_default()
+}
+
+fn pod_names(c: &Value) -> Vec<String> {
+    c["pods"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["name"].as_str().map(String::from))
+        .collect()
+}
+
+pub async fn health_logs_and_restart(demo: &ClusterDemo, name: &str) {
+    let started = Instant::now();
+    let mut seen = Vec::new();
+    let healthy = holds(Duration::from_secs(120), PROCESS_POLL, || {
+        seen = components(demo, name);
+        seen.len() >= 5
+            && seen
+                .iter()
+                .all(|c| c["health"] == "Healthy" && c["readyReplicas"] == c["replicas"])
+    })
+    .await;
+    assert!(healthy, "components not all Healthy: {seen:#?}");
+    let named = |part: &str| {
+        seen.iter()
+            .find(|c| c["name"].as_str().is_some_and(|n| n.contains(part)))
+            .cloned()
+            .unwrap_or_else(|| panic!("no component named *{part}*: {seen:#?}"))
+    };
+    assert_eq!(named("etcd")["kind"], "StatefulSet");
+    let scheduler = named("scheduler");
+    let component = scheduler["name"].as_str().unwrap_or_default().to_string();
+    assert_eq!(scheduler["kind"], "Deployment");
+    assert!(
+        scheduler["images"]
+            .as_array()
+            .is_some_and(|i| !i.is_empty()),
+        "{scheduler}"
+    );
+
+    // Its log, through Kairship from the host.
+    let out = ctl(
+        demo,
+        &[
+            "instances",
+            "component-logs",
+            name,
+            &component,
+            "--tail",
+            "20",
+        ],
+    );
+    assert!(
+        out.status.success() && !out.stdout.is_empty(),
+        "component-logs: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // A restart replaces its pods, and it comes back Healthy.
+    let before = pod_names(&scheduler);
+    let restarted = ctl_ok(demo, &["instances", "restart-component", name, &component]);
+    assert_eq!(restarted["name"], component.as_str(), "{restarted}");
+    let mut now = Value::Null;
+    let replaced = holds(Duration::from_secs(180), PROCESS_POLL, || {
+        now = components(demo, name)
+            .into_iter()
+            .find(|c| c["name"] == component.as_str())
+            .unwrap_or_default();
+        let pods = pod_names(&now);
+        now["health"] == "Healthy" && !pods.is_empty() && pods.iter().all(|p| !before.contains(p))
+    })
+    .await;
+    assert!(replaced, "restart did not replace {before:?}: {now:#}");
+
+    // Refusals name what is wrong.
+    let out = ctl(
+        demo,
+        &["instances", "restart-component", name, "no-such-thing"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("no component") && err.contains(&component),
+        "{err}"
+    );
+    let out = ctl(demo, &["instances", "components", "karmada-1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("External"), "{err}");
+    println!(
+        "{} components of {name} Healthy; {component}'s log read and its pods replaced by a restart, in {:.0}s",
+        seen.len(),
+        started.elapsed().as_secs_f64()
+    );
+}
