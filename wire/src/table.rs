@@ -108,8 +108,9 @@ fn containers(v: &Value, field: &str) -> Value {
     Value::String(list.join(","))
 }
 
-/// `metav1.FormatLabelSelector`: `k=v` and set-based requirements, comma-joined.
-fn label_selector(sel: &Value) -> String {
+/// `metav1.FormatLabelSelector`: `k=v` and set-based requirements, comma-joined, as a
+/// `labelSelector` query takes them; `None` for a selector with no terms.
+pub fn format_label_selector(sel: &Value) -> Option<String> {
     let mut parts: Vec<String> = sel["matchLabels"]
         .as_object()
         .into_iter()
@@ -132,11 +133,12 @@ fn label_selector(sel: &Value) -> String {
             other => format!("{key} {other}"),
         });
     }
-    if parts.is_empty() {
-        "<none>".into()
-    } else {
-        parts.join(",")
-    }
+    (!parts.is_empty()).then(|| parts.join(","))
+}
+
+/// A selector as kubectl prints it: `<none>` when it has no terms.
+fn label_selector(sel: &Value) -> String {
+    format_label_selector(sel).unwrap_or_else(|| "<none>".into())
 }
 
 /// A Pod's STATUS as kubectl prints it: Terminating, else a container's waiting or

@@ -124,27 +124,29 @@ struct Workload {
     images: Vec<String>,
 }
 
-fn selector_of(
-    s: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
-) -> Option<String> {
-    let labels = s.match_labels.as_ref()?;
-    (!labels.is_empty()).then(|| {
-        labels
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(",")
-    })
-}
-
-fn images(spec: Option<&k8s_openapi::api::core::v1::PodSpec>) -> Vec<String> {
-    spec.map(|s| {
-        s.containers
-            .iter()
-            .filter_map(|c| c.image.clone())
-            .collect()
-    })
-    .unwrap_or_default()
+/// A Deployment or StatefulSet as JSON: both say the same things at the same paths.
+fn workload(kind: &'static str, v: &Value) -> Workload {
+    let count = |p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_i64)
+            .and_then(|n| i32::try_from(n).ok())
+    };
+    Workload {
+        kind,
+        meta: serde_json::from_value(v["metadata"].clone()).unwrap_or_default(),
+        replicas: count("/spec/replicas").unwrap_or(1),
+        ready: count("/status/readyReplicas").unwrap_or(0),
+        updated: count("/status/updatedReplicas").unwrap_or(0),
+        observed: v["status"]["observedGeneration"].as_i64()
+            >= v["metadata"]["generation"].as_i64(),
+        selector: kairship_wire::table::format_label_selector(&v["spec"]["selector"]),
+        images: v["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["image"].as_str().map(String::from))
+            .collect(),
+    }
 }
 
 async fn workloads(ctx: &ApiContext, ns: &str, selector: &str) -> Result<Vec<Workload>, ApiError> {
@@ -155,34 +157,13 @@ async fn workloads(ctx: &ApiContext, ns: &str, selector: &str) -> Result<Vec<Wor
         bounded(ctx, "the instance's Deployments", deployments.list(&params)),
         bounded(ctx, "the instance's StatefulSets", sets.list(&params))
     );
-    let mut out = Vec::new();
+    let json = |o: serde_json::Result<Value>| o.unwrap_or_default();
+    let mut out: Vec<Workload> = Vec::new();
     for d in d?.items {
-        let spec = d.spec.as_ref();
-        let st = d.status.clone().unwrap_or_default();
-        out.push(Workload {
-            kind: "Deployment",
-            replicas: spec.and_then(|s| s.replicas).unwrap_or(1),
-            ready: st.ready_replicas.unwrap_or(0),
-            updated: st.updated_replicas.unwrap_or(0),
-            observed: st.observed_generation >= d.metadata.generation,
-            selector: spec.and_then(|s| selector_of(&s.selector)),
-            images: images(spec.and_then(|s| s.template.spec.as_ref())),
-            meta: d.metadata,
-        });
+        out.push(workload("Deployment", &json(serde_json::to_value(d))));
     }
     for s in s?.items {
-        let spec = s.spec.as_ref();
-        let st = s.status.clone().unwrap_or_default();
-        out.push(Workload {
-            kind: "StatefulSet",
-            replicas: spec.and_then(|s| s.replicas).unwrap_or(1),
-            ready: st.ready_replicas.unwrap_or(0),
-            updated: st.updated_replicas.unwrap_or(0),
-            observed: st.observed_generation >= s.metadata.generation,
-            selector: spec.and_then(|s| selector_of(&s.selector)),
-            images: images(spec.and_then(|s| s.template.spec.as_ref())),
-            meta: s.metadata,
-        });
+        out.push(workload("StatefulSet", &json(serde_json::to_value(s))));
     }
     out.sort_by_key(|w| component_name(&w.meta));
     Ok(out)
@@ -397,6 +378,27 @@ mod tests {
             selector: None,
             images: Vec::new(),
         }
+    }
+
+    #[test]
+    fn deployments_and_statefulsets_read_alike() {
+        let v = json!({"metadata": {"name": "m-etcd", "generation": 3,
+                           "labels": {"app.kubernetes.io/name": "etcd"}},
+                       "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "etcd"}},
+                                "template": {"spec": {"containers": [{"name": "etcd", "image": "etcd:3.6"}]}}},
+                       "status": {"observedGeneration": 3, "readyReplicas": 2, "updatedReplicas": 3}});
+        let w = workload("StatefulSet", &v);
+        assert_eq!(component_name(&w.meta), "etcd");
+        assert_eq!(
+            (w.replicas, w.ready, w.updated, w.observed),
+            (3, 2, 3, true)
+        );
+        assert_eq!(w.selector.as_deref(), Some("app=etcd"));
+        assert_eq!(w.images, ["etcd:3.6"]);
+        assert_eq!(component(&w, &[]).health, "Degraded");
+        let mut stale = v.clone();
+        stale["status"]["observedGeneration"] = json!(2);
+        assert!(!workload("StatefulSet", &stale).observed);
     }
 
     #[test]

@@ -21,33 +21,7 @@ pub use super::log_stream::LogStream;
 
 /// `spec.selector` as a `labelSelector` query (matchLabels and matchExpressions).
 fn selector_query(selector: &Value) -> Option<String> {
-    let mut terms: Vec<String> = selector["matchLabels"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-        .collect();
-    for e in selector["matchExpressions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        let key = e["key"].as_str()?;
-        let values: Vec<&str> = e["values"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        terms.push(match e["operator"].as_str()? {
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" => key.to_string(),
-            "DoesNotExist" => format!("!{key}"),
-            _ => return None,
-        });
-    }
-    (!terms.is_empty()).then(|| terms.join(","))
+    kairship_wire::table::format_label_selector(selector)
 }
 
 /// The workload's template (from the cache, as the caller may read it) and the clusters
