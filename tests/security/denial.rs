@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::{with, Demo};
 
 /// A TLS connection to the demo's HTTPS address, speaking HTTP/1.1.
-async fn tls(demo: &Demo) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+pub(crate) async fn tls(demo: &Demo) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls::pki_types::CertificateDer::pem_slice_iter(demo.ca_pem().as_bytes()) {
@@ -34,7 +34,10 @@ async fn tls(demo: &Demo) -> tokio_rustls::client::TlsStream<tokio::net::TcpStre
 }
 
 /// What arrives on `stream` within `within` (until it closes, or the time is up).
-async fn read_for<S: tokio::io::AsyncRead + Unpin>(stream: &mut S, within: Duration) -> String {
+pub(crate) async fn read_for<S: tokio::io::AsyncRead + Unpin>(
+    stream: &mut S,
+    within: Duration,
+) -> String {
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     let deadline = Instant::now() + within;

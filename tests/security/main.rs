@@ -10,6 +10,7 @@ mod audit;
 mod denial;
 mod deputy;
 mod identity;
+mod sessions;
 mod transport;
 
 use std::path::{Path, PathBuf};
@@ -263,6 +264,7 @@ async fn attacks_on_a_running_demo_fail_and_leave_a_trace() {
     denial::a_watch_flood_leaves_reads_alone(&demo).await;
     denial::metrics_are_not_for_strangers(&demo).await;
     denial::a_grpc_stream_that_never_ends_is_answered(&demo).await;
+    sessions::exec_and_logs_need_their_roles(&demo).await;
     audit::every_write_and_refusal_left_an_event(&demo).await;
     audit::nothing_leaked(&demo).await;
     println!("attacks done after {:?}", started.elapsed());
