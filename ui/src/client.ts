@@ -77,6 +77,8 @@ export const api = {
     call<Cluster>('POST', `/instances/${seg(inst)}/clusters/${seg(name)}:${on ? 'cordon' : 'uncordon'}`, {}),
   joinCluster: (inst: string, req: { name: string; kubeconfig: string; context?: string }) =>
     call<Cluster>('POST', `/instances/${seg(inst)}/clusters`, req),
+  promote: (inst: string, cluster: string, req: { namespace: string; kind: string; name: string; dependencies: string[] }) =>
+    call<S['kairship.v1alpha1.PromoteWorkloadResponse']>('POST', `/instances/${seg(inst)}/clusters/${seg(cluster)}/promotions`, req),
   components: (inst: string) =>
     call<S['kairship.v1alpha1.ListComponentsResponse']>('GET', `/instances/${seg(inst)}/components`).then((r) => r.components ?? []),
   restartComponent: (inst: string, component: string) =>

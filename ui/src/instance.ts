@@ -8,6 +8,7 @@ import { api, ApiError, memberPods, podLog, recentEvents, type Cluster, type Ins
 import { showComponents } from './components';
 import { age, h, mount } from './dom';
 import { openLog } from './logs';
+import { promoteForm } from './promote';
 import { bar, explanation, phaseBadge } from './overview';
 
 /** How many of the newest events the page lists. */
@@ -381,6 +382,11 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
   mount(joinSlot, joinButton);
   const events = h('div', { id: 'events' });
   const componentsSlot = h('div');
+  const promoteSlot = h('div');
+  const closePromote = () => {
+    mount(promoteSlot);
+    void refresh();
+  };
   const editorSlot = h('div');
   const closeEditor = () => {
     mount(editorSlot);
@@ -434,7 +440,8 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
         (i.status?.certificates ?? []).length > 0 && h('h3', {}, 'Certificates'),
         (i.status?.certificates ?? []).length > 0 &&
           table('certificates', ['Certificate', 'Subject', 'Expires', 'Left'], certificateRows(i.status?.certificates ?? [], (i.status?.conditions ?? []).some((c) => c.type === 'CertificatesExpiring' && c.status === 'True'))),
-        h('h3', {}, 'Workloads'),
+        h('h3', {}, 'Workloads ', canEdit && h('button', { class: 'small', onclick: () => mount(promoteSlot, promoteForm(inst, clusters.map((c) => c.metadata?.name ?? ''), closePromote)) }, 'Adopt a running workload')),
+        promoteSlot,
         table('workloads', ['Workload', 'Ready', 'Placement (per cluster)', 'Policies', 'Overrides'], workloadRows(inst, workloads, shown, pods, () => void refresh())),
       );
       const row = focus && root.querySelector(`#workloads tr[data-workload="${CSS.escape(focus)}"]`);

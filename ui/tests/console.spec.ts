@@ -105,6 +105,15 @@ test("the instance page shows the nginx sample's placement and its policies", as
   await expect(log.locator('pre.log')).toContainText('container nginx of pod nginx-');
   await log.locator('button', { hasText: 'Close' }).click();
   await expect(log).toHaveCount(0);
+  // Adopting a running workload: nginx on member1 is the instance's already, and the
+  // server says so.
+  await page.locator('button', { hasText: 'Adopt a running workload' }).click();
+  await page.locator('#promote-cluster').selectOption('member1');
+  await page.locator('#promote-namespace').fill('default');
+  await page.locator('#promote-name').fill('nginx');
+  await page.locator('#promote-form button', { hasText: 'Promote' }).click();
+  await expect(page.locator('#promote-outcome')).toContainText('already a resource template');
+  await page.locator('#promote-form button', { hasText: 'Close' }).click();
   await expect(page.locator('#clusters tbody tr')).toHaveCount(3);
   // Overrides per cluster, read from the Works on request.
   await nginx.locator('td.overrides button', { hasText: 'Show' }).click();
