@@ -203,6 +203,14 @@ async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
     .await
     .unwrap_or_else(|seen| panic!("nginx not placed in time:\n{seen}"));
     assert!(!placed.contains("member3"), "{placed}");
+    // The placement table's columns are as wide as its cells, not as the text below it.
+    assert!(
+        placed
+            .lines()
+            .next()
+            .is_some_and(|l| l.starts_with("CLUSTER   REPLICAS   READY")),
+        "{placed}"
+    );
     // The certificates the instance is reached with, and the condition on the first expiry.
     let certs = poll(Duration::from_secs(30), PROCESS_POLL, || {
         let (ok, out, err) = ctl(&["instances", "certificates", "karmada-1", "-o", "json"]);

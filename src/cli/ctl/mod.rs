@@ -244,11 +244,14 @@ pub(crate) fn print(
     Ok(())
 }
 
+/// Rows as aligned columns; a row of one cell is a line of text below or between them
+/// (a section of `workloads get`), printed as it is and not counted in the widths.
 fn print_table(rows: Vec<Vec<String>>) {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..cols)
         .map(|c| {
             rows.iter()
+                .filter(|r| r.len() > 1)
                 .filter_map(|r| r.get(c))
                 .map(String::len)
                 .max()
@@ -256,6 +259,10 @@ fn print_table(rows: Vec<Vec<String>>) {
         })
         .collect();
     for r in rows {
+        if r.len() <= 1 {
+            println!("{}", r.first().map(String::as_str).unwrap_or_default());
+            continue;
+        }
         let line: Vec<String> = r
             .iter()
             .enumerate()
