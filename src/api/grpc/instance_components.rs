@@ -72,7 +72,7 @@ fn component_name(meta: &kube::api::ObjectMeta) -> String {
 }
 
 /// What the pods say: restarts, the latest termination, and a failing container's reason.
-fn from_pods(pods: &[Value]) -> (i32, String, Option<String>) {
+fn from_pods(pods: &[&Value]) -> (i32, String, Option<String>) {
     let mut restarts = 0i64;
     let mut last: Option<(String, String)> = None;
     let mut failing = None;
@@ -120,7 +120,8 @@ struct Workload {
     updated: i32,
     /// The controller has seen the latest spec.
     observed: bool,
-    selector: Option<String>,
+    /// `spec.selector`, which the component's pods match.
+    selector: Value,
     images: Vec<String>,
 }
 
@@ -139,7 +140,7 @@ fn workload(kind: &'static str, v: &Value) -> Workload {
         updated: count("/status/updatedReplicas").unwrap_or(0),
         observed: v["status"]["observedGeneration"].as_i64()
             >= v["metadata"]["generation"].as_i64(),
-        selector: kairship_wire::table::format_label_selector(&v["spec"]["selector"]),
+        selector: v["spec"]["selector"].clone(),
         images: v["spec"]["template"]["spec"]["containers"]
             .as_array()
             .into_iter()
@@ -169,22 +170,13 @@ async fn workloads(ctx: &ApiContext, ns: &str, selector: &str) -> Result<Vec<Wor
     Ok(out)
 }
 
-async fn pods_of(ctx: &ApiContext, ns: &str, w: &Workload) -> Result<Vec<Value>, ApiError> {
-    let Some(selector) = &w.selector else {
-        return Ok(Vec::new());
-    };
+/// The pods of every component of instance `name`, in one list: the operator labels each
+/// pod template with the instance, and each component's pods are told apart by its own
+/// selector ([`pods_of`]).
+async fn instance_pods(ctx: &ApiContext, ns: &str, name: &str) -> Result<Vec<Value>, ApiError> {
     let api: Api<Pod> = Api::namespaced(ctx.tree.host().clone(), ns);
-    let what = format!(
-        "the pods of {} {}",
-        w.kind,
-        w.meta.name.as_deref().unwrap_or("")
-    );
-    let list = bounded(
-        ctx,
-        &what,
-        api.list(&ListParams::default().labels(selector)),
-    )
-    .await?;
+    let params = ListParams::default().labels(&format!("app.kubernetes.io/instance={name}"));
+    let list = bounded(ctx, "the instance's pods", api.list(&params)).await?;
     Ok(list
         .items
         .into_iter()
@@ -192,7 +184,28 @@ async fn pods_of(ctx: &ApiContext, ns: &str, w: &Workload) -> Result<Vec<Value>,
         .collect())
 }
 
-fn component(w: &Workload, pods: &[Value]) -> proto::Component {
+/// The pods `w` selects among `pods` (a selector without terms selects none here).
+fn pods_of<'a>(w: &Workload, pods: &'a [Value]) -> Vec<&'a Value> {
+    if w.selector["matchLabels"]
+        .as_object()
+        .is_none_or(|m| m.is_empty())
+        && w.selector["matchExpressions"]
+            .as_array()
+            .is_none_or(|e| e.is_empty())
+    {
+        return Vec::new();
+    }
+    pods.iter()
+        .filter(|p| {
+            kairship_wire::label_selector::label_selector_matches(
+                &w.selector,
+                &p["metadata"]["labels"],
+            )
+        })
+        .collect()
+}
+
+fn component(w: &Workload, pods: &[&Value]) -> proto::Component {
     let (restarts, last_termination, failing) = from_pods(pods);
     let rolling = !w.observed || w.updated < w.replicas;
     let (health, reason) = match (failing, w.ready >= w.replicas) {
@@ -235,13 +248,15 @@ pub async fn list(
 ) -> Result<proto::ListComponentsResponse, ApiError> {
     let instance = ctx.instance(&req.name)?;
     let (ns, selector) = scope(ctx, &instance)?;
-    let ws = workloads(ctx, &ns, &selector).await?;
-    let pods = futures::future::join_all(ws.iter().map(|w| pods_of(ctx, &ns, w))).await;
-    let components = ws
+    let (ws, pods) = tokio::join!(
+        workloads(ctx, &ns, &selector),
+        instance_pods(ctx, &ns, &req.name)
+    );
+    let pods = pods?;
+    let components = ws?
         .iter()
-        .zip(pods)
-        .map(|(w, p)| p.map(|p| component(w, &p)))
-        .collect::<Result<Vec<_>, _>>()?;
+        .map(|w| component(w, &pods_of(w, &pods)))
+        .collect();
     Ok(proto::ListComponentsResponse { components })
 }
 
@@ -302,8 +317,8 @@ pub async fn restart(
     }
     tracing::info!(instance = %req.name, component = %req.component, object = %what, "component restart asked for");
     let (ns, w) = find(ctx, &req.name, &req.component).await?;
-    let pods = pods_of(ctx, &ns, &w).await?;
-    Ok(component(&w, &pods))
+    let pods = instance_pods(ctx, &ns, &req.name).await?;
+    Ok(component(&w, &pods_of(&w, &pods)))
 }
 
 pub async fn logs(
@@ -312,9 +327,9 @@ pub async fn logs(
     closing: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<LogStream, ApiError> {
     let (ns, w) = find(ctx, &req.name, &req.component).await?;
-    let pods = pods_of(ctx, &ns, &w).await?;
-    let mut names: Vec<&str> = pods
-        .iter()
+    let pods = instance_pods(ctx, &ns, &req.name).await?;
+    let mut names: Vec<&str> = pods_of(&w, &pods)
+        .into_iter()
         .filter_map(|p| p["metadata"]["name"].as_str())
         .collect();
     names.sort();
@@ -375,7 +390,7 @@ mod tests {
             ready,
             updated,
             observed: true,
-            selector: None,
+            selector: Value::Null,
             images: Vec::new(),
         }
     }
@@ -393,7 +408,9 @@ mod tests {
             (w.replicas, w.ready, w.updated, w.observed),
             (3, 2, 3, true)
         );
-        assert_eq!(w.selector.as_deref(), Some("app=etcd"));
+        let pod = |app: &str| json!({"metadata": {"labels": {"app": app}}});
+        let pods = [pod("etcd"), pod("other")];
+        assert_eq!(pods_of(&w, &pods), [&pods[0]]);
         assert_eq!(w.images, ["etcd:3.6"]);
         assert_eq!(component(&w, &[]).health, "Degraded");
         let mut stale = v.clone();
@@ -414,7 +431,7 @@ mod tests {
             "name": "apiserver", "restartCount": 4,
             "state": {"waiting": {"reason": "CrashLoopBackOff"}},
             "lastState": {"terminated": {"reason": "Error", "exitCode": 1, "finishedAt": "2026-11-26T09:00:00Z"}}}]}});
-        let c = component(&w(1, 1, 1), &[crashing]);
+        let c = component(&w(1, 1, 1), &[&crashing]);
         assert_eq!(c.health, "Degraded");
         assert!(
             c.reason.contains("p1") && c.reason.contains("CrashLoopBackOff"),

@@ -267,8 +267,16 @@ pub async fn promote(
         // Take back the templates this request made: without their policy they would
         // sit unplaced, and a retry would find them in the way.
         for (resource, name) in created.iter().rev() {
-            let api = instance_api(on, resource, Some(ns))?;
-            let _ = api.delete(name, &DeleteParams::default()).await;
+            let taken_back = on
+                .write_resource(resource, Some(ns), name, |api| async move {
+                    api.delete(name, &DeleteParams::default())
+                        .await
+                        .map(|_| None)
+                })
+                .await;
+            if let Err(e) = taken_back {
+                tracing::warn!(instance = on.instance(), object = %name, error = %e, "a promotion's template could not be taken back");
+            }
         }
         return Err(e);
     }
@@ -291,30 +299,21 @@ pub struct Promoted {
     pub promoted: Vec<String>,
 }
 
-/// `Api` of `resource` on the instance as the caller.
-fn instance_api(
-    on: &OnInstance,
-    resource: &ApiResource,
-    namespace: Option<&str>,
-) -> Result<Api<DynamicObject>, ApiError> {
-    let client = on.caller_client()?;
-    Ok(match namespace {
-        Some(ns) => Api::namespaced_with(client, ns, resource),
-        None => Api::all_with(client, resource),
-    })
-}
-
 async fn get_in_instance(
     on: &OnInstance,
     resource: &ApiResource,
     namespace: &str,
     name: &str,
 ) -> Result<Option<DynamicObject>, ApiError> {
-    let ns = (!namespace.is_empty()).then_some(namespace);
-    let api = instance_api(on, resource, ns)?;
     let what = format!("{} {name:?}", resource.kind);
-    on.live(&what, |_| async move { api.get_opt(name).await })
-        .await
+    on.live(&what, |client| async move {
+        let api: Api<DynamicObject> = match namespace {
+            "" => Api::all_with(client, resource),
+            ns => Api::namespaced_with(client, ns, resource),
+        };
+        api.get_opt(name).await
+    })
+    .await
 }
 
 async fn create(
@@ -329,11 +328,11 @@ async fn create(
         .to_string();
     let obj: DynamicObject =
         serde_json::from_value(object).map_err(|e| ApiError::Internal(e.to_string()))?;
-    let api = instance_api(on, resource, namespace)?;
-    on.write_resource(resource, namespace, &name, || async move {
-        api.create(&PostParams::default(), &obj).await
+    on.write_resource(resource, namespace, &name, |api| async move {
+        api.create(&PostParams::default(), &obj).await.map(Some)
     })
-    .await
+    .await?
+    .ok_or_else(|| ApiError::Internal(format!("creating {} {name:?}: no object", resource.kind)))
 }
 
 #[cfg(test)]

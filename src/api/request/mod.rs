@@ -310,14 +310,6 @@ impl OnInstance {
         }
     }
 
-    fn api(&self, kind: Kind, namespace: Option<&str>) -> Result<Api<DynamicObject>, ApiError> {
-        let client = self.client()?;
-        Ok(match (kind.namespaced(), namespace) {
-            (true, Some(ns)) => Api::namespaced_with(client, ns, &kind.resource()),
-            _ => Api::all_with(client, &kind.resource()),
-        })
-    }
-
     /// A write of `kind` as the caller: bounded by the instance call timeout, named in the
     /// request's audit event, and marked so the next read of `kind` from the cache waits
     /// for it.
@@ -332,53 +324,43 @@ impl OnInstance {
         F: FnOnce(Api<DynamicObject>) -> Fut,
         Fut: std::future::Future<Output = Result<Option<DynamicObject>, kube::Error>>,
     {
-        let what = format!("{} {name:?}", kind.resource().kind);
-        let result = self.bounded(&what, call(self.api(kind, namespace)?)).await;
-        let written = result.as_ref().ok().and_then(|o| o.as_ref());
-        if let Some(rv) = written
-            .and_then(|o| o.metadata.resource_version.as_deref())
-            .and_then(|rv| rv.parse::<u64>().ok())
-        {
-            self.reader.writes().record(kind, rv);
-        }
-        let r = kind.resource();
-        self.record.object(&r.plural, &r.group, namespace, name);
-        result
+        let namespace = namespace.filter(|_| kind.namespaced());
+        self.write_resource(&kind.resource(), namespace, name, call)
+            .await
     }
 
-    /// A write of a kind Kairship does not cache (`resource`), as the caller: bounded by
-    /// the instance call timeout and named in the request's audit event.
+    /// A write of any `resource` (cached by Kairship or not) as the caller, in `namespace`
+    /// or cluster-wide: bounded by the instance call timeout, named in the request's audit
+    /// event, and, for a cached kind, marked for read-your-writes.
     pub async fn write_resource<F, Fut>(
         &self,
         resource: &kube::api::ApiResource,
         namespace: Option<&str>,
         name: &str,
         call: F,
-    ) -> Result<DynamicObject, ApiError>
+    ) -> Result<Option<DynamicObject>, ApiError>
     where
-        F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = Result<DynamicObject, kube::Error>>,
+        F: FnOnce(Api<DynamicObject>) -> Fut,
+        Fut: std::future::Future<Output = Result<Option<DynamicObject>, kube::Error>>,
     {
+        let client = self.client()?;
+        let api = match namespace {
+            Some(ns) => Api::namespaced_with(client, ns, resource),
+            None => Api::all_with(client, resource),
+        };
         let what = format!("{} {name:?}", resource.kind);
-        let result = self.bounded(&what, call()).await;
-        if let Ok(rv) = result
-            .as_ref()
-            .map(|o| o.metadata.resource_version.as_deref())
-        {
-            let kind = Kind::ALL.into_iter().find(|k| k.resource() == *resource);
-            if let Some((kind, rv)) = kind.zip(rv.and_then(|rv| rv.parse::<u64>().ok())) {
-                self.reader.writes().record(kind, rv);
-            }
+        let result = self.bounded(&what, call(api)).await;
+        let written = result.as_ref().ok().and_then(|o| o.as_ref());
+        let rv = written
+            .and_then(|o| o.metadata.resource_version.as_deref())
+            .and_then(|rv| rv.parse::<u64>().ok());
+        let kind = Kind::ALL.into_iter().find(|k| k.resource() == *resource);
+        if let Some((kind, rv)) = kind.zip(rv) {
+            self.reader.writes().record(kind, rv);
         }
         self.record
             .object(&resource.plural, &resource.group, namespace, name);
         result
-    }
-
-    /// The instance's client acting as the caller, for calls the helpers above do not
-    /// cover (a kind Kairship does not cache, a subresource).
-    pub fn caller_client(&self) -> Result<kube::Client, ApiError> {
-        self.client()
     }
 
     /// A read the caches cannot answer, made live as the caller (the instance's RBAC
@@ -412,18 +394,7 @@ impl OnInstance {
         req: http::Request<kube::client::Body>,
         within: Option<Duration>,
     ) -> Result<http::Response<kube::client::Body>, ApiError> {
-        let client = self.client()?;
-        let sent = client.send(req);
-        let resp = match within {
-            None => sent.await,
-            Some(within) => tokio::time::timeout(within, sent).await.map_err(|_| {
-                ApiError::DeadlineExceeded(format!(
-                    "instance {:?} did not answer within {within:?}",
-                    self.reader.name()
-                ))
-            })?,
-        };
-        resp.map_err(|e| ApiError::Unavailable(format!("instance {:?}: {e}", self.reader.name())))
+        self.send_with(self.client()?, req, within).await
     }
 
     /// An upgraded connection's request (exec, attach, port-forward) sent as the caller on
@@ -435,15 +406,26 @@ impl OnInstance {
         within: Duration,
     ) -> Result<http::Response<kube::client::Body>, ApiError> {
         let client = self.acting(self.reader.upgrades())?;
-        tokio::time::timeout(within, client.send(req))
-            .await
-            .map_err(|_| {
+        self.send_with(client, req, Some(within)).await
+    }
+
+    async fn send_with(
+        &self,
+        client: kube::Client,
+        req: http::Request<kube::client::Body>,
+        within: Option<Duration>,
+    ) -> Result<http::Response<kube::client::Body>, ApiError> {
+        let sent = client.send(req);
+        let resp = match within {
+            None => sent.await,
+            Some(within) => tokio::time::timeout(within, sent).await.map_err(|_| {
                 ApiError::DeadlineExceeded(format!(
                     "instance {:?} did not answer within {within:?}",
                     self.reader.name()
                 ))
-            })?
-            .map_err(|e| ApiError::Unavailable(format!("instance {:?}: {e}", self.reader.name())))
+            })?,
+        };
+        resp.map_err(|e| ApiError::Unavailable(format!("instance {:?}: {e}", self.reader.name())))
     }
 
     /// A slot for a stream held open on the instance (a watch passed through), kept as long
