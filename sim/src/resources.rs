@@ -384,6 +384,7 @@ const KARMADA_CRDS: &[CrdFacts] = &[
 
 impl CrdFacts {
     fn to_object(&self) -> Value {
+        let name = format!("{}.{}", self.plural, self.group);
         let versions: Vec<Value> = self
             .versions
             .iter()
@@ -399,7 +400,7 @@ impl CrdFacts {
                 }
                 let mut ver = json!({
                     "name": v, "served": true, "storage": storage,
-                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                    "schema": {"openAPIV3Schema": crate::openapi::karmada::stored(&name, v)},
                     "additionalPrinterColumns": cols,
                 });
                 if *status {
@@ -411,7 +412,7 @@ impl CrdFacts {
         let mut crd = json!({
             "apiVersion": "apiextensions.k8s.io/v1",
             "kind": "CustomResourceDefinition",
-            "metadata": {"name": format!("{}.{}", self.plural, self.group)},
+            "metadata": {"name": name},
             "spec": {
                 "group": self.group,
                 "names": {

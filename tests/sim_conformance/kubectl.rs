@@ -308,3 +308,81 @@ async fn applies_karmada_samples_then_changes_them() {
         Some(2)
     );
 }
+
+/// Karmada's kinds carry Karmada's own schemas: `kubectl explain` describes their fields,
+/// an undeclared field is refused by kubectl's strict validation, and the schema's
+/// defaults are filled in as a karmada-apiserver fills them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn karmada_kinds_are_explained_validated_and_defaulted_by_their_schemas() {
+    let sim = Sim::start(1).await;
+    let placement = sim.kubectl(
+        "karmada-1",
+        &["explain", "propagationpolicies.spec.placement"],
+    );
+    for field in [
+        "clusterAffinity",
+        "clusterTolerations",
+        "replicaScheduling",
+        "spreadConstraints",
+    ] {
+        assert!(
+            placement.contains(field),
+            "{field} not explained:\n{placement}"
+        );
+    }
+    assert!(placement.contains("DESCRIPTION:"), "{placement}");
+    let manifests = sim.kubectl("karmada-1", &["explain", "works.spec.workload.manifests"]);
+    assert!(manifests.contains("[]Object"), "{manifests}");
+    let taint = sim.kubectl(
+        "karmada-1",
+        &["explain", "clustertaintpolicies.spec.taints.effect"],
+    );
+    assert!(taint.contains("the taint effect"), "{taint}");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let misspelt = dir.path().join("misspelt.yaml");
+    std::fs::write(
+        &misspelt,
+        "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata:\n  name: misspelt\n  namespace: default\nspec:\n  resourceSelectors:\n    - apiVersion: apps/v1\n      kind: Deployment\n  placment: {}\n",
+    )
+    .expect("manifest");
+    let refused = sim.kubectl_raw(
+        "karmada-1",
+        &["create", "-f", misspelt.to_str().expect("p")],
+    );
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "an undeclared field is refused");
+    assert!(err.contains(r#"unknown field "spec.placment""#), "{err}");
+
+    let plain = dir.path().join("plain.yaml");
+    std::fs::write(
+        &plain,
+        "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata:\n  name: plain\n  namespace: default\nspec:\n  resourceSelectors:\n    - apiVersion: apps/v1\n      kind: Deployment\n  placement:\n    replicaScheduling: {}\n    clusterTolerations:\n      - key: a\n        effect: NoExecute\n",
+    )
+    .expect("manifest");
+    sim.kubectl("karmada-1", &["create", "-f", plain.to_str().expect("p")]);
+    let pp = json(&sim.kubectl("karmada-1", &["get", "pp", "plain", "-o", "json"]));
+    let spec = &pp["spec"];
+    assert_eq!(
+        (
+            &spec["conflictResolution"],
+            &spec["preemption"],
+            &spec["priority"],
+            &spec["schedulerName"],
+            &spec["placement"]["replicaScheduling"]["replicaSchedulingType"],
+        ),
+        (
+            &serde_json::json!("Abort"),
+            &serde_json::json!("Never"),
+            &serde_json::json!(0),
+            &serde_json::json!("default-scheduler"),
+            &serde_json::json!("Divided"),
+        ),
+        "{pp}"
+    );
+    // Karmada's schema gives tolerations no default; only what the user wrote is kept.
+    assert_eq!(
+        spec["placement"]["clusterTolerations"],
+        serde_json::json!([{"key": "a", "effect": "NoExecute"}])
+    );
+}

@@ -2,6 +2,8 @@
 //! per served version, named by the reversed group (`io.karmada.policy.v1alpha1.
 //! PropagationPolicy`), with `apiVersion`, `kind` and `metadata` declared.
 
+use std::sync::Arc;
+
 use serde_json::{json, Value};
 
 use super::Gvk;
@@ -14,7 +16,7 @@ const METADATA: &str = "Standard object's metadata. More info: https://git.k8s.i
 pub struct CrdVersion {
     pub gvk: Gvk,
     pub name: String,
-    pub schema: Value,
+    pub schema: Arc<Value>,
 }
 
 /// The served versions of a CRD object, with their schemas ready to publish.
@@ -34,9 +36,12 @@ pub fn versions(crd: &Value) -> Vec<CrdVersion> {
             version: version.into(),
             kind: kind.into(),
         };
+        let stored = &v["schema"]["openAPIV3Schema"];
+        let schema = super::karmada::resolve(stored, &gvk)
+            .unwrap_or_else(|| Arc::new(published(stored, &gvk)));
         out.push(CrdVersion {
             name: definition_name(&gvk),
-            schema: published(&v["schema"]["openAPIV3Schema"], &gvk),
+            schema,
             gvk,
         });
     }
@@ -48,7 +53,7 @@ pub fn open(gvk: &Gvk) -> CrdVersion {
     let schema = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
     CrdVersion {
         name: definition_name(gvk),
-        schema: published(&schema, gvk),
+        schema: Arc::new(published(&schema, gvk)),
         gvk: gvk.clone(),
     }
 }
@@ -59,7 +64,8 @@ fn definition_name(gvk: &Gvk) -> String {
     format!("{}.{}.{}", reversed.join("."), gvk.version, gvk.kind)
 }
 
-fn published(schema: &Value, gvk: &Gvk) -> Value {
+/// A CRD version's schema as published: `apiVersion`, `kind` and `metadata` declared.
+pub(super) fn published(schema: &Value, gvk: &Gvk) -> Value {
     let mut s = match schema {
         Value::Object(_) => schema.clone(),
         _ => json!({"type": "object"}),

@@ -11,6 +11,17 @@ use serde_json::{json, Map, Value};
 use super::paths::{group_version_path, operations, Action, PATCH};
 use super::{builtin, Catalog, Published};
 
+/// What a PATCH accepts, in the order kube-apiserver's v2 document lists them; custom
+/// resources take every one but strategic merge patch, and kubectl picks its patch
+/// type by what the document says.
+const PATCH_TYPES: &[&str] = &[
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    STRATEGIC,
+    "application/apply-patch+yaml",
+];
+const STRATEGIC: &str = "application/strategic-merge-patch+json";
+
 /// `info.version`: the major and minor version the server reports.
 fn info() -> Value {
     json!({"title": "Kubernetes", "version": format!("1.{}", crate::server::discovery::MINOR)})
@@ -97,12 +108,11 @@ pub fn v2(catalog: &Catalog) -> Value {
                 parameters.insert(0, json!({"name": "body", "in": "body", "required": true, "schema": {"$ref": format!("#/definitions/{body}")}}));
             }
             let consumes: Vec<&str> = match o.action {
-                Action::Patch => vec![
-                    "application/json-patch+json",
-                    "application/merge-patch+json",
-                    "application/strategic-merge-patch+json",
-                    "application/apply-patch+yaml",
-                ],
+                Action::Patch => PATCH_TYPES
+                    .iter()
+                    .copied()
+                    .filter(|t| o.strategic || *t != STRATEGIC)
+                    .collect(),
                 _ => vec!["*/*"],
             };
             item.insert(
@@ -186,15 +196,15 @@ pub fn v3_group_version(catalog: &Catalog, gv: &str) -> Option<Value> {
             wanted.insert(o.response.clone());
             if let Some(body) = &o.body {
                 wanted.insert(body.clone());
-                let types: &[&str] = match o.action {
-                    Action::Patch => &[
-                        "application/apply-patch+yaml",
-                        "application/json-patch+json",
-                        "application/merge-patch+json",
-                        "application/strategic-merge-patch+json",
-                    ],
-                    _ => &["*/*"],
+                let mut types: Vec<&str> = match o.action {
+                    Action::Patch => PATCH_TYPES
+                        .iter()
+                        .copied()
+                        .filter(|t| o.strategic || *t != STRATEGIC)
+                        .collect(),
+                    _ => vec!["*/*"],
                 };
+                types.sort_unstable();
                 let content: Map<String, Value> = types
                     .iter()
                     .map(|t| {

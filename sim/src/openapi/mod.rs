@@ -8,6 +8,7 @@
 mod builtin;
 mod crd;
 mod document;
+pub mod karmada;
 mod paths;
 pub mod walk;
 
@@ -69,12 +70,12 @@ impl Catalog {
                 let definition = if let Some((_, name)) = b.kinds.iter().find(|(k, _)| *k == gvk) {
                     name.clone()
                 } else if let Some(v) = crd_versions.iter().find(|v| v.gvk == gvk) {
-                    definitions.insert(v.name.clone(), v.schema.clone());
+                    definitions.insert(v.name.clone(), (*v.schema).clone());
                     custom.insert(v.name.clone());
                     v.name.clone()
                 } else {
                     let v = crd::open(&gvk);
-                    definitions.insert(v.name.clone(), v.schema);
+                    definitions.insert(v.name.clone(), (*v.schema).clone());
                     v.name
                 };
                 resources.push(Published {
@@ -104,7 +105,11 @@ pub fn schema_of(store: &Store, def: &ResourceDef, version: &str) -> Option<Sche
     };
     let b = builtin::builtins();
     if let Some((_, name)) = b.kinds.iter().find(|(k, _)| *k == gvk) {
-        return b.definitions.get(name).cloned().map(Schema);
+        return b
+            .definitions
+            .get(name)
+            .cloned()
+            .map(|s| Schema(Arc::new(s)));
     }
     let crd_name = def.crd.as_deref()?;
     let crd = store.crds().into_iter().find(|o| o.name() == crd_name)?;
@@ -115,7 +120,7 @@ pub fn schema_of(store: &Store, def: &ResourceDef, version: &str) -> Option<Sche
 }
 
 /// A kind's top-level schema; its references resolve among the built-in definitions.
-pub struct Schema(Value);
+pub struct Schema(Arc<Value>);
 
 impl Schema {
     pub fn root(&self) -> walk::Node<'_> {

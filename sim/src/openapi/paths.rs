@@ -29,6 +29,8 @@ pub(super) struct Operation {
     pub(super) response: String,
     pub(super) gvk: Value,
     pub(super) tag: String,
+    /// Strategic merge patch is accepted (built-in kinds; never custom resources).
+    pub(super) strategic: bool,
 }
 
 /// The paths of one group-version (all of them for `None`), with their operations.
@@ -99,6 +101,7 @@ fn resource_paths(p: &Published) -> Vec<(String, Vec<Operation>)> {
         response: response.to_string(),
         gvk: gvk.clone(),
         tag: tag.clone(),
+        strategic: def.builtin,
     };
     let collection = match def.namespaced {
         true => format!("{base}/namespaces/{{namespace}}/{}", def.plural),

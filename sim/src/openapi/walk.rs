@@ -179,9 +179,26 @@ impl<'a> Node<'a> {
             || self.resolved().schema.get("format").and_then(Value::as_str) == Some("int-or-string")
     }
 
+    /// The declared fields of a struct, with their schemas.
+    pub fn properties(&self) -> impl Iterator<Item = (&'a str, Node<'a>)> + 'a {
+        let defs = self.defs;
+        self.resolved()
+            .schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(move |(name, p)| (name.as_str(), Self::new(p, defs)))
+    }
+
+    /// The value this field takes when left out (`default`).
+    pub fn default_value(&self) -> Option<&'a Value> {
+        self.ext("default")
+    }
+
     /// The value a declared field takes when left out (`default`).
     pub fn default_of(&self, field: &str) -> Option<&'a Value> {
-        self.property(field)?.ext("default")
+        self.property(field)?.default_value()
     }
 
     /// The schema of a declared field (`apiVersion`, `kind` and `metadata` are declared

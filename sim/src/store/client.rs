@@ -147,6 +147,7 @@ impl Store {
                 &config,
                 scope(def, status),
             )?;
+            w.fill_defaults(def, &mut merged);
             decode_defaults::fill(def, &mut merged);
             let managed = meta_mut(&mut merged).remove("managedFields");
             let Some(current) = current else {

@@ -8,6 +8,7 @@ use serde_json::Value;
 use crate::common::Sim;
 
 mod dry_runs;
+mod karmada;
 mod openapi;
 mod writes;
 
@@ -143,11 +144,13 @@ async fn simulator_answers_as_a_real_kube_apiserver() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let config = kairship_realfleet::FleetConfig::new(dir.path().join("real"), 0, 0);
+    let karmada_crds = config.crds.clone();
     let fleet = kairship_realfleet::RealFleet::start(config, &|_| {})
         .await
         .expect("real host starts");
     let real = fleet.host.client().await.expect("client");
-    let sim = Sim::start(0).await;
+    // One simulated instance, for Karmada's kinds (compared last: they add groups).
+    let sim = Sim::start(1).await;
     let simulated = sim.client("host").await;
 
     let base = "/api/v1/namespaces/default/configmaps";
@@ -322,6 +325,12 @@ async fn simulator_answers_as_a_real_kube_apiserver() {
         )
         .await,
     );
+    differences.extend(karmada::compared(
+        &karmada_crds,
+        &fleet.host.kubeconfig,
+        &sim.kubeconfig("karmada-1"),
+        dir.path(),
+    ));
     assert!(
         differences.is_empty(),
         "the simulator differs from kube-apiserver:\n{}",

@@ -5,6 +5,7 @@
 //! Writes the simulator makes itself (its controllers) bypass this, as they would not be
 //! field-managed requests in the first place.
 
+mod defaulting;
 pub mod managed;
 mod merge;
 pub mod path;
@@ -128,6 +129,14 @@ impl ClientWrite {
         }
     }
 
+    /// Sets a custom kind's schema defaults (built-in kinds are defaulted by
+    /// `decode_defaults`, whose schemas here carry none).
+    pub fn fill_defaults(&self, def: &ResourceDef, obj: &mut Value) {
+        if let (Some(_), Some(node)) = (&def.crd, self.node()) {
+            defaulting::fill(obj, node);
+        }
+    }
+
     /// Prunes a created or replacing object's undeclared fields; `found` already holds
     /// its duplicates. Strict fails on any; Warn returns one warning each.
     pub fn check_body(
@@ -147,6 +156,7 @@ impl ClientWrite {
         if let Some(node) = self.node() {
             validation::prune(obj, node, &mut found);
         }
+        self.fill_defaults(def, obj);
         self.verdict(found, |f| {
             ApiError::bad_request(format!(
                 "{kind} in version {:?} cannot be handled as a {kind}: {}",
@@ -171,6 +181,7 @@ impl ClientWrite {
         if let Some(node) = self.node() {
             validation::prune(obj, node, &mut found);
         }
+        self.fill_defaults(def, obj);
         self.verdict(found, |f| {
             patch_invalid(
                 &before.as_ref().map(&patch_shown).unwrap_or_default(),
