@@ -56,6 +56,9 @@ pub struct Settings {
     /// How long before an instance's first certificate expires its
     /// `CertificatesExpiring` condition turns True.
     pub certificate_warning: Duration,
+    /// How often each replica reads a managed instance's component pods in the host (one
+    /// list per instance): a crash-looping component shows within this.
+    pub component_check_every: Duration,
 }
 
 impl Default for Settings {
@@ -79,6 +82,7 @@ impl Default for Settings {
             clusterpedia: None,
             clusterpedia_every: Duration::from_secs(60),
             certificate_warning: Duration::from_secs(30 * 86_400),
+            component_check_every: Duration::from_secs(30),
         }
     }
 }

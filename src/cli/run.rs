@@ -132,6 +132,10 @@ pub struct RunArgs {
     /// `CertificatesExpiring` condition turns True.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3650))]
     pub certificate_expiry_warning_days: u64,
+    /// Seconds between reads of a managed instance's component pods in the host: a
+    /// crash-looping component makes its instance Degraded within this.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub component_check_secs: u64,
     /// Objects of one instance the caches may keep, every kind together (an Instance's
     /// spec.cacheBudget sets its own). Past its budget an instance's caches are dropped,
     /// it shows Degraded naming the budget, and its reads go to the instance.
@@ -310,6 +314,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         certificate_warning: std::time::Duration::from_secs(
             args.certificate_expiry_warning_days * 86_400,
         ),
+        component_check_every: std::time::Duration::from_secs(args.component_check_secs),
         clusterpedia: args
             .clusterpedia
             .then(|| args.clusterpedia_namespace.clone()),

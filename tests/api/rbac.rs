@@ -220,6 +220,7 @@ async fn deploy_manifests_are_valid_and_rbac_covers_exactly_the_calls_made() {
         .into_inner();
     let first = log.message().await.expect("log chunk").expect("a line");
     assert!(first.text.contains("karmada-apiserver"), "{first:?}");
+    component_crash_loop_degrades_the_instance(&api, &c).await;
     let tarball = api
         .https_client("rbac-admin-token")
         .await
@@ -293,5 +294,96 @@ async fn deploy_manifests_are_valid_and_rbac_covers_exactly_the_calls_made() {
         "check_deploy.py",
         vec![deploy.display().to_string(), audit.display().to_string()],
     )
+    .await;
+}
+
+/// A crash-looping component (its pod's status set as a kubelet would) makes the managed
+/// instance Degraded naming it, read with the chart's role; running again, it recovers.
+async fn component_crash_loop_degrades_the_instance(
+    api: &KairshipApi,
+    c: &InstanceServiceClient<
+        tonic::service::interceptor::InterceptedService<
+            tonic::transport::Channel,
+            impl tonic::service::Interceptor + Clone,
+        >,
+    >,
+) {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{ListParams, Patch, PatchParams};
+    let pods: Api<Pod> = Api::namespaced(api.env.host.clone(), NS);
+    let selector = "app.kubernetes.io/instance=team-m,app.kubernetes.io/name=karmada-scheduler";
+    let list = pods
+        .list(&ListParams::default().labels(selector))
+        .await
+        .expect("scheduler pods");
+    let pod = list.items[0].metadata.name.clone().expect("pod name");
+    let state = |s: serde_json::Value| {
+        serde_json::json!({"status": {"containerStatuses": [{"name": "karmada-scheduler",
+            "ready": false, "restartCount": 4, "image": "karmada-scheduler", "imageID": "",
+            "state": s}]}})
+    };
+    let waiting = state(serde_json::json!({"waiting": {"reason": "CrashLoopBackOff",
+        "message": "back-off 40s restarting failed container"}}));
+    pods.patch_status(&pod, &PatchParams::default(), &Patch::Merge(&waiting))
+        .await
+        .expect("crash loop set");
+    let phase_and_ready = || async {
+        let i = c
+            .clone()
+            .get_instance(GetInstanceRequest {
+                name: "team-m".into(),
+            })
+            .await
+            .ok()?
+            .into_inner();
+        let s = i.status?;
+        let ready = s.conditions.iter().find(|c| c.r#type == "Ready")?.clone();
+        let components = s
+            .conditions
+            .iter()
+            .find(|c| c.r#type == "ComponentsHealthy")?
+            .clone();
+        Some((s.phase, ready.message, components.status))
+    };
+    let degraded = eventually(Duration::from_secs(20), "team-m Degraded", || async {
+        phase_and_ready().await.filter(|(p, _, _)| p == "Degraded")
+    })
+    .await;
+    assert_eq!(
+        degraded,
+        (
+            "Degraded".to_string(),
+            format!("component karmada-scheduler: pod {pod} container karmada-scheduler: CrashLoopBackOff"),
+            "False".to_string()
+        )
+    );
+    let listed = c
+        .clone()
+        .list_components(ListComponentsRequest {
+            name: "team-m".into(),
+        })
+        .await
+        .expect("components")
+        .into_inner()
+        .components;
+    let scheduler = listed
+        .iter()
+        .find(|x| x.name == "karmada-scheduler")
+        .expect("scheduler listed");
+    assert_eq!(scheduler.health, "Degraded", "{scheduler:?}");
+    assert!(
+        scheduler.reason.contains("CrashLoopBackOff"),
+        "{scheduler:?}"
+    );
+
+    let running = state(serde_json::json!({"running": {"startedAt": "2026-01-01T00:00:00Z"}}));
+    pods.patch_status(&pod, &PatchParams::default(), &Patch::Merge(&running))
+        .await
+        .expect("running again");
+    eventually(Duration::from_secs(20), "team-m Running again", || async {
+        phase_and_ready()
+            .await
+            .filter(|(p, _, ok)| p == "Running" && ok == "True")
+    })
     .await;
 }

@@ -1,6 +1,7 @@
 //! A managed instance's control plane through Kairship (issue 39): each component
 //! karmada-operator runs for it listed with its readiness and health, a component's log
-//! read, and a restart asked for through `kairship ctl` that replaces its pods; an
+//! read, a restart asked for through `kairship ctl` that replaces its pods, a component
+//! made to crash-loop degrading the instance (naming it) until it is rolled back; an
 //! unknown component and an External instance refused, named.
 
 use std::time::{Duration, Instant};
@@ -89,6 +90,8 @@ pub async fn health_logs_and_restart(demo: &ClusterDemo, name: &str) {
     .await;
     assert!(replaced, "restart did not replace {before:?}: {now:#}");
 
+    crash_loop_degrades_the_instance(demo, name, &scheduler, &component).await;
+
     // Refusals name what is wrong.
     let out = ctl(
         demo,
@@ -106,5 +109,64 @@ pub async fn health_logs_and_restart(demo: &ClusterDemo, name: &str) {
         "{} components of {name} Healthy; {component}'s log read and its pods replaced by a restart, in {:.0}s",
         seen.len(),
         started.elapsed().as_secs_f64()
+    );
+}
+
+/// The scheduler given a flag it refuses crash-loops in its new pod: the instance turns
+/// Degraded naming the component, and Running again once the rollout is undone.
+async fn crash_loop_degrades_the_instance(
+    demo: &ClusterDemo,
+    name: &str,
+    scheduler: &Value,
+    component: &str,
+) {
+    let started = Instant::now();
+    let deployment = scheduler["pods"][0]["name"]
+        .as_str()
+        .and_then(|p| p.rsplitn(3, '-').nth(2))
+        .unwrap_or_else(|| panic!("no pod to name the Deployment: {scheduler:#}"))
+        .to_string();
+    let ns = crate::managed::NS;
+    let patch = r#"[{"op":"add","path":"/spec/template/spec/containers/0/command/-","value":"--no-such-flag"}]"#;
+    demo.kubectl(&[
+        "-n",
+        ns,
+        "patch",
+        "deployment",
+        &deployment,
+        "--type=json",
+        "-p",
+        patch,
+    ]);
+    let get = || {
+        let out = ctl(demo, &["instances", "get", name, "-o", "json"]);
+        serde_json::from_slice::<Value>(&out.stdout).unwrap_or_default()
+    };
+    let mut seen = Value::Null;
+    let degraded = holds(Duration::from_secs(150), PROCESS_POLL, || {
+        seen = get();
+        let (phase, message) = crate::managed::phase_and_message(&seen);
+        phase == "Degraded"
+            && message.contains(&format!("component {component}"))
+            && message.contains("CrashLoopBackOff")
+    })
+    .await;
+    assert!(
+        degraded,
+        "{component} crash-looping did not degrade {name}: {seen:#}\n{}",
+        demo.kubectl(&["-n", ns, "get", "pods", "-o", "wide"])
+    );
+    let took = started.elapsed();
+    demo.kubectl(&["-n", ns, "rollout", "undo", "deployment", &deployment]);
+    let recovered = holds(Duration::from_secs(150), PROCESS_POLL, || {
+        seen = get();
+        seen["status"]["phase"] == "Running"
+    })
+    .await;
+    assert!(recovered, "{name} not Running after the rollback: {seen:#}");
+    println!(
+        "{component} crash-looping: {name} Degraded naming it after {:.0}s, Running again {:.0}s after the rollback",
+        took.as_secs_f64(),
+        (started.elapsed() - took).as_secs_f64()
     );
 }

@@ -7,7 +7,7 @@
 //!      '--' ConnectFailed       |  '-- ProbeAnswered ----|--'  (back to Syncing or Serving,
 //!                               v                        v      as the caches were)
 //!                     Unreachable <----- ProbesFailed ------
-//!                     Degraded    <----- Watches(Some) -----   (Watches(None) goes back)
+//!                     Degraded    <----- Faults(Some) ------   (Faults(None) goes back)
 //! ```
 
 use crate::crd::Phase;
@@ -37,7 +37,8 @@ pub enum Lifecycle {
     /// Connected, synced and answering.
     Serving,
     /// Answering probes, but a cache's watch has kept failing (a Karmada CRD missing, a
-    /// resource the instance refuses to list): reads of that kind would be stale or empty.
+    /// resource the instance refuses to list: reads of that kind would be stale or
+    /// empty), or a managed instance's component cannot run (crash loop, image pull).
     Degraded { synced: bool, why: String },
     /// Probes failed `Settings::unreachable_after` times in a row.
     Unreachable { synced: bool, why: String },
@@ -65,9 +66,10 @@ pub enum Event {
     ProbeAnswered,
     /// Enough probes failed in a row to call the instance unreachable.
     ProbesFailed(String),
-    /// A cache's watch has failed for too long while the instance answers (`Some`), or
-    /// none has (`None`).
-    Watches(Option<String>),
+    /// While the instance answers, something keeps it from serving well (`Some`): a
+    /// cache's watch has failed for too long, or a control plane component cannot run;
+    /// or nothing does (`None`).
+    Faults(Option<String>),
 }
 
 impl Lifecycle {
@@ -99,14 +101,14 @@ impl Lifecycle {
                 }
             }
 
-            (s @ (Syncing { .. } | Serving | Degraded { .. }), Event::Watches(Some(why))) => {
+            (s @ (Syncing { .. } | Serving | Degraded { .. }), Event::Faults(Some(why))) => {
                 Degraded {
                     synced: s.synced(),
                     why,
                 }
             }
-            (Degraded { synced: true, .. }, Event::Watches(None)) => Serving,
-            (Degraded { synced: false, .. }, Event::Watches(None)) => Syncing { answered: true },
+            (Degraded { synced: true, .. }, Event::Faults(None)) => Serving,
+            (Degraded { synced: false, .. }, Event::Faults(None)) => Syncing { answered: true },
 
             (s, _) => s,
         }
@@ -207,7 +209,7 @@ mod tests {
             Event::CachesSynced,
             Event::ProbeAnswered,
             Event::ProbesFailed("x".into()),
-            Event::Watches(Some("x".into())),
+            Event::Faults(Some("x".into())),
         ] {
             assert_eq!(run([e.clone()]), Lifecycle::default(), "{e:?}");
         }
@@ -236,14 +238,14 @@ mod tests {
 
     #[test]
     fn failing_watches_degrade_only_an_answering_instance() {
-        let failing = Event::Watches(Some("clusters: 404".into()));
+        let failing = Event::Faults(Some("clusters: 404".into()));
         let s = run([Event::Connected, Event::CachesSynced, failing.clone()]);
         assert_eq!(
             (s.phase(), s.why()),
             (Phase::Degraded, Some("clusters: 404"))
         );
         assert_eq!(s.reachable(), Some(true));
-        assert_eq!(s.clone().on(Event::Watches(None)), Lifecycle::Serving);
+        assert_eq!(s.clone().on(Event::Faults(None)), Lifecycle::Serving);
         let down = s.on(Event::ProbesFailed("refused".into()));
         assert_eq!(down.phase(), Phase::Unreachable, "unreachable wins");
         assert_eq!(down.clone().on(failing.clone()), down, "and stays");
@@ -253,7 +255,7 @@ mod tests {
         assert_eq!((s.phase(), s.synced()), (Phase::Degraded, false));
         let s = s.on(Event::CachesSynced);
         assert_eq!(s.phase(), Phase::Degraded, "synced, but still failing");
-        assert_eq!(s.on(Event::Watches(None)), Lifecycle::Serving);
+        assert_eq!(s.on(Event::Faults(None)), Lifecycle::Serving);
     }
 
     #[test]

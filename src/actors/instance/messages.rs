@@ -40,6 +40,9 @@ pub enum InstanceMsg {
     MemberAccessFailed(super::member_access::MemberAccessError),
     /// What a certificate check found (`certificates::check`).
     Certificates(Vec<crate::crd::CertificateStatus>),
+    /// A component check's verdict (`components::start`): the first failing component,
+    /// or why the host could not be read.
+    Components(Result<Option<String>, String>),
     /// The latest view, for the API and the tests.
     View(RpcReplyPort<InstanceView>),
     /// Chaos: panic inside the handler, to exercise supervision.

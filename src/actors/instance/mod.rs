@@ -9,6 +9,7 @@ pub mod caches;
 pub mod certificates;
 pub mod client;
 pub mod clusterpedia;
+pub mod components;
 pub mod connect;
 pub mod feed;
 pub mod lifecycle;
@@ -84,6 +85,9 @@ pub struct InstanceState {
     clusterpedia_round: clusterpedia::Round,
     /// The certificate checks (leader only: their findings go to the status).
     certificates: certificates::Checks,
+    /// A managed instance's component checks (every replica: each judges the instance
+    /// itself, as with its watches).
+    components: components::Checks,
     /// Whether Kairship's roles on the members were last applied (`Some(true)`) or
     /// removed (`Some(false)`) by this actor as leader; `None`: not yet, or failed.
     member_access: Option<bool>,
@@ -275,6 +279,7 @@ impl Actor for InstanceActor {
             kubeconfig_source: None,
             clusterpedia_round: clusterpedia::Round::NotYet,
             certificates: Default::default(),
+            components: Default::default(),
             member_access: None,
             member_access_task: None,
             last_error: None,
@@ -445,6 +450,30 @@ impl Actor for InstanceActor {
                 state.certificates.in_flight = false;
                 state.certificates.last = Some(Instant::now());
                 state.observed.certificates = found;
+            }
+            InstanceMsg::Components(verdict) => {
+                state.components.in_flight = false;
+                state.components.last = Some(Instant::now());
+                match verdict {
+                    Ok(failing) => {
+                        if failing != state.components.failing {
+                            match &failing {
+                                Some(why) => warn!(%why, "a control plane component is failing"),
+                                None => info!("every control plane component runs"),
+                            }
+                        }
+                        state.components.failing = failing;
+                    }
+                    Err(e) => {
+                        debug!(error = %e, "components not checked; the last verdict stands")
+                    }
+                }
+                state.observed.components = state
+                    .certificates
+                    .inputs
+                    .as_ref()
+                    .and_then(|i| i.operator.as_ref())
+                    .map(|_| state.components.failing.clone());
             }
             InstanceMsg::View(reply) => {
                 let _ = reply.send(state.view());

@@ -1,5 +1,6 @@
 //! The status an instance actor reports: phase and conditions (`Reachable`, `Synced`,
-//! `Ready`) from what it observed. Pure functions.
+//! `Ready`, and where they apply `CertificatesExpiring`, `ComponentsHealthy`,
+//! Clusterpedia's) from what it observed. Pure functions.
 
 use super::lifecycle::{Lifecycle, Wait};
 use crate::crd::{Condition, InstanceStats, InstanceStatus, Phase};
@@ -19,7 +20,13 @@ pub struct Observed {
     pub certificates: Vec<crate::crd::CertificateStatus>,
     /// How long before the first expiry the certificates' condition turns True.
     pub certificate_warning: std::time::Duration,
+    /// A managed instance's components at the last check: the first failing one
+    /// (`Some(Some)`), none (`Some(None)`); `None`: not checked (External, or not yet).
+    pub components: Option<Option<String>>,
 }
+
+/// The condition on a managed instance's components.
+pub const COMPONENTS_CONDITION: &str = "ComponentsHealthy";
 
 /// A condition whose `lastTransitionTime` moves only when its status does.
 fn condition(
@@ -184,6 +191,21 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
             Some(on),
             reason,
             &message,
+            o.generation,
+            now,
+        ));
+    }
+    if let Some(failing) = &o.components {
+        let (ok, reason, message) = match failing {
+            None => (true, "Running", "every component's containers run"),
+            Some(why) => (false, "ComponentFailing", why.as_str()),
+        };
+        conditions.push(condition(
+            prev_conds,
+            COMPONENTS_CONDITION,
+            Some(ok),
+            reason,
+            message,
             o.generation,
             now,
         ));

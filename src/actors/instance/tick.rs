@@ -1,5 +1,5 @@
 //! What one tick of an instance actor does: its stats (recomputed only when an input
-//! changed), probes, the caches' budget and failing watches, and, on the leader, the
+//! changed), probes, the caches' budget, failing watches and components, and, on the leader, the
 //! per-instance controllers (roles on the members, registration, Clusterpedia,
 //! certificates) and the status write.
 
@@ -8,7 +8,9 @@ use ractor::ActorRef;
 use super::caches::{Caches, Kind};
 use super::lifecycle::Event;
 use super::status_sync::sync_status;
-use super::{certificates, clusterpedia, member_access, registration, spawn_here, stats};
+use super::{
+    certificates, clusterpedia, components, member_access, registration, spawn_here, stats,
+};
 use super::{InstanceMsg, InstanceState};
 
 #[derive(PartialEq)]
@@ -38,9 +40,11 @@ pub(super) fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
         // Only an answering instance is degraded by its watches; a silent one is the
         // probes' to report (unless it is over its budget).
         if answering || over_budget {
-            let failing =
-                caches.failing_for(state.ctx.settings.degraded_after, state.answering_since);
-            state.on(Event::Watches(failing));
+            // A failing watch first (reads are wrong), then a failing component.
+            let failing = caches
+                .failing_for(state.ctx.settings.degraded_after, state.answering_since)
+                .or_else(|| state.components.failing.clone());
+            state.on(Event::Faults(failing));
         }
     }
     if state
@@ -48,6 +52,22 @@ pub(super) fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
         .due(answering, state.ctx.settings.probe_every_ticks)
     {
         probe(myself, state);
+    }
+    let operator = state
+        .certificates
+        .inputs
+        .as_ref()
+        .and_then(|i| i.operator.clone());
+    if let (Some(scope), true) = (
+        operator,
+        answering
+            && state
+                .components
+                .due(state.ctx.settings.component_check_every),
+    ) {
+        let timeout = state.ctx.settings.host_call_timeout;
+        let host = state.ctx.host.clone();
+        components::start(myself, host, scope, timeout, &mut state.components);
     }
     if !state.ctx.leadership.is_leader() {
         state.registered = false;

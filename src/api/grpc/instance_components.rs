@@ -17,16 +17,6 @@ use crate::crd::{Instance, InstanceMode};
 use crate::error::{check_name, ApiError};
 use crate::proto;
 
-/// Why a container waits that means it is failing (not merely starting): a component
-/// with one is Degraded even while its other pods are ready.
-const WAITING_FAILURES: [&str; 5] = [
-    "CrashLoopBackOff",
-    "ImagePullBackOff",
-    "ErrImagePull",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-];
-
 /// The namespace and label selector of `instance`'s components; FAILED_PRECONDITION for an
 /// External instance, whose control plane Kairship does not run.
 fn scope(ctx: &ApiContext, instance: &Instance) -> Result<(String, String), ApiError> {
@@ -94,15 +84,9 @@ fn from_pods(pods: &[&Value]) -> (i32, String, Option<String>) {
                     last = Some((at.to_string(), why));
                 }
             }
-            if let Some(reason) = c["state"]["waiting"]["reason"].as_str() {
-                if WAITING_FAILURES.contains(&reason) && failing.is_none() {
-                    failing = Some(format!(
-                        "pod {} container {}: {reason}",
-                        p["metadata"]["name"].as_str().unwrap_or_default(),
-                        c["name"].as_str().unwrap_or_default()
-                    ));
-                }
-            }
+        }
+        if failing.is_none() {
+            failing = crate::actors::instance::components::failing(p);
         }
     }
     (
