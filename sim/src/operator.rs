@@ -290,7 +290,7 @@ async fn install(
             other?;
         }
     }
-    components(fleet, ns, name, &version)?;
+    components(fleet, ns, name, obj)?;
     let status = json!({"status": {
         "conditions": [condition(true, "Completed", "karmada init job is completed")],
         "secretRef": {"namespace": ns, "name": secret_name},
@@ -302,23 +302,62 @@ async fn install(
 }
 
 /// The Deployments (and etcd's StatefulSet) the real operator runs for a control plane,
-/// named and labelled as it names them, at `version`, every replica ready.
-const COMPONENTS: [(&str, &str, &str); 6] = [
-    ("statefulsets", "StatefulSet", "etcd"),
-    ("deployments", "Deployment", "karmada-apiserver"),
-    ("deployments", "Deployment", "karmada-aggregated-apiserver"),
-    ("deployments", "Deployment", "karmada-controller-manager"),
-    ("deployments", "Deployment", "karmada-scheduler"),
-    ("deployments", "Deployment", "karmada-webhook"),
+/// named and labelled as it names them, at `version`, with the replicas the Karmada spec
+/// asks for (at its pointer; 1 by default), every replica ready.
+const COMPONENTS: [(&str, &str, &str, &str); 6] = [
+    (
+        "statefulsets",
+        "StatefulSet",
+        "etcd",
+        "/spec/components/etcd/local",
+    ),
+    (
+        "deployments",
+        "Deployment",
+        "karmada-apiserver",
+        "/spec/components/karmadaAPIServer",
+    ),
+    (
+        "deployments",
+        "Deployment",
+        "karmada-aggregated-apiserver",
+        "/spec/components/karmadaAggregatedAPIServer",
+    ),
+    (
+        "deployments",
+        "Deployment",
+        "karmada-controller-manager",
+        "/spec/components/karmadaControllerManager",
+    ),
+    (
+        "deployments",
+        "Deployment",
+        "karmada-scheduler",
+        "/spec/components/karmadaScheduler",
+    ),
+    (
+        "deployments",
+        "Deployment",
+        "karmada-webhook",
+        "/spec/components/karmadaWebhook",
+    ),
 ];
+/// More pods than any component may have (karmada_spec's bound), for removing surplus.
+const MAX_REPLICAS: i64 = 10;
 
 fn component_name(instance: &str, component: &str) -> String {
     format!("{instance}-{component}")
 }
 
-fn components(fleet: &Fleet, ns: &str, name: &str, version: &str) -> Result<(), crate::Error> {
+fn components(fleet: &Fleet, ns: &str, name: &str, karmada: &Value) -> Result<(), crate::Error> {
+    let version = wanted_version(karmada);
     let host = fleet.host();
-    for (plural, kind, component) in COMPONENTS {
+    for (plural, kind, component, at) in COMPONENTS {
+        let replicas = karmada
+            .pointer(&format!("{at}/replicas"))
+            .and_then(Value::as_i64)
+            .unwrap_or(1)
+            .clamp(0, MAX_REPLICAS);
         let def = host
             .store
             .lookup("apps", "v1", plural)
@@ -338,7 +377,7 @@ fn components(fleet: &Fleet, ns: &str, name: &str, version: &str) -> Result<(), 
             "apiVersion": "apps/v1", "kind": kind,
             "metadata": {"name": object, "namespace": ns, "labels": labels},
             "spec": {
-                "replicas": 1,
+                "replicas": replicas,
                 "selector": {"matchLabels": {"app.kubernetes.io/name": component, "app.kubernetes.io/instance": name}},
                 "template": {
                     "metadata": {"labels": {"app.kubernetes.io/name": component, "app.kubernetes.io/instance": name}},
@@ -353,20 +392,40 @@ fn components(fleet: &Fleet, ns: &str, name: &str, version: &str) -> Result<(), 
         let mut ready = stored.value.clone();
         ready["status"] = json!({
             "observedGeneration": stored.value["metadata"]["generation"],
-            "replicas": 1, "readyReplicas": 1, "updatedReplicas": 1, "availableReplicas": 1,
+            "replicas": replicas, "readyReplicas": replicas, "updatedReplicas": replicas,
+            "availableReplicas": replicas,
         });
         host.store.update(&def, Some(ns), &object, ready, true)?;
-        component_pod(fleet, ns, name, component, &image)?;
+        for index in 0..MAX_REPLICAS {
+            let pod = format!("{}-{index}", component_name(name, component));
+            match index < replicas {
+                true => component_pod(fleet, ns, name, component, &pod, &image)?,
+                false => remove_pod(fleet, ns, &pod)?,
+            }
+        }
     }
     Ok(())
 }
 
-/// One Running, ready Pod behind a component, named as its controller would name it.
+fn remove_pod(fleet: &Fleet, ns: &str, pod: &str) -> Result<(), crate::Error> {
+    let host = fleet.host();
+    let def = host
+        .store
+        .lookup("", "v1", "pods")
+        .ok_or_else(|| crate::Error::Invalid("pods are not served".into()))?;
+    match host.store.delete(&def, Some(ns), pod, Default::default()) {
+        Err(e) if e.code == 404 => Ok(()),
+        other => other.map(drop).map_err(Into::into),
+    }
+}
+
+/// One Running, ready Pod behind a component, named `pod`.
 fn component_pod(
     fleet: &Fleet,
     ns: &str,
     name: &str,
     component: &str,
+    pod: &str,
     image: &str,
 ) -> Result<(), crate::Error> {
     let host = fleet.host();
@@ -374,7 +433,6 @@ fn component_pod(
         .store
         .lookup("", "v1", "pods")
         .ok_or_else(|| crate::Error::Invalid("pods are not served".into()))?;
-    let pod = format!("{}-0", component_name(name, component));
     let now = now_rfc3339();
     let obj = json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -393,7 +451,7 @@ fn component_pod(
         "containerStatuses": [{"name": component, "image": image, "ready": true, "started": true,
             "restartCount": 0, "state": {"running": {"startedAt": now}}}],
     });
-    host.store.update(&def, Some(ns), &pod, running, true)?;
+    host.store.update(&def, Some(ns), pod, running, true)?;
     Ok(())
 }
 
@@ -436,12 +494,11 @@ fn teardown(
             _ => {}
         }
     }
-    for (plural, _, component) in COMPONENTS {
+    for (plural, _, component, _) in COMPONENTS {
         let object = component_name(name, component);
-        for (group, plural, object) in [
-            ("apps", plural, object.clone()),
-            ("", "pods", format!("{object}-0")),
-        ] {
+        let pods = (0..MAX_REPLICAS).map(|i| ("", "pods", format!("{object}-{i}")));
+        for (group, plural, object) in std::iter::once(("apps", plural, object.clone())).chain(pods)
+        {
             if let Some(def) = fleet.host().store.lookup(group, "v1", plural) {
                 match fleet
                     .host()

@@ -133,6 +133,11 @@ pub fn instance(i: &crd::Instance) -> proto::Instance {
             crd_tarball_url: karmada
                 .and_then(karmada_spec::crd_tarball_of)
                 .unwrap_or_default(),
+            component_replicas: karmada
+                .map(karmada_spec::replicas_of)
+                .unwrap_or_default()
+                .into_iter()
+                .collect(),
         }),
         status,
     }
@@ -185,6 +190,7 @@ pub fn instance_spec(spec: Option<&proto::InstanceSpec>) -> Result<crd::Instance
                 ("image_registry", spec.image_registry.is_empty()),
                 ("component_images", spec.component_images.is_empty()),
                 ("crd_tarball_url", spec.crd_tarball_url.is_empty()),
+                ("component_replicas", spec.component_replicas.is_empty()),
             ];
             if let Some((field, _)) = managed_only.iter().find(|(_, empty)| !empty) {
                 return Err(ApiError::invalid(
@@ -230,6 +236,13 @@ fn managed_fragment(spec: &proto::InstanceSpec) -> Result<Option<Value>, ApiErro
         karmada_spec::merge(
             &mut fragment,
             &karmada_spec::for_image(&field, component, &image)?,
+        );
+    }
+    for (component, replicas) in &spec.component_replicas {
+        let field = format!("instance.spec.component_replicas[{component:?}]");
+        karmada_spec::merge(
+            &mut fragment,
+            &karmada_spec::for_replicas(&field, component, *replicas)?,
         );
     }
     if !spec.crd_tarball_url.is_empty() {

@@ -60,6 +60,22 @@ pub const IMAGES: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// The spec name (as in [`IMAGES`]) of the component whose pods karmada-operator labels
+/// `app.kubernetes.io/name=<app>`.
+pub fn setting_of(app: &str) -> Option<&'static str> {
+    const APPS: &[(&str, &str)] = &[
+        ("etcd", "etcd"),
+        ("karmada-apiserver", "karmadaAPIServer"),
+        ("kube-controller-manager", "kubeControllerManager"),
+        ("karmada-aggregated-apiserver", "karmadaAggregatedAPIServer"),
+        ("karmada-controller-manager", "karmadaControllerManager"),
+        ("karmada-scheduler", "karmadaScheduler"),
+        ("karmada-webhook", "karmadaWebhook"),
+        ("karmada-metrics-adapter", "karmadaMetricsAdapter"),
+    ];
+    APPS.iter().find(|(a, _)| *a == app).map(|(_, s)| *s)
+}
+
 /// An image override of one component; empty fields keep the operator's choice.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Image {
@@ -170,6 +186,38 @@ pub fn for_image(field: &str, component: &str, image: &Image) -> Result<Value, A
         return Err(ApiError::invalid(field, "sets neither repository nor tag"));
     }
     Ok(at(pointer, Value::Object(fields)))
+}
+
+/// The fragment setting one component's replicas (etcd's: its local members, an odd
+/// count so a quorum survives losing one).
+pub fn for_replicas(field: &str, component: &str, replicas: i32) -> Result<Value, ApiError> {
+    let pointer = component_pointer(field, component)?;
+    let (max, odd) = match component {
+        "etcd" => (7, true),
+        _ => (10, false),
+    };
+    if !(1..=max).contains(&replicas) || (odd && replicas % 2 == 0) {
+        let wanted = match odd {
+            true => "an odd count from 1 to 7 (etcd's quorum is a majority: 2 members survive no more losses than 1)".to_string(),
+            false => format!("from 1 to {max}"),
+        };
+        return Err(ApiError::invalid(
+            field,
+            format!("{replicas} replicas of {component}: must be {wanted}"),
+        ));
+    }
+    Ok(at(pointer, json!({ "replicas": replicas })))
+}
+
+/// Each component's replicas where a spec sets them.
+pub fn replicas_of(spec: &Value) -> BTreeMap<String, i32> {
+    IMAGES
+        .iter()
+        .filter_map(|(c, pointer, _)| {
+            let n = spec.pointer(&format!("{pointer}/replicas"))?.as_i64()?;
+            Some((c.to_string(), i32::try_from(n).ok()?))
+        })
+        .collect()
 }
 
 /// The fragment making karmada-operator download Karmada's CRDs from `url` (an

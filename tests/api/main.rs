@@ -6,6 +6,7 @@ mod budget;
 mod cache_watch;
 use kairship_test_support::fleet as common;
 mod grpc;
+mod ha_settings;
 use kairship_test_support::harness;
 mod impersonation;
 mod metrics;

@@ -1,7 +1,8 @@
 //! A managed instance's control plane through Kairship (issue 39): each component
 //! karmada-operator runs for it listed with its readiness and health, a component's log
 //! read, a restart asked for through `kairship ctl` that replaces its pods, a component
-//! made to crash-loop degrading the instance (naming it) until it is rolled back; an
+//! made to crash-loop degrading the instance (naming it) until it is rolled back, its
+//! replicas raised to 2 and back through `kairship ctl instances update --replicas`; an
 //! unknown component and an External instance refused, named.
 
 use std::time::{Duration, Instant};
@@ -91,6 +92,7 @@ pub async fn health_logs_and_restart(demo: &ClusterDemo, name: &str) {
     assert!(replaced, "restart did not replace {before:?}: {now:#}");
 
     crash_loop_degrades_the_instance(demo, name, &scheduler, &component).await;
+    scaled_through_ctl(demo, name, &component).await;
 
     // Refusals name what is wrong.
     let out = ctl(
@@ -168,5 +170,37 @@ async fn crash_loop_degrades_the_instance(
         "{component} crash-looping: {name} Degraded naming it after {:.0}s, Running again {:.0}s after the rollback",
         took.as_secs_f64(),
         (started.elapsed() - took).as_secs_f64()
+    );
+}
+
+/// `--replicas karmadaScheduler=2`: karmada-operator runs two ready schedulers; back to 1.
+async fn scaled_through_ctl(demo: &ClusterDemo, name: &str, component: &str) {
+    let started = Instant::now();
+    let out = ctl(demo, &["instances", "update", name, "--replicas", "etcd=2"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("odd count"), "{err}");
+    let mut now = Value::Null;
+    for n in [2, 1] {
+        let replicas = format!("karmadaScheduler={n}");
+        ctl_ok(
+            demo,
+            &["instances", "update", name, "--replicas", &replicas],
+        );
+        let scaled = holds(Duration::from_secs(240), PROCESS_POLL, || {
+            now = components(demo, name)
+                .into_iter()
+                .find(|c| c["name"] == component)
+                .unwrap_or_default();
+            now["replicas"] == n
+                && now["readyReplicas"] == n
+                && pod_names(&now).len() == n as usize
+                && now["health"] == "Healthy"
+        })
+        .await;
+        assert!(scaled, "{component} not at {n} ready replicas: {now:#}");
+    }
+    println!(
+        "{component} scaled to 2 ready replicas and back to 1 through ctl in {:.0}s",
+        started.elapsed().as_secs_f64()
     );
 }

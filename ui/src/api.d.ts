@@ -553,6 +553,7 @@ export interface components {
             replicas?: number;
             /** Format: int32 */
             restarts?: number;
+            setting?: string;
             /** Format: int32 */
             updatedReplicas?: number;
         };
@@ -611,6 +612,9 @@ export interface components {
         "kairship.v1alpha1.InstanceSpec": {
             componentImages?: {
                 [key: string]: components["schemas"]["kairship.v1alpha1.ComponentImage"];
+            };
+            componentReplicas?: {
+                [key: string]: number;
             };
             crdTarballUrl?: string;
             imageRegistry?: string;

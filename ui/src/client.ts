@@ -81,6 +81,12 @@ export const api = {
     call<S['kairship.v1alpha1.PromoteWorkloadResponse']>('POST', `/instances/${seg(inst)}/clusters/${seg(cluster)}/promotions`, req),
   components: (inst: string) =>
     call<S['kairship.v1alpha1.ListComponentsResponse']>('GET', `/instances/${seg(inst)}/components`).then((r) => r.components ?? []),
+  // An update naming only this component's replicas: the rest of the spec is kept.
+  scaleComponent: (inst: string, setting: string, replicas: number) =>
+    call<Instance>('PUT', `/instances/${seg(inst)}`, {
+      metadata: { name: inst },
+      spec: { mode: 'INSTANCE_MODE_MANAGED', componentReplicas: { [setting]: replicas } },
+    }),
   restartComponent: (inst: string, component: string) =>
     call<Component>('POST', `/instances/${seg(inst)}/components/${seg(component)}:restart`, {}),
   registrationToken: (inst: string) =>

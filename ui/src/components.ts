@@ -1,9 +1,10 @@
 // A managed instance's control plane: the components karmada-operator runs for it in the
-// host, with their health, restarts and last failure; an admin reads a component's log
-// and restarts it (as `kubectl rollout restart`).
+// host, with their health, restarts and last failure; an admin reads a component's log,
+// restarts it (as `kubectl rollout restart`) and sets its replicas (the instance's
+// component_replicas, which karmada-operator carries out).
 
 import { api, componentLog, type Component } from './client';
-import { confirmDialog, h, mount } from './dom';
+import { confirmDialog, h, mount, numberDialog } from './dom';
 import { openLog } from './logs';
 
 function rows(inst: string, list: Component[], canAdmin: boolean, done: () => void, report: (e: unknown) => void) {
@@ -13,6 +14,19 @@ function rows(inst: string, list: Component[], canAdmin: boolean, done: () => vo
       if (!(await confirmDialog(`Restart ${name}?`, `Its pods are replaced as its rollout strategy allows.`, 'Restart'))) return;
       try {
         await api.restartComponent(inst, name);
+      } catch (e) {
+        report(e);
+      }
+      done();
+    };
+    const setting = c.setting ?? '';
+    const scale = async () => {
+      const etcd = setting === 'etcd';
+      const why = etcd ? 'etcd members: an odd count keeps a quorum (1, 3, 5 or 7).' : 'From 1 to 10; karmada-operator rolls the change out.';
+      const n = await numberDialog(`Replicas of ${name}`, why, c.replicas ?? 1, 1, etcd ? 7 : 10, etcd ? 2 : 1);
+      if (n === null) return;
+      try {
+        await api.scaleComponent(inst, setting, n);
       } catch (e) {
         report(e);
       }
@@ -30,6 +44,7 @@ function rows(inst: string, list: Component[], canAdmin: boolean, done: () => vo
         {},
         canAdmin && h('button', { class: 'small', onclick: () => openLog(name, `of ${inst}`, componentLog(inst, name)) }, 'Log'),
         canAdmin && h('button', { class: 'small', onclick: () => void restart() }, 'Restart'),
+        canAdmin && setting && h('button', { class: 'small', onclick: () => void scale() }, 'Scale'),
       ),
     );
   });

@@ -65,6 +65,37 @@ export function confirmDialog(title: string, body: Child, confirmLabel: string):
   });
 }
 
+/** A modal asking for a whole number between `min` and `max` (every `step` from `min`);
+ * resolves it, or null on Cancel. */
+export function numberDialog(title: string, body: Child, value: number, min: number, max: number, step: number): Promise<number | null> {
+  return new Promise((resolve) => {
+    const input = h('input', { type: 'number', min: String(min), max: String(max), step: String(step), value: String(value), 'aria-label': title }) as HTMLInputElement;
+    const close = (answer: number | null) => {
+      overlay.remove();
+      resolve(answer);
+    };
+    const overlay = h(
+      'div',
+      { class: 'overlay' },
+      h(
+        'div',
+        { class: 'dialog', role: 'dialog', 'aria-label': title },
+        h('h3', {}, title),
+        h('div', {}, body),
+        input,
+        h(
+          'div',
+          { class: 'actions' },
+          h('button', { onclick: () => close(null) }, 'Cancel'),
+          h('button', { onclick: () => close(Number(input.value)) }, 'Apply'),
+        ),
+      ),
+    );
+    document.body.appendChild(overlay);
+    input.focus();
+  });
+}
+
 export function age(seconds: number): string {
   if (seconds < 120) return `${seconds}s`;
   if (seconds < 7200) return `${Math.floor(seconds / 60)}m`;

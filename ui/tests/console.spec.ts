@@ -262,6 +262,16 @@ test('create a managed instance, see the server refuse a bad name, then delete i
   await page.getByRole('dialog', { name: 'Restart karmada-scheduler?' }).locator('button', { hasText: 'Restart' }).click();
   // The simulator runs no Deployment controller: the new rollout stays Progressing there.
   await expect(page.locator('#components tr[data-component="karmada-scheduler"]')).toHaveAttribute('data-health', /Healthy|Progressing/);
+  // Replicas for high availability: etcd keeps an odd count; the scheduler goes to 2.
+  await page.locator('#components tr[data-component="etcd"] button', { hasText: 'Scale' }).click();
+  await page.getByRole('dialog', { name: 'Replicas of etcd' }).getByRole('spinbutton').fill('2');
+  await page.getByRole('dialog', { name: 'Replicas of etcd' }).locator('button', { hasText: 'Apply' }).click();
+  await expect(page.locator('#notice')).toContainText('odd count');
+  await page.locator('#notice button', { hasText: 'Dismiss' }).click();
+  await page.locator('#components tr[data-component="karmada-scheduler"] button', { hasText: 'Scale' }).click();
+  await page.getByRole('dialog', { name: 'Replicas of karmada-scheduler' }).getByRole('spinbutton').fill('2');
+  await page.getByRole('dialog', { name: 'Replicas of karmada-scheduler' }).locator('button', { hasText: 'Apply' }).click();
+  await expect(page.locator('#components tr[data-component="karmada-scheduler"] td').nth(1)).toHaveText('2/2', { timeout: 30_000 });
   await page.click('header a[href="#/"]');
   await page.locator('#instances tr[data-instance="console-e2e"] button', { hasText: 'Delete' }).click();
   const dialog = page.getByRole('dialog');

@@ -208,8 +208,12 @@ fn component(w: &Workload, pods: &[&Value]) -> proto::Component {
             format!("{}/{} replicas ready", w.ready, w.replicas),
         ),
     };
+    let name = component_name(&w.meta);
     proto::Component {
-        name: component_name(&w.meta),
+        setting: crate::crd::karmada_spec::setting_of(&name)
+            .unwrap_or_default()
+            .into(),
+        name,
         kind: w.kind.into(),
         replicas: w.replicas,
         ready_replicas: w.ready,

@@ -25,7 +25,8 @@ pub enum InstancesCmd {
         #[command(flatten)]
         managed: ManagedFlags,
     },
-    /// Change a managed instance: a new --karmada-version upgrades it.
+    /// Change a managed instance: a new --karmada-version upgrades it; --replicas scales
+    /// a component.
     Update {
         name: String,
         #[command(flatten)]
@@ -63,6 +64,20 @@ pub struct ManagedFlags {
     /// Where karmada-operator downloads Karmada's CRD tarball (http or https).
     #[arg(long)]
     crd_tarball_url: Option<String>,
+    /// COMPONENT=N: replicas of a component, for high availability (karmada-operator's
+    /// names: etcd, karmadaAPIServer, karmadaScheduler...). Repeat for each.
+    #[arg(long = "replicas", value_name = "COMPONENT=N", value_parser = parse_replicas)]
+    replicas: Vec<(String, i32)>,
+}
+
+fn parse_replicas(v: &str) -> Result<(String, i32), String> {
+    let (component, n) = v
+        .split_once('=')
+        .ok_or_else(|| format!("{v:?}: expected COMPONENT=N, like karmadaScheduler=2"))?;
+    let n = n
+        .parse::<i32>()
+        .map_err(|_| format!("{v:?}: {n:?} is not a number of replicas"))?;
+    Ok((component.to_string(), n))
 }
 
 impl ManagedFlags {
@@ -72,6 +87,7 @@ impl ManagedFlags {
             ("--karmada-version", self.karmada_version.is_some()),
             ("--image-registry", self.image_registry.is_some()),
             ("--crd-tarball-url", self.crd_tarball_url.is_some()),
+            ("--replicas", !self.replicas.is_empty()),
         ]
         .into_iter()
         .find_map(|(f, set)| set.then_some(f))
@@ -83,6 +99,7 @@ impl ManagedFlags {
             karmada_version: self.karmada_version.clone().unwrap_or_default(),
             image_registry: self.image_registry.clone().unwrap_or_default(),
             crd_tarball_url: self.crd_tarball_url.clone().unwrap_or_default(),
+            component_replicas: self.replicas.iter().cloned().collect(),
             ..Default::default()
         }
     }
