@@ -5,6 +5,7 @@
 mod binding;
 mod instance;
 pub mod karmada_spec;
+pub mod operator_certs;
 mod registration;
 
 pub use binding::*;

@@ -1,6 +1,7 @@
 //! The gRPC API over a real socket with the generated tonic clients, against the
 //! supervision tree and the simulated fleet.
 
+mod alerts;
 mod auth;
 mod budget;
 mod cache_watch;
@@ -14,6 +15,7 @@ mod placement;
 mod policies;
 mod proxy;
 mod rbac;
+mod renewal;
 mod request_path;
 mod rest;
 mod routing;

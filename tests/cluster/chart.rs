@@ -218,3 +218,38 @@ fn values_render_what_they_promise() {
         "{why}"
     );
 }
+
+/// The alerts and the dashboard render from the chart's files, as they are, only when
+/// asked for.
+#[test]
+fn alerts_and_dashboard_render_from_their_files_when_enabled() {
+    if skip_unless(helm_built()) {
+        return;
+    }
+    let off = docs(&template(&[]));
+    assert!(!off.iter().any(|d| d["kind"] == "PrometheusRule"));
+    let on = docs(&template(&[
+        "prometheusRule.enabled=true",
+        "grafanaDashboard.enabled=true",
+    ]));
+    let read = |p: &str| {
+        std::fs::read_to_string(repo().join("deploy/chart/kairship").join(p)).expect("chart file")
+    };
+    let rules: serde_json::Value =
+        serde_saphyr::from_str(&read("rules/kairship.rules.yaml")).expect("rules");
+    let rule = on
+        .iter()
+        .find(|d| d["kind"] == "PrometheusRule")
+        .expect("a PrometheusRule");
+    assert_eq!(rule["spec"]["groups"], rules["groups"]);
+    let dashboard = on
+        .iter()
+        .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["labels"]["grafana_dashboard"] == "1")
+        .expect("the dashboard's ConfigMap");
+    let json: serde_json::Value =
+        serde_json::from_str(dashboard["data"]["kairship.json"].as_str().expect("json"))
+            .expect("the dashboard is JSON");
+    let file: serde_json::Value =
+        serde_json::from_str(&read("dashboards/kairship.json")).expect("dashboard");
+    assert_eq!(json, file);
+}

@@ -2,8 +2,9 @@
 //! karmada-operator runs for it listed with its readiness and health, a component's log
 //! read, a restart asked for through `kairship ctl` that replaces its pods, a component
 //! made to crash-loop degrading the instance (naming it) until it is rolled back, its
-//! replicas raised to 2 and back through `kairship ctl instances update --replicas`; an
-//! unknown component and an External instance refused, named.
+//! replicas raised to 2 and back through `kairship ctl instances update --replicas`, its
+//! leaf certificates renewed (the serving certificate new, same CA) with the instance
+//! Running on them; an unknown component and an External instance refused, named.
 
 use std::time::{Duration, Instant};
 
@@ -93,6 +94,7 @@ pub async fn health_logs_and_restart(demo: &ClusterDemo, name: &str) {
 
     crash_loop_degrades_the_instance(demo, name, &scheduler, &component).await;
     scaled_through_ctl(demo, name, &component).await;
+    certificates_renewed(demo, name).await;
 
     // Refusals name what is wrong.
     let out = ctl(
@@ -201,6 +203,70 @@ async fn scaled_through_ctl(demo: &ClusterDemo, name: &str, component: &str) {
     }
     println!(
         "{component} scaled to 2 ready replicas and back to 1 through ctl in {:.0}s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// The karmada-apiserver's serving certificate as Kairship reads it: (notBefore, subject).
+fn serving(demo: &ClusterDemo, name: &str) -> Option<(String, String)> {
+    let out = ctl(demo, &["instances", "certificates", name, "-o", "json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+    v["certificates"]
+        .as_array()?
+        .iter()
+        .find(|c| c["name"] == "karmada-apiserver serving")
+        .map(|c| {
+            (
+                c["notBefore"].as_str().unwrap_or_default().to_string(),
+                c["subject"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+}
+
+/// `renew-certificates`: five leaves re-signed, the components rolled, and the instance
+/// Running again behind a serving certificate issued now.
+async fn certificates_renewed(demo: &ClusterDemo, name: &str) {
+    let started = Instant::now();
+    let before = serving(demo, name).expect("the serving certificate is listed");
+    let r = ctl_ok(demo, &["instances", "renew-certificates", name]);
+    assert_eq!(r["certificates"].as_array().map(Vec::len), Some(5), "{r:#}");
+    assert!(
+        r["rolled"].as_array().is_some_and(
+            |c| c.iter().any(|c| c == "karmadaAPIServer") && !c.iter().any(|c| c == "etcd")
+        ),
+        "{r:#}"
+    );
+    let mut now = None;
+    let mut seen = Value::Null;
+    let renewed = holds(Duration::from_secs(360), PROCESS_POLL, || {
+        now = serving(demo, name);
+        let out = ctl(demo, &["instances", "get", name, "-o", "json"]);
+        seen = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        seen["status"]["phase"] == "Running"
+            && now
+                .as_ref()
+                .is_some_and(|(nb, subject)| nb > &before.0 && subject == &before.1)
+    })
+    .await;
+    assert!(
+        renewed,
+        "not Running on a new serving certificate: before {before:?}, now {now:?}, {seen:#}\n{}",
+        demo.kubectl(&["-n", crate::managed::NS, "get", "pods", "-o", "wide"])
+    );
+    let healthy = holds(Duration::from_secs(120), PROCESS_POLL, || {
+        components(demo, name)
+            .iter()
+            .all(|c| c["health"] == "Healthy")
+    })
+    .await;
+    assert!(
+        healthy,
+        "components not Healthy after the renewal: {:#?}",
+        components(demo, name)
+    );
+    println!(
+        "{name}'s certificates renewed: Running on a serving certificate from {} after {:.0}s",
+        now.map(|n| n.0).unwrap_or_default(),
         started.elapsed().as_secs_f64()
     );
 }

@@ -73,6 +73,17 @@ pub async fn exec_and_logs_need_their_roles(demo: &Demo) {
         .expect_err("vera's restart");
     assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
     assert!(refused.message().contains("admin"), "{refused:?}");
+    // Nor renews its certificates: that rewrites the control plane's keys' certificates.
+    let refused = i
+        .renew_certificates(with(
+            &vera,
+            RenewCertificatesRequest {
+                name: "karmada-1".into(),
+            },
+        ))
+        .await
+        .expect_err("vera's renewal");
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
 
     // Each refusal left its event, the exec as the create on pods/exec it is.
     let events = demo.audit_events();
@@ -95,5 +106,11 @@ pub async fn exec_and_logs_need_their_roles(demo: &Demo) {
             && e["responseStatus"]["code"] == 403),
         "no audit event of vera's refused restart"
     );
-    println!("exec upgrades by a viewer and another instance's admin, a log read and a component restart without the role: refused and audited");
+    assert!(
+        events.iter().any(|e| e["user"]["username"] == "vera"
+            && e["verb"] == "renew"
+            && e["responseStatus"]["code"] == 403),
+        "no audit event of vera's refused renewal"
+    );
+    println!("exec upgrades by a viewer and another instance's admin, a log read, a component restart and a certificate renewal without the role: refused and audited");
 }

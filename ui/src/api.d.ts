@@ -340,6 +340,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/apis/kairship.io/v1alpha1/instances/{name}/certificates:renew": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["InstanceService_RenewCertificates"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/apis/kairship.io/v1alpha1/instances/{name}/components": {
         parameters: {
             query?: never;
@@ -804,6 +820,13 @@ export interface components {
             memberCleaned?: string[];
             notMoved?: string[];
             workloads?: string[];
+        };
+        "kairship.v1alpha1.RenewCertificatesRequest": {
+            name?: string;
+        };
+        "kairship.v1alpha1.RenewCertificatesResponse": {
+            certificates?: components["schemas"]["kairship.v1alpha1.Certificate"][];
+            rolled?: string[];
         };
         "kairship.v1alpha1.ResourceList": {
             cpu?: string;
@@ -1925,6 +1948,41 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["kairship.v1alpha1.DeleteInstanceResponse"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    InstanceService_RenewCertificates: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["kairship.v1alpha1.RenewCertificatesRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.RenewCertificatesResponse"];
                 };
             };
             /** @description An error as google.rpc.Status */

@@ -198,6 +198,18 @@ pub const GRPC: &[(&str, Rule)] = &[
         )),
     ),
     (
+        "/kairship.v1alpha1.InstanceService/RenewCertificates",
+        kairship(named(
+            rule(
+                Admin,
+                Scope::Instance("name"),
+                "renew",
+                "instances/certificates",
+            ),
+            "name",
+        )),
+    ),
+    (
         "/kairship.v1alpha1.ClusterService/ListClusters",
         rule(View, INSTANCE, "list", "clusters"),
     ),

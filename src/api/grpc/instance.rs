@@ -334,6 +334,15 @@ impl InstanceService for Instances {
         Ok(Response::new(r))
     }
 
+    async fn renew_certificates(
+        &self,
+        req: Request<proto::RenewCertificatesRequest>,
+    ) -> Result<Response<proto::RenewCertificatesResponse>, Status> {
+        on_instance_named(&req, &req.get_ref().name)?;
+        let r = super::instance_renewal::renew(&self.0, req.into_inner()).await?;
+        Ok(Response::new(r))
+    }
+
     type GetComponentLogsStream = super::log_stream::LogStream;
 
     async fn get_component_logs(

@@ -19,7 +19,7 @@ use crate::proto;
 
 /// The namespace and label selector of `instance`'s components; FAILED_PRECONDITION for an
 /// External instance, whose control plane Kairship does not run.
-fn scope(ctx: &ApiContext, instance: &Instance) -> Result<(String, String), ApiError> {
+pub(super) fn scope(ctx: &ApiContext, instance: &Instance) -> Result<(String, String), ApiError> {
     let name = instance.metadata.name.clone().unwrap_or_default();
     if instance.spec.mode != InstanceMode::Managed {
         return Err(ApiError::FailedPrecondition(format!(
@@ -37,7 +37,7 @@ fn scope(ctx: &ApiContext, instance: &Instance) -> Result<(String, String), ApiE
     Ok((ns, selector))
 }
 
-async fn bounded<T>(
+pub(super) async fn bounded<T>(
     ctx: &ApiContext,
     what: &str,
     fut: impl std::future::Future<Output = Result<T, kube::Error>>,

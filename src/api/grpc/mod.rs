@@ -10,6 +10,7 @@ mod cluster_remove;
 mod failover;
 mod instance;
 mod instance_components;
+mod instance_renewal;
 mod log_stream;
 mod member_proxy;
 mod policy;

@@ -39,6 +39,11 @@ pub enum InstancesCmd {
     Certificates {
         name: String,
     },
+    /// Renew a managed instance's leaf certificates (same CAs and keys), then roll its
+    /// components but etcd onto them.
+    RenewCertificates {
+        name: String,
+    },
     /// A managed instance's control-plane components: ready, restarts, last failure.
     Components {
         name: String,
@@ -241,6 +246,7 @@ pub(crate) async fn run(conn: &Conn, out: Output, cmd: &InstancesCmd) -> Result<
             Ok(())
         }
         InstancesCmd::Certificates { name } => certificates::list(conn, out, name).await,
+        InstancesCmd::RenewCertificates { name } => certificates::renew(conn, out, name).await,
         InstancesCmd::Components { name } => super::components::list(conn, out, name).await,
         InstancesCmd::RestartComponent { name, component } => {
             super::components::restart(conn, out, name, component).await

@@ -1,0 +1,358 @@
+//! karmada-operator's certificate Secret of a managed instance (`<base>-cert`, every CA and
+//! leaf as `<name>.crt` and `<name>.key`) and the renewal of its leaf certificates. The
+//! operator (v1.18) never renews them: it reuses whatever that Secret holds and regenerates
+//! everything, CAs included, only when the Secret is gone, which would break every client
+//! that trusts the old CAs. So each leaf is re-signed here by the CA that signed it, with
+//! the same subject, names, usages and key (karmada.key also signs the instance's service
+//! account tokens), valid as long as before from now, and never past its CA. The CAs are
+//! not renewed; they last ten years.
+
+use std::collections::BTreeMap;
+
+use x509_parser::certificate::X509Certificate;
+use x509_parser::extensions::GeneralName;
+
+/// The leaf certificates of the Secret, each with the CA that signs it.
+pub const LEAVES: &[(&str, &str)] = &[
+    ("apiserver", "ca"),
+    ("karmada", "ca"),
+    ("front-proxy-client", "front-proxy-ca"),
+    ("etcd-server", "etcd-ca"),
+    ("etcd-client", "etcd-ca"),
+];
+
+/// karmada-operator's name for an instance's certificate Secret (`generateResourceName`).
+pub fn secret_name(karmada: &str) -> String {
+    match karmada.contains("karmada") {
+        true => format!("{karmada}-cert"),
+        false => format!("{karmada}-karmada-cert"),
+    }
+}
+
+/// A Secret's data, key by key.
+pub type SecretData = BTreeMap<String, Vec<u8>>;
+
+/// One leaf as renewed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Renewed {
+    pub name: String,
+    /// RFC 3339.
+    pub not_after: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RenewError {
+    #[error("the certificate Secret has no {0:?}: karmada-operator has not finished with it")]
+    Missing(String),
+    #[error("{name}: {why}")]
+    Unreadable { name: String, why: String },
+    #[error("{ca} has expired: renewing its leaves needs a new CA, which karmada-operator makes only with a new control plane")]
+    CaExpired { ca: String },
+    #[error("signing {name}: {why}")]
+    Signing { name: String, why: String },
+}
+
+fn pem_der(name: &str, data: &[u8]) -> Result<Vec<u8>, RenewError> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(data).map_err(|e| RenewError::Unreadable {
+        name: name.to_string(),
+        why: format!("not a PEM certificate: {e}"),
+    })?;
+    Ok(pem.contents)
+}
+
+fn parsed<'a>(name: &str, der: &'a [u8]) -> Result<X509Certificate<'a>, RenewError> {
+    x509_parser::parse_x509_certificate(der)
+        .map(|(_, c)| c)
+        .map_err(|e| RenewError::Unreadable {
+            name: name.to_string(),
+            why: format!("not an X.509 certificate: {e}"),
+        })
+}
+
+fn key(data: &BTreeMap<String, Vec<u8>>, name: &str) -> Result<Vec<u8>, RenewError> {
+    data.get(name)
+        .cloned()
+        .ok_or_else(|| RenewError::Missing(name.to_string()))
+}
+
+/// The leaf's subject, names and usages as rcgen parameters.
+fn params_of(
+    name: &str,
+    leaf: &X509Certificate<'_>,
+) -> Result<rcgen::CertificateParams, RenewError> {
+    let unreadable = |why: String| RenewError::Unreadable {
+        name: name.to_string(),
+        why,
+    };
+    let mut p = rcgen::CertificateParams::default();
+    let mut dn = rcgen::DistinguishedName::new();
+    let mut types = std::collections::BTreeSet::new();
+    for attr in leaf.subject().iter_attributes() {
+        // rcgen keeps one value per type: a second O (a second group) would be lost.
+        if !types.insert(attr.attr_type().to_id_string()) {
+            return Err(unreadable(format!(
+                "its subject {} repeats an attribute, which Kairship cannot carry over",
+                leaf.subject()
+            )));
+        }
+        let oid: Vec<u64> = attr
+            .attr_type()
+            .iter()
+            .map(|i| i.collect())
+            .ok_or_else(|| unreadable("a subject attribute's type is unreadable".into()))?;
+        let value = attr
+            .as_str()
+            .map_err(|e| unreadable(format!("a subject attribute is not a string: {e}")))?;
+        dn.push(rcgen::DnType::from_oid(&oid), value);
+    }
+    p.distinguished_name = dn;
+    if let Ok(Some(san)) = leaf.subject_alternative_name() {
+        for n in &san.value.general_names {
+            match n {
+                GeneralName::DNSName(d) => p.subject_alt_names.push(rcgen::SanType::DnsName(
+                    (*d).try_into()
+                        .map_err(|e| unreadable(format!("DNS name {d:?}: {e}")))?,
+                )),
+                GeneralName::IPAddress(b) => {
+                    let ip = match b.len() {
+                        4 => <[u8; 4]>::try_from(*b).map(std::net::IpAddr::from).ok(),
+                        16 => <[u8; 16]>::try_from(*b).map(std::net::IpAddr::from).ok(),
+                        _ => None,
+                    }
+                    .ok_or_else(|| unreadable("an IP address name of odd length".into()))?;
+                    p.subject_alt_names.push(rcgen::SanType::IpAddress(ip));
+                }
+                other => {
+                    return Err(unreadable(format!(
+                        "a subject name Kairship cannot renew: {other:?}"
+                    )))
+                }
+            }
+        }
+    }
+    if let Ok(Some(ku)) = leaf.key_usage() {
+        let u = ku.value;
+        for (on, purpose) in [
+            (
+                u.digital_signature(),
+                rcgen::KeyUsagePurpose::DigitalSignature,
+            ),
+            (
+                u.key_encipherment(),
+                rcgen::KeyUsagePurpose::KeyEncipherment,
+            ),
+            (
+                u.data_encipherment(),
+                rcgen::KeyUsagePurpose::DataEncipherment,
+            ),
+            (u.key_agreement(), rcgen::KeyUsagePurpose::KeyAgreement),
+        ] {
+            if on {
+                p.key_usages.push(purpose);
+            }
+        }
+    }
+    if let Ok(Some(eku)) = leaf.extended_key_usage() {
+        if eku.value.server_auth {
+            p.extended_key_usages
+                .push(rcgen::ExtendedKeyUsagePurpose::ServerAuth);
+        }
+        if eku.value.client_auth {
+            p.extended_key_usages
+                .push(rcgen::ExtendedKeyUsagePurpose::ClientAuth);
+        }
+    }
+    p.is_ca = rcgen::IsCa::ExplicitNoCa;
+    p.use_authority_key_identifier_extension = true;
+    Ok(p)
+}
+
+/// The Secret's `data` with every leaf re-signed from `now` (keys and CAs unchanged), and
+/// what was renewed. Nothing is returned unless every leaf could be renewed.
+pub fn renew(
+    data: &BTreeMap<String, Vec<u8>>,
+    now: x509_parser::time::ASN1Time,
+) -> Result<(SecretData, Vec<Renewed>), RenewError> {
+    let now = now.to_datetime();
+    let mut out = data.clone();
+    let mut renewed = Vec::new();
+    for (leaf_name, ca_name) in LEAVES {
+        let leaf_pem = key(data, &format!("{leaf_name}.crt"))?;
+        let ca_pem = key(data, &format!("{ca_name}.crt"))?;
+        let ca_key = key(data, &format!("{ca_name}.key"))?;
+        let leaf_der = pem_der(leaf_name, &leaf_pem)?;
+        let ca_der = pem_der(ca_name, &ca_pem)?;
+        let leaf = parsed(leaf_name, &leaf_der)?;
+        let ca = parsed(ca_name, &ca_der)?;
+        let ca_until = ca.validity().not_after.to_datetime();
+        if ca_until <= now {
+            return Err(RenewError::CaExpired {
+                ca: ca_name.to_string(),
+            });
+        }
+        let signing = |why: String| RenewError::Signing {
+            name: leaf_name.to_string(),
+            why,
+        };
+        let lifetime =
+            leaf.validity().not_after.to_datetime() - leaf.validity().not_before.to_datetime();
+        let mut params = params_of(leaf_name, &leaf)?;
+        params.not_before = now;
+        params.not_after = std::cmp::min(now + lifetime, ca_until);
+        let ca_key = std::str::from_utf8(&ca_key)
+            .map_err(|_| signing(format!("{ca_name}.key is not PEM text")))
+            .and_then(|pem| {
+                rcgen::KeyPair::from_pem(pem).map_err(|e| signing(format!("{ca_name}.key: {e}")))
+            })?;
+        let issuer = rcgen::Issuer::from_ca_cert_der(&ca_der.as_slice().into(), ca_key)
+            .map_err(|e| signing(format!("{ca_name}.crt as an issuer: {e}")))?;
+        let public = rcgen::SubjectPublicKeyInfo::from_der(leaf.public_key().raw)
+            .map_err(|e| signing(format!("its public key: {e}")))?;
+        let cert = params
+            .signed_by(&public, &issuer)
+            .map_err(|e| signing(e.to_string()))?;
+        out.insert(format!("{leaf_name}.crt"), cert.pem().into_bytes());
+        renewed.push(Renewed {
+            name: leaf_name.to_string(),
+            not_after: jiff::Timestamp::from_second(params.not_after.unix_timestamp())
+                .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+                .unwrap_or_default(),
+        });
+    }
+    Ok((out, renewed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ca(cn: &str) -> (rcgen::CertificateParams, rcgen::KeyPair, String) {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        p.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        p.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::DigitalSignature,
+        ];
+        let pem = p.self_signed(&key).expect("ca").pem();
+        (p, key, pem)
+    }
+
+    /// A Secret as karmada-operator writes it, with leaves issued a year ago that expire
+    /// in a day.
+    fn secret() -> BTreeMap<String, Vec<u8>> {
+        let mut data = BTreeMap::new();
+        let mut cas = BTreeMap::new();
+        for name in ["ca", "front-proxy-ca", "etcd-ca"] {
+            let (p, key, pem) = ca(name);
+            data.insert(format!("{name}.crt"), pem.into_bytes());
+            data.insert(format!("{name}.key"), key.serialize_pem().into_bytes());
+            cas.insert(name, (p, key));
+        }
+        for (leaf, ca_name) in LEAVES {
+            let (p, k) = &cas[ca_name];
+            let issuer = rcgen::Issuer::from_params(p, k);
+            let key = rcgen::KeyPair::generate().expect("key");
+            let mut lp = rcgen::CertificateParams::new(vec![
+                "localhost".to_string(),
+                "127.0.0.1".to_string(),
+            ])
+            .expect("params");
+            lp.distinguished_name.push(rcgen::DnType::CommonName, *leaf);
+            lp.distinguished_name
+                .push(rcgen::DnType::OrganizationName, "system:masters");
+            lp.extended_key_usages = vec![
+                rcgen::ExtendedKeyUsagePurpose::ServerAuth,
+                rcgen::ExtendedKeyUsagePurpose::ClientAuth,
+            ];
+            lp.key_usages = vec![
+                rcgen::KeyUsagePurpose::DigitalSignature,
+                rcgen::KeyUsagePurpose::KeyEncipherment,
+            ];
+            lp.not_before = rcgen::date_time_ymd(2025, 11, 26);
+            lp.not_after = rcgen::date_time_ymd(2026, 11, 26);
+            let cert = lp.signed_by(&key, &issuer).expect("leaf");
+            data.insert(format!("{leaf}.crt"), cert.pem().into_bytes());
+            data.insert(format!("{leaf}.key"), key.serialize_pem().into_bytes());
+        }
+        data
+    }
+
+    fn der(data: &BTreeMap<String, Vec<u8>>, key: &str) -> Vec<u8> {
+        pem_der(key, &data[key]).expect("pem")
+    }
+
+    #[test]
+    fn leaves_are_resigned_by_their_ca_with_the_same_key_subject_and_names() {
+        let before = secret();
+        let now = x509_parser::time::ASN1Time::from_timestamp(1_795_651_200).expect("time"); // 2026-11-26
+        let (after, renewed) = renew(&before, now).expect("renewed");
+        assert_eq!(renewed.len(), LEAVES.len());
+        for (leaf, ca_name) in LEAVES {
+            let (old_der, new_der, ca_der) = (
+                der(&before, &format!("{leaf}.crt")),
+                der(&after, &format!("{leaf}.crt")),
+                der(&after, &format!("{ca_name}.crt")),
+            );
+            let (old, new, ca) = (
+                parsed(leaf, &old_der).expect("old"),
+                parsed(leaf, &new_der).expect("new"),
+                parsed(ca_name, &ca_der).expect("ca"),
+            );
+            assert_eq!(
+                old.public_key().raw,
+                new.public_key().raw,
+                "{leaf}: same key"
+            );
+            assert_eq!(old.subject().to_string(), new.subject().to_string());
+            assert_eq!(
+                new.issuer().as_raw(),
+                ca.subject().as_raw(),
+                "{leaf}: issuer bytes"
+            );
+            assert_eq!(
+                format!(
+                    "{:?}",
+                    old.subject_alternative_name()
+                        .expect("san")
+                        .map(|s| s.value.clone())
+                ),
+                format!(
+                    "{:?}",
+                    new.subject_alternative_name()
+                        .expect("san")
+                        .map(|s| s.value.clone())
+                )
+            );
+            let eku = new.extended_key_usage().expect("eku").expect("eku").value;
+            assert!(eku.server_auth && eku.client_auth, "{leaf}");
+            assert_eq!(new.validity().not_before, now, "{leaf}");
+            // A year, as before.
+            let lifetime = new.validity().not_after.timestamp() - now.timestamp();
+            assert_eq!(lifetime, 365 * 86_400, "{leaf}");
+            new.verify_signature(Some(ca.public_key()))
+                .unwrap_or_else(|e| panic!("{leaf} not signed by {ca_name}: {e}"));
+            // The keys and CAs are untouched.
+            assert_eq!(
+                before[&format!("{leaf}.key")],
+                after[&format!("{leaf}.key")]
+            );
+            assert_eq!(
+                before[&format!("{ca_name}.crt")],
+                after[&format!("{ca_name}.crt")]
+            );
+        }
+    }
+
+    #[test]
+    fn a_missing_leaf_is_named_and_nothing_is_renewed() {
+        let mut data = secret();
+        data.remove("etcd-client.crt");
+        let now = x509_parser::time::ASN1Time::now();
+        let err = renew(&data, now).expect_err("missing");
+        assert!(err.to_string().contains("\"etcd-client.crt\""), "{err}");
+        assert_eq!(secret_name("team-a"), "team-a-karmada-cert");
+        assert_eq!(secret_name("karmada-demo"), "karmada-demo-cert");
+    }
+}
