@@ -59,6 +59,11 @@ pub struct Settings {
     /// How often each replica reads a managed instance's component pods in the host (one
     /// list per instance): a crash-looping component shows within this.
     pub component_check_every: Duration,
+    /// How often the leader reads each instance's certificates again while connected.
+    pub certificate_check_every: Duration,
+    /// The leader renews a managed instance's leaf certificates once the first expires
+    /// within this (`None`: only on request).
+    pub certificate_auto_renew: Option<Duration>,
 }
 
 impl Default for Settings {
@@ -83,6 +88,8 @@ impl Default for Settings {
             clusterpedia_every: Duration::from_secs(60),
             certificate_warning: Duration::from_secs(30 * 86_400),
             component_check_every: Duration::from_secs(30),
+            certificate_check_every: Duration::from_secs(600),
+            certificate_auto_renew: Some(Duration::from_secs(30 * 86_400)),
         }
     }
 }

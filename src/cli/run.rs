@@ -136,6 +136,13 @@ pub struct RunArgs {
     /// crash-looping component makes its instance Degraded within this.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub component_check_secs: u64,
+    /// Seconds between reads of each instance's certificates by the leader.
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub certificate_check_secs: u64,
+    /// Days before a managed instance's first leaf certificate expires that the leader
+    /// renews them (and rolls its components onto them); 0: only on request.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=3650))]
+    pub certificate_auto_renew_days: u64,
     /// Objects of one instance the caches may keep, every kind together (an Instance's
     /// spec.cacheBudget sets its own). Past its budget an instance's caches are dropped,
     /// it shows Degraded naming the budget, and its reads go to the instance.
@@ -315,6 +322,9 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             args.certificate_expiry_warning_days * 86_400,
         ),
         component_check_every: std::time::Duration::from_secs(args.component_check_secs),
+        certificate_check_every: std::time::Duration::from_secs(args.certificate_check_secs),
+        certificate_auto_renew: (args.certificate_auto_renew_days > 0)
+            .then(|| std::time::Duration::from_secs(args.certificate_auto_renew_days * 86_400)),
         clusterpedia: args
             .clusterpedia
             .then(|| args.clusterpedia_namespace.clone()),

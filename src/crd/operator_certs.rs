@@ -21,12 +21,17 @@ pub const LEAVES: &[(&str, &str)] = &[
     ("etcd-client", "etcd-ca"),
 ];
 
-/// karmada-operator's name for an instance's certificate Secret (`generateResourceName`).
-pub fn secret_name(karmada: &str) -> String {
+/// karmada-operator's name for one of an instance's objects (`generateResourceName`).
+pub fn resource_name(karmada: &str, suffix: &str) -> String {
     match karmada.contains("karmada") {
-        true => format!("{karmada}-cert"),
-        false => format!("{karmada}-karmada-cert"),
+        true => format!("{karmada}-{suffix}"),
+        false => format!("{karmada}-karmada-{suffix}"),
     }
+}
+
+/// karmada-operator's certificate Secret of an instance.
+pub fn secret_name(karmada: &str) -> String {
+    resource_name(karmada, "cert")
 }
 
 /// A Secret's data, key by key.

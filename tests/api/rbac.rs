@@ -228,7 +228,7 @@ async fn deploy_manifests_are_valid_and_rbac_covers_exactly_the_calls_made() {
     secrets
         .create(
             &PostParams::default(),
-            &crate::renewal::operator_cert_secret("team-m", (2025, 12, 1)),
+            &crate::renewal::operator_cert_secret("team-m", 30),
         )
         .await
         .expect("operator Secret");

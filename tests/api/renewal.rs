@@ -19,8 +19,13 @@ use crate::harness::NS;
 use crate::server::Api;
 
 /// karmada-operator's certificate Secret of `karmada`: three CAs and five leaves issued
-/// on `issued`, each with its key.
-pub(crate) fn operator_cert_secret(karmada: &str, issued: (i32, u8, u8)) -> Secret {
+/// `days_ago` (for a year), each with its key.
+pub(crate) fn operator_cert_secret(karmada: &str, days_ago: i64) -> Secret {
+    let day = |offset: i64| {
+        let t = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24 * offset);
+        let d = t.to_zoned(jiff::tz::TimeZone::UTC).date();
+        rcgen::date_time_ymd(i32::from(d.year()), d.month() as u8, d.day() as u8)
+    };
     let mut data = BTreeMap::new();
     let mut cas = BTreeMap::new();
     for name in ["ca", "front-proxy-ca", "etcd-ca"] {
@@ -57,8 +62,8 @@ pub(crate) fn operator_cert_secret(karmada: &str, issued: (i32, u8, u8)) -> Secr
             rcgen::ExtendedKeyUsagePurpose::ServerAuth,
             rcgen::ExtendedKeyUsagePurpose::ClientAuth,
         ];
-        p.not_before = rcgen::date_time_ymd(issued.0, issued.1, issued.2);
-        p.not_after = rcgen::date_time_ymd(issued.0 + 1, issued.1, issued.2);
+        p.not_before = day(-days_ago);
+        p.not_after = day(365 - days_ago);
         let cert = p.signed_by(&key, &issuer).expect("leaf");
         data.insert(format!("{leaf}.crt"), ByteString(cert.pem().into_bytes()));
         data.insert(
@@ -138,10 +143,7 @@ async fn certificates_are_renewed_and_components_rolled() {
 
     let secrets: KubeApi<Secret> = KubeApi::namespaced(api.env.host.clone(), NS);
     let before = secrets
-        .create(
-            &PostParams::default(),
-            &operator_cert_secret("team-r", (2025, 12, 1)),
-        )
+        .create(&PostParams::default(), &operator_cert_secret("team-r", 30))
         .await
         .expect("operator Secret");
     let started = jiff::Timestamp::now().as_second();
@@ -203,4 +205,58 @@ async fn certificates_are_renewed_and_components_rolled() {
         },
     )
     .await;
+}
+
+/// The leader renews by itself once a leaf is within 30 days of expiry (the default),
+/// and only then: a Secret issued a month ago is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificates_near_expiry_are_renewed_by_the_leader() {
+    let api = Api::start(0).await;
+    let c = InstanceServiceClient::new(api.channel.clone());
+    let secrets: KubeApi<Secret> = KubeApi::namespaced(api.env.host.clone(), NS);
+    for (name, days_ago) in [("team-old", 350), ("team-new", 30)] {
+        c.clone()
+            .create_instance(CreateInstanceRequest {
+                instance: Some(Instance {
+                    metadata: Some(ObjectMeta {
+                        name: name.into(),
+                        ..Default::default()
+                    }),
+                    spec: Some(InstanceSpec {
+                        mode: InstanceMode::Managed as i32,
+                        managed_namespace: NS.into(),
+                        ..Default::default()
+                    }),
+                    status: None,
+                }),
+            })
+            .await
+            .expect("created");
+        secrets
+            .create(
+                &PostParams::default(),
+                &operator_cert_secret(name, days_ago),
+            )
+            .await
+            .expect("operator Secret");
+    }
+    let started = jiff::Timestamp::now().as_second();
+    let issued = |name: &'static str| {
+        let secrets = secrets.clone();
+        async move {
+            let s = secrets.get(&format!("{name}-karmada-cert")).await.ok()?;
+            Some(not_before(&s.data?.get("apiserver.crt")?.0))
+        }
+    };
+    eventually(
+        Duration::from_secs(30),
+        "team-old renewed by itself",
+        || async { issued("team-old").await.filter(|nb| *nb >= started - 5) },
+    )
+    .await;
+    let new = issued("team-new").await.expect("team-new's Secret");
+    assert!(
+        new < started - 86_400,
+        "a month-old certificate was renewed too"
+    );
 }

@@ -2,7 +2,8 @@
 //! client certificate of the kubeconfig Kairship holds, the karmada-apiserver's serving
 //! certificate as its TLS handshake presents it, and for a managed instance every
 //! certificate karmada-operator generated (its `-cert`, `-etcd-cert` and `-webhook-cert`
-//! Secrets). Read on connect and every `CHECK_EVERY` after (renewals show within that);
+//! Secrets). Read on connect and every `--certificate-check-secs` after (renewals show
+//! within that);
 //! the Instance status lists them, a condition turns True within the warning threshold
 //! of the first expiry, and `/metrics` gives each one's seconds left.
 
@@ -18,8 +19,6 @@ use rustls::{DigitallySignedStruct, SignatureScheme};
 
 use crate::crd::CertificateStatus;
 
-/// How often the certificates are read again while connected.
-pub const CHECK_EVERY: Duration = Duration::from_secs(600);
 /// The Instance condition: True within the warning threshold of the first expiry.
 pub const CONDITION: &str = "CertificatesExpiring";
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -50,10 +49,8 @@ pub struct Checks {
 }
 
 impl Checks {
-    pub fn due(&self) -> bool {
-        self.inputs.is_some()
-            && !self.in_flight
-            && self.last.is_none_or(|t| t.elapsed() >= CHECK_EVERY)
+    pub fn due(&self, every: Duration) -> bool {
+        self.inputs.is_some() && !self.in_flight && self.last.is_none_or(|t| t.elapsed() >= every)
     }
 }
 
@@ -147,13 +144,9 @@ pub async fn check(host: &kube::Client, inputs: &Inputs) -> Vec<CertificateStatu
 
 /// karmada-operator's names for its certificate Secrets (`generateResourceName`).
 fn operator_secrets(name: &str) -> Vec<String> {
-    let base = match name.contains("karmada") {
-        true => name.to_string(),
-        false => format!("{name}-karmada"),
-    };
     ["cert", "etcd-cert", "webhook-cert"]
         .iter()
-        .map(|s| format!("{base}-{s}"))
+        .map(|s| crate::crd::operator_certs::resource_name(name, s))
         .collect()
 }
 

@@ -43,6 +43,8 @@ pub enum InstanceMsg {
     /// A component check's verdict (`components::start`): the first failing component,
     /// or why the host could not be read.
     Components(Result<Option<String>, String>),
+    /// How an automatic certificate renewal ended.
+    Renewed(Result<super::renewal::Done, String>),
     /// The latest view, for the API and the tests.
     View(RpcReplyPort<InstanceView>),
     /// Chaos: panic inside the handler, to exercise supervision.

@@ -20,6 +20,7 @@ pub mod printers;
 pub mod probe;
 pub mod reader;
 pub mod registration;
+pub mod renewal;
 pub mod stats;
 pub mod status;
 mod status_sync;
@@ -88,6 +89,8 @@ pub struct InstanceState {
     /// A managed instance's component checks (every replica: each judges the instance
     /// itself, as with its watches).
     components: components::Checks,
+    /// The leader's automatic certificate renewals.
+    renewal: renewal::Round,
     /// Whether Kairship's roles on the members were last applied (`Some(true)`) or
     /// removed (`Some(false)`) by this actor as leader; `None`: not yet, or failed.
     member_access: Option<bool>,
@@ -280,6 +283,7 @@ impl Actor for InstanceActor {
             clusterpedia_round: clusterpedia::Round::NotYet,
             certificates: Default::default(),
             components: Default::default(),
+            renewal: Default::default(),
             member_access: None,
             member_access_task: None,
             last_error: None,
@@ -450,6 +454,21 @@ impl Actor for InstanceActor {
                 state.certificates.in_flight = false;
                 state.certificates.last = Some(Instant::now());
                 state.observed.certificates = found;
+            }
+            InstanceMsg::Renewed(result) => {
+                state.renewal.in_flight = false;
+                state.renewal.last = Some(Instant::now());
+                match result {
+                    Ok(done) => info!(
+                        renewed = done.renewed.len(),
+                        rolled = ?done.rolled,
+                        "certificates renewed before expiry; the components roll onto them"
+                    ),
+                    Err(e) => {
+                        warn!(error = %e, "renewing the certificates before expiry failed; retrying later");
+                        state.last_error = Some(e);
+                    }
+                }
             }
             InstanceMsg::Components(verdict) => {
                 state.components.in_flight = false;

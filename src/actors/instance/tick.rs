@@ -9,7 +9,7 @@ use super::caches::{Caches, Kind};
 use super::lifecycle::Event;
 use super::status_sync::sync_status;
 use super::{
-    certificates, clusterpedia, components, member_access, registration, spawn_here, stats,
+    certificates, clusterpedia, components, member_access, registration, renewal, spawn_here, stats,
 };
 use super::{InstanceMsg, InstanceState};
 
@@ -102,9 +102,13 @@ pub(super) fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
         });
     }
     register_with_clusterpedia(myself, state);
-    if state.certificates.due() {
+    if state
+        .certificates
+        .due(state.ctx.settings.certificate_check_every)
+    {
         certificates::start(myself, state.ctx.host.clone(), &mut state.certificates);
     }
+    renew_before_expiry(myself, state);
     sync_status(myself, state);
 }
 
@@ -177,4 +181,40 @@ fn compute_stats(caches: &Caches, counts: stats::Counts) -> crate::crd::Instance
         .collect();
     let values: Vec<&serde_json::Value> = decoded.iter().collect();
     stats::aggregate(&values, counts)
+}
+
+/// Renews a managed instance's leaf certificates once the first is within
+/// `--certificate-auto-renew-days` of expiry (leader only, one attempt at a time).
+fn renew_before_expiry(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
+    let settings = &state.ctx.settings;
+    let (Some(window), Some((ns, _))) = (
+        settings.certificate_auto_renew,
+        state
+            .certificates
+            .inputs
+            .as_ref()
+            .and_then(|i| i.operator.clone()),
+    ) else {
+        return;
+    };
+    let now = jiff::Timestamp::now();
+    if !state.renewal.allows(state.certificates.last)
+        || !renewal::due(&state.observed.certificates, &state.name, window, now)
+    {
+        return;
+    }
+    state.renewal.in_flight = true;
+    let (host, name, timeout, me) = (
+        state.ctx.host.clone(),
+        state.name.clone(),
+        settings.host_call_timeout,
+        myself.clone(),
+    );
+    tracing::info!("a leaf certificate expires within {window:?}: renewing");
+    spawn_here(async move {
+        let r = renewal::renew(&host, &ns, &name, timeout)
+            .await
+            .map_err(|e| e.to_string());
+        let _ = me.send_message(InstanceMsg::Renewed(r));
+    });
 }
