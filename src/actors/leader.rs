@@ -51,7 +51,8 @@ struct Shared {
     /// it is waiting out its back-off now.
     elector_since: Option<Instant>,
     elector_backing_off: bool,
-    /// Chaos: the elector panics at its next round.
+    /// Chaos: the elector panics at its next round (never set in a product build).
+    #[cfg(feature = "testbed")]
     panic_next: bool,
 }
 
@@ -160,6 +161,7 @@ impl Leadership {
     }
 
     /// Chaos: make the elector panic at its next round (it is restarted).
+    #[cfg(feature = "testbed")]
     pub fn inject_elector_panic(&self) {
         self.shared.lock().panic_next = true;
     }
@@ -330,6 +332,7 @@ async fn elect(
     stop_rx: &mut watch::Receiver<bool>,
 ) {
     loop {
+        #[cfg(feature = "testbed")]
         if std::mem::take(&mut shared.lock().panic_next) {
             panic!("chaos: the leader elector was told to panic");
         }

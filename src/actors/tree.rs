@@ -233,6 +233,7 @@ impl TreeHandle {
     }
 
     /// Chaos: crash the instance manager (its children go with it; the root restarts it).
+    #[cfg(feature = "testbed")]
     pub async fn crash_manager(&self) -> Result<(), TreeError> {
         self.manager()
             .await?
@@ -241,6 +242,7 @@ impl TreeHandle {
     }
 
     /// Chaos: panic one instance actor. False when it has no live actor.
+    #[cfg(feature = "testbed")]
     pub async fn inject_panic(&self, name: &str) -> Result<bool, TreeError> {
         let n = name.to_string();
         ractor::call_t!(

@@ -80,6 +80,58 @@ fn key(data: &BTreeMap<String, Vec<u8>>, name: &str) -> Result<Vec<u8>, RenewErr
         .ok_or_else(|| RenewError::Missing(name.to_string()))
 }
 
+/// A signing key from PEM: PKCS #8 (`PRIVATE KEY`) as it is, or PKCS #1 (`RSA PRIVATE
+/// KEY`, as karmada-operator writes its RSA keys) wrapped into PKCS #8, the one form the
+/// ring backend reads.
+fn signing_key(name: &str, pem: &[u8]) -> Result<rcgen::KeyPair, String> {
+    let block = x509_parser::pem::Pem::iter_from_buffer(pem)
+        .next()
+        .ok_or_else(|| format!("{name}: no PEM block"))?
+        .map_err(|e| format!("{name}: not PEM: {e}"))?;
+    match block.label.as_str() {
+        "PRIVATE KEY" => {
+            rcgen::KeyPair::try_from(block.contents.as_slice()).map_err(|e| format!("{name}: {e}"))
+        }
+        "RSA PRIVATE KEY" => {
+            let pkcs8 = pkcs8_of_rsa(&block.contents);
+            rcgen::KeyPair::from_pkcs8_der_and_sign_algo(
+                &rustls::pki_types::PrivatePkcs8KeyDer::from(pkcs8.as_slice()),
+                &rcgen::PKCS_RSA_SHA256,
+            )
+            .map_err(|e| format!("{name}: {e}"))
+        }
+        other => Err(format!(
+            "{name}: a {other:?} block, not a key Kairship can sign with"
+        )),
+    }
+}
+
+/// PKCS #8 `PrivateKeyInfo` around a PKCS #1 RSA key: version 0, rsaEncryption, the key.
+fn pkcs8_of_rsa(pkcs1: &[u8]) -> Vec<u8> {
+    fn tlv(tag: u8, body: &[u8]) -> Vec<u8> {
+        let mut out = vec![tag];
+        let n = body.len();
+        if n < 0x80 {
+            out.push(n as u8);
+        } else {
+            let bytes: Vec<u8> = n
+                .to_be_bytes()
+                .into_iter()
+                .skip_while(|b| *b == 0)
+                .collect();
+            out.push(0x80 | bytes.len() as u8);
+            out.extend(bytes);
+        }
+        out.extend_from_slice(body);
+        out
+    }
+    const RSA_ENCRYPTION: &[u8] = &[
+        0x30, 0x0d, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01, 0x05, 0x00,
+    ];
+    let body = [&[0x02, 0x01, 0x00][..], RSA_ENCRYPTION, &tlv(0x04, pkcs1)].concat();
+    tlv(0x30, &body)
+}
+
 /// The leaf's subject, names and usages as rcgen parameters.
 fn params_of(
     name: &str,
@@ -204,11 +256,7 @@ pub fn renew(
         let mut params = params_of(leaf_name, &leaf)?;
         params.not_before = now;
         params.not_after = std::cmp::min(now + lifetime, ca_until);
-        let ca_key = std::str::from_utf8(&ca_key)
-            .map_err(|_| signing(format!("{ca_name}.key is not PEM text")))
-            .and_then(|pem| {
-                rcgen::KeyPair::from_pem(pem).map_err(|e| signing(format!("{ca_name}.key: {e}")))
-            })?;
+        let ca_key = signing_key(&format!("{ca_name}.key"), &ca_key).map_err(signing)?;
         let issuer = rcgen::Issuer::from_ca_cert_der(&ca_der.as_slice().into(), ca_key)
             .map_err(|e| signing(format!("{ca_name}.crt as an issuer: {e}")))?;
         let public = rcgen::SubjectPublicKeyInfo::from_der(leaf.public_key().raw)
@@ -348,6 +396,44 @@ mod tests {
                 after[&format!("{ca_name}.crt")]
             );
         }
+    }
+
+    /// karmada-operator's keys are RSA in PKCS #1: a CA with one signs the renewed leaf.
+    #[test]
+    fn an_rsa_pkcs1_ca_key_signs() {
+        let pem = include_bytes!("testdata/rsa-pkcs1.key");
+        let key = signing_key("ca.key", pem).expect("PKCS #1 read");
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, "karmada");
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_pem = p.self_signed(&key).expect("ca").pem();
+        let mut data = secret();
+        for ca in ["ca", "front-proxy-ca", "etcd-ca"] {
+            data.insert(format!("{ca}.crt"), ca_pem.clone().into_bytes());
+            data.insert(format!("{ca}.key"), pem.to_vec());
+        }
+        // An RSA leaf too (its public key carried over).
+        let mut lp = rcgen::CertificateParams::new(vec!["karmada-apiserver".to_string()])
+            .expect("params");
+        lp.distinguished_name
+            .push(rcgen::DnType::CommonName, "karmada-apiserver");
+        let issuer = rcgen::Issuer::from_params(&p, &key);
+        let leaf = lp.signed_by(&key, &issuer).expect("rsa leaf");
+        data.insert("apiserver.crt".into(), leaf.pem().into_bytes());
+        let (after, _) = renew(&data, x509_parser::time::ASN1Time::now()).expect("renewed");
+        let (leaf, ca) = (der(&after, "apiserver.crt"), der(&after, "ca.crt"));
+        let (leaf, ca) = (
+            parsed("apiserver", &leaf).expect("leaf"),
+            parsed("ca", &ca).expect("ca"),
+        );
+        leaf.verify_signature(Some(ca.public_key()))
+            .expect("signed by the RSA CA");
+        assert!(signing_key(
+            "x",
+            b"-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n"
+        )
+        .is_err());
     }
 
     #[test]

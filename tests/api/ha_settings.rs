@@ -15,19 +15,11 @@ use crate::harness::NS;
 use crate::server::Api;
 
 fn managed(name: &str, replicas: &[(&str, i32)]) -> Instance {
-    Instance {
-        metadata: Some(ObjectMeta {
-            name: name.into(),
-            ..Default::default()
-        }),
-        spec: Some(InstanceSpec {
-            mode: InstanceMode::Managed as i32,
-            managed_namespace: NS.into(),
-            component_replicas: replicas.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
-            ..Default::default()
-        }),
-        status: None,
+    let mut i = crate::server::managed_instance(name);
+    if let Some(s) = i.spec.as_mut() {
+        s.component_replicas = replicas.iter().map(|(c, n)| (c.to_string(), *n)).collect();
     }
+    i
 }
 
 /// Each component's (replicas, ready replicas, pods) as ListComponents reports them.

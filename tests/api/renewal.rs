@@ -97,21 +97,9 @@ fn public_key(pem: &[u8]) -> Vec<u8> {
 async fn certificates_are_renewed_and_components_rolled() {
     let api = Api::start(1).await;
     let c = InstanceServiceClient::new(api.channel.clone());
-    let managed = Instance {
-        metadata: Some(ObjectMeta {
-            name: "team-r".into(),
-            ..Default::default()
-        }),
-        spec: Some(InstanceSpec {
-            mode: InstanceMode::Managed as i32,
-            managed_namespace: NS.into(),
-            ..Default::default()
-        }),
-        status: None,
-    };
     c.clone()
         .create_instance(CreateInstanceRequest {
-            instance: Some(managed),
+            instance: Some(crate::server::managed_instance("team-r")),
         })
         .await
         .expect("created");
@@ -217,18 +205,7 @@ async fn certificates_near_expiry_are_renewed_by_the_leader() {
     for (name, days_ago) in [("team-old", 350), ("team-new", 30)] {
         c.clone()
             .create_instance(CreateInstanceRequest {
-                instance: Some(Instance {
-                    metadata: Some(ObjectMeta {
-                        name: name.into(),
-                        ..Default::default()
-                    }),
-                    spec: Some(InstanceSpec {
-                        mode: InstanceMode::Managed as i32,
-                        managed_namespace: NS.into(),
-                        ..Default::default()
-                    }),
-                    status: None,
-                }),
+                instance: Some(crate::server::managed_instance(name)),
             })
             .await
             .expect("created");

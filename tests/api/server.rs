@@ -211,3 +211,20 @@ impl Api {
         self.tree.shutdown().await;
     }
 }
+
+/// A managed instance as the API creates it, in the harness's namespace.
+pub fn managed_instance(name: &str) -> kairship::proto::Instance {
+    use kairship::proto::{Instance, InstanceMode, InstanceSpec, ObjectMeta};
+    Instance {
+        metadata: Some(ObjectMeta {
+            name: name.into(),
+            ..Default::default()
+        }),
+        spec: Some(InstanceSpec {
+            mode: InstanceMode::Managed as i32,
+            managed_namespace: crate::harness::NS.into(),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}

@@ -16,19 +16,11 @@ use crate::harness::NS;
 use crate::server::Api;
 
 fn managed(name: &str, version: &str) -> Instance {
-    Instance {
-        metadata: Some(ObjectMeta {
-            name: name.into(),
-            ..Default::default()
-        }),
-        spec: Some(InstanceSpec {
-            mode: InstanceMode::Managed as i32,
-            managed_namespace: NS.into(),
-            karmada_version: version.into(),
-            ..Default::default()
-        }),
-        status: None,
+    let mut i = crate::server::managed_instance(name);
+    if let Some(s) = i.spec.as_mut() {
+        s.karmada_version = version.into();
     }
+    i
 }
 
 async fn status_version(

@@ -38,13 +38,9 @@ export function mount(el: Element, ...children: Child[]) {
   append(el, children);
 }
 
-/** A modal asking to confirm `what`; resolves true only on the confirm button. */
-export function confirmDialog(title: string, body: Child, confirmLabel: string): Promise<boolean> {
+/** A modal over the page: `title`, `body`, then `actions` (each closes it with its answer). */
+function modal<T>(title: string, body: Child[], actions: [string, string, () => T][], focus?: HTMLElement): Promise<T> {
   return new Promise((resolve) => {
-    const close = (answer: boolean) => {
-      overlay.remove();
-      resolve(answer);
-    };
     const overlay = h(
       'div',
       { class: 'overlay' },
@@ -52,48 +48,37 @@ export function confirmDialog(title: string, body: Child, confirmLabel: string):
         'div',
         { class: 'dialog', role: 'dialog', 'aria-label': title },
         h('h3', {}, title),
-        h('div', {}, body),
+        ...body,
         h(
           'div',
           { class: 'actions' },
-          h('button', { onclick: () => close(false) }, 'Cancel'),
-          h('button', { class: 'danger', onclick: () => close(true) }, confirmLabel),
+          actions.map(([label, cls, answer]) =>
+            h('button', { class: cls, onclick: () => { overlay.remove(); resolve(answer()); } }, label),
+          ),
         ),
       ),
     );
     document.body.appendChild(overlay);
+    focus?.focus();
   });
+}
+
+/** A modal asking to confirm `what`; resolves true only on the confirm button. */
+export function confirmDialog(title: string, body: Child, confirmLabel: string): Promise<boolean> {
+  return modal(title, [h('div', {}, body)], [
+    ['Cancel', '', () => false],
+    [confirmLabel, 'danger', () => true],
+  ]);
 }
 
 /** A modal asking for a whole number between `min` and `max` (every `step` from `min`);
  * resolves it, or null on Cancel. */
 export function numberDialog(title: string, body: Child, value: number, min: number, max: number, step: number): Promise<number | null> {
-  return new Promise((resolve) => {
-    const input = h('input', { type: 'number', min: String(min), max: String(max), step: String(step), value: String(value), 'aria-label': title }) as HTMLInputElement;
-    const close = (answer: number | null) => {
-      overlay.remove();
-      resolve(answer);
-    };
-    const overlay = h(
-      'div',
-      { class: 'overlay' },
-      h(
-        'div',
-        { class: 'dialog', role: 'dialog', 'aria-label': title },
-        h('h3', {}, title),
-        h('div', {}, body),
-        input,
-        h(
-          'div',
-          { class: 'actions' },
-          h('button', { onclick: () => close(null) }, 'Cancel'),
-          h('button', { onclick: () => close(Number(input.value)) }, 'Apply'),
-        ),
-      ),
-    );
-    document.body.appendChild(overlay);
-    input.focus();
-  });
+  const input = h('input', { type: 'number', min: String(min), max: String(max), step: String(step), value: String(value), 'aria-label': title }) as HTMLInputElement;
+  return modal(title, [h('div', {}, body), input], [
+    ['Cancel', '', () => null],
+    ['Apply', '', () => Number(input.value)],
+  ], input);
 }
 
 export function age(seconds: number): string {

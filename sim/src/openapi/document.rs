@@ -22,6 +22,18 @@ const PATCH_TYPES: &[&str] = &[
 ];
 const STRATEGIC: &str = "application/strategic-merge-patch+json";
 
+/// What an operation's body may be.
+fn body_types(action: Action, strategic: bool) -> Vec<&'static str> {
+    match action {
+        Action::Patch => PATCH_TYPES
+            .iter()
+            .copied()
+            .filter(|t| strategic || *t != STRATEGIC)
+            .collect(),
+        _ => vec!["*/*"],
+    }
+}
+
 /// `info.version`: the major and minor version the server reports.
 fn info() -> Value {
     json!({"title": "Kubernetes", "version": format!("1.{}", crate::server::discovery::MINOR)})
@@ -107,14 +119,7 @@ pub fn v2(catalog: &Catalog) -> Value {
             if let Some(body) = &o.body {
                 parameters.insert(0, json!({"name": "body", "in": "body", "required": true, "schema": {"$ref": format!("#/definitions/{body}")}}));
             }
-            let consumes: Vec<&str> = match o.action {
-                Action::Patch => PATCH_TYPES
-                    .iter()
-                    .copied()
-                    .filter(|t| o.strategic || *t != STRATEGIC)
-                    .collect(),
-                _ => vec!["*/*"],
-            };
+            let consumes = body_types(o.action, o.strategic);
             item.insert(
                 o.method.into(),
                 json!({
@@ -196,14 +201,7 @@ pub fn v3_group_version(catalog: &Catalog, gv: &str) -> Option<Value> {
             wanted.insert(o.response.clone());
             if let Some(body) = &o.body {
                 wanted.insert(body.clone());
-                let mut types: Vec<&str> = match o.action {
-                    Action::Patch => PATCH_TYPES
-                        .iter()
-                        .copied()
-                        .filter(|t| o.strategic || *t != STRATEGIC)
-                        .collect(),
-                    _ => vec!["*/*"],
-                };
+                let mut types = body_types(o.action, o.strategic);
                 types.sort_unstable();
                 let content: Map<String, Value> = types
                     .iter()

@@ -47,7 +47,9 @@ pub enum InstanceMsg {
     Renewed(Result<super::renewal::Done, String>),
     /// The latest view, for the API and the tests.
     View(RpcReplyPort<InstanceView>),
-    /// Chaos: panic inside the handler, to exercise supervision.
+    /// Chaos: panic inside the handler, to exercise supervision (test and chaos builds
+    /// only: a product binary carries no panic button).
+    #[cfg(feature = "testbed")]
     Panic,
 }
 

@@ -497,6 +497,7 @@ impl Actor for InstanceActor {
             InstanceMsg::View(reply) => {
                 let _ = reply.send(state.view());
             }
+            #[cfg(feature = "testbed")]
             InstanceMsg::Panic => {
                 panic!("chaos: panic injected into instance actor {}", state.name)
             }

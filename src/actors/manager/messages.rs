@@ -26,8 +26,10 @@ pub enum ManagerMsg {
     Restart(String, Option<String>, RpcReplyPort<Result<(), String>>),
     /// The live actor of an instance, for request routing.
     Lookup(String, RpcReplyPort<Option<ActorRef<InstanceMsg>>>),
-    /// Chaos: make an instance actor panic.
+    /// Chaos: make an instance actor panic (test and chaos builds only).
+    #[cfg(feature = "testbed")]
     InjectPanic(String, RpcReplyPort<bool>),
     /// Chaos: make the manager itself panic (the root restarts it).
+    #[cfg(feature = "testbed")]
     Crash,
 }

@@ -450,6 +450,7 @@ impl Actor for InstanceManager {
             ManagerMsg::Lookup(name, reply) => {
                 let _ = reply.send(state.children.get(&name).and_then(|c| c.actor.clone()));
             }
+            #[cfg(feature = "testbed")]
             ManagerMsg::InjectPanic(name, reply) => {
                 let actor = state.children.get(&name).and_then(|c| c.actor.clone());
                 let _ = reply.send(
@@ -458,6 +459,7 @@ impl Actor for InstanceManager {
                         .unwrap_or(false),
                 );
             }
+            #[cfg(feature = "testbed")]
             ManagerMsg::Crash => panic!("chaos: the instance manager was told to crash"),
         }
         Ok(())
