@@ -20,6 +20,7 @@ pub mod karmada;
 mod launch;
 pub mod openapi;
 pub mod operator;
+mod operator_certs;
 pub mod patch;
 pub mod protobuf;
 pub mod rbac;

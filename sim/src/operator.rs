@@ -281,6 +281,16 @@ async fn install(
         .store
         .lookup("", "v1", "secrets")
         .ok_or_else(|| crate::Error::Invalid("secrets are not served".into()))?;
+    // The certificates first, generated once and then kept, as the operator keeps its
+    // Secret (its admin kubeconfig comes last).
+    let certs = crate::operator_certs::secret(ns, name)
+        .map_err(|e| crate::Error::Invalid(format!("generating certificates: {e}")))?;
+    match host.store.create(&secrets, Some(ns), certs) {
+        Err(e) if e.code == 409 => {}
+        other => {
+            other?;
+        }
+    }
     match host.store.create(&secrets, Some(ns), secret.clone()) {
         Err(e) if e.code == 409 => {
             host.store
@@ -490,6 +500,15 @@ fn teardown(
             &admin_secret_name(name),
             Default::default(),
         ) {
+            Err(e) if e.code != 404 => return Err(e),
+            _ => {}
+        }
+        let certs = crate::operator_certs::secret_name(name);
+        match fleet
+            .host()
+            .store
+            .delete(&secrets, Some(ns), &certs, Default::default())
+        {
             Err(e) if e.code != 404 => return Err(e),
             _ => {}
         }

@@ -414,8 +414,8 @@ mod tests {
             data.insert(format!("{ca}.key"), pem.to_vec());
         }
         // An RSA leaf too (its public key carried over).
-        let mut lp = rcgen::CertificateParams::new(vec!["karmada-apiserver".to_string()])
-            .expect("params");
+        let mut lp =
+            rcgen::CertificateParams::new(vec!["karmada-apiserver".to_string()]).expect("params");
         lp.distinguished_name
             .push(rcgen::DnType::CommonName, "karmada-apiserver");
         let issuer = rcgen::Issuer::from_params(&p, &key);

@@ -221,17 +221,8 @@ async fn deploy_manifests_are_valid_and_rbac_covers_exactly_the_calls_made() {
     let first = log.message().await.expect("log chunk").expect("a line");
     assert!(first.text.contains("karmada-apiserver"), "{first:?}");
     component_crash_loop_degrades_the_instance(&api, &c).await;
-    // Renewing its certificates rewrites karmada-operator's Secret (as the operator
-    // writes it) and the Instance.
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
-        Api::namespaced(api.env.host.clone(), NS);
-    secrets
-        .create(
-            &PostParams::default(),
-            &crate::renewal::operator_cert_secret("team-m", 30),
-        )
-        .await
-        .expect("operator Secret");
+    // Renewing its certificates rewrites the (simulated) operator's Secret and the
+    // Instance.
     let renewed = c
         .clone()
         .renew_certificates(RenewCertificatesRequest {

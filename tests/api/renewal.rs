@@ -20,7 +20,7 @@ use crate::server::Api;
 
 /// karmada-operator's certificate Secret of `karmada`: three CAs and five leaves issued
 /// `days_ago` (for a year), each with its key.
-pub(crate) fn operator_cert_secret(karmada: &str, days_ago: i64) -> Secret {
+fn operator_cert_secret(karmada: &str, days_ago: i64) -> Secret {
     let day = |offset: i64| {
         let t = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24 * offset);
         let d = t.to_zoned(jiff::tz::TimeZone::UTC).date();
@@ -82,6 +82,29 @@ pub(crate) fn operator_cert_secret(karmada: &str, days_ago: i64) -> Secret {
     }
 }
 
+/// Waits for the simulated operator's certificate Secret of `name`, then replaces it with
+/// one whose leaves were issued `days_ago`.
+async fn aged(secrets: &KubeApi<Secret>, name: &str, days_ago: i64) -> Secret {
+    let secret = format!("{name}-karmada-cert");
+    eventually(
+        Duration::from_secs(20),
+        "the operator's certificate Secret",
+        || async { secrets.get(&secret).await.ok() },
+    )
+    .await;
+    secrets
+        .delete(&secret, &Default::default())
+        .await
+        .expect("deleted");
+    secrets
+        .create(
+            &PostParams::default(),
+            &operator_cert_secret(name, days_ago),
+        )
+        .await
+        .expect("operator Secret")
+}
+
 fn not_before(pem: &[u8]) -> i64 {
     let (_, p) = x509_parser::pem::parse_x509_pem(pem).expect("pem");
     let c = p.parse_x509().expect("x509");
@@ -115,25 +138,65 @@ async fn certificates_are_renewed_and_components_rolled() {
         "{}",
         external.message()
     );
-    // Before karmada-operator wrote its Secret: named.
-    let missing = eventually(Duration::from_secs(20), "the Karmada object", || async {
-        renew("team-r")
-            .await
-            .err()
-            .filter(|e| e.code() == Code::NotFound)
-    })
+    // The simulated operator's certificates are listed with the instance's.
+    eventually(
+        Duration::from_secs(20),
+        "the operator's certificates listed",
+        || async {
+            let i = c
+                .clone()
+                .get_instance(GetInstanceRequest {
+                    name: "team-r".into(),
+                })
+                .await
+                .ok()?
+                .into_inner();
+            i.status?
+                .certificates
+                .iter()
+                .any(|c| c.name == "team-r-karmada-cert/apiserver.crt")
+                .then_some(())
+        },
+    )
     .await;
-    assert!(
-        missing.message().contains("team-r-karmada-cert"),
-        "{}",
-        missing.message()
-    );
-
+    // The simulated operator's Secret, made a month old.
     let secrets: KubeApi<Secret> = KubeApi::namespaced(api.env.host.clone(), NS);
-    let before = secrets
-        .create(&PostParams::default(), &operator_cert_secret("team-r", 30))
+    let before = aged(&secrets, "team-r", 30).await;
+    // While karmada-operator runs its workflow (Ready False), refused, naming why: the
+    // workflow would write back the certificates it loaded at its start.
+    let karmadas: KubeApi<DynamicObject> = KubeApi::namespaced_with(
+        api.env.host.clone(),
+        NS,
+        &kairship::actors::instance::connect::karmada_resource(),
+    );
+    let ready = |status: &str, reason: &str| {
+        serde_json::json!({"status": {"conditions": [{"type": "Ready", "status": status,
+            "reason": reason, "message": "karmada init job", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+    };
+    let params = kube::api::PatchParams::default();
+    karmadas
+        .patch_status(
+            "team-r",
+            &params,
+            &kube::api::Patch::Merge(&ready("False", "Progressing")),
+        )
         .await
-        .expect("operator Secret");
+        .expect("in progress");
+    let busy = renew("team-r").await.expect_err("busy");
+    assert_eq!(busy.code(), Code::FailedPrecondition, "{busy:?}");
+    assert!(
+        busy.message().contains("is applying a change") && busy.message().contains("Progressing"),
+        "{}",
+        busy.message()
+    );
+    karmadas
+        .patch_status(
+            "team-r",
+            &params,
+            &kube::api::Patch::Merge(&ready("True", "Completed")),
+        )
+        .await
+        .expect("done");
     let started = jiff::Timestamp::now().as_second();
     let r = renew("team-r").await.expect("renewed").into_inner();
     let names: Vec<&str> = r.certificates.iter().map(|c| c.name.as_str()).collect();
@@ -172,11 +235,6 @@ async fn certificates_are_renewed_and_components_rolled() {
     }
     assert_eq!(old["ca.crt"], new["ca.crt"], "the CA kept");
     // The roll: an annotation on each component block, carried to the Karmada object.
-    let karmadas: KubeApi<DynamicObject> = KubeApi::namespaced_with(
-        api.env.host.clone(),
-        NS,
-        &kairship::actors::instance::connect::karmada_resource(),
-    );
     eventually(
         Duration::from_secs(20),
         "the roll reaches the Karmada object",
@@ -193,6 +251,23 @@ async fn certificates_are_renewed_and_components_rolled() {
         },
     )
     .await;
+    // Without the operator's Secret (once the operator is done with the roll): named.
+    eventually(Duration::from_secs(20), "the roll applied", || async {
+        let k = karmadas.get("team-r").await.ok()?;
+        (k.data["status"]["conditions"][0]["status"] == "True").then_some(())
+    })
+    .await;
+    secrets
+        .delete("team-r-karmada-cert", &Default::default())
+        .await
+        .expect("deleted");
+    let missing = renew("team-r").await.expect_err("no Secret");
+    assert_eq!(missing.code(), Code::NotFound, "{missing:?}");
+    assert!(
+        missing.message().contains("team-r-karmada-cert"),
+        "{}",
+        missing.message()
+    );
 }
 
 /// The leader renews by itself once a leaf is within 30 days of expiry (the default),
@@ -209,13 +284,7 @@ async fn certificates_near_expiry_are_renewed_by_the_leader() {
             })
             .await
             .expect("created");
-        secrets
-            .create(
-                &PostParams::default(),
-                &operator_cert_secret(name, days_ago),
-            )
-            .await
-            .expect("operator Secret");
+        aged(&secrets, name, days_ago).await;
     }
     let started = jiff::Timestamp::now().as_second();
     let issued = |name: &'static str| {

@@ -228,7 +228,23 @@ fn serving(demo: &ClusterDemo, name: &str) -> Option<(String, String)> {
 async fn certificates_renewed(demo: &ClusterDemo, name: &str) {
     let started = Instant::now();
     let before = serving(demo, name).expect("the serving certificate is listed");
-    let r = ctl_ok(demo, &["instances", "renew-certificates", name]);
+    // Refused, naming why, while karmada-operator still applies the last change (its
+    // workflow would write back the certificates it loaded): retried until it is done.
+    let mut r = Value::Null;
+    let mut refusal = String::new();
+    let accepted = holds(Duration::from_secs(180), PROCESS_POLL, || {
+        let out = ctl(
+            demo,
+            &["instances", "renew-certificates", name, "-o", "json"],
+        );
+        match out.status.success() {
+            true => r = serde_json::from_slice(&out.stdout).unwrap_or_default(),
+            false => refusal = String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+        out.status.success() || !refusal.contains("is applying a change")
+    })
+    .await;
+    assert!(accepted && r.is_object(), "renewal refused: {refusal}");
     assert_eq!(r["certificates"].as_array().map(Vec::len), Some(5), "{r:#}");
     assert!(
         r["rolled"].as_array().is_some_and(

@@ -87,6 +87,8 @@ export const api = {
       metadata: { name: inst },
       spec: { mode: 'INSTANCE_MODE_MANAGED', componentReplicas: { [setting]: replicas } },
     }),
+  renewCertificates: (inst: string) =>
+    call<S['kairship.v1alpha1.RenewCertificatesResponse']>('POST', `/instances/${seg(inst)}/certificates:renew`, {}),
   restartComponent: (inst: string, component: string) =>
     call<Component>('POST', `/instances/${seg(inst)}/components/${seg(component)}:restart`, {}),
   registrationToken: (inst: string) =>

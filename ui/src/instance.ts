@@ -6,7 +6,7 @@
 import { parse, stringify } from 'yaml';
 import { api, ApiError, memberPods, podLog, recentEvents, type Cluster, type Instance, type KubeEvent, type KubePod, type Policy, type Workload } from './client';
 import { showComponents } from './components';
-import { age, h, mount } from './dom';
+import { age, confirmDialog, h, mount } from './dom';
 import { openLog } from './logs';
 import { promoteForm } from './promote';
 import { bar, explanation, phaseBadge } from './overview';
@@ -330,6 +330,37 @@ function policyRows(policies: Policy[], canEdit: boolean, open: (p: Policy, edit
 
 type Certificate = NonNullable<NonNullable<Instance['status']>['certificates']>[number];
 
+/** The instance's certificates, with "Renew" for an admin of a managed instance. */
+function certificatesSection(i: Instance, canAdmin: boolean, done: () => void, report: (e: unknown) => void) {
+  const certs = i.status?.certificates ?? [];
+  if (certs.length === 0) return null;
+  const inst = i.metadata?.name ?? '';
+  const expiring = (i.status?.conditions ?? []).some((c) => c.type === 'CertificatesExpiring' && c.status === 'True');
+  return [
+    h(
+      'h3',
+      {},
+      'Certificates ',
+      canAdmin && i.spec?.mode === 'INSTANCE_MODE_MANAGED' && h('button', { class: 'small', id: 'renew-certificates', onclick: () => void renewCertificates(inst, done, report) }, 'Renew'),
+    ),
+    table('certificates', ['Certificate', 'Subject', 'Expires', 'Left'], certificateRows(certs, expiring)),
+  ];
+}
+
+/** Renews a managed instance's leaf certificates after a confirmation, then says what was
+ * renewed and which components roll onto them. */
+async function renewCertificates(inst: string, done: () => void, report: (e: unknown) => void) {
+  const why = 'Its leaf certificates are re-signed with the same CAs and keys, then every component but etcd restarts on them (the instance shows Upgrading meanwhile).';
+  if (!(await confirmDialog(`Renew the certificates of ${inst}?`, why, 'Renew'))) return;
+  try {
+    const r = await api.renewCertificates(inst);
+    report(new Error(`Renewed ${(r.certificates ?? []).length} certificates; rolling ${(r.rolled ?? []).join(', ')}.`));
+  } catch (e) {
+    report(e);
+  }
+  done();
+}
+
 /** The certificates the instance is reached with, the first to expire first; those within
  *  the warning (the instance's CertificatesExpiring condition) are marked. */
 function certificateRows(certs: Certificate[], warning: boolean) {
@@ -437,9 +468,7 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
         h('h3', {}, 'Member clusters'),
         table('clusters', ['Cluster', 'Ready', 'Version', 'Nodes', 'Allocated / allocatable', 'Taints', ''], clusterRows(inst, clusters, canEdit, canAdmin, removals, () => void refresh(), report)),
         componentsSlot,
-        (i.status?.certificates ?? []).length > 0 && h('h3', {}, 'Certificates'),
-        (i.status?.certificates ?? []).length > 0 &&
-          table('certificates', ['Certificate', 'Subject', 'Expires', 'Left'], certificateRows(i.status?.certificates ?? [], (i.status?.conditions ?? []).some((c) => c.type === 'CertificatesExpiring' && c.status === 'True'))),
+        certificatesSection(i, canAdmin, () => void refresh(), report),
         h('h3', {}, 'Workloads ', canEdit && h('button', { class: 'small', onclick: () => mount(promoteSlot, promoteForm(inst, clusters.map((c) => c.metadata?.name ?? ''), closePromote)) }, 'Adopt a running workload')),
         promoteSlot,
         table('workloads', ['Workload', 'Ready', 'Placement (per cluster)', 'Policies', 'Overrides'], workloadRows(inst, workloads, shown, pods, () => void refresh())),
@@ -458,7 +487,14 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
         const i = await api.instance(inst);
         // A managed instance that cannot serve: its components say why.
         if (i.spec?.mode === 'INSTANCE_MODE_MANAGED') await showComponents(componentsSlot, inst, canAdmin, () => void refresh(), report);
-        mount(live, h('p', {}, phaseBadge(i.status?.phase), ' ', h('span', { class: 'why' }, explanation(i.status?.conditions))), h('p', { class: 'error' }, (e as Error).message), componentsSlot);
+        mount(
+          live,
+          h('p', {}, phaseBadge(i.status?.phase), ' ', h('span', { class: 'why' }, explanation(i.status?.conditions))),
+          h('p', { class: 'error' }, (e as Error).message),
+          componentsSlot,
+          // Expired certificates are one reason an instance cannot serve: shown, and renewable.
+          certificatesSection(i, canAdmin, () => void refresh(), report),
+        );
       } catch {
         report(e);
       }

@@ -272,6 +272,14 @@ test('create a managed instance, see the server refuse a bad name, then delete i
   await page.getByRole('dialog', { name: 'Replicas of karmada-scheduler' }).getByRole('spinbutton').fill('2');
   await page.getByRole('dialog', { name: 'Replicas of karmada-scheduler' }).locator('button', { hasText: 'Apply' }).click();
   await expect(page.locator('#components tr[data-component="karmada-scheduler"] td').nth(1)).toHaveText('2/2', { timeout: 30_000 });
+  // Its certificates, karmada-operator's among them, renewed on request.
+  await expect(page.locator('#certificates tr[data-certificate="console-e2e-karmada-cert/apiserver.crt"]')).toBeVisible({ timeout: 30_000 });
+  // Refused while the (simulated) operator still applies the scale: retried.
+  await expect(async () => {
+    await page.locator('#renew-certificates').click();
+    await page.getByRole('dialog', { name: 'Renew the certificates of console-e2e?' }).locator('button', { hasText: 'Renew' }).click();
+    await expect(page.locator('#notice')).toContainText('Renewed 5 certificates; rolling', { timeout: 2_000 });
+  }).toPass({ timeout: 30_000 });
   await page.click('header a[href="#/"]');
   await page.locator('#instances tr[data-instance="console-e2e"] button', { hasText: 'Delete' }).click();
   const dialog = page.getByRole('dialog');

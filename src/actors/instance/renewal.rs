@@ -31,6 +31,12 @@ pub const RETRY_AFTER: Duration = Duration::from_secs(3600);
 pub enum RenewalError {
     #[error(transparent)]
     Host(#[from] HostError),
+    /// karmada-operator is running its workflow: it would write back the certificates it
+    /// loaded before the renewal.
+    #[error(
+        "karmada-operator is applying a change to {name} (Ready: {ready}); renew once it is done"
+    )]
+    Busy { name: String, ready: String },
     #[error("{secret}: {source}")]
     Certificates {
         secret: String,
@@ -55,6 +61,35 @@ pub async fn renew(
     name: &str,
     timeout: Duration,
 ) -> Result<Done, RenewalError> {
+    // The operator idle first: a workflow in progress uploads the certificates it loaded
+    // at its start, which would undo the renewal.
+    let karmadas: Api<DynamicObject> =
+        Api::namespaced_with(host.clone(), ns, &super::connect::karmada_resource());
+    let what = format!("Karmada {ns}/{name}");
+    let karmada = bounded(
+        &what,
+        timeout,
+        tokio::time::timeout(timeout, karmadas.get(name)).await,
+    )?;
+    let ready = karmada.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Ready");
+    if ready.is_none_or(|c| c["status"] != "True") {
+        let ready = ready.map_or("not reported".to_string(), |c| {
+            format!(
+                "{} {}: {}",
+                c["status"].as_str().unwrap_or_default(),
+                c["reason"].as_str().unwrap_or_default(),
+                c["message"].as_str().unwrap_or_default()
+            )
+        });
+        return Err(RenewalError::Busy {
+            name: name.to_string(),
+            ready,
+        });
+    }
     let secrets: Api<Secret> = Api::namespaced(host.clone(), ns);
     let secret_name = operator_certs::secret_name(name);
     let what = format!("Secret {ns}/{secret_name}");
@@ -90,14 +125,6 @@ pub async fn renew(
 
     // Every component block the Karmada object has (the operator's defaults name them
     // all), but etcd; adding a block would install a component.
-    let karmadas: Api<DynamicObject> =
-        Api::namespaced_with(host.clone(), ns, &super::connect::karmada_resource());
-    let what = format!("Karmada {ns}/{name}");
-    let karmada = bounded(
-        &what,
-        timeout,
-        tokio::time::timeout(timeout, karmadas.get(name)).await,
-    )?;
     let at = jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string();
@@ -146,6 +173,27 @@ pub fn due(
             })
     })
 }
+
+/// Whether `instance`'s Karmada spec says its certificates were renewed within
+/// [`RECHECK_FOR`] (its components are rolling onto them: the certificate check runs every
+/// [`RECHECK_EVERY`] meanwhile, so the new serving certificate shows soon).
+pub fn recently_renewed(instance: &crate::crd::Instance, now: jiff::Timestamp) -> bool {
+    let spec = instance
+        .spec
+        .managed
+        .as_ref()
+        .and_then(|m| m.karmada_spec.as_ref());
+    spec.and_then(|s| s["components"].as_object())
+        .into_iter()
+        .flatten()
+        .filter_map(|(_, c)| c["annotations"][RENEWED_AT].as_str())
+        .filter_map(|t| t.parse::<jiff::Timestamp>().ok())
+        .any(|t| now.as_second() - t.as_second() < RECHECK_FOR.as_secs() as i64)
+}
+
+/// How long after a renewal the certificates are read every [`RECHECK_EVERY`].
+pub const RECHECK_FOR: Duration = Duration::from_secs(900);
+pub const RECHECK_EVERY: Duration = Duration::from_secs(30);
 
 /// The leader's automatic renewals of one instance: one at a time, and after each
 /// attempt none before [`RETRY_AFTER`] and a fresh certificate check.

@@ -102,10 +102,11 @@ pub(super) fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
         });
     }
     register_with_clusterpedia(myself, state);
-    if state
-        .certificates
-        .due(state.ctx.settings.certificate_check_every)
-    {
+    let every = match renewal::recently_renewed(&state.instance, jiff::Timestamp::now()) {
+        true => renewal::RECHECK_EVERY.min(state.ctx.settings.certificate_check_every),
+        false => state.ctx.settings.certificate_check_every,
+    };
+    if state.certificates.due(every) {
         certificates::start(myself, state.ctx.host.clone(), &mut state.certificates);
     }
     renew_before_expiry(myself, state);

@@ -34,7 +34,9 @@ pub async fn renew(
                 source: RenewError::Signing { .. },
                 ..
             } => ApiError::Internal(e.to_string()),
-            RenewalError::Certificates { .. } => ApiError::FailedPrecondition(e.to_string()),
+            RenewalError::Certificates { .. } | RenewalError::Busy { .. } => {
+                ApiError::FailedPrecondition(e.to_string())
+            }
         })?;
     Ok(proto::RenewCertificatesResponse {
         certificates: done
