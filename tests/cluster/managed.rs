@@ -537,6 +537,8 @@ pub async fn lifecycle(demo: &ClusterDemo) {
     )
     .await;
 
+    crate::managed_components::certificates_renewed(demo, NAME).await;
+
     // Delete: the operator removes the control plane; the Karmada object goes.
     let started = Instant::now();
     run(Command::new(env!("CARGO_BIN_EXE_kairship"))

@@ -94,7 +94,6 @@ pub async fn health_logs_and_restart(demo: &ClusterDemo, name: &str) {
 
     crash_loop_degrades_the_instance(demo, name, &scheduler, &component).await;
     scaled_through_ctl(demo, name, &component).await;
-    certificates_renewed(demo, name).await;
 
     // Refusals name what is wrong.
     let out = ctl(
@@ -234,8 +233,9 @@ fn apiserver_leaf(demo: &ClusterDemo, name: &str) -> (i64, Vec<u8>) {
 /// the last change, then the Secret's leaves re-signed (same key, issued now) and
 /// karmada-apiserver rolled onto them. The whole roll is not awaited: on this one-node
 /// cluster the surge pods of every component at once do not all fit (kube-controller-
-/// manager's stays Pending), which Kairship reports as Upgrading, naming it.
-async fn certificates_renewed(demo: &ClusterDemo, name: &str) {
+/// manager's stays Pending), which Kairship reports as Upgrading, naming it; so this runs
+/// last, before the instance is deleted.
+pub async fn certificates_renewed(demo: &ClusterDemo, name: &str) {
     let started = Instant::now();
     let before = apiserver_leaf(demo, name);
     let apiserver = |demo: &ClusterDemo| {
