@@ -37,20 +37,6 @@ pub(super) fn scope(ctx: &ApiContext, instance: &Instance) -> Result<(String, St
     Ok((ns, selector))
 }
 
-pub(super) async fn bounded<T>(
-    ctx: &ApiContext,
-    what: &str,
-    fut: impl std::future::Future<Output = Result<T, kube::Error>>,
-) -> Result<T, ApiError> {
-    let after = ctx.tree.settings().host_call_timeout;
-    match tokio::time::timeout(after, fut).await {
-        Ok(r) => r.map_err(|e| ApiError::from_kube(e, what)),
-        Err(_) => Err(ApiError::DeadlineExceeded(format!(
-            "{what}: the host did not answer within {after:?}"
-        ))),
-    }
-}
-
 /// A component's name: the operator's `app.kubernetes.io/name` label, else the object's.
 fn component_name(meta: &kube::api::ObjectMeta) -> String {
     meta.labels
@@ -139,8 +125,8 @@ async fn workloads(ctx: &ApiContext, ns: &str, selector: &str) -> Result<Vec<Wor
     let deployments: Api<Deployment> = Api::namespaced(ctx.tree.host().clone(), ns);
     let sets: Api<StatefulSet> = Api::namespaced(ctx.tree.host().clone(), ns);
     let (d, s) = tokio::join!(
-        bounded(ctx, "the instance's Deployments", deployments.list(&params)),
-        bounded(ctx, "the instance's StatefulSets", sets.list(&params))
+        ctx.host_call("the instance's Deployments", deployments.list(&params)),
+        ctx.host_call("the instance's StatefulSets", sets.list(&params))
     );
     let json = |o: serde_json::Result<Value>| o.unwrap_or_default();
     let mut out: Vec<Workload> = Vec::new();
@@ -160,7 +146,9 @@ async fn workloads(ctx: &ApiContext, ns: &str, selector: &str) -> Result<Vec<Wor
 async fn instance_pods(ctx: &ApiContext, ns: &str, name: &str) -> Result<Vec<Value>, ApiError> {
     let api: Api<Pod> = Api::namespaced(ctx.tree.host().clone(), ns);
     let params = ListParams::default().labels(&format!("app.kubernetes.io/instance={name}"));
-    let list = bounded(ctx, "the instance's pods", api.list(&params)).await?;
+    let list = ctx
+        .host_call("the instance's pods", api.list(&params))
+        .await?;
     Ok(list
         .items
         .into_iter()
@@ -286,8 +274,7 @@ pub async fn restart(
     match w.kind {
         "Deployment" => {
             let api: Api<Deployment> = Api::namespaced(ctx.tree.host().clone(), &ns);
-            bounded(
-                ctx,
+            ctx.host_call(
                 &what,
                 api.patch(&object, &params, &Patch::Strategic(&patch)),
             )
@@ -295,8 +282,7 @@ pub async fn restart(
         }
         _ => {
             let api: Api<StatefulSet> = Api::namespaced(ctx.tree.host().clone(), &ns);
-            bounded(
-                ctx,
+            ctx.host_call(
                 &what,
                 api.patch(&object, &params, &Patch::Strategic(&patch)),
             )

@@ -19,17 +19,7 @@ pub async fn renew(
     let done = renewal::renew(ctx.tree.host(), &ns, &req.name, timeout)
         .await
         .map_err(|e| match e {
-            RenewalError::Host(h) => match h {
-                crate::actors::host_error::HostError::Api { what, source } => {
-                    ApiError::from_kube(source, &what)
-                }
-                crate::actors::host_error::HostError::TimedOut { what, after } => {
-                    ApiError::DeadlineExceeded(format!(
-                        "{what}: the host did not answer within {after:?}"
-                    ))
-                }
-                other => ApiError::Internal(other.to_string()),
-            },
+            RenewalError::Host(h) => ApiError::from_host(h),
             RenewalError::Certificates {
                 source: RenewError::Signing { .. },
                 ..
