@@ -60,6 +60,7 @@ pub async fn attach_external(
         managed: None,
         paused: false,
         cache_budget: None,
+        backup_schedule: None,
     };
     create_idempotent(
         &Api::<Instance>::all(host.clone()),

@@ -9,6 +9,7 @@
 pub mod actors;
 pub mod api;
 pub mod auth;
+pub mod backups;
 pub mod bootstrap;
 #[cfg(feature = "testbed")]
 pub mod chaos;

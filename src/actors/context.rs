@@ -64,6 +64,24 @@ pub struct Settings {
     /// The leader renews a managed instance's leaf certificates once the first expires
     /// within this (`None`: only on request).
     pub certificate_auto_renew: Option<Duration>,
+    /// The host namespace whose Secrets hold backups.
+    pub backup_namespace: String,
+    /// Compressed bytes all backups there may hold together.
+    pub backup_max_bytes: u64,
+    /// How often the leader checks whether an instance's scheduled backup is due.
+    pub backup_check_every: Duration,
+}
+
+impl Settings {
+    /// Where backups are kept, reached with `host`.
+    pub fn backup_store(&self, host: &kube::Client) -> crate::backups::Store {
+        crate::backups::Store::new(
+            host.clone(),
+            self.backup_namespace.clone(),
+            self.backup_max_bytes,
+            self.host_call_timeout,
+        )
+    }
 }
 
 impl Default for Settings {
@@ -90,6 +108,9 @@ impl Default for Settings {
             component_check_every: Duration::from_secs(30),
             certificate_check_every: Duration::from_secs(600),
             certificate_auto_renew: Some(Duration::from_secs(30 * 86_400)),
+            backup_namespace: "kairship-system".into(),
+            backup_max_bytes: 256 * 1024 * 1024,
+            backup_check_every: Duration::from_secs(60),
         }
     }
 }

@@ -138,6 +138,13 @@ pub fn instance(i: &crd::Instance) -> proto::Instance {
                 .unwrap_or_default()
                 .into_iter()
                 .collect(),
+            backup_schedule: spec
+                .backup_schedule
+                .as_ref()
+                .map(|b| proto::BackupSchedule {
+                    interval_minutes: b.interval_minutes as i32,
+                    keep: b.keep() as i32,
+                }),
         }),
         status,
     }
@@ -208,7 +215,39 @@ pub fn instance_spec(spec: Option<&proto::InstanceSpec>) -> Result<crd::Instance
         paused: spec.paused,
         // Set on the Instance by whoever runs Kairship, not through the API.
         cache_budget: None,
+        backup_schedule: spec
+            .backup_schedule
+            .as_ref()
+            .map(backup_schedule)
+            .transpose()?
+            .flatten(),
     })
+}
+
+/// A backup schedule as asked; `interval_minutes` 0 turns it off.
+fn backup_schedule(
+    b: &proto::BackupSchedule,
+) -> Result<Option<crd::BackupScheduleSpec>, ApiError> {
+    let field = "instance.spec.backup_schedule";
+    if b.interval_minutes == 0 {
+        return Ok(None);
+    }
+    if !(1..=10_080).contains(&b.interval_minutes) {
+        return Err(ApiError::invalid(
+            format!("{field}.interval_minutes"),
+            format!("is {}; it must be 1 to 10080 (a week), or 0 for no schedule", b.interval_minutes),
+        ));
+    }
+    if !(0..=100).contains(&b.keep) {
+        return Err(ApiError::invalid(
+            format!("{field}.keep"),
+            format!("is {}; it must be 1 to 100 (0: 7)", b.keep),
+        ));
+    }
+    Ok(Some(crd::BackupScheduleSpec {
+        interval_minutes: b.interval_minutes as u32,
+        keep: (b.keep > 0).then_some(b.keep as u32),
+    }))
 }
 
 /// The part of a managed instance's Karmada spec a request sets, in karmada-operator's

@@ -143,6 +143,18 @@ pub struct RunArgs {
     /// renews them (and rolls its components onto them); 0: only on request.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=3650))]
     pub certificate_auto_renew_days: u64,
+    /// The host namespace whose Secrets hold instances' backups (default: Kairship's own,
+    /// --namespace). Every replica reads them; each backup is a few Secrets of at most
+    /// 700 KiB of compressed JSON.
+    #[arg(long)]
+    pub backup_namespace: Option<String>,
+    /// Compressed bytes all backups may hold together; a backup that would pass it fails
+    /// naming the space used (the host's etcd keeps them).
+    #[arg(long, default_value_t = 256 * 1024 * 1024)]
+    pub backup_max_bytes: u64,
+    /// Seconds between the leader's checks of each scheduled instance for a backup due.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub backup_check_secs: u64,
     /// Objects of one instance the caches may keep, every kind together (an Instance's
     /// spec.cacheBudget sets its own). Past its budget an instance's caches are dropped,
     /// it shows Degraded naming the budget, and its reads go to the instance.
@@ -325,6 +337,12 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         certificate_check_every: std::time::Duration::from_secs(args.certificate_check_secs),
         certificate_auto_renew: (args.certificate_auto_renew_days > 0)
             .then(|| std::time::Duration::from_secs(args.certificate_auto_renew_days * 86_400)),
+        backup_namespace: args
+            .backup_namespace
+            .clone()
+            .unwrap_or_else(|| args.auth.namespace.clone()),
+        backup_max_bytes: args.backup_max_bytes,
+        backup_check_every: std::time::Duration::from_secs(args.backup_check_secs),
         clusterpedia: args
             .clusterpedia
             .then(|| args.clusterpedia_namespace.clone()),

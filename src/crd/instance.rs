@@ -81,6 +81,28 @@ pub struct InstanceSpec {
     /// the budget, and its reads go to the instance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_budget: Option<CacheBudgetSpec>,
+    /// Backups the leader takes on a schedule (`backups`); unset: only on request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_schedule: Option<BackupScheduleSpec>,
+}
+
+/// An instance's scheduled backups.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupScheduleSpec {
+    /// Minutes between backups (1 to 10080); the first is taken once the schedule is set.
+    pub interval_minutes: u32,
+    /// Backups of the instance kept, the newest (1 to 100; default 7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep: Option<u32>,
+}
+
+impl BackupScheduleSpec {
+    pub const DEFAULT_KEEP: u32 = 7;
+
+    pub fn keep(&self) -> u32 {
+        self.keep.unwrap_or(Self::DEFAULT_KEEP)
+    }
 }
 
 /// An instance's cache budget; unset fields keep Kairship's defaults.

@@ -70,6 +70,7 @@ mod tests {
             managed: None,
             paused: false,
             cache_budget: None,
+            backup_schedule: None,
         };
         assert!(spec
             .validate()

@@ -91,6 +91,10 @@ pub struct InstanceState {
     components: components::Checks,
     /// The leader's automatic certificate renewals.
     renewal: renewal::Round,
+    /// The leader's scheduled-backup checks, and the one in flight (aborted with the actor;
+    /// a backup it started runs on and finishes or reads as abandoned).
+    backups: crate::backups::schedule::Round,
+    backup_check: Option<tokio::task::JoinHandle<()>>,
     /// Whether Kairship's roles on the members were last applied (`Some(true)`) or
     /// removed (`Some(false)`) by this actor as leader; `None`: not yet, or failed.
     member_access: Option<bool>,
@@ -284,6 +288,8 @@ impl Actor for InstanceActor {
             certificates: Default::default(),
             components: Default::default(),
             renewal: Default::default(),
+            backups: Default::default(),
+            backup_check: None,
             member_access: None,
             member_access_task: None,
             last_error: None,
@@ -308,6 +314,9 @@ impl Actor for InstanceActor {
             t.abort();
         }
         if let Some(t) = state.on_leadership.take() {
+            t.abort();
+        }
+        if let Some(t) = state.backup_check.take() {
             t.abort();
         }
         if let Some(t) = state.member_access_task.take() {

@@ -110,7 +110,44 @@ pub(super) fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
         certificates::start(myself, state.ctx.host.clone(), &mut state.certificates);
     }
     renew_before_expiry(myself, state);
+    back_up_on_schedule(state);
     sync_status(myself, state);
+}
+
+/// Starts the instance's scheduled backup when it is due (leader only, with Kairship's
+/// own credentials, one check at a time).
+fn back_up_on_schedule(state: &mut InstanceState) {
+    let (Some(schedule), Some(client), true) = (
+        state.instance.spec.backup_schedule.clone(),
+        state.client.clone(),
+        state.observed.lifecycle.connected(),
+    ) else {
+        return;
+    };
+    let settings = &state.ctx.settings;
+    let req = crate::backups::take::Request {
+        instance: state.name.clone(),
+        karmada_version: state
+            .instance
+            .status
+            .as_ref()
+            .and_then(|s| s.karmada_version.clone())
+            .unwrap_or_default(),
+        requested_by: crate::backups::schedule::REQUESTED_BY.into(),
+        scheduled: true,
+        keep: Some(schedule.keep()),
+    };
+    let check = state.backups.check(
+        settings.backup_check_every,
+        settings.backup_store(&state.ctx.host),
+        client,
+        schedule,
+        req,
+        settings.instance_call_timeout,
+    );
+    if let Some(check) = check {
+        state.backup_check = Some(spawn_here(check));
+    }
 }
 
 /// Makes the PediaCluster what it should be, at most every `clusterpedia_every` (a third

@@ -210,6 +210,43 @@ pub const GRPC: &[(&str, Rule)] = &[
         )),
     ),
     (
+        "/kairship.v1alpha1.InstanceService/CreateBackup",
+        kairship(named(
+            rule(Admin, Scope::Instance("name"), "create", "instances/backups"),
+            "name",
+        )),
+    ),
+    (
+        "/kairship.v1alpha1.InstanceService/ListBackups",
+        kairship(named(
+            rule(View, Scope::Instance("name"), "list", "instances/backups"),
+            "name",
+        )),
+    ),
+    (
+        "/kairship.v1alpha1.InstanceService/GetBackup",
+        kairship(named(
+            rule(View, Scope::Instance("name"), "get", "instances/backups"),
+            "backup",
+        )),
+    ),
+    (
+        "/kairship.v1alpha1.InstanceService/DeleteBackup",
+        kairship(named(
+            rule(Admin, Scope::Instance("name"), "delete", "instances/backups"),
+            "backup",
+        )),
+    ),
+    // The instance restored into; a backup of another instance needs its admin too
+    // (checked by the handler).
+    (
+        "/kairship.v1alpha1.InstanceService/RestoreBackup",
+        kairship(named(
+            rule(Admin, Scope::Instance("name"), "restore", "instances/backups"),
+            "backup",
+        )),
+    ),
+    (
         "/kairship.v1alpha1.ClusterService/ListClusters",
         rule(View, INSTANCE, "list", "clusters"),
     ),

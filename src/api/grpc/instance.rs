@@ -33,6 +33,7 @@ impl Instances {
         current: &mut Instance,
         mut spec: crate::crd::InstanceSpec,
         meta: &proto::ObjectMeta,
+        keep_schedule: bool,
     ) -> Result<(), ApiError> {
         if let (Some(old), Some(new)) = (current.spec.managed.as_ref(), spec.managed.as_mut()) {
             let mut merged = old
@@ -63,8 +64,12 @@ impl Instances {
         if spec.external != current.spec.external {
             self.check_secret(caller, &spec).await?;
         }
-        // What the API does not set survives: the cache budget the operator set.
+        // What the API does not set survives: the cache budget the operator set, and the
+        // backup schedule when the request does not name one.
         spec.cache_budget = current.spec.cache_budget.clone();
+        if keep_schedule {
+            spec.backup_schedule = current.spec.backup_schedule.clone();
+        }
         current.spec = spec;
         if !meta.labels.is_empty() {
             current.metadata.labels = Some(meta.labels.clone().into_iter().collect());
@@ -276,7 +281,8 @@ impl InstanceService for Instances {
         // resolve); none means "the latest": the merged spec is patched in whole without
         // one, so the status written meanwhile (every few seconds) cannot conflict.
         let mut current = self.0.host_call(&what, self.api().get(&meta.name)).await?;
-        self.merge_update(authorized.caller(), &mut current, spec, &meta)
+        let keep_schedule = inst.spec.as_ref().is_none_or(|s| s.backup_schedule.is_none());
+        self.merge_update(authorized.caller(), &mut current, spec, &meta, keep_schedule)
             .await?;
         let name = current.metadata.name.clone().unwrap_or_default();
         let spec = serde_json::to_value(&current.spec)
@@ -341,6 +347,49 @@ impl InstanceService for Instances {
         on_instance_named(&req, &req.get_ref().name)?;
         let r = super::instance_renewal::renew(&self.0, req.into_inner()).await?;
         Ok(Response::new(r))
+    }
+
+    async fn create_backup(
+        &self,
+        req: Request<proto::CreateBackupRequest>,
+    ) -> Result<Response<proto::Backup>, Status> {
+        on_instance_named(&req, &req.get_ref().name)?;
+        Ok(Response::new(super::instance_backups::create(&self.0, req).await?))
+    }
+
+    async fn list_backups(
+        &self,
+        req: Request<proto::ListBackupsRequest>,
+    ) -> Result<Response<proto::ListBackupsResponse>, Status> {
+        on_instance_named(&req, &req.get_ref().name)?;
+        let r = super::instance_backups::list(&self.0, req.into_inner()).await?;
+        Ok(Response::new(r))
+    }
+
+    async fn get_backup(
+        &self,
+        req: Request<proto::GetBackupRequest>,
+    ) -> Result<Response<proto::Backup>, Status> {
+        on_instance_named(&req, &req.get_ref().name)?;
+        let r = super::instance_backups::get(&self.0, req.into_inner()).await?;
+        Ok(Response::new(r))
+    }
+
+    async fn delete_backup(
+        &self,
+        req: Request<proto::DeleteBackupRequest>,
+    ) -> Result<Response<proto::DeleteBackupResponse>, Status> {
+        on_instance_named(&req, &req.get_ref().name)?;
+        let r = super::instance_backups::delete(&self.0, req.into_inner()).await?;
+        Ok(Response::new(r))
+    }
+
+    async fn restore_backup(
+        &self,
+        req: Request<proto::RestoreBackupRequest>,
+    ) -> Result<Response<proto::RestoreResult>, Status> {
+        on_instance_named(&req, &req.get_ref().name)?;
+        Ok(Response::new(super::instance_backups::restore(&self.0, req).await?))
     }
 
     type GetComponentLogsStream = super::log_stream::LogStream;

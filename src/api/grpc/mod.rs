@@ -9,6 +9,7 @@ mod cluster_register;
 mod cluster_remove;
 mod failover;
 mod instance;
+mod instance_backups;
 mod instance_components;
 mod instance_renewal;
 mod log_stream;

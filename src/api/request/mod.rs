@@ -292,6 +292,17 @@ impl OnInstance {
         ))
     }
 
+    /// The instance's client acting as the caller, for work that outlives the request (a
+    /// backup): the caller's identity goes with it, never Kairship's own.
+    pub fn acting_client(&self) -> Result<kube::Client, ApiError> {
+        self.client()
+    }
+
+    /// The bound on one call to the instance.
+    pub fn call_timeout(&self) -> Duration {
+        self.reader.call_timeout()
+    }
+
     /// The instance's client acting as the caller (Kairship's own with auth off).
     fn client(&self) -> Result<kube::Client, ApiError> {
         self.acting(self.reader.client())

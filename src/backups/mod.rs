@@ -1,0 +1,69 @@
+//! Backups of instances: every object of an instance's API a restore needs, read through
+//! its karmada-apiserver (`archive`), kept compressed in Secrets of the host's backup
+//! namespace (`store`), taken on request or on the Instance's schedule by the leader
+//! (`schedule`), and restored into the same or another instance (`restore`). A logical
+//! backup rather than an etcd snapshot: it needs nothing but the instance's API, so it
+//! works for External and Managed instances alike, restores across Karmada versions and
+//! into a new instance, and leaves every object that exists as it is.
+
+pub mod archive;
+pub mod record;
+pub mod restore;
+pub mod schedule;
+pub mod store;
+pub mod take;
+
+pub use record::{Phase, Record};
+pub use store::Store;
+
+use crate::actors::host_error::HostError;
+use crate::error::ApiError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    #[error(transparent)]
+    Host(#[from] HostError),
+    #[error(
+        "the backup destination is missing: namespace {namespace:?} does not exist in the \
+         host (--backup-namespace)"
+    )]
+    NoDestination { namespace: String },
+    #[error(
+        "the backup destination is full: backups in namespace {namespace:?} hold {used} bytes, \
+         this one needs {need} more and at most {capacity} may be kept (--backup-max-bytes); \
+         delete backups or keep fewer"
+    )]
+    Full {
+        namespace: String,
+        used: u64,
+        need: u64,
+        capacity: u64,
+    },
+    #[error("backup {backup:?} of instance {instance:?} not found")]
+    NotFound { instance: String, backup: String },
+    #[error("backup {backup:?} is {phase:?}, not Completed: only a completed backup restores")]
+    NotCompleted { backup: String, phase: Phase },
+    #[error("a backup of instance {instance:?} is already running: {backup}")]
+    Running { instance: String, backup: String },
+    /// The instance could not be read whole.
+    #[error("reading the instance: {0}")]
+    Instance(String),
+    #[error("backup {backup:?} cannot be read: {why}")]
+    Corrupt { backup: String, why: String },
+}
+
+impl From<BackupError> for ApiError {
+    fn from(e: BackupError) -> Self {
+        match e {
+            BackupError::Host(h) => ApiError::from_host(h),
+            BackupError::NotFound { .. } => ApiError::NotFound(e.to_string()),
+            BackupError::Running { .. } => ApiError::AlreadyExists(e.to_string()),
+            BackupError::Full { .. } => ApiError::ResourceExhausted(e.to_string()),
+            BackupError::Corrupt { .. } => ApiError::Internal(e.to_string()),
+            BackupError::Instance(_) => ApiError::Unavailable(e.to_string()),
+            BackupError::NoDestination { .. } | BackupError::NotCompleted { .. } => {
+                ApiError::FailedPrecondition(e.to_string())
+            }
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! Scheduled backups: the leader's instance actor checks, every `--backup-check-secs`,
+//! whether the Instance's `backupSchedule` wants a backup now (the newest scheduled one
+//! started an interval ago, or a failed one ten minutes ago), and starts it with
+//! Kairship's own credentials, one check at a time.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::take::{self, Request};
+use super::{BackupError, Phase, Record, Store};
+use crate::crd::BackupScheduleSpec;
+
+/// Who a scheduled backup names as having asked for it.
+pub const REQUESTED_BY: &str = "kairship (schedule)";
+/// A failed scheduled backup is tried again after this (or the interval, if shorter).
+pub const RETRY_FAILED: Duration = Duration::from_secs(600);
+
+/// Whether a scheduled backup is due at `now`, given the instance's backups.
+pub fn due(records: &[Record], schedule: &BackupScheduleSpec, now: jiff::Timestamp) -> bool {
+    let interval = Duration::from_secs(u64::from(schedule.interval_minutes) * 60);
+    let Some(last) = records.iter().filter(|r| r.scheduled).max_by(|a, b| a.started.cmp(&b.started))
+    else {
+        return true;
+    };
+    let wait = match last.phase {
+        Phase::Failed => interval.min(RETRY_FAILED),
+        Phase::Running | Phase::Completed => interval,
+    };
+    last.started_at().is_none_or(|t| {
+        now.duration_since(t).unsigned_abs() >= wait
+    })
+}
+
+/// One instance's checks: when the last began and whether one is in flight.
+#[derive(Default)]
+pub struct Round {
+    last: Option<Instant>,
+    in_flight: Arc<AtomicBool>,
+}
+
+impl Round {
+    /// A check to run (in the instance's span) if `every` has passed and none is in
+    /// flight: it takes a backup when one is due.
+    pub fn check(
+        &mut self,
+        every: Duration,
+        store: Store,
+        client: kube::Client,
+        schedule: BackupScheduleSpec,
+        req: Request,
+        call_timeout: Duration,
+    ) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+        if self.in_flight.load(Ordering::Acquire) || self.last.is_some_and(|t| t.elapsed() < every) {
+            return None;
+        }
+        self.last = Some(Instant::now());
+        self.in_flight.store(true, Ordering::Release);
+        let in_flight = self.in_flight.clone();
+        Some(async move {
+            let r = run(store, client, schedule, req, call_timeout).await;
+            if let Err(e) = r {
+                tracing::warn!("scheduled backup: {e}");
+            }
+            in_flight.store(false, Ordering::Release);
+        })
+    }
+}
+
+async fn run(
+    store: Store,
+    client: kube::Client,
+    schedule: BackupScheduleSpec,
+    req: Request,
+    call_timeout: Duration,
+) -> Result<(), BackupError> {
+    let records = store.list(&req.instance).await?;
+    if records.iter().any(|r| r.phase == Phase::Running)
+        || !due(&records, &schedule, jiff::Timestamp::now())
+    {
+        return Ok(());
+    }
+    let started = take::start(store, client, req, call_timeout).await?;
+    tracing::info!(backup = %started.name, "scheduled backup started");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> jiff::Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn due_after_the_interval_and_sooner_after_a_failure() {
+        let every_hour = BackupScheduleSpec {
+            interval_minutes: 60,
+            keep: None,
+        };
+        assert!(due(&[], &every_hour, at("2026-11-26T10:00:00Z")));
+        let mut last = Record::start("a", at("2026-11-26T10:00:00Z"), "kairship", true);
+        last.phase = Phase::Completed;
+        let manual = Record::start("a", at("2026-11-26T10:50:00Z"), "alice", false);
+        let records = [last.clone(), manual];
+        assert!(!due(&records, &every_hour, at("2026-11-26T10:59:00Z")));
+        assert!(due(&records, &every_hour, at("2026-11-26T11:00:00Z")));
+        last.phase = Phase::Failed;
+        assert!(due(&[last], &every_hour, at("2026-11-26T10:10:00Z")));
+    }
+}

@@ -1,0 +1,325 @@
+//! Where backups are kept: Secrets in the host's backup namespace (`--backup-namespace`,
+//! Kairship's own by default), which every replica reads, the host's RBAC guards and its
+//! etcd keeps. Each backup is one Secret holding its record (type `kairship.io/backup`,
+//! labelled with its instance) and the compressed data in parts of at most `PART_BYTES`
+//! (type `kairship.io/backup-data`), each owned by the first so nothing outlives it.
+//! Names are built here from the instance and the time, never taken from a request:
+//! Kairship reads, writes and deletes no other Secret through this store.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::ByteString;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use super::{BackupError, Record};
+use crate::actors::host_error::{bounded, HostError};
+
+pub const PREFIX: &str = "kairship-backup-";
+const RECORD_TYPE: &str = "kairship.io/backup";
+const DATA_TYPE: &str = "kairship.io/backup-data";
+/// The label naming the instance a backup is of.
+pub const OF_LABEL: &str = "kairship.io/backup-of";
+const PART_LABEL: &str = "kairship.io/backup";
+const RECORD_ANNOTATION: &str = "kairship.io/backup-record";
+const DATA_KEY: &str = "objects.jsonl.gz";
+/// A Secret holds at most 1 MiB; its parts stay well under.
+pub const PART_BYTES: usize = 700 * 1024;
+
+#[derive(Clone)]
+pub struct Store {
+    host: kube::Client,
+    namespace: String,
+    /// Compressed bytes all backups in the namespace may hold together.
+    capacity: u64,
+    timeout: Duration,
+}
+
+impl Store {
+    pub fn new(host: kube::Client, namespace: String, capacity: u64, timeout: Duration) -> Self {
+        Self {
+            host,
+            namespace,
+            capacity,
+            timeout,
+        }
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    fn secrets(&self) -> Api<Secret> {
+        Api::namespaced(self.host.clone(), &self.namespace)
+    }
+
+    async fn call<T>(
+        &self,
+        what: impl Into<String>,
+        fut: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, HostError> {
+        bounded(what, self.timeout, tokio::time::timeout(self.timeout, fut).await)
+    }
+
+    /// Writes a new backup's record; a missing namespace is a missing destination.
+    pub async fn create(&self, record: &Record) -> Result<(), BackupError> {
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(record.name.clone()),
+                labels: Some(labels(OF_LABEL, &record.instance)),
+                annotations: Some(annotation(record)?),
+                ..Default::default()
+            },
+            type_: Some(RECORD_TYPE.into()),
+            ..Default::default()
+        };
+        let what = format!("backup Secret {}/{}", self.namespace, record.name);
+        let r = self
+            .call(what, self.secrets().create(&PostParams::default(), &secret))
+            .await;
+        match r {
+            Err(e) if e.code() == Some(404) => Err(BackupError::NoDestination {
+                namespace: self.namespace.clone(),
+            }),
+            other => other.map(|_| ()).map_err(BackupError::Host),
+        }
+    }
+
+    /// Writes a backup's record as it stands now.
+    pub async fn update(&self, record: &Record) -> Result<(), BackupError> {
+        let patch = json!({"metadata": {"annotations": annotation(record)?}});
+        let what = format!("backup Secret {}/{}", self.namespace, record.name);
+        self.call(
+            what,
+            self.secrets()
+                .patch(&record.name, &PatchParams::default(), &Patch::Merge(&patch)),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The backups of `instance`, newest first, as seen `now`.
+    pub async fn list(&self, instance: &str) -> Result<Vec<Record>, BackupError> {
+        let lp = ListParams::default().labels(&format!("{OF_LABEL}={instance}"));
+        let what = format!("backups of {instance} in namespace {}", self.namespace);
+        let list = match self.call(what, self.secrets().list(&lp)).await {
+            Err(e) if e.code() == Some(404) => return Ok(Vec::new()),
+            other => other?,
+        };
+        let now = jiff::Timestamp::now();
+        let mut records: Vec<Record> = list
+            .items
+            .iter()
+            .filter_map(|s| record_of(s, instance))
+            .map(|r| r.as_seen(now))
+            .collect();
+        records.sort_by(|a, b| b.started.cmp(&a.started).then(b.name.cmp(&a.name)));
+        Ok(records)
+    }
+
+    /// One backup of `instance`: a Secret of another instance, or not a backup, is not
+    /// found.
+    pub async fn get(&self, instance: &str, backup: &str) -> Result<Record, BackupError> {
+        let not_found = || BackupError::NotFound {
+            instance: instance.to_string(),
+            backup: backup.to_string(),
+        };
+        if !backup.starts_with(&format!("{PREFIX}{instance}-")) {
+            return Err(not_found());
+        }
+        let what = format!("backup Secret {}/{backup}", self.namespace);
+        let secret = self
+            .call(what, self.secrets().get_opt(backup))
+            .await?
+            .ok_or_else(not_found)?;
+        record_of(&secret, instance)
+            .map(|r| r.as_seen(jiff::Timestamp::now()))
+            .ok_or_else(not_found)
+    }
+
+    /// Compressed bytes every backup in the namespace holds.
+    pub async fn used_bytes(&self) -> Result<u64, BackupError> {
+        let lp = ListParams::default().labels(OF_LABEL);
+        let what = format!("backups in namespace {}", self.namespace);
+        let list = self.call(what, self.secrets().list(&lp)).await?;
+        Ok(list
+            .items
+            .iter()
+            .filter(|s| s.type_.as_deref() == Some(RECORD_TYPE))
+            .filter_map(|s| parse(s))
+            .map(|r| r.size_bytes)
+            .sum())
+    }
+
+    /// Stores `data` for `record` (refused when the destination would overflow), in
+    /// parts owned by the record's Secret; returns how many.
+    pub async fn write_data(&self, record: &Record, data: &[u8]) -> Result<u32, BackupError> {
+        let used = self.used_bytes().await?;
+        let need = data.len() as u64;
+        if used.saturating_add(need) > self.capacity {
+            return Err(BackupError::Full {
+                namespace: self.namespace.clone(),
+                used,
+                need,
+                capacity: self.capacity,
+            });
+        }
+        let what = format!("backup Secret {}/{}", self.namespace, record.name);
+        let owner = self.call(&what, self.secrets().get(&record.name)).await?;
+        let owner = OwnerReference {
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+            name: record.name.clone(),
+            uid: owner.metadata.uid.unwrap_or_default(),
+            ..Default::default()
+        };
+        let mut parts = 0u32;
+        for chunk in data.chunks(PART_BYTES) {
+            let name = part_name(&record.name, parts);
+            let secret = Secret {
+                metadata: ObjectMeta {
+                    name: Some(name.clone()),
+                    labels: Some(labels(PART_LABEL, &record.name)),
+                    owner_references: Some(vec![owner.clone()]),
+                    ..Default::default()
+                },
+                type_: Some(DATA_TYPE.into()),
+                data: Some(BTreeMap::from([(
+                    DATA_KEY.to_string(),
+                    ByteString(chunk.to_vec()),
+                )])),
+                ..Default::default()
+            };
+            let what = format!("backup Secret {}/{name}", self.namespace);
+            self.call(what, self.secrets().create(&PostParams::default(), &secret))
+                .await?;
+            parts += 1;
+        }
+        Ok(parts)
+    }
+
+    /// The data of a completed backup, its parts joined.
+    pub async fn read_data(&self, record: &Record) -> Result<Vec<u8>, BackupError> {
+        let mut data = Vec::new();
+        for i in 0..record.parts {
+            let name = part_name(&record.name, i);
+            let what = format!("backup Secret {}/{name}", self.namespace);
+            let secret = self.call(what, self.secrets().get_opt(&name)).await?;
+            let part = secret
+                .filter(|s| s.type_.as_deref() == Some(DATA_TYPE))
+                .and_then(|s| s.data)
+                .and_then(|mut d| d.remove(DATA_KEY))
+                .ok_or_else(|| BackupError::Corrupt {
+                    backup: record.name.clone(),
+                    why: format!("its part {name} is missing"),
+                })?;
+            data.extend_from_slice(&part.0);
+        }
+        if data.len() as u64 != record.size_bytes {
+            return Err(BackupError::Corrupt {
+                backup: record.name.clone(),
+                why: format!(
+                    "its parts hold {} bytes, {} were written",
+                    data.len(),
+                    record.size_bytes
+                ),
+            });
+        }
+        Ok(data)
+    }
+
+    /// Deletes a backup: its parts, then its record.
+    pub async fn delete(&self, record: &Record) -> Result<(), BackupError> {
+        let lp = ListParams::default().labels(&format!("{PART_LABEL}={}", record.name));
+        let what = format!("parts of backup {}", record.name);
+        let parts = self.call(what, self.secrets().list(&lp)).await?;
+        for part in parts.items {
+            let name = part.metadata.name.unwrap_or_default();
+            if part.type_.as_deref() != Some(DATA_TYPE) {
+                continue;
+            }
+            let what = format!("backup Secret {}/{name}", self.namespace);
+            gone_ok(
+                self.call(what, self.secrets().delete(&name, &DeleteParams::default()))
+                    .await,
+            )?;
+        }
+        let what = format!("backup Secret {}/{}", self.namespace, record.name);
+        gone_ok(
+            self.call(
+                what,
+                self.secrets()
+                    .delete(&record.name, &DeleteParams::default()),
+            )
+            .await,
+        )?;
+        Ok(())
+    }
+
+    /// Keeps the newest `keep` finished backups of `instance`, deleting the rest; returns
+    /// the names deleted. A running backup is never deleted.
+    pub async fn prune(&self, instance: &str, keep: u32) -> Result<Vec<String>, BackupError> {
+        let records = self.list(instance).await?;
+        let mut deleted = Vec::new();
+        for r in records
+            .iter()
+            .filter(|r| r.phase != super::Phase::Running)
+            .skip(keep as usize)
+        {
+            self.delete(r).await?;
+            deleted.push(r.name.clone());
+        }
+        Ok(deleted)
+    }
+}
+
+fn gone_ok<T>(r: Result<T, HostError>) -> Result<(), HostError> {
+    match r {
+        Err(e) if e.code() == Some(404) => Ok(()),
+        other => other.map(|_| ()),
+    }
+}
+
+fn part_name(backup: &str, i: u32) -> String {
+    format!("{backup}-{i}")
+}
+
+fn labels(key: &str, value: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (key.to_string(), value.to_string()),
+        (
+            "app.kubernetes.io/managed-by".to_string(),
+            "kairship".to_string(),
+        ),
+    ])
+}
+
+fn annotation(record: &Record) -> Result<BTreeMap<String, String>, BackupError> {
+    let json = serde_json::to_string(record).map_err(|e| BackupError::Corrupt {
+        backup: record.name.clone(),
+        why: e.to_string(),
+    })?;
+    Ok(BTreeMap::from([(RECORD_ANNOTATION.to_string(), json)]))
+}
+
+fn parse(secret: &Secret) -> Option<Record> {
+    let json = secret.metadata.annotations.as_ref()?.get(RECORD_ANNOTATION)?;
+    serde_json::from_str(json).ok()
+}
+
+/// The record a Secret holds, if it is a backup record of `instance`.
+fn record_of(secret: &Secret, instance: &str) -> Option<Record> {
+    let labelled = secret
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(OF_LABEL))
+        .is_some_and(|i| i == instance);
+    if !labelled || secret.type_.as_deref() != Some(RECORD_TYPE) {
+        return None;
+    }
+    parse(secret).filter(|r| r.instance == instance && Some(&r.name) == secret.metadata.name.as_ref())
+}
