@@ -225,9 +225,7 @@ pub fn instance_spec(spec: Option<&proto::InstanceSpec>) -> Result<crd::Instance
 }
 
 /// A backup schedule as asked; `interval_minutes` 0 turns it off.
-fn backup_schedule(
-    b: &proto::BackupSchedule,
-) -> Result<Option<crd::BackupScheduleSpec>, ApiError> {
+fn backup_schedule(b: &proto::BackupSchedule) -> Result<Option<crd::BackupScheduleSpec>, ApiError> {
     let field = "instance.spec.backup_schedule";
     if b.interval_minutes == 0 {
         return Ok(None);
@@ -235,7 +233,10 @@ fn backup_schedule(
     if !(1..=10_080).contains(&b.interval_minutes) {
         return Err(ApiError::invalid(
             format!("{field}.interval_minutes"),
-            format!("is {}; it must be 1 to 10080 (a week), or 0 for no schedule", b.interval_minutes),
+            format!(
+                "is {}; it must be 1 to 10080 (a week), or 0 for no schedule",
+                b.interval_minutes
+            ),
         ));
     }
     if !(0..=100).contains(&b.keep) {

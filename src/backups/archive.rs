@@ -118,7 +118,9 @@ pub fn keeps(resource: &Resource, object: &Value) -> bool {
     }
     match (resource.group.as_str(), resource.plural.as_str()) {
         ("", "namespaces") => {
-            !SYSTEM_NAMESPACES.contains(&name) && name != "default" && !name.starts_with("karmada-es-")
+            !SYSTEM_NAMESPACES.contains(&name)
+                && name != "default"
+                && !name.starts_with("karmada-es-")
         }
         ("", "secrets") => object["type"] != "kubernetes.io/service-account-token",
         ("", "configmaps") => name != "kube-root-ca.crt",
@@ -224,15 +226,22 @@ mod tests {
         let secrets = res("", "secrets", true);
         let token = json!({"metadata": {"name": "t", "namespace": "a"}, "type": "kubernetes.io/service-account-token"});
         assert!(!keeps(&secrets, &token));
-        let opaque = json!({"metadata": {"name": "s", "namespace": "karmada-cluster"}, "type": "Opaque"});
+        let opaque =
+            json!({"metadata": {"name": "s", "namespace": "karmada-cluster"}, "type": "Opaque"});
         assert!(keeps(&secrets, &opaque));
         let es = json!({"metadata": {"name": "s", "namespace": "karmada-es-member1"}});
         assert!(!keeps(&secrets, &es));
         let owned = json!({"metadata": {"name": "s", "namespace": "a", "ownerReferences": [{"controller": true}]}});
         assert!(!keeps(&secrets, &owned));
         let crds = res("apiextensions.k8s.io", "customresourcedefinitions", false);
-        assert!(!keeps(&crds, &json!({"metadata": {"name": "x"}, "spec": {"group": "policy.karmada.io"}})));
-        assert!(keeps(&crds, &json!({"metadata": {"name": "x"}, "spec": {"group": "example.com"}})));
+        assert!(!keeps(
+            &crds,
+            &json!({"metadata": {"name": "x"}, "spec": {"group": "policy.karmada.io"}})
+        ));
+        assert!(keeps(
+            &crds,
+            &json!({"metadata": {"name": "x"}, "spec": {"group": "example.com"}})
+        ));
         assert!(!res("work.karmada.io", "resourcebindings", true).backed_up());
         assert!(res("policy.karmada.io", "propagationpolicies", true).backed_up());
     }
@@ -257,9 +266,15 @@ mod tests {
         let svc = json!({"kind": "Service", "metadata": {"name": "web", "uid": "u", "resourceVersion": "7"},
             "spec": {"clusterIP": "10.0.0.1", "clusterIPs": ["10.0.0.1"], "ports": [{"port": 80}]}, "status": {}});
         let p = portable(svc);
-        assert_eq!(p, json!({"kind": "Service", "metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}}));
+        assert_eq!(
+            p,
+            json!({"kind": "Service", "metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}})
+        );
         let mut w = Writer::default();
-        let entry = Entry { resource: res("", "services", true), object: p.clone() };
+        let entry = Entry {
+            resource: res("", "services", true),
+            object: p.clone(),
+        };
         w.push(&entry).unwrap();
         let data = w.finish().unwrap();
         let back = read(&data).unwrap();

@@ -54,7 +54,12 @@ pub struct Record {
 
 impl Record {
     /// A new backup of `instance` starting `now`; its name sorts by time.
-    pub fn start(instance: &str, now: jiff::Timestamp, requested_by: &str, scheduled: bool) -> Self {
+    pub fn start(
+        instance: &str,
+        now: jiff::Timestamp,
+        requested_by: &str,
+        scheduled: bool,
+    ) -> Self {
         let stamp = now.strftime("%Y%m%d-%H%M%S-%3f").to_string();
         let now = now.to_string();
         Self {
@@ -107,7 +112,11 @@ impl Record {
             completed: self.completed.clone(),
             size_bytes: i64::try_from(self.size_bytes).unwrap_or(i64::MAX),
             objects: n(self.objects),
-            resources: self.resources.iter().map(|(k, v)| (k.clone(), n(*v))).collect(),
+            resources: self
+                .resources
+                .iter()
+                .map(|(k, v)| (k.clone(), n(*v)))
+                .collect(),
             karmada_version: self.karmada_version.clone(),
             scheduled: self.scheduled,
             requested_by: self.requested_by.clone(),
@@ -123,7 +132,9 @@ mod tests {
     fn a_silent_running_backup_reads_as_failed() {
         let t0: jiff::Timestamp = "2026-11-26T10:00:00Z".parse().unwrap();
         let r = Record::start("team-a", t0, "alice", false);
-        assert!(r.name.starts_with("kairship-backup-team-a-20261126-100000-"));
+        assert!(r
+            .name
+            .starts_with("kairship-backup-team-a-20261126-100000-"));
         let soon = t0 + jiff::SignedDuration::from_secs(30);
         assert_eq!(r.clone().as_seen(soon).phase, Phase::Running);
         let late = t0 + jiff::SignedDuration::from_secs(61);

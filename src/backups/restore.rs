@@ -84,7 +84,8 @@ impl Outcome {
     fn fail(&mut self, e: &Entry, why: String) {
         self.failed += 1;
         if self.failures.len() < MAX_FAILURES_NAMED {
-            self.failures.push(format!("{} {}: {why}", e.resource.key(), name_of(e)));
+            self.failures
+                .push(format!("{} {}: {why}", e.resource.key(), name_of(e)));
         }
     }
 }
@@ -99,8 +100,7 @@ fn name_of(e: &Entry) -> String {
 }
 
 async fn create(client: &kube::Client, e: &Entry, timeout: Duration) -> Written {
-    let object: DynamicObject = match serde_json::from_value(archive::portable(e.object.clone()))
-    {
+    let object: DynamicObject = match serde_json::from_value(archive::portable(e.object.clone())) {
         Ok(o) => o,
         Err(err) => return Written::Failed(format!("not an object: {err}")),
     };

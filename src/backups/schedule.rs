@@ -16,20 +16,22 @@ pub const REQUESTED_BY: &str = "kairship (schedule)";
 /// A failed scheduled backup is tried again after this (or the interval, if shorter).
 pub const RETRY_FAILED: Duration = Duration::from_secs(600);
 
-/// Whether a scheduled backup is due at `now`, given the instance's backups.
+/// Whether a scheduled backup is due at `now`, given the instance's backups: none that
+/// did not fail (scheduled or on request) started within the interval, and no scheduled
+/// one failed within `RETRY_FAILED`.
 pub fn due(records: &[Record], schedule: &BackupScheduleSpec, now: jiff::Timestamp) -> bool {
     let interval = Duration::from_secs(u64::from(schedule.interval_minutes) * 60);
-    let Some(last) = records.iter().filter(|r| r.scheduled).max_by(|a, b| a.started.cmp(&b.started))
-    else {
-        return true;
+    let within = |r: &Record, wait: Duration| {
+        r.started_at()
+            .is_some_and(|t| now.duration_since(t).unsigned_abs() < wait)
     };
-    let wait = match last.phase {
-        Phase::Failed => interval.min(RETRY_FAILED),
-        Phase::Running | Phase::Completed => interval,
-    };
-    last.started_at().is_none_or(|t| {
-        now.duration_since(t).unsigned_abs() >= wait
-    })
+    let recent = records
+        .iter()
+        .any(|r| r.phase != Phase::Failed && within(r, interval));
+    let failed_lately = records
+        .iter()
+        .any(|r| r.scheduled && r.phase == Phase::Failed && within(r, interval.min(RETRY_FAILED)));
+    !recent && !failed_lately
 }
 
 /// One instance's checks: when the last began and whether one is in flight.
@@ -51,7 +53,8 @@ impl Round {
         req: Request,
         call_timeout: Duration,
     ) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
-        if self.in_flight.load(Ordering::Acquire) || self.last.is_some_and(|t| t.elapsed() < every) {
+        if self.in_flight.load(Ordering::Acquire) || self.last.is_some_and(|t| t.elapsed() < every)
+        {
             return None;
         }
         self.last = Some(Instant::now());
@@ -102,10 +105,17 @@ mod tests {
         assert!(due(&[], &every_hour, at("2026-11-26T10:00:00Z")));
         let mut last = Record::start("a", at("2026-11-26T10:00:00Z"), "kairship", true);
         last.phase = Phase::Completed;
-        let manual = Record::start("a", at("2026-11-26T10:50:00Z"), "alice", false);
-        let records = [last.clone(), manual];
+        let records = [last.clone()];
         assert!(!due(&records, &every_hour, at("2026-11-26T10:59:00Z")));
         assert!(due(&records, &every_hour, at("2026-11-26T11:00:00Z")));
+        // A backup on request counts: the next scheduled one is an interval after it.
+        let mut manual = Record::start("a", at("2026-11-26T10:50:00Z"), "alice", false);
+        manual.phase = Phase::Completed;
+        assert!(!due(
+            &[last.clone(), manual],
+            &every_hour,
+            at("2026-11-26T11:00:00Z")
+        ));
         last.phase = Phase::Failed;
         assert!(due(&[last], &every_hour, at("2026-11-26T10:10:00Z")));
     }

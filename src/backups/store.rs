@@ -61,7 +61,11 @@ impl Store {
         what: impl Into<String>,
         fut: impl std::future::Future<Output = Result<T, kube::Error>>,
     ) -> Result<T, HostError> {
-        bounded(what, self.timeout, tokio::time::timeout(self.timeout, fut).await)
+        bounded(
+            what,
+            self.timeout,
+            tokio::time::timeout(self.timeout, fut).await,
+        )
     }
 
     /// Writes a new backup's record; a missing namespace is a missing destination.
@@ -306,7 +310,11 @@ fn annotation(record: &Record) -> Result<BTreeMap<String, String>, BackupError> 
 }
 
 fn parse(secret: &Secret) -> Option<Record> {
-    let json = secret.metadata.annotations.as_ref()?.get(RECORD_ANNOTATION)?;
+    let json = secret
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(RECORD_ANNOTATION)?;
     serde_json::from_str(json).ok()
 }
 
@@ -321,5 +329,6 @@ fn record_of(secret: &Secret, instance: &str) -> Option<Record> {
     if !labelled || secret.type_.as_deref() != Some(RECORD_TYPE) {
         return None;
     }
-    parse(secret).filter(|r| r.instance == instance && Some(&r.name) == secret.metadata.name.as_ref())
+    parse(secret)
+        .filter(|r| r.instance == instance && Some(&r.name) == secret.metadata.name.as_ref())
 }

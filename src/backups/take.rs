@@ -88,7 +88,12 @@ pub async fn start(
 }
 
 /// Reads, stores and finishes `record`; returns it as last written.
-async fn run(store: &Store, client: &kube::Client, mut record: Record, timeout: Duration) -> Record {
+async fn run(
+    store: &Store,
+    client: &kube::Client,
+    mut record: Record,
+    timeout: Duration,
+) -> Record {
     let (progress, seen) = watch::channel(String::from("discovering resources"));
     let work = read_all(client, timeout, progress);
     tokio::pin!(work);
@@ -107,7 +112,10 @@ async fn run(store: &Store, client: &kube::Client, mut record: Record, timeout: 
         }
     };
     let stored = match taken {
-        Ok(t) => store.write_data(&record, &t.data).await.map(|parts| (t, parts)),
+        Ok(t) => store
+            .write_data(&record, &t.data)
+            .await
+            .map(|parts| (t, parts)),
         Err(e) => Err(e),
     };
     let now = jiff::Timestamp::now().to_string();
@@ -147,7 +155,12 @@ async fn read_all(
     let failed = |why: String| BackupError::Instance(why);
     let discovery = tokio::time::timeout(timeout * 3, Discovery::new(client.clone()).run())
         .await
-        .map_err(|_| failed(format!("discovering its resources took over {:?}", timeout * 3)))?
+        .map_err(|_| {
+            failed(format!(
+                "discovering its resources took over {:?}",
+                timeout * 3
+            ))
+        })?
         .map_err(|e| failed(format!("discovering its resources: {e}")))?;
     let resources: Vec<Resource> = discovery
         .groups()

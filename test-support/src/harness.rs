@@ -117,6 +117,7 @@ pub fn fast_settings() -> Settings {
         degraded_after: Duration::from_secs(3),
         component_check_every: Duration::from_secs(1),
         certificate_check_every: Duration::from_secs(1),
+        backup_check_every: Duration::from_secs(1),
         // The air-gapped mirror the managed-instance tests point at, as an operator of an
         // air-gapped cluster allows theirs.
         scope: kairship::actors::host_scope::HostScope {

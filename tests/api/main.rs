@@ -3,6 +3,7 @@
 
 mod alerts;
 mod auth;
+mod backups;
 mod budget;
 mod cache_watch;
 use kairship_test_support::fleet as common;

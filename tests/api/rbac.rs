@@ -232,6 +232,42 @@ async fn deploy_manifests_are_valid_and_rbac_covers_exactly_the_calls_made() {
         .expect("renewed with the chart's role")
         .into_inner();
     assert_eq!(renewed.certificates.len(), 5, "{renewed:?}");
+    // A backup kept in the release namespace's Secrets, restored, then deleted.
+    let backup = c
+        .clone()
+        .create_backup(CreateBackupRequest {
+            name: "karmada-1".into(),
+        })
+        .await
+        .expect("backup with the chart's role")
+        .into_inner();
+    let get = GetBackupRequest {
+        name: "karmada-1".into(),
+        backup: backup.name.clone(),
+    };
+    eventually(Duration::from_secs(20), "the backup completed", || async {
+        let b = c.clone().get_backup(get.clone()).await.ok()?.into_inner();
+        (b.phase == "Completed").then_some(())
+    })
+    .await;
+    let restored = c
+        .clone()
+        .restore_backup(RestoreBackupRequest {
+            name: "karmada-1".into(),
+            backup: backup.name.clone(),
+            source_instance: String::new(),
+        })
+        .await
+        .expect("restored")
+        .into_inner();
+    assert_eq!(restored.failed, 0, "{restored:?}");
+    c.clone()
+        .delete_backup(DeleteBackupRequest {
+            name: "karmada-1".into(),
+            backup: backup.name.clone(),
+        })
+        .await
+        .expect("backup deleted");
     let tarball = api
         .https_client("rbac-admin-token")
         .await

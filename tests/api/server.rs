@@ -41,6 +41,16 @@ impl Api {
         leader: Option<LeaderConfig>,
         auth: Option<AuthConfig>,
     ) -> Self {
+        Self::start_settings(instances, leader, auth, crate::harness::fast_settings()).await
+    }
+
+    /// As `start_full`, with the tree's settings given.
+    pub async fn start_settings(
+        instances: usize,
+        leader: Option<LeaderConfig>,
+        auth: Option<AuthConfig>,
+        settings: kairship::actors::context::Settings,
+    ) -> Self {
         let env = Env::start(instances).await;
         let host = env.sim.fleet.host().clone();
         host.enable_audit();
@@ -50,14 +60,9 @@ impl Api {
         let chaos_dir = env.sim.dir.path().join("chaos");
         kairship_wire::kubeconfig::write(&kc_path, &kc).expect("write kubeconfig");
         let as_kairship = crate::common::client_from(&kc_path).await;
-        let tree = Tree::start(
-            as_kairship.clone(),
-            leader,
-            "kairship-test",
-            crate::harness::fast_settings(),
-        )
-        .await
-        .expect("tree starts");
+        let tree = Tree::start(as_kairship.clone(), leader, "kairship-test", settings)
+            .await
+            .expect("tree starts");
         env.attach_all(instances).await;
         let auth = match auth {
             Some(config) => Auth::new(&config, as_kairship.clone())

@@ -212,7 +212,12 @@ pub const GRPC: &[(&str, Rule)] = &[
     (
         "/kairship.v1alpha1.InstanceService/CreateBackup",
         kairship(named(
-            rule(Admin, Scope::Instance("name"), "create", "instances/backups"),
+            rule(
+                Admin,
+                Scope::Instance("name"),
+                "create",
+                "instances/backups",
+            ),
             "name",
         )),
     ),
@@ -233,7 +238,12 @@ pub const GRPC: &[(&str, Rule)] = &[
     (
         "/kairship.v1alpha1.InstanceService/DeleteBackup",
         kairship(named(
-            rule(Admin, Scope::Instance("name"), "delete", "instances/backups"),
+            rule(
+                Admin,
+                Scope::Instance("name"),
+                "delete",
+                "instances/backups",
+            ),
             "backup",
         )),
     ),
@@ -242,7 +252,12 @@ pub const GRPC: &[(&str, Rule)] = &[
     (
         "/kairship.v1alpha1.InstanceService/RestoreBackup",
         kairship(named(
-            rule(Admin, Scope::Instance("name"), "restore", "instances/backups"),
+            rule(
+                Admin,
+                Scope::Instance("name"),
+                "restore",
+                "instances/backups",
+            ),
             "backup",
         )),
     ),

@@ -281,9 +281,18 @@ impl InstanceService for Instances {
         // resolve); none means "the latest": the merged spec is patched in whole without
         // one, so the status written meanwhile (every few seconds) cannot conflict.
         let mut current = self.0.host_call(&what, self.api().get(&meta.name)).await?;
-        let keep_schedule = inst.spec.as_ref().is_none_or(|s| s.backup_schedule.is_none());
-        self.merge_update(authorized.caller(), &mut current, spec, &meta, keep_schedule)
-            .await?;
+        let keep_schedule = inst
+            .spec
+            .as_ref()
+            .is_none_or(|s| s.backup_schedule.is_none());
+        self.merge_update(
+            authorized.caller(),
+            &mut current,
+            spec,
+            &meta,
+            keep_schedule,
+        )
+        .await?;
         let name = current.metadata.name.clone().unwrap_or_default();
         let spec = serde_json::to_value(&current.spec)
             .map_err(|e| ApiError::Internal(format!("encoding the spec: {e}")))?;
@@ -354,7 +363,9 @@ impl InstanceService for Instances {
         req: Request<proto::CreateBackupRequest>,
     ) -> Result<Response<proto::Backup>, Status> {
         on_instance_named(&req, &req.get_ref().name)?;
-        Ok(Response::new(super::instance_backups::create(&self.0, req).await?))
+        Ok(Response::new(
+            super::instance_backups::create(&self.0, req).await?,
+        ))
     }
 
     async fn list_backups(
@@ -389,7 +400,9 @@ impl InstanceService for Instances {
         req: Request<proto::RestoreBackupRequest>,
     ) -> Result<Response<proto::RestoreResult>, Status> {
         on_instance_named(&req, &req.get_ref().name)?;
-        Ok(Response::new(super::instance_backups::restore(&self.0, req).await?))
+        Ok(Response::new(
+            super::instance_backups::restore(&self.0, req).await?,
+        ))
     }
 
     type GetComponentLogsStream = super::log_stream::LogStream;

@@ -50,7 +50,10 @@ pub async fn list(
     })
 }
 
-pub async fn get(ctx: &ApiContext, req: proto::GetBackupRequest) -> Result<proto::Backup, ApiError> {
+pub async fn get(
+    ctx: &ApiContext,
+    req: proto::GetBackupRequest,
+) -> Result<proto::Backup, ApiError> {
     check_name("backup", &req.backup)?;
     let store = ctx.tree.settings().backup_store(ctx.tree.host());
     Ok(store.get(&req.name, &req.backup).await?.to_proto())
@@ -85,7 +88,12 @@ pub async fn restore(
         s => s.to_string(),
     };
     if source != r.name {
-        ctx.authorize(authorized.caller(), Role::Admin, &source, "restore the backups of")?;
+        ctx.authorize(
+            authorized.caller(),
+            Role::Admin,
+            &source,
+            "restore the backups of",
+        )?;
     }
     let store = ctx.tree.settings().backup_store(ctx.tree.host());
     let record = store.get(&source, &r.backup).await?;
