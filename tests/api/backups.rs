@@ -531,6 +531,26 @@ async fn an_admin_of_one_instance_cannot_reach_anothers_backups() {
         .expect_err("not theirs");
     assert_eq!(delete.code(), Code::PermissionDenied, "{delete:?}");
 
+    // Kairship may delete Secrets in its backup namespace: never one a request names that
+    // is not a backup of that instance (here the instance's own kubeconfig Secret, and
+    // a name in the backups' form).
+    for secret in ["karmada-1-kubeconfig", "kairship-backup-karmada-1-kubeconfig"] {
+        let refused = one
+            .delete_backup(DeleteBackupRequest {
+                name: "karmada-1".into(),
+                backup: secret.into(),
+            })
+            .await
+            .expect_err("not a backup");
+        assert_eq!(refused.code(), Code::NotFound, "{secret}: {refused:?}");
+    }
+    let secrets: KubeApi<k8s_openapi::api::core::v1::Secret> =
+        KubeApi::namespaced(api.env.host.clone(), crate::harness::NS);
+    secrets
+        .get("karmada-1-kubeconfig")
+        .await
+        .expect("the kubeconfig Secret is still there");
+
     // A viewer lists backups but neither takes nor restores one.
     let mut viewer = as_user("viewer-token");
     viewer

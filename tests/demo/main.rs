@@ -258,6 +258,42 @@ async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
     let (ok, _, err) = ctl(&["instances", "get", "nope"]);
     assert!(!ok && err.contains("NotFound"), "{err}");
 
+    // A backup taken and waited for, listed, restored (everything there already), and a
+    // schedule set.
+    let (ok, json, err) = ctl(&["backups", "create", "karmada-1", "--wait", "-o", "json"]);
+    assert!(ok, "{err}");
+    let backup: Value = serde_json::from_str(&json).expect("backup json");
+    assert_eq!(backup["phase"], "Completed", "{backup}");
+    assert_eq!(backup["resources"]["deployments.apps"], 1, "{backup}");
+    let name = backup["name"].as_str().expect("name");
+    let (ok, table, err) = ctl(&["backups", "list", "karmada-1"]);
+    assert!(
+        ok && table.contains(name) && table.contains("Completed"),
+        "{table}{err}"
+    );
+    let (ok, out, err) = ctl(&["backups", "restore", "karmada-1", name, "-o", "json"]);
+    assert!(ok, "{out}{err}");
+    let restored: Value = serde_json::from_str(&out).expect("restore json");
+    assert!(
+        restored["created"].is_null() && restored["existing"].as_i64() > Some(0),
+        "{restored}"
+    );
+    let (ok, out, err) = ctl(&[
+        "backups",
+        "schedule",
+        "karmada-1",
+        "--every-minutes",
+        "720",
+        "--keep",
+        "3",
+    ]);
+    assert!(
+        ok && out.contains("every 720 minutes, the newest 3 kept"),
+        "{out}{err}"
+    );
+    let (ok, _, err) = ctl(&["backups", "get", "karmada-2", name]);
+    assert!(!ok && err.contains("NotFound"), "{err}");
+
     // SIGTERM: a clean exit, and every port it served is closed afterwards.
     let https = endpoints["http"]
         .as_str()

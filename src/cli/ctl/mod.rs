@@ -2,6 +2,7 @@
 //! the proto3 JSON shape. The address and token come from flags, the environment, or the
 //! demo's endpoints.json.
 
+mod backups;
 mod certificates;
 mod clusters;
 mod components;
@@ -61,6 +62,9 @@ pub enum CtlCommand {
     /// Karmada instances.
     #[command(subcommand)]
     Instances(instances::InstancesCmd),
+    /// An instance's backups: list, create, restore, delete, schedule.
+    #[command(subcommand)]
+    Backups(backups::BackupsCmd),
     /// Aggregated statistics of one instance.
     Stats { name: String },
     /// Member clusters of one instance.
@@ -379,6 +383,7 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
         CtlCommand::Logs(args) => pods::logs(&conn, args).await,
         CtlCommand::Events(args) => pods::events(&conn, out, args).await,
         CtlCommand::Search(args) => search::run(&conn, out, args).await,
+        CtlCommand::Backups(cmd) => backups::run(&conn, out, cmd).await,
         CtlCommand::Whoami => {
             let mut c = AccessServiceClient::new(conn.channel.clone());
             let r = c
