@@ -534,7 +534,10 @@ async fn an_admin_of_one_instance_cannot_reach_anothers_backups() {
     // Kairship may delete Secrets in its backup namespace: never one a request names that
     // is not a backup of that instance (here the instance's own kubeconfig Secret, and
     // a name in the backups' form).
-    for secret in ["karmada-1-kubeconfig", "kairship-backup-karmada-1-kubeconfig"] {
+    for secret in [
+        "karmada-1-kubeconfig",
+        "kairship-backup-karmada-1-kubeconfig",
+    ] {
         let refused = one
             .delete_backup(DeleteBackupRequest {
                 name: "karmada-1".into(),

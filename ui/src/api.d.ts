@@ -340,6 +340,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/apis/kairship.io/v1alpha1/instances/{name}/backups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["InstanceService_ListBackups"];
+        put?: never;
+        post: operations["InstanceService_CreateBackup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/apis/kairship.io/v1alpha1/instances/{name}/backups/{backup}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["InstanceService_GetBackup"];
+        put?: never;
+        post?: never;
+        delete: operations["InstanceService_DeleteBackup"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/apis/kairship.io/v1alpha1/instances/{name}/certificates:renew": {
         parameters: {
             query?: never;
@@ -398,6 +430,22 @@ export interface paths {
         get?: never;
         put?: never;
         post: operations["InstanceService_RestartComponent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/apis/kairship.io/v1alpha1/instances/{name}/restores": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["InstanceService_RestoreBackup"];
         delete?: never;
         options?: never;
         head?: never;
@@ -507,6 +555,30 @@ export interface components {
             /** Format: int32 */
             replicas?: number;
         };
+        "kairship.v1alpha1.Backup": {
+            completed?: string;
+            instance?: string;
+            karmadaVersion?: string;
+            message?: string;
+            name?: string;
+            /** Format: int32 */
+            objects?: number;
+            phase?: string;
+            requestedBy?: string;
+            resources?: {
+                [key: string]: number;
+            };
+            scheduled?: boolean;
+            /** Format: int64 */
+            sizeBytes?: string;
+            started?: string;
+        };
+        "kairship.v1alpha1.BackupSchedule": {
+            /** Format: int32 */
+            intervalMinutes?: number;
+            /** Format: int32 */
+            keep?: number;
+        };
         "kairship.v1alpha1.Caller": {
             fleetRole?: string;
             groups?: string[];
@@ -590,6 +662,9 @@ export interface components {
             instance?: string;
             name?: string;
         };
+        "kairship.v1alpha1.CreateBackupRequest": {
+            name?: string;
+        };
         "kairship.v1alpha1.CreatePolicyRequest": {
             instance?: string;
             objectJson?: string;
@@ -605,6 +680,7 @@ export interface components {
             instance?: string;
             objectJson?: string;
         };
+        "kairship.v1alpha1.DeleteBackupResponse": Record<string, never>;
         "kairship.v1alpha1.DeleteInstanceResponse": Record<string, never>;
         "kairship.v1alpha1.DeletePolicyResponse": Record<string, never>;
         "kairship.v1alpha1.DeleteWorkloadResponse": Record<string, never>;
@@ -626,6 +702,7 @@ export interface components {
             role?: string;
         };
         "kairship.v1alpha1.InstanceSpec": {
+            backupSchedule?: components["schemas"]["kairship.v1alpha1.BackupSchedule"];
             componentImages?: {
                 [key: string]: components["schemas"]["kairship.v1alpha1.ComponentImage"];
             };
@@ -698,6 +775,9 @@ export interface components {
         };
         "kairship.v1alpha1.ListActorsResponse": {
             actors?: components["schemas"]["kairship.v1alpha1.ActorSnapshot"][];
+        };
+        "kairship.v1alpha1.ListBackupsResponse": {
+            backups?: components["schemas"]["kairship.v1alpha1.Backup"][];
         };
         "kairship.v1alpha1.ListClusterNodesResponse": {
             nodes?: components["schemas"]["kairship.v1alpha1.ClusterNode"][];
@@ -848,6 +928,24 @@ export interface components {
         };
         "kairship.v1alpha1.RestartInstanceResponse": {
             actor?: components["schemas"]["kairship.v1alpha1.ActorSnapshot"];
+        };
+        "kairship.v1alpha1.RestoreBackupRequest": {
+            backup?: string;
+            name?: string;
+            sourceInstance?: string;
+        };
+        "kairship.v1alpha1.RestoreResult": {
+            backup?: string;
+            /** Format: int32 */
+            created?: number;
+            /** Format: int32 */
+            existing?: number;
+            /** Format: int32 */
+            failed?: number;
+            failures?: string[];
+            resources?: {
+                [key: string]: number;
+            };
         };
         "kairship.v1alpha1.SearchHit": {
             instance?: string;
@@ -1961,6 +2059,136 @@ export interface operations {
             };
         };
     };
+    InstanceService_ListBackups: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.ListBackupsResponse"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    InstanceService_CreateBackup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["kairship.v1alpha1.CreateBackupRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.Backup"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    InstanceService_GetBackup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                backup: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.Backup"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    InstanceService_DeleteBackup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                backup: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.DeleteBackupResponse"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
     InstanceService_RenewCertificates: {
         parameters: {
             query?: never;
@@ -2088,6 +2316,41 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["kairship.v1alpha1.Component"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    InstanceService_RestoreBackup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["kairship.v1alpha1.RestoreBackupRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.RestoreResult"];
                 };
             };
             /** @description An error as google.rpc.Status */

@@ -14,6 +14,7 @@ export type Actor = S['kairship.v1alpha1.ActorSnapshot'];
 export type Caller = S['kairship.v1alpha1.Caller'];
 export type SearchHit = S['kairship.v1alpha1.SearchHit'];
 export type Component = S['kairship.v1alpha1.Component'];
+export type Backup = S['kairship.v1alpha1.Backup'];
 type Violation = { field?: string; description?: string };
 
 const PREFIX = '/apis/kairship.io/v1alpha1';
@@ -87,6 +88,20 @@ export const api = {
       metadata: { name: inst },
       spec: { mode: 'INSTANCE_MODE_MANAGED', componentReplicas: { [setting]: replicas } },
     }),
+  backups: (inst: string) =>
+    call<S['kairship.v1alpha1.ListBackupsResponse']>('GET', `/instances/${seg(inst)}/backups`).then((r) => r.backups ?? []),
+  createBackup: (inst: string) => call<Backup>('POST', `/instances/${seg(inst)}/backups`, {}),
+  deleteBackup: (inst: string, backup: string) => call<unknown>('DELETE', `/instances/${seg(inst)}/backups/${seg(backup)}`),
+  restoreBackup: (inst: string, backup: string, from: string) =>
+    call<S['kairship.v1alpha1.RestoreResult']>('POST', `/instances/${seg(inst)}/restores`, { backup, sourceInstance: from }),
+  // The instance as read, with only its schedule changed (0 minutes: none).
+  setBackupSchedule: async (inst: string, intervalMinutes: number, keep: number) => {
+    const i = await call<Instance>('GET', `/instances/${seg(inst)}`);
+    return call<Instance>('PUT', `/instances/${seg(inst)}`, {
+      metadata: { name: inst, labels: i.metadata?.labels },
+      spec: { ...i.spec, backupSchedule: { intervalMinutes, keep } },
+    });
+  },
   renewCertificates: (inst: string) =>
     call<S['kairship.v1alpha1.RenewCertificatesResponse']>('POST', `/instances/${seg(inst)}/certificates:renew`, {}),
   restartComponent: (inst: string, component: string) =>

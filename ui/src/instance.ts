@@ -6,6 +6,7 @@
 import { parse, stringify } from 'yaml';
 import { api, ApiError, memberPods, podLog, recentEvents, type Cluster, type Instance, type KubeEvent, type KubePod, type Policy, type Workload } from './client';
 import { showComponents } from './components';
+import { showBackups } from './backups';
 import { age, confirmDialog, h, mount } from './dom';
 import { openLog } from './logs';
 import { promoteForm } from './promote';
@@ -413,6 +414,7 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
   mount(joinSlot, joinButton);
   const events = h('div', { id: 'events' });
   const componentsSlot = h('div');
+  const backupsSlot = h('div');
   const promoteSlot = h('div');
   const closePromote = () => {
     mount(promoteSlot);
@@ -462,6 +464,7 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
       const [i, clusters, workloads, policies] = await Promise.all([api.instance(inst), api.clusters(inst), api.workloads(inst), api.policies(inst)]);
       await refreshPods(inst, workloads, pods);
       if (i.spec?.mode === 'INSTANCE_MODE_MANAGED') await showComponents(componentsSlot, inst, canAdmin, () => void refresh(), report);
+      await showBackups(backupsSlot, i, canAdmin, () => void refresh(), report);
       mount(
         live,
         h('p', {}, phaseBadge(i.status?.phase), ' ', h('span', { class: 'why' }, explanation(i.status?.conditions))),
@@ -469,6 +472,7 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
         table('clusters', ['Cluster', 'Ready', 'Version', 'Nodes', 'Allocated / allocatable', 'Taints', ''], clusterRows(inst, clusters, canEdit, canAdmin, removals, () => void refresh(), report)),
         componentsSlot,
         certificatesSection(i, canAdmin, () => void refresh(), report),
+        backupsSlot,
         h('h3', {}, 'Workloads ', canEdit && h('button', { class: 'small', onclick: () => mount(promoteSlot, promoteForm(inst, clusters.map((c) => c.metadata?.name ?? ''), closePromote)) }, 'Adopt a running workload')),
         promoteSlot,
         table('workloads', ['Workload', 'Ready', 'Placement (per cluster)', 'Policies', 'Overrides'], workloadRows(inst, workloads, shown, pods, () => void refresh())),
@@ -487,6 +491,7 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
         const i = await api.instance(inst);
         // A managed instance that cannot serve: its components say why.
         if (i.spec?.mode === 'INSTANCE_MODE_MANAGED') await showComponents(componentsSlot, inst, canAdmin, () => void refresh(), report);
+        await showBackups(backupsSlot, i, canAdmin, () => void refresh(), report);
         mount(
           live,
           h('p', {}, phaseBadge(i.status?.phase), ' ', h('span', { class: 'why' }, explanation(i.status?.conditions))),
@@ -494,6 +499,8 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
           componentsSlot,
           // Expired certificates are one reason an instance cannot serve: shown, and renewable.
           certificatesSection(i, canAdmin, () => void refresh(), report),
+          // A broken instance is what a backup is for: shown, though restoring needs it to answer.
+          backupsSlot,
         );
       } catch {
         report(e);

@@ -169,6 +169,26 @@ test("the instance page lists the instance's certificates with their expiry", as
   await expect(page.locator('#certificates tr[data-certificate="kubeconfig CA"]')).toBeVisible();
 });
 
+test('back up an instance, restore the backup, and schedule backups', async ({ page }) => {
+  await signIn(page, endpoints.tokens.admin);
+  await page.goto(`${endpoints.http}/ui/#/instances/${names[0]}`);
+  await page.locator('#create-backup').click();
+  const done = page.locator('#backups tbody tr[data-phase="Completed"]').first();
+  await expect(done).toBeVisible({ timeout: 30_000 });
+  await expect(done).toContainText(/objects of \d+ resources/);
+  await done.locator('button', { hasText: 'Restore' }).click();
+  await page.getByRole('dialog').locator('button', { hasText: 'Restore' }).click();
+  // Everything it holds is there already: nothing created, nothing failed.
+  await expect(page.locator('#notice')).toContainText(/Restored: 0 created, \d+ already there, 0 failed/);
+  await page.locator('#notice button', { hasText: 'Dismiss' }).click();
+  await page.locator('#backup-schedule').click();
+  const schedule = page.getByRole('dialog', { name: `Back up ${names[0]} every` });
+  await schedule.getByRole('spinbutton').fill('720');
+  await schedule.locator('button', { hasText: 'Apply' }).click();
+  await expect(page.locator('#backup-schedule-text')).toHaveText('Every 720 minutes, the newest 7 kept.');
+  await page.screenshot({ path: join(shots, 'console-backups.png'), fullPage: true });
+});
+
 test('cordon and uncordon a member cluster', async ({ page }) => {
   await signIn(page, endpoints.tokens.admin);
   await page.goto(`${endpoints.http}/ui/#/instances/${names[0]}`);
@@ -304,6 +324,8 @@ test('the viewer sees only its instance and no admin actions', async ({ page }) 
   await expect(page.locator('#clusters button', { hasText: 'Cordon' })).toHaveCount(0);
   await expect(page.locator('#clusters button', { hasText: 'Remove' })).toHaveCount(0);
   await expect(page.locator('#join button')).toHaveCount(0);
+  await expect(page.locator('#backup-schedule-text')).toBeVisible();
+  await expect(page.locator('#create-backup')).toHaveCount(0);
   // Kairship's view role reaches the members too: the viewer reads nginx's Pod on member2.
   const nginx = page.locator('#workloads tr[data-workload="default/nginx"]');
   await nginx.locator('.placement[data-cluster="member2"] button', { hasText: 'Pods' }).click();

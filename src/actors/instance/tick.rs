@@ -117,8 +117,15 @@ pub(super) fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
 /// Starts the instance's scheduled backup when it is due (leader only, with Kairship's
 /// own credentials, one check at a time).
 fn back_up_on_schedule(state: &mut InstanceState) {
+    // The latest Instance: a schedule change does not restart the actor.
+    let latest = state
+        .ctx
+        .instances
+        .store()
+        .get(&kube::runtime::reflector::ObjectRef::new(&state.name));
+    let schedule = latest.and_then(|i| i.spec.backup_schedule.clone());
     let (Some(schedule), Some(client), true) = (
-        state.instance.spec.backup_schedule.clone(),
+        schedule,
         state.client.clone(),
         state.observed.lifecycle.connected(),
     ) else {

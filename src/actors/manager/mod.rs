@@ -82,12 +82,16 @@ pub struct ManagerState {
 
 /// The part of the spec that needs a fresh actor when it changes.
 /// What an instance actor is started from: its spec, and whether Kairship's roles reach its
-/// members (an annotation); a change restarts the actor.
+/// members (an annotation); a change restarts the actor. Not the backup schedule: the
+/// actor reads it from the Instance informer at each check, and a new schedule should
+/// not drop the instance's caches.
 fn spec_key(i: &Instance) -> String {
     let members = crate::actors::instance::member_access::wanted(i);
+    let mut spec = i.spec.clone();
+    spec.backup_schedule = None;
     format!(
         "{}|members={members}",
-        serde_json::to_string(&i.spec).unwrap_or_default()
+        serde_json::to_string(&spec).unwrap_or_default()
     )
 }
 
@@ -486,5 +490,35 @@ impl Actor for InstanceManager {
             self.on_failure(&myself, state, &name, error);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{BackupScheduleSpec, InstanceMode, InstanceSpec};
+
+    #[test]
+    fn a_backup_schedule_does_not_restart_the_actor_but_a_pause_does() {
+        let before = Instance::new(
+            "a",
+            InstanceSpec {
+                mode: InstanceMode::Managed,
+                external: None,
+                managed: None,
+                paused: false,
+                cache_budget: None,
+                backup_schedule: None,
+            },
+        );
+        let mut scheduled = before.clone();
+        scheduled.spec.backup_schedule = Some(BackupScheduleSpec {
+            interval_minutes: 60,
+            keep: None,
+        });
+        assert_eq!(spec_key(&before), spec_key(&scheduled));
+        let mut paused = before.clone();
+        paused.spec.paused = true;
+        assert_ne!(spec_key(&before), spec_key(&paused));
     }
 }
