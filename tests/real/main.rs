@@ -9,6 +9,7 @@
 //! One fleet serves every check (it takes about a minute to start). Without the binaries
 //! the tier fails under CI and is skipped, loudly, elsewhere.
 
+mod backups;
 mod certificates;
 mod clusterpedia;
 mod clusters;
@@ -457,6 +458,7 @@ async fn kairship_against_real_karmada() {
         )
         .await;
     assert_eq!(on_member1["spec"]["replicas"], 2);
+    backups::restored_after_loss(&demo, &channel, &member1).await;
 
     // The caller's identity meets the instance's real RBAC: the viewer reads workloads,
     // never Secrets.
