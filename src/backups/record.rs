@@ -130,7 +130,7 @@ mod tests {
 
     #[test]
     fn a_silent_running_backup_reads_as_failed() {
-        let t0: jiff::Timestamp = "2026-11-26T10:00:00Z".parse().unwrap();
+        let t0: jiff::Timestamp = "2026-11-26T10:00:00Z".parse().expect("valid in this test");
         let r = Record::start("team-a", t0, "alice", false);
         assert!(r
             .name

@@ -93,7 +93,7 @@ mod tests {
     use super::*;
 
     fn at(s: &str) -> jiff::Timestamp {
-        s.parse().unwrap()
+        s.parse().expect("valid in this test")
     }
 
     #[test]

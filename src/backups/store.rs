@@ -153,7 +153,7 @@ impl Store {
             .items
             .iter()
             .filter(|s| s.type_.as_deref() == Some(RECORD_TYPE))
-            .filter_map(|s| parse(s))
+            .filter_map(parse)
             .map(|r| r.size_bytes)
             .sum())
     }

@@ -50,7 +50,8 @@ fn deployments() -> ApiResource {
 /// A Deployment `web` and the PropagationPolicy placing it, in namespace `shop`.
 async fn workload(instance: &kube::Client) {
     let ns: KubeApi<k8s_openapi::api::core::v1::Namespace> = KubeApi::all(instance.clone());
-    let shop = serde_json::from_value(serde_json::json!({"metadata": {"name": "shop"}})).unwrap();
+    let shop = serde_json::from_value(serde_json::json!({"metadata": {"name": "shop"}}))
+        .expect("valid in this test");
     ns.create(&PostParams::default(), &shop)
         .await
         .expect("namespace");
@@ -60,7 +61,7 @@ async fn workload(instance: &kube::Client) {
         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
             "template": {"metadata": {"labels": {"app": "web"}},
                 "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}))
-    .unwrap();
+    .expect("valid in this test");
     KubeApi::<DynamicObject>::namespaced_with(instance.clone(), "shop", &deployments())
         .create(&PostParams::default(), &d)
         .await
@@ -70,7 +71,7 @@ async fn workload(instance: &kube::Client) {
         "metadata": {"name": "web", "namespace": "shop"},
         "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}],
             "placement": {"replicaScheduling": {"replicaSchedulingType": "Duplicated"}}}}))
-    .unwrap();
+    .expect("valid in this test");
     KubeApi::<DynamicObject>::namespaced_with(instance.clone(), "shop", &policies())
         .create(&PostParams::default(), &p)
         .await
@@ -268,7 +269,7 @@ async fn scheduled_backups_keep_the_newest() {
         .into_inner();
     let bad = {
         let mut i = inst.clone();
-        i.spec.as_mut().unwrap().backup_schedule = Some(BackupSchedule {
+        i.spec.as_mut().expect("valid in this test").backup_schedule = Some(BackupSchedule {
             interval_minutes: 20_000,
             keep: 2,
         });
@@ -283,7 +284,10 @@ async fn scheduled_backups_keep_the_newest() {
             .contains("instance.spec.backup_schedule.interval_minutes"),
         "{bad:?}"
     );
-    inst.spec.as_mut().unwrap().backup_schedule = Some(BackupSchedule {
+    inst.spec
+        .as_mut()
+        .expect("valid in this test")
+        .backup_schedule = Some(BackupSchedule {
         interval_minutes: 60,
         keep: 2,
     });

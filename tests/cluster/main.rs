@@ -12,6 +12,7 @@ mod chart;
 mod ha;
 mod image;
 mod managed;
+mod managed_backups;
 mod managed_broken;
 mod managed_components;
 mod promote;

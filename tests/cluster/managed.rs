@@ -178,7 +178,7 @@ fn component_images(demo: &ClusterDemo) -> Vec<String> {
 }
 
 /// A kubeconfig for the managed instance through Kairship's proxy, as the admin.
-fn proxy_kubeconfig(demo: &ClusterDemo) -> std::path::PathBuf {
+pub(crate) fn proxy_kubeconfig(demo: &ClusterDemo) -> std::path::PathBuf {
     let e = &demo.endpoints;
     let ca = std::fs::read_to_string(e["ca"].as_str().expect("ca")).expect("ca");
     let server = format!(
@@ -244,7 +244,7 @@ fn workload() -> Vec<Value> {
 
 /// The clusters Karmada placed the workload on, as Kairship's WorkloadService reports
 /// them (from its caches) through `kairship ctl`.
-fn placed_on(demo: &ClusterDemo) -> Vec<String> {
+pub(crate) fn placed_on(demo: &ClusterDemo) -> Vec<String> {
     let out = ctl(
         demo,
         &[
@@ -498,6 +498,7 @@ pub async fn lifecycle(demo: &ClusterDemo) {
     if let Err(on) = survived {
         panic!("placement survives the upgrade: on {on:?}");
     }
+    crate::managed_backups::restored_after_loss(demo, NAME).await;
 
     // A failure: a CRD tarball nobody serves. The instance says what the operator says,
     // and an update fixes it.
