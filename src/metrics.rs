@@ -74,6 +74,9 @@ pub struct Metrics {
     restarts: Family<InstanceLabels, Gauge>,
     watch_restarts: Family<InstanceLabels, Gauge>,
     certificates: Family<CertificateLabels, Gauge>,
+    backup_completed: Family<InstanceLabels, Gauge>,
+    backup_interval: Family<InstanceLabels, Gauge>,
+    backup_failing: Family<InstanceLabels, Gauge>,
     leader: Family<LeaderLabels, Gauge>,
     status_writes: Counter,
     /// The tree's count at the last scrape: the counter grows by the difference.
@@ -142,6 +145,24 @@ impl Metrics {
             "Seconds until each certificate an instance is reached with expires (negative once expired)",
             certificates.clone(),
         );
+        let backup_completed = Family::<InstanceLabels, Gauge>::default();
+        registry.register(
+            "kairship_backup_last_completed_timestamp_seconds",
+            "When the newest completed backup of each instance with scheduled backups completed (Unix seconds)",
+            backup_completed.clone(),
+        );
+        let backup_interval = Family::<InstanceLabels, Gauge>::default();
+        registry.register(
+            "kairship_backup_interval_seconds",
+            "Seconds between scheduled backups of each instance that has a schedule",
+            backup_interval.clone(),
+        );
+        let backup_failing = Family::<InstanceLabels, Gauge>::default();
+        registry.register(
+            "kairship_backup_failing",
+            "1 while an instance's scheduled backups fail (its BackupsHealthy condition is False)",
+            backup_failing.clone(),
+        );
         registry.register(
             "leader_election_master_status",
             "1 when this replica holds the lease",
@@ -172,6 +193,9 @@ impl Metrics {
             restarts,
             watch_restarts,
             certificates,
+            backup_completed,
+            backup_interval,
+            backup_failing,
             leader,
             status_writes,
             status_writes_seen: Default::default(),
@@ -207,6 +231,13 @@ impl Metrics {
         self.restarts.clear();
         self.watch_restarts.clear();
         self.certificates.clear();
+        for f in [
+            &self.backup_completed,
+            &self.backup_interval,
+            &self.backup_failing,
+        ] {
+            f.clear();
+        }
         let now = jiff::Timestamp::now().as_second();
         for inst in instances {
             let name = inst.metadata.name.clone().unwrap_or_default();
@@ -229,6 +260,28 @@ impl Metrics {
                         })
                         .set(at.as_second() - now);
                 }
+            }
+            if let Some(schedule) = &inst.spec.backup_schedule {
+                let labels = InstanceLabels {
+                    karmada_instance: name.clone(),
+                };
+                self.backup_interval
+                    .get_or_create(&labels)
+                    .set(i64::from(schedule.interval_minutes) * 60);
+                let failing = status.conditions.iter().any(|c| {
+                    c.type_ == crate::actors::instance::status::BACKUPS_CONDITION
+                        && c.status == "False"
+                });
+                self.backup_failing
+                    .get_or_create(&labels)
+                    .set(i64::from(failing));
+                // Never completed: 0, so a backup too old fires for it as well.
+                let completed = status
+                    .last_backup
+                    .as_ref()
+                    .and_then(|b| b.completed.parse::<jiff::Timestamp>().ok())
+                    .map_or(0, |t| t.as_second());
+                self.backup_completed.get_or_create(&labels).set(completed);
             }
             if let Some(s) = &status.stats {
                 let count = |f: &Family<CountLabels, Gauge>, state: &str, v: i64| {

@@ -93,6 +93,16 @@ pub fn instance(i: &crd::Instance) -> proto::Instance {
                 not_after: c.not_after.clone(),
             })
             .collect(),
+        last_backup: s
+            .last_backup
+            .as_ref()
+            .map(|b| b.name.clone())
+            .unwrap_or_default(),
+        last_backup_time: s
+            .last_backup
+            .as_ref()
+            .map(|b| b.completed.clone())
+            .unwrap_or_default(),
     });
     proto::Instance {
         metadata: Some(meta(&i.metadata)),

@@ -34,6 +34,38 @@ pub fn due(records: &[Record], schedule: &BackupScheduleSpec, now: jiff::Timesta
     !recent && !failed_lately
 }
 
+/// What a check saw of the instance's backups, for its status (`BackupsHealthy`,
+/// `lastBackup`) and through it the metrics and alerts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Seen {
+    /// The newest completed backup: its name and when it completed.
+    pub last_completed: Option<(String, String)>,
+    /// Why backups are failing: the newest scheduled backup failed, or the destination
+    /// cannot be read or written.
+    pub failing: Option<String>,
+}
+
+impl Seen {
+    fn of(records: &[Record]) -> Self {
+        let last_completed = records
+            .iter()
+            .filter(|r| r.phase == Phase::Completed)
+            .max_by(|a, b| a.completed.cmp(&b.completed))
+            .map(|r| (r.name.clone(), r.completed.clone()));
+        let newest_scheduled = records
+            .iter()
+            .filter(|r| r.scheduled && r.phase != Phase::Running)
+            .max_by(|a, b| a.started.cmp(&b.started));
+        let failing = newest_scheduled
+            .filter(|r| r.phase == Phase::Failed)
+            .map(|r| format!("backup {} failed: {}", r.name, r.message));
+        Self {
+            last_completed,
+            failing,
+        }
+    }
+}
+
 /// One instance's checks: when the last began and whether one is in flight.
 #[derive(Default)]
 pub struct Round {
@@ -43,7 +75,7 @@ pub struct Round {
 
 impl Round {
     /// A check to run (in the instance's span) if `every` has passed and none is in
-    /// flight: it takes a backup when one is due.
+    /// flight: it takes a backup when one is due, and says what it saw.
     pub fn check(
         &mut self,
         every: Duration,
@@ -52,7 +84,7 @@ impl Round {
         schedule: BackupScheduleSpec,
         req: Request,
         call_timeout: Duration,
-    ) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+    ) -> Option<impl std::future::Future<Output = Seen> + Send + 'static> {
         if self.in_flight.load(Ordering::Acquire) || self.last.is_some_and(|t| t.elapsed() < every)
         {
             return None;
@@ -61,11 +93,17 @@ impl Round {
         self.in_flight.store(true, Ordering::Release);
         let in_flight = self.in_flight.clone();
         Some(async move {
-            let r = run(store, client, schedule, req, call_timeout).await;
-            if let Err(e) = r {
-                tracing::warn!("scheduled backup: {e}");
-            }
+            let seen = run(store, client, schedule, req, call_timeout)
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::warn!("scheduled backup: {e}");
+                    Seen {
+                        last_completed: None,
+                        failing: Some(e.to_string()),
+                    }
+                });
             in_flight.store(false, Ordering::Release);
+            seen
         })
     }
 }
@@ -76,16 +114,25 @@ async fn run(
     schedule: BackupScheduleSpec,
     req: Request,
     call_timeout: Duration,
-) -> Result<(), BackupError> {
+) -> Result<Seen, BackupError> {
     let records = store.list(&req.instance).await?;
+    let seen = Seen::of(&records);
     if records.iter().any(|r| r.phase == Phase::Running)
         || !due(&records, &schedule, jiff::Timestamp::now())
     {
-        return Ok(());
+        return Ok(seen);
     }
-    let started = take::start(store, client, req, call_timeout).await?;
-    tracing::info!(backup = %started.name, "scheduled backup started");
-    Ok(())
+    match take::start(store, client, req, call_timeout).await {
+        Ok(started) => tracing::info!(backup = %started.name, "scheduled backup started"),
+        // A backup that cannot start (the destination missing) fails the schedule.
+        Err(e) => {
+            return Ok(Seen {
+                failing: Some(e.to_string()),
+                ..seen
+            })
+        }
+    }
+    Ok(seen)
 }
 
 #[cfg(test)]

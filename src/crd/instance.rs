@@ -203,6 +203,18 @@ pub struct InstanceStatus {
     /// The certificates the instance is reached with, the first to expire first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub certificates: Vec<CertificateStatus>,
+    /// The newest completed backup, while backups are scheduled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_backup: Option<LastBackup>,
+}
+
+/// A completed backup, as the Instance's status names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct LastBackup {
+    pub name: String,
+    /// RFC 3339.
+    pub completed: String,
 }
 
 /// One certificate and its validity.

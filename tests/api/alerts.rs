@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use kairship::proto::instance_service_client::InstanceServiceClient;
-use kairship::proto::GetInstanceRequest;
+use kairship::proto::{BackupSchedule, GetInstanceRequest, UpdateInstanceRequest};
 use promql_parser::parser::{self, Expr, LabelModifier};
 use serde_json::Value;
 
@@ -134,12 +134,30 @@ async fn alert_rules_and_dashboard_query_what_kairship_exports() {
     .body(Vec::new())
     .expect("request");
     client.request_text(proxy).await.expect("proxy answers");
-    InstanceServiceClient::new(api.channel.clone())
+    // A backup schedule, so the backup families have samples.
+    let mut c = InstanceServiceClient::new(api.channel.clone());
+    let mut inst = c
         .get_instance(GetInstanceRequest {
             name: "karmada-1".into(),
         })
         .await
-        .expect("get");
+        .expect("get")
+        .into_inner();
+    if let Some(spec) = inst.spec.as_mut() {
+        spec.backup_schedule = Some(BackupSchedule {
+            interval_minutes: 60,
+            keep: 1,
+        });
+    }
+    if let Some(m) = inst.metadata.as_mut() {
+        m.resource_version.clear();
+    }
+    inst.status = None;
+    c.update_instance(UpdateInstanceRequest {
+        instance: Some(inst),
+    })
+    .await
+    .expect("a backup schedule");
     let exported = crate::common::eventually(
         std::time::Duration::from_secs(10),
         "every family in the scrape",
@@ -153,7 +171,11 @@ async fn alert_rules_and_dashboard_query_what_kairship_exports() {
                 .await
                 .ok()?;
             let e = exported(&text);
-            e.contains_key("kairship_instance_certificate_expiry_seconds")
+            let completed = text.lines().any(|l| {
+                l.starts_with("kairship_backup_last_completed_timestamp_seconds{")
+                    && !l.ends_with(" 0")
+            });
+            (e.contains_key("kairship_instance_certificate_expiry_seconds") && completed)
                 .then_some(e)
         },
     )

@@ -259,7 +259,7 @@ async fn a_backup_restores_what_was_deleted_into_the_same_instance_or_another() 
 async fn scheduled_backups_keep_the_newest() {
     let api = Api::start(1).await;
     let c = InstanceServiceClient::new(api.channel.clone());
-    let mut inst = c
+    let inst = c
         .clone()
         .get_instance(GetInstanceRequest {
             name: "karmada-1".into(),
@@ -267,41 +267,27 @@ async fn scheduled_backups_keep_the_newest() {
         .await
         .expect("get")
         .into_inner();
-    let bad = {
-        let mut i = inst.clone();
-        i.spec.as_mut().expect("valid in this test").backup_schedule = Some(BackupSchedule {
+    let mut too_long = inst.clone();
+    if let Some(spec) = too_long.spec.as_mut() {
+        spec.backup_schedule = Some(BackupSchedule {
             interval_minutes: 20_000,
             keep: 2,
         });
-        c.clone()
-            .update_instance(UpdateInstanceRequest { instance: Some(i) })
-            .await
-            .expect_err("a schedule over a week")
-    };
+    }
+    let bad = c
+        .clone()
+        .update_instance(UpdateInstanceRequest {
+            instance: Some(too_long),
+        })
+        .await
+        .expect_err("a schedule over a week");
     assert_eq!(bad.code(), Code::InvalidArgument);
     assert!(
         bad.message()
             .contains("instance.spec.backup_schedule.interval_minutes"),
         "{bad:?}"
     );
-    inst.spec
-        .as_mut()
-        .expect("valid in this test")
-        .backup_schedule = Some(BackupSchedule {
-        interval_minutes: 60,
-        keep: 2,
-    });
-    if let Some(m) = inst.metadata.as_mut() {
-        m.resource_version.clear();
-    }
-    let updated = c
-        .clone()
-        .update_instance(UpdateInstanceRequest {
-            instance: Some(inst),
-        })
-        .await
-        .expect("schedule set")
-        .into_inner();
+    let updated = schedule(&c, "karmada-1", 60, 2).await;
     assert_eq!(
         updated.spec.and_then(|s| s.backup_schedule),
         Some(BackupSchedule {
@@ -333,6 +319,10 @@ async fn scheduled_backups_keep_the_newest() {
     )
     .await;
     assert_eq!(first.requested_by, "kairship (schedule)");
+    let (healthy, status) = backups_condition(&c, "karmada-1", "True").await;
+    assert!(healthy.message.contains(&first.name), "{healthy:?}");
+    assert_eq!(status.last_backup, first.name);
+    assert_eq!(status.last_backup_time, first.completed);
     // Two more on request: the oldest (the scheduled one) goes, two are kept.
     let second = backed_up(&c, "karmada-1").await;
     let third = backed_up(&c, "karmada-1").await;
@@ -373,6 +363,12 @@ async fn a_missing_or_full_destination_fails_with_its_reason() {
             .contains("\"no-such-namespace\" does not exist"),
         "{missing:?}"
     );
+    // Scheduled, the same failure shows in the instance's condition (and so the metric
+    // the KairshipBackupFailing alert reads).
+    schedule(&c, "karmada-1", 60, 0).await;
+    let (failing, _) = backups_condition(&c, "karmada-1", "False").await;
+    assert_eq!(failing.reason, "BackupFailed", "{failing:?}");
+    assert!(failing.message.contains("no-such-namespace"), "{failing:?}");
     api.env
         .wait_phase("karmada-1", Phase::Running, Duration::from_secs(5))
         .await;
@@ -392,6 +388,66 @@ async fn a_missing_or_full_destination_fails_with_its_reason() {
         .wait_phase("karmada-1", Phase::Running, Duration::from_secs(5))
         .await;
     api.stop().await;
+}
+
+/// Sets `instance`'s backup schedule through UpdateInstance.
+async fn schedule(c: &Client, instance: &str, interval_minutes: i32, keep: i32) -> Instance {
+    let mut c = c.clone();
+    let mut inst = c
+        .get_instance(GetInstanceRequest {
+            name: instance.into(),
+        })
+        .await
+        .expect("get")
+        .into_inner();
+    if let Some(spec) = inst.spec.as_mut() {
+        spec.backup_schedule = Some(BackupSchedule {
+            interval_minutes,
+            keep,
+        });
+    }
+    if let Some(m) = inst.metadata.as_mut() {
+        m.resource_version.clear();
+    }
+    inst.status = None;
+    c.update_instance(UpdateInstanceRequest {
+        instance: Some(inst),
+    })
+    .await
+    .expect("schedule set")
+    .into_inner()
+}
+
+/// The instance's BackupsHealthy condition once it is `status`.
+async fn backups_condition(
+    c: &Client,
+    instance: &str,
+    status: &str,
+) -> (Condition, InstanceStatus) {
+    eventually(
+        Duration::from_secs(20),
+        &format!("BackupsHealthy {status}"),
+        || {
+            let mut c = c.clone();
+            async move {
+                let s = c
+                    .get_instance(GetInstanceRequest {
+                        name: instance.into(),
+                    })
+                    .await
+                    .ok()?
+                    .into_inner()
+                    .status?;
+                let cond = s
+                    .conditions
+                    .iter()
+                    .find(|x| x.r#type == "BackupsHealthy" && x.status == status)?
+                    .clone();
+                Some((cond, s))
+            }
+        },
+    )
+    .await
 }
 
 async fn restore_err(c: &Client, into: &str, backup: &str) -> tonic::Status {

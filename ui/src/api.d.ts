@@ -754,6 +754,8 @@ export interface components {
             conditions?: components["schemas"]["kairship.v1alpha1.Condition"][];
             karmadaVersion?: string;
             kubernetesVersion?: string;
+            lastBackup?: string;
+            lastBackupTime?: string;
             /** Format: int64 */
             observedGeneration?: string;
             phase?: string;

@@ -43,6 +43,8 @@ pub enum InstanceMsg {
     /// A component check's verdict (`components::start`): the first failing component,
     /// or why the host could not be read.
     Components(Result<Option<String>, String>),
+    /// What the leader's scheduled-backup check saw.
+    Backups(crate::backups::schedule::Seen),
     /// How an automatic certificate renewal ended.
     Renewed(Result<super::renewal::Done, String>),
     /// The latest view, for the API and the tests.

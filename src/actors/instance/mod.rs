@@ -464,6 +464,12 @@ impl Actor for InstanceActor {
                 state.certificates.last = Some(Instant::now());
                 state.observed.certificates = found;
             }
+            InstanceMsg::Backups(seen) => {
+                if let Some(why) = &seen.failing {
+                    warn!(error = %why, "scheduled backups are failing");
+                }
+                state.observed.backups = Some(seen);
+            }
             InstanceMsg::Renewed(result) => {
                 state.renewal.in_flight = false;
                 state.renewal.last = Some(Instant::now());

@@ -23,7 +23,12 @@ pub struct Observed {
     /// A managed instance's components at the last check: the first failing one
     /// (`Some(Some)`), none (`Some(None)`); `None`: not checked (External, or not yet).
     pub components: Option<Option<String>>,
+    /// The scheduled backups at the last check; `None` without a schedule.
+    pub backups: Option<crate::backups::schedule::Seen>,
 }
+
+/// The condition on an instance's scheduled backups.
+pub const BACKUPS_CONDITION: &str = "BackupsHealthy";
 
 /// The condition on a managed instance's components.
 pub const COMPONENTS_CONDITION: &str = "ComponentsHealthy";
@@ -221,7 +226,43 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
             now,
         ));
     }
+    if let Some(seen) = &o.backups {
+        let last = seen
+            .last_completed
+            .as_ref()
+            .map(|(name, at)| format!("the last backup, {name}, completed at {at}"));
+        let (ok, reason, message) = match (&seen.failing, &last) {
+            (Some(why), _) => (Some(false), "BackupFailed", why.clone()),
+            (None, Some(last)) => (Some(true), "Completed", last.clone()),
+            (None, None) => (
+                None,
+                "NoBackupYet",
+                "no backup has completed yet".to_string(),
+            ),
+        };
+        conditions.push(condition(
+            prev_conds,
+            BACKUPS_CONDITION,
+            ok,
+            reason,
+            &message,
+            o.generation,
+            now,
+        ));
+    }
+    let last_backup = match &o.backups {
+        None => None,
+        Some(seen) => seen
+            .last_completed
+            .as_ref()
+            .map(|(name, completed)| crate::crd::LastBackup {
+                name: name.clone(),
+                completed: completed.clone(),
+            })
+            .or_else(|| prev.and_then(|p| p.last_backup.clone())),
+    };
     InstanceStatus {
+        last_backup,
         phase,
         conditions,
         observed_generation: o.generation,
@@ -275,6 +316,7 @@ pub fn changed(prev: Option<&InstanceStatus>, next: &InstanceStatus) -> bool {
                 stats,
                 last_sync_time: _,
                 certificates,
+                last_backup,
             } = p;
             *phase != next.phase
                 || *conditions != next.conditions
@@ -286,6 +328,7 @@ pub fn changed(prev: Option<&InstanceStatus>, next: &InstanceStatus) -> bool {
                 || *nodes != next.nodes
                 || *stats != next.stats
                 || *certificates != next.certificates
+                || *last_backup != next.last_backup
         }
     }
 }

@@ -110,13 +110,13 @@ pub(super) fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
         certificates::start(myself, state.ctx.host.clone(), &mut state.certificates);
     }
     renew_before_expiry(myself, state);
-    back_up_on_schedule(state);
+    back_up_on_schedule(myself, state);
     sync_status(myself, state);
 }
 
 /// Starts the instance's scheduled backup when it is due (leader only, with Kairship's
 /// own credentials, one check at a time).
-fn back_up_on_schedule(state: &mut InstanceState) {
+fn back_up_on_schedule(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
     // The latest Instance: a schedule change does not restart the actor.
     let latest = state
         .ctx
@@ -124,6 +124,9 @@ fn back_up_on_schedule(state: &mut InstanceState) {
         .store()
         .get(&kube::runtime::reflector::ObjectRef::new(&state.name));
     let schedule = latest.and_then(|i| i.spec.backup_schedule.clone());
+    if schedule.is_none() {
+        state.observed.backups = None;
+    }
     let (Some(schedule), Some(client), true) = (
         schedule,
         state.client.clone(),
@@ -153,7 +156,10 @@ fn back_up_on_schedule(state: &mut InstanceState) {
         settings.instance_call_timeout,
     );
     if let Some(check) = check {
-        state.backup_check = Some(spawn_here(check));
+        let me = myself.clone();
+        state.backup_check = Some(spawn_here(async move {
+            let _ = me.send_message(InstanceMsg::Backups(check.await));
+        }));
     }
 }
 
