@@ -8,7 +8,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use kairship::proto::instance_service_client::InstanceServiceClient;
-use kairship::proto::{BackupSchedule, GetInstanceRequest, UpdateInstanceRequest};
 use promql_parser::parser::{self, Expr, LabelModifier};
 use serde_json::Value;
 
@@ -135,29 +134,8 @@ async fn alert_rules_and_dashboard_query_what_kairship_exports() {
     .expect("request");
     client.request_text(proxy).await.expect("proxy answers");
     // A backup schedule, so the backup families have samples.
-    let mut c = InstanceServiceClient::new(api.channel.clone());
-    let mut inst = c
-        .get_instance(GetInstanceRequest {
-            name: "karmada-1".into(),
-        })
-        .await
-        .expect("get")
-        .into_inner();
-    if let Some(spec) = inst.spec.as_mut() {
-        spec.backup_schedule = Some(BackupSchedule {
-            interval_minutes: 60,
-            keep: 1,
-        });
-    }
-    if let Some(m) = inst.metadata.as_mut() {
-        m.resource_version.clear();
-    }
-    inst.status = None;
-    c.update_instance(UpdateInstanceRequest {
-        instance: Some(inst),
-    })
-    .await
-    .expect("a backup schedule");
+    let c = InstanceServiceClient::new(api.channel.clone());
+    crate::backups::schedule(&c, "karmada-1", 60, 1).await;
     let exported = crate::common::eventually(
         std::time::Duration::from_secs(10),
         "every family in the scrape",

@@ -391,7 +391,12 @@ async fn a_missing_or_full_destination_fails_with_its_reason() {
 }
 
 /// Sets `instance`'s backup schedule through UpdateInstance.
-async fn schedule(c: &Client, instance: &str, interval_minutes: i32, keep: i32) -> Instance {
+pub(crate) async fn schedule(
+    c: &Client,
+    instance: &str,
+    interval_minutes: i32,
+    keep: i32,
+) -> Instance {
     let mut c = c.clone();
     let mut inst = c
         .get_instance(GetInstanceRequest {
