@@ -11,7 +11,7 @@ use crate::managed::{ctl_ok, placed_on, proxy_kubeconfig};
 
 pub async fn restored_after_loss(demo: &ClusterDemo, name: &str) {
     let started = Instant::now();
-    let b = ctl_ok(demo, &["backups", "create", name, "--wait", "-o", "json"]);
+    let b = ctl_ok(demo, &["backups", "create", name, "--wait"]);
     assert_eq!(b["phase"], "Completed", "{b}");
     assert!(
         b["resources"]["deployments.apps"].as_i64() >= Some(1),
@@ -40,7 +40,7 @@ pub async fn restored_after_loss(demo: &ClusterDemo, name: &str) {
     .unwrap_or_else(|on| panic!("web still placed on {on:?} after its deletion"));
 
     let started = Instant::now();
-    let r = ctl_ok(demo, &["backups", "restore", name, &backup, "-o", "json"]);
+    let r = ctl_ok(demo, &["backups", "restore", name, &backup]);
     assert!(r["failed"].is_null(), "{r}");
     assert_eq!(r["resources"]["deployments.apps"], 1, "{r}");
     let restored = started.elapsed();
