@@ -10,8 +10,20 @@ use crate::ha::ClusterDemo;
 use crate::managed::{ctl_ok, placed_on, proxy_kubeconfig};
 
 pub async fn restored_after_loss(demo: &ClusterDemo, name: &str) {
+    // The operator may still be applying the previous change (the instance then answers
+    // Unavailable, naming it): the backup is taken once the instance is connected.
     let started = Instant::now();
-    let b = ctl_ok(demo, &["backups", "create", name, "--wait"]);
+    let args = ["backups", "create", name, "--wait", "-o", "json"];
+    let b: serde_json::Value = poll(Duration::from_secs(240), PROCESS_POLL * 4, || {
+        let out = crate::managed::ctl(demo, &args);
+        let answer = match out.status.success() {
+            true => Ok(serde_json::from_slice(&out.stdout).unwrap_or_default()),
+            false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+        };
+        async move { answer }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("no backup of {name}: {e}"));
     assert_eq!(b["phase"], "Completed", "{b}");
     assert!(
         b["resources"]["deployments.apps"].as_i64() >= Some(1),
