@@ -337,6 +337,27 @@ async fn scheduled_backups_keep_the_newest() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let now = list(c.clone()).await.expect("list");
     assert!(now.iter().all(|b| !b.scheduled), "{now:?}");
+    // Unscheduled, the status no longer speaks of backups; the backups stay.
+    let off = schedule(&c, "karmada-1", 0, 0).await;
+    assert_eq!(off.spec.and_then(|s| s.backup_schedule), None);
+    eventually(Duration::from_secs(20), "the backup status gone", || {
+        let mut c = c.clone();
+        async move {
+            let s = c
+                .get_instance(GetInstanceRequest {
+                    name: "karmada-1".into(),
+                })
+                .await
+                .ok()?
+                .into_inner()
+                .status?;
+            let gone = s.last_backup.is_empty()
+                && !s.conditions.iter().any(|x| x.r#type == "BackupsHealthy");
+            gone.then_some(())
+        }
+    })
+    .await;
+    assert_eq!(list(c.clone()).await.expect("list").len(), 2);
     api.stop().await;
 }
 

@@ -70,7 +70,12 @@ async fn write_status(
     rv: Option<String>,
 ) -> StatusWrite {
     let api: Api<Instance> = Api::all(ctx.host.clone());
-    let patch = Patch::Merge(json!({"metadata": {"resourceVersion": rv}, "status": next}));
+    let mut status = json!(next);
+    // A merge patch keeps what it does not name: a field that went away is named null.
+    if next.last_backup.is_none() {
+        status["lastBackup"] = serde_json::Value::Null;
+    }
+    let patch = Patch::Merge(json!({"metadata": {"resourceVersion": rv}, "status": status}));
     let params = PatchParams::default();
     let call = api.patch_status(name, &params, &patch);
     let answer = ctx
