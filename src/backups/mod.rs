@@ -17,7 +17,6 @@ pub use record::{Phase, Record};
 pub use store::Store;
 
 use crate::actors::host_error::HostError;
-use crate::error::ApiError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {
@@ -50,20 +49,4 @@ pub enum BackupError {
     Instance(String),
     #[error("backup {backup:?} cannot be read: {why}")]
     Corrupt { backup: String, why: String },
-}
-
-impl From<BackupError> for ApiError {
-    fn from(e: BackupError) -> Self {
-        match e {
-            BackupError::Host(h) => ApiError::from_host(h),
-            BackupError::NotFound { .. } => ApiError::NotFound(e.to_string()),
-            BackupError::Running { .. } => ApiError::AlreadyExists(e.to_string()),
-            BackupError::Full { .. } => ApiError::ResourceExhausted(e.to_string()),
-            BackupError::Corrupt { .. } => ApiError::Internal(e.to_string()),
-            BackupError::Instance(_) => ApiError::Unavailable(e.to_string()),
-            BackupError::NoDestination { .. } | BackupError::NotCompleted { .. } => {
-                ApiError::FailedPrecondition(e.to_string())
-            }
-        }
-    }
 }

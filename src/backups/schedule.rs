@@ -3,8 +3,6 @@
 //! started an interval ago, or a failed one ten minutes ago), and starts it with
 //! Kairship's own credentials, one check at a time.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::take::{self, Request};
@@ -70,10 +68,17 @@ impl Seen {
 #[derive(Default)]
 pub struct Round {
     last: Option<Instant>,
-    in_flight: Arc<AtomicBool>,
+    /// Set when a check starts; the actor clears it when the check's `Seen` arrives
+    /// (`done`).
+    in_flight: bool,
 }
 
 impl Round {
+    /// The check in flight reported (or was aborted with its actor).
+    pub fn done(&mut self) {
+        self.in_flight = false;
+    }
+
     /// A check to run (in the instance's span) if `every` has passed and none is in
     /// flight: it takes a backup when one is due, and says what it saw.
     pub fn check(
@@ -85,13 +90,11 @@ impl Round {
         req: Request,
         call_timeout: Duration,
     ) -> Option<impl std::future::Future<Output = Seen> + Send + 'static> {
-        if self.in_flight.load(Ordering::Acquire) || self.last.is_some_and(|t| t.elapsed() < every)
-        {
+        if self.in_flight || self.last.is_some_and(|t| t.elapsed() < every) {
             return None;
         }
         self.last = Some(Instant::now());
-        self.in_flight.store(true, Ordering::Release);
-        let in_flight = self.in_flight.clone();
+        self.in_flight = true;
         Some(async move {
             let seen = run(store, client, schedule, req, call_timeout)
                 .await
@@ -102,7 +105,6 @@ impl Round {
                         failing: Some(e.to_string()),
                     }
                 });
-            in_flight.store(false, Ordering::Release);
             seen
         })
     }

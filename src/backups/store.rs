@@ -16,7 +16,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::{BackupError, Record};
-use crate::actors::host_error::{bounded, HostError};
+use crate::actors::host_error::{bounded, gone_is_fine, HostError};
 
 pub const PREFIX: &str = "kairship-backup-";
 const RECORD_TYPE: &str = "kairship.io/backup";
@@ -246,19 +246,21 @@ impl Store {
                 continue;
             }
             let what = format!("backup Secret {}/{name}", self.namespace);
-            gone_ok(
+            gone_is_fine(
                 self.call(what, self.secrets().delete(&name, &DeleteParams::default()))
-                    .await,
+                    .await
+                    .map(|_| ()),
             )?;
         }
         let what = format!("backup Secret {}/{}", self.namespace, record.name);
-        gone_ok(
+        gone_is_fine(
             self.call(
                 what,
                 self.secrets()
                     .delete(&record.name, &DeleteParams::default()),
             )
-            .await,
+            .await
+            .map(|_| ()),
         )?;
         Ok(())
     }
@@ -277,13 +279,6 @@ impl Store {
             deleted.push(r.name.clone());
         }
         Ok(deleted)
-    }
-}
-
-fn gone_ok<T>(r: Result<T, HostError>) -> Result<(), HostError> {
-    match r {
-        Err(e) if e.code() == Some(404) => Ok(()),
-        other => other.map(|_| ()),
     }
 }
 

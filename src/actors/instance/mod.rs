@@ -465,6 +465,7 @@ impl Actor for InstanceActor {
                 state.observed.certificates = found;
             }
             InstanceMsg::Backups(seen) => {
+                state.backups.done();
                 if let Some(why) = &seen.failing {
                     warn!(error = %why, "scheduled backups are failing");
                 }

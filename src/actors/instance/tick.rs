@@ -137,12 +137,7 @@ fn back_up_on_schedule(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState
     let settings = &state.ctx.settings;
     let req = crate::backups::take::Request {
         instance: state.name.clone(),
-        karmada_version: state
-            .instance
-            .status
-            .as_ref()
-            .and_then(|s| s.karmada_version.clone())
-            .unwrap_or_default(),
+        karmada_version: state.observed.karmada_version.clone().unwrap_or_default(),
         requested_by: crate::backups::schedule::REQUESTED_BY.into(),
         scheduled: true,
         keep: Some(schedule.keep()),

@@ -21,8 +21,7 @@ pub async fn create(
     let name = &req.get_ref().name;
     let on = ctx.on_instance(&authorized, name).await?;
     let instance = ctx.instance(name)?;
-    let settings = ctx.tree.settings();
-    let store = settings.backup_store(ctx.tree.host());
+    let store = store(ctx);
     let request = take::Request {
         instance: name.clone(),
         karmada_version: instance
@@ -38,12 +37,16 @@ pub async fn create(
     Ok(record.to_proto())
 }
 
+fn store(ctx: &ApiContext) -> crate::backups::Store {
+    ctx.tree.settings().backup_store(ctx.tree.host())
+}
+
 pub async fn list(
     ctx: &ApiContext,
     req: proto::ListBackupsRequest,
 ) -> Result<proto::ListBackupsResponse, ApiError> {
     ctx.instance(&req.name)?;
-    let store = ctx.tree.settings().backup_store(ctx.tree.host());
+    let store = store(ctx);
     let backups = store.list(&req.name).await?;
     Ok(proto::ListBackupsResponse {
         backups: backups.iter().map(|r| r.to_proto()).collect(),
@@ -55,7 +58,7 @@ pub async fn get(
     req: proto::GetBackupRequest,
 ) -> Result<proto::Backup, ApiError> {
     check_name("backup", &req.backup)?;
-    let store = ctx.tree.settings().backup_store(ctx.tree.host());
+    let store = store(ctx);
     Ok(store.get(&req.name, &req.backup).await?.to_proto())
 }
 
@@ -64,7 +67,7 @@ pub async fn delete(
     req: proto::DeleteBackupRequest,
 ) -> Result<proto::DeleteBackupResponse, ApiError> {
     check_name("backup", &req.backup)?;
-    let store = ctx.tree.settings().backup_store(ctx.tree.host());
+    let store = store(ctx);
     let record = store.get(&req.name, &req.backup).await?;
     if record.phase == Phase::Running {
         return Err(ApiError::FailedPrecondition(format!(
@@ -95,7 +98,7 @@ pub async fn restore(
             "restore the backups of",
         )?;
     }
-    let store = ctx.tree.settings().backup_store(ctx.tree.host());
+    let store = store(ctx);
     let record = store.get(&source, &r.backup).await?;
     if record.phase != Phase::Completed {
         return Err(BackupError::NotCompleted {
@@ -127,4 +130,21 @@ pub async fn restore(
         failures: out.failures,
         resources: out.resources.into_iter().map(|(k, v)| (k, n(v))).collect(),
     })
+}
+
+/// A backup's failure as the API answers it.
+impl From<BackupError> for ApiError {
+    fn from(e: BackupError) -> Self {
+        match e {
+            BackupError::Host(h) => ApiError::from_host(h),
+            BackupError::NotFound { .. } => ApiError::NotFound(e.to_string()),
+            BackupError::Running { .. } => ApiError::AlreadyExists(e.to_string()),
+            BackupError::Full { .. } => ApiError::ResourceExhausted(e.to_string()),
+            BackupError::Corrupt { .. } => ApiError::Internal(e.to_string()),
+            BackupError::Instance(_) => ApiError::Unavailable(e.to_string()),
+            BackupError::NoDestination { .. } | BackupError::NotCompleted { .. } => {
+                ApiError::FailedPrecondition(e.to_string())
+            }
+        }
+    }
 }
