@@ -14,6 +14,7 @@ pub mod bootstrap;
 #[cfg(feature = "testbed")]
 pub mod chaos;
 pub mod cli;
+pub mod controllers;
 pub mod crd;
 pub mod error;
 pub mod metrics;

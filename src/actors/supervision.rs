@@ -54,6 +54,20 @@ pub struct RestartTracker {
     pub total_restarts: u32,
 }
 
+/// The wait before the `n`-th retry (from 1): from `min`, doubling, at most `max`, with
+/// jitter so that instances failing together do not retry together.
+pub fn backoff_step(min: Duration, max: Duration, n: usize) -> Duration {
+    backon::ExponentialBuilder::default()
+        .with_min_delay(min)
+        .with_max_delay(max)
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times()
+        .build()
+        .nth(n.saturating_sub(1))
+        .unwrap_or(max)
+}
+
 impl RestartTracker {
     /// Records a failure at `now` and decides what follows.
     pub fn on_failure(&mut self, policy: &RestartPolicy, now: Instant) -> Decision {
@@ -70,16 +84,7 @@ impl RestartTracker {
             return Decision::Degraded(policy.degraded_retry);
         }
         // The n-th failure within the window waits the n-th step of the backoff.
-        let mut steps = backon::ExponentialBuilder::default()
-            .with_min_delay(policy.min_delay)
-            .with_max_delay(policy.max_delay)
-            .with_factor(2.0)
-            .with_jitter()
-            .without_max_times()
-            .build();
-        let delay = steps
-            .nth(self.failures.len().saturating_sub(1))
-            .unwrap_or(policy.max_delay);
+        let delay = backoff_step(policy.min_delay, policy.max_delay, self.failures.len());
         Decision::Restart(delay.min(policy.max_delay * 2))
     }
 

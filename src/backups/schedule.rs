@@ -1,9 +1,8 @@
-//! Scheduled backups: the leader's instance actor checks, every `--backup-check-secs`,
-//! whether the Instance's `backupSchedule` wants a backup now (the newest scheduled one
-//! started an interval ago, or a failed one ten minutes ago), and starts it with
-//! Kairship's own credentials, one check at a time.
+//! Scheduled backups: whether the Instance's `backupSchedule` wants a backup now (the
+//! newest scheduled one started an interval ago, or a failed one ten minutes ago), checked
+//! by the `scheduled-backups` controller (`controllers::scheduled_backups`).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::take::{self, Request};
 use super::{BackupError, Phase, Record, Store};
@@ -64,50 +63,24 @@ impl Seen {
     }
 }
 
-/// One instance's checks: when the last began and whether one is in flight.
-#[derive(Default)]
-pub struct Round {
-    last: Option<Instant>,
-    /// Set when a check starts; the actor clears it when the check's `Seen` arrives
-    /// (`done`).
-    in_flight: bool,
-}
-
-impl Round {
-    /// The check in flight reported (or was aborted with its actor).
-    pub fn done(&mut self) {
-        self.in_flight = false;
-    }
-
-    /// A check to run (in the instance's span) if `every` has passed and none is in
-    /// flight: it takes a backup when one is due, and says what it saw.
-    pub fn check(
-        &mut self,
-        every: Duration,
-        store: Store,
-        client: kube::Client,
-        schedule: BackupScheduleSpec,
-        req: Request,
-        call_timeout: Duration,
-    ) -> Option<impl std::future::Future<Output = Seen> + Send + 'static> {
-        if self.in_flight || self.last.is_some_and(|t| t.elapsed() < every) {
-            return None;
-        }
-        self.last = Some(Instant::now());
-        self.in_flight = true;
-        Some(async move {
-            let seen = run(store, client, schedule, req, call_timeout)
-                .await
-                .unwrap_or_else(|e| {
-                    tracing::warn!("scheduled backup: {e}");
-                    Seen {
-                        last_completed: None,
-                        failing: Some(e.to_string()),
-                    }
-                });
-            seen
+/// Takes a backup if one is due, and says what it saw of the instance's backups (a
+/// failure to read or start them included).
+pub async fn check(
+    store: Store,
+    client: kube::Client,
+    schedule: BackupScheduleSpec,
+    req: Request,
+    call_timeout: Duration,
+) -> Seen {
+    run(store, client, schedule, req, call_timeout)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!("scheduled backup: {e}");
+            Seen {
+                last_completed: None,
+                failing: Some(e.to_string()),
+            }
         })
-    }
 }
 
 async fn run(

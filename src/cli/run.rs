@@ -155,6 +155,17 @@ pub struct RunArgs {
     /// Seconds between the leader's checks of each scheduled instance for a backup due.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub backup_check_secs: u64,
+    /// The per-instance controllers to run, as Karmada's own flag says it: `*` is every
+    /// controller, `name` turns one on, `-name` turns one off (`*,-clusterpedia`). The
+    /// controllers: registration, member-access, clusterpedia, certificates, renewal,
+    /// components, scheduled-backups.
+    #[arg(long, value_delimiter = ',', default_value = "*")]
+    pub controllers: Vec<String>,
+    /// Seconds between a controller's checks that what it keeps in place (an instance's
+    /// registration, Kairship's roles on its members) is still there; what was changed
+    /// or deleted by hand is put back within this.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    pub controller_resync_secs: u64,
     /// Objects of one instance the caches may keep, every kind together (an Instance's
     /// spec.cacheBudget sets its own). Past its budget an instance's caches are dropped,
     /// it shows Degraded naming the budget, and its reads go to the instance.
@@ -343,6 +354,9 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             .unwrap_or_else(|| args.auth.namespace.clone()),
         backup_max_bytes: args.backup_max_bytes,
         backup_check_every: std::time::Duration::from_secs(args.backup_check_secs),
+        controllers: crate::controllers::Selection::parse(&args.controllers)
+            .map_err(|e| Error::Usage(e.to_string()))?,
+        controller_resync: std::time::Duration::from_secs(args.controller_resync_secs),
         clusterpedia: args
             .clusterpedia
             .then(|| args.clusterpedia_namespace.clone()),

@@ -118,6 +118,7 @@ pub fn fast_settings() -> Settings {
         component_check_every: Duration::from_secs(1),
         certificate_check_every: Duration::from_secs(1),
         backup_check_every: Duration::from_secs(1),
+        controller_resync: Duration::from_secs(1),
         // The air-gapped mirror the managed-instance tests point at, as an operator of an
         // air-gapped cluster allows theirs.
         scope: kairship::actors::host_scope::HostScope {

@@ -6,6 +6,7 @@
 //! tokio's paused clock, with the host answered in memory.
 
 mod clusterpedia;
+mod controllers;
 use kairship_test_support::fleet as common;
 use kairship_test_support::harness;
 mod leader;

@@ -34,7 +34,7 @@ pub async fn registered(demo: &Demo, instances: &[&str]) {
             .await;
         assert_eq!(
             pedia["spec"],
-            kairship::actors::instance::clusterpedia::spec(name),
+            kairship::controllers::clusterpedia::spec(name),
             "the real CRD keeps every field Kairship writes"
         );
         assert_eq!(pedia["metadata"]["ownerReferences"][0]["kind"], "Instance");

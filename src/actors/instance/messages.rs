@@ -13,6 +13,8 @@ pub struct InstanceView {
     pub name: String,
     pub status: InstanceStatus,
     pub last_error: Option<String>,
+    /// How each of its controllers stands on this replica.
+    pub controllers: Vec<crate::controllers::ControllerView>,
 }
 
 /// How a status write ended, and the Instance's resourceVersion it leaves behind (the
@@ -33,20 +35,8 @@ pub enum InstanceMsg {
     /// A probe's answer: the instance's Kubernetes version.
     Probed(Result<String, ProbeError>),
     StatusWritten(StatusWrite),
-    Registered(Result<(), crate::actors::host_error::HostError>),
-    /// The PediaCluster was made what it should be, and what Clusterpedia reports of it.
-    Clusterpedia(Result<super::clusterpedia::Reported, crate::actors::host_error::HostError>),
-    /// Kairship's roles on the members could not be applied (or removed): try again.
-    MemberAccessFailed(super::member_access::MemberAccessError),
-    /// What a certificate check found (`certificates::check`).
-    Certificates(Vec<crate::crd::CertificateStatus>),
-    /// A component check's verdict (`components::start`): the first failing component,
-    /// or why the host could not be read.
-    Components(Result<Option<String>, String>),
-    /// What the leader's scheduled-backup check saw.
-    Backups(crate::backups::schedule::Seen),
-    /// How an automatic certificate renewal ended.
-    Renewed(Result<super::renewal::Done, String>),
+    /// How a controller's work ended (`controllers::Runner`).
+    Reconciled(crate::controllers::Done),
     /// The latest view, for the API and the tests.
     View(RpcReplyPort<InstanceView>),
     /// Chaos: panic inside the handler, to exercise supervision (test and chaos builds

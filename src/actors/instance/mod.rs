@@ -6,21 +6,15 @@ pub mod access;
 pub mod budget;
 pub mod cached_object;
 pub mod caches;
-pub mod certificates;
 pub mod client;
-pub mod clusterpedia;
-pub mod components;
 pub mod connect;
 pub mod feed;
 pub mod lifecycle;
-pub mod member_access;
 pub mod messages;
 pub mod object_store;
 pub mod printers;
 pub mod probe;
 pub mod reader;
-pub mod registration;
-pub mod renewal;
 pub mod stats;
 pub mod status;
 mod status_sync;
@@ -30,7 +24,6 @@ pub mod write_marks;
 
 use std::time::{Duration, Instant};
 
-use backon::BackoffBuilder;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tracing::{debug, info, warn};
 
@@ -79,27 +72,12 @@ pub struct InstanceState {
     /// so a write that reaches the host after another replica's is refused (fencing).
     resource_version: Option<String>,
     last_write_at: Option<Instant>,
-    registered: bool,
     /// The Secret the instance's kubeconfig was read from at the last connect.
     kubeconfig_source: Option<connect::KubeconfigSource>,
-    /// Where the instance's Clusterpedia registration stands, while it is on.
-    clusterpedia_round: clusterpedia::Round,
-    /// The certificate checks (leader only: their findings go to the status).
-    certificates: certificates::Checks,
-    /// A managed instance's component checks (every replica: each judges the instance
-    /// itself, as with its watches).
-    components: components::Checks,
-    /// The leader's automatic certificate renewals.
-    renewal: renewal::Round,
-    /// The leader's scheduled-backup checks, and the one in flight (aborted with the actor;
-    /// a backup it started runs on and finishes or reads as abandoned).
-    backups: crate::backups::schedule::Round,
-    backup_check: Option<tokio::task::JoinHandle<()>>,
-    /// Whether Kairship's roles on the members were last applied (`Some(true)`) or
-    /// removed (`Some(false)`) by this actor as leader; `None`: not yet, or failed.
-    member_access: Option<bool>,
-    /// That write, aborted with the actor: its successor may want the opposite.
-    member_access_task: Option<tokio::task::JoinHandle<()>>,
+    /// What the instance's certificates are read from, once connected.
+    certificate_inputs: Option<crate::controllers::certificates::Inputs>,
+    /// The per-instance controllers (their work is aborted with the actor).
+    controllers: crate::controllers::Runner,
     last_error: Option<String>,
     ticker: Option<tokio::task::JoinHandle<()>>,
     /// Ticks at once when this replica becomes the leader, so a new leader writes status
@@ -189,7 +167,7 @@ impl InstanceState {
                 .as_ref()
                 .map(|c| c.watch_restarts.clone())
                 .unwrap_or_default(),
-            trust: self.certificates.inputs.clone().map(std::sync::Arc::new),
+            trust: self.certificate_inputs.clone().map(std::sync::Arc::new),
         }
     }
 
@@ -211,6 +189,7 @@ impl InstanceState {
             name: self.name.clone(),
             status: status::build(self.last_written.as_ref(), &self.observed, &now()),
             last_error: self.last_error.clone(),
+            controllers: self.controllers.view(),
         }
     }
 }
@@ -224,14 +203,8 @@ pub(super) fn now() -> String {
 
 /// Delay before the n-th reconnect: exponential from 500 ms, capped at 10 s.
 fn reconnect_delay(attempt: u32) -> Duration {
-    backon::ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(500))
-        .with_max_delay(Duration::from_secs(10))
-        .with_jitter()
-        .without_max_times()
-        .build()
-        .nth(attempt as usize)
-        .unwrap_or(Duration::from_secs(10))
+    let n = attempt as usize + 1;
+    super::supervision::backoff_step(Duration::from_millis(500), Duration::from_secs(10), n)
 }
 
 impl Actor for InstanceActor {
@@ -267,6 +240,7 @@ impl Actor for InstanceActor {
             certificate_warning: args.ctx.settings.certificate_warning,
             ..Default::default()
         };
+        let controllers = crate::controllers::Runner::new(&args.ctx.settings.controllers);
         Ok(InstanceState {
             name,
             last_written: args.instance.status.clone(),
@@ -282,16 +256,9 @@ impl Actor for InstanceActor {
             unchanged_since: None,
             write_in_flight: false,
             last_write_at: None,
-            registered: false,
             kubeconfig_source: None,
-            clusterpedia_round: clusterpedia::Round::NotYet,
-            certificates: Default::default(),
-            components: Default::default(),
-            renewal: Default::default(),
-            backups: Default::default(),
-            backup_check: None,
-            member_access: None,
-            member_access_task: None,
+            certificate_inputs: None,
+            controllers,
             last_error: None,
             ticker: Some(ticker),
             on_leadership: Some(on_leadership),
@@ -316,12 +283,7 @@ impl Actor for InstanceActor {
         if let Some(t) = state.on_leadership.take() {
             t.abort();
         }
-        if let Some(t) = state.backup_check.take() {
-            t.abort();
-        }
-        if let Some(t) = state.member_access_task.take() {
-            t.abort();
-        }
+        state.controllers.abort();
         state.ctx.routes.withdraw(&state.name, myself.get_id());
         // Dropping the caches aborts their watch tasks.
         state.caches = None;
@@ -371,10 +333,7 @@ impl Actor for InstanceActor {
                 state.observed.endpoint = Some(c.endpoint);
                 state.kubeconfig_source = Some(c.source);
                 state.observed.karmada_version = c.karmada_version;
-                state.certificates = certificates::Checks {
-                    inputs: Some(c.certificates),
-                    ..Default::default()
-                };
+                state.certificate_inputs = Some(c.certificates);
                 state.client = Some(c.client);
                 state.upgrades = Some(c.upgrades);
                 state.caches = Some(caches);
@@ -432,83 +391,10 @@ impl Actor for InstanceActor {
                 }
             }
             InstanceMsg::StatusWritten(w) => status_sync::written(state, w),
-            InstanceMsg::Registered(result) => match result {
-                Ok(()) => state.registered = true,
-                Err(e) => {
-                    warn!(error = %e, "registration failed; retrying on the next tick");
-                    state.registered = false;
-                    state.last_error = Some(e.to_string());
+            InstanceMsg::Reconciled(done) => {
+                if let Some(e) = state.controllers.finished(done, &mut state.observed) {
+                    state.last_error = Some(e);
                 }
-            },
-            InstanceMsg::Clusterpedia(result) => {
-                state.clusterpedia_round = clusterpedia::Round::DoneAt(Instant::now());
-                state.observed.clusterpedia = Some(match result {
-                    Ok(reported) => reported,
-                    Err(e) => {
-                        warn!(error = %e, "registering with Clusterpedia failed; retrying");
-                        clusterpedia::Reported {
-                            ready: Some(false),
-                            reason: "RegistrationFailed".into(),
-                            message: e.to_string(),
-                        }
-                    }
-                });
-            }
-            InstanceMsg::MemberAccessFailed(e) => {
-                warn!(error = %e, "applying Kairship's roles on the member clusters failed; retrying on the next tick");
-                state.member_access = None;
-                state.last_error = Some(e.to_string());
-            }
-            InstanceMsg::Certificates(found) => {
-                state.certificates.in_flight = false;
-                state.certificates.last = Some(Instant::now());
-                state.observed.certificates = found;
-            }
-            InstanceMsg::Backups(seen) => {
-                state.backups.done();
-                if let Some(why) = &seen.failing {
-                    warn!(error = %why, "scheduled backups are failing");
-                }
-                state.observed.backups = Some(seen);
-            }
-            InstanceMsg::Renewed(result) => {
-                state.renewal.in_flight = false;
-                state.renewal.last = Some(Instant::now());
-                match result {
-                    Ok(done) => info!(
-                        renewed = done.renewed.len(),
-                        rolled = ?done.rolled,
-                        "certificates renewed before expiry; the components roll onto them"
-                    ),
-                    Err(e) => {
-                        warn!(error = %e, "renewing the certificates before expiry failed; retrying later");
-                        state.last_error = Some(e);
-                    }
-                }
-            }
-            InstanceMsg::Components(verdict) => {
-                state.components.in_flight = false;
-                state.components.last = Some(Instant::now());
-                match verdict {
-                    Ok(failing) => {
-                        if failing != state.components.failing {
-                            match &failing {
-                                Some(why) => warn!(%why, "a control plane component is failing"),
-                                None => info!("every control plane component runs"),
-                            }
-                        }
-                        state.components.failing = failing;
-                    }
-                    Err(e) => {
-                        debug!(error = %e, "components not checked; the last verdict stands")
-                    }
-                }
-                state.observed.components = state
-                    .certificates
-                    .inputs
-                    .as_ref()
-                    .and_then(|i| i.operator.as_ref())
-                    .map(|_| state.components.failing.clone());
             }
             InstanceMsg::View(reply) => {
                 let _ = reply.send(state.view());

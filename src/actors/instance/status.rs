@@ -15,7 +15,7 @@ pub struct Observed {
     pub kubernetes_version: Option<String>,
     pub endpoint: Option<String>,
     /// What Clusterpedia reports of the instance, while registration is on.
-    pub clusterpedia: Option<super::clusterpedia::Reported>,
+    pub clusterpedia: Option<crate::controllers::clusterpedia::Reported>,
     /// The certificates last read (`certificates::check`), the first to expire first.
     pub certificates: Vec<crate::crd::CertificateStatus>,
     /// How long before the first expiry the certificates' condition turns True.
@@ -188,11 +188,11 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
         .parse::<jiff::Timestamp>()
         .unwrap_or_else(|_| jiff::Timestamp::now());
     if let Some((on, reason, message)) =
-        super::certificates::condition_of(&certificates, at, o.certificate_warning)
+        crate::controllers::certificates::condition_of(&certificates, at, o.certificate_warning)
     {
         conditions.push(condition(
             prev_conds,
-            super::certificates::CONDITION,
+            crate::controllers::certificates::CONDITION,
             Some(on),
             reason,
             &message,
@@ -218,7 +218,7 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
     if let Some(c) = &o.clusterpedia {
         conditions.push(condition(
             prev_conds,
-            super::clusterpedia::CONDITION,
+            crate::controllers::clusterpedia::CONDITION,
             c.ready,
             &c.reason,
             &c.message,

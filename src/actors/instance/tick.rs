@@ -1,17 +1,15 @@
 //! What one tick of an instance actor does: its stats (recomputed only when an input
-//! changed), probes, the caches' budget, failing watches and components, and, on the leader, the
-//! per-instance controllers (roles on the members, registration, Clusterpedia,
-//! certificates) and the status write.
+//! changed), probes, the caches' budget, failing watches and components, the per-instance
+//! controllers (`crate::controllers`), and on the leader the status write.
 
 use ractor::ActorRef;
 
 use super::caches::{Caches, Kind};
 use super::lifecycle::Event;
 use super::status_sync::sync_status;
-use super::{
-    certificates, clusterpedia, components, member_access, registration, renewal, spawn_here, stats,
-};
+use super::stats;
 use super::{InstanceMsg, InstanceState};
+use crate::controllers::Scope;
 
 #[derive(PartialEq)]
 pub(super) struct StatsInputs {
@@ -43,7 +41,7 @@ pub(super) fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
             // A failing watch first (reads are wrong), then a failing component.
             let failing = caches
                 .failing_for(state.ctx.settings.degraded_after, state.answering_since)
-                .or_else(|| state.components.failing.clone());
+                .or_else(|| state.observed.components.clone().flatten());
             state.on(Event::Faults(failing));
         }
     }
@@ -53,135 +51,31 @@ pub(super) fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
     {
         probe(myself, state);
     }
-    let operator = state
-        .certificates
-        .inputs
-        .as_ref()
-        .and_then(|i| i.operator.clone());
-    if let (Some(scope), true) = (
-        operator,
-        answering
-            && state
-                .components
-                .due(state.ctx.settings.component_check_every),
-    ) {
-        let timeout = state.ctx.settings.host_call_timeout;
-        let host = state.ctx.host.clone();
-        components::start(myself, host, scope, timeout, &mut state.components);
-    }
-    if !state.ctx.leadership.is_leader() {
-        state.registered = false;
-        state.member_access = None;
-        return;
-    }
-    let wanted = member_access::wanted(&state.instance);
-    if state.member_access != Some(wanted) && state.observed.lifecycle.connected() {
-        if let Some(client) = state.client.clone() {
-            let (timeout, me) = (state.ctx.settings.instance_call_timeout, myself.clone());
-            state.member_access = Some(wanted); // one attempt in flight; a failure clears it
-            state.member_access_task = Some(spawn_here(async move {
-                if let Err(e) = member_access::ensure(&client, wanted, timeout).await {
-                    let _ = me.send_message(InstanceMsg::MemberAccessFailed(e));
-                }
-            }));
-        }
-    }
-    if !state.registered && state.observed.lifecycle.connected() {
-        let (ctx, instance, endpoint, me) = (
-            state.ctx.clone(),
-            state.instance.clone(),
-            state.observed.endpoint.clone(),
-            myself.clone(),
-        );
-        state.registered = true; // one attempt in flight; the reply may clear it
-        spawn_here(async move {
-            let r = registration::ensure(&ctx, &instance, endpoint).await;
-            if r.is_err() {
-                let _ = me.send_message(InstanceMsg::Registered(r));
-            }
-        });
-    }
-    register_with_clusterpedia(myself, state);
-    let every = match renewal::recently_renewed(&state.instance, jiff::Timestamp::now()) {
-        true => renewal::RECHECK_EVERY.min(state.ctx.settings.certificate_check_every),
-        false => state.ctx.settings.certificate_check_every,
-    };
-    if state.certificates.due(every) {
-        certificates::start(myself, state.ctx.host.clone(), &mut state.certificates);
-    }
-    renew_before_expiry(myself, state);
-    back_up_on_schedule(myself, state);
-    sync_status(myself, state);
-}
-
-/// Starts the instance's scheduled backup when it is due (leader only, with Kairship's
-/// own credentials, one check at a time).
-fn back_up_on_schedule(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
-    // The latest Instance: a schedule change does not restart the actor.
-    let latest = state
-        .ctx
-        .instances
-        .store()
-        .get(&kube::runtime::reflector::ObjectRef::new(&state.name));
-    let schedule = latest.and_then(|i| i.spec.backup_schedule.clone());
-    if schedule.is_none() {
-        state.observed.backups = None;
-    }
-    let (Some(schedule), Some(client), true) = (
-        schedule,
-        state.client.clone(),
-        state.observed.lifecycle.connected(),
-    ) else {
-        return;
-    };
-    let settings = &state.ctx.settings;
-    let req = crate::backups::take::Request {
-        instance: state.name.clone(),
-        karmada_version: state.observed.karmada_version.clone().unwrap_or_default(),
-        requested_by: crate::backups::schedule::REQUESTED_BY.into(),
-        scheduled: true,
-        keep: Some(schedule.keep()),
-    };
-    let check = state.backups.check(
-        settings.backup_check_every,
-        settings.backup_store(&state.ctx.host),
-        client,
-        schedule,
-        req,
-        settings.instance_call_timeout,
-    );
-    if let Some(check) = check {
-        let me = myself.clone();
-        state.backup_check = Some(spawn_here(async move {
-            let _ = me.send_message(InstanceMsg::Backups(check.await));
-        }));
+    run_controllers(myself, state, answering);
+    if state.ctx.leadership.is_leader() {
+        sync_status(myself, state);
     }
 }
 
-/// Makes the PediaCluster what it should be, at most every `clusterpedia_every` (a third
-/// of it until Clusterpedia reports the instance Ready) and one attempt at a time, once
-/// the instance is connected (its kubeconfig is known to work).
-fn register_with_clusterpedia(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
-    let (Some(namespace), Some(source), Some(client)) = (
-        state.ctx.settings.clusterpedia.clone(),
-        state.kubeconfig_source.clone(),
-        state.client.clone(),
-    ) else {
-        return;
+/// Gives each per-instance controller its look at the instance (`controllers::Runner`).
+fn run_controllers(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState, answering: bool) {
+    let scope = Scope {
+        name: &state.name,
+        instance: &state.instance,
+        ctx: &state.ctx,
+        client: state.client.as_ref(),
+        connected: state.observed.lifecycle.connected(),
+        answering,
+        kubeconfig_source: state.kubeconfig_source.as_ref(),
+        certificate_inputs: state.certificate_inputs.as_ref(),
+        runs: &[],
     };
-    let every = match &state.observed.clusterpedia {
-        Some(r) if r.ready == Some(true) => state.ctx.settings.clusterpedia_every,
-        _ => state.ctx.settings.clusterpedia_every / 3,
-    };
-    if !state.clusterpedia_round.due(every) || !state.observed.lifecycle.connected() {
-        return;
-    }
-    state.clusterpedia_round = clusterpedia::Round::InFlight;
-    let (ctx, instance, me) = (state.ctx.clone(), state.instance.clone(), myself.clone());
-    spawn_here(async move {
-        let r = clusterpedia::ensure(&ctx, &instance, &source, &client, &namespace).await;
-        let _ = me.send_message(InstanceMsg::Clusterpedia(r));
-    });
+    let me = myself.clone();
+    let report = move |done| drop(me.send_message(InstanceMsg::Reconciled(done)));
+    let leader = state.ctx.leadership.is_leader();
+    state
+        .controllers
+        .tick(scope, leader, &mut state.observed, report);
 }
 
 /// Asks the instance for its version, unless a probe is in flight.
@@ -227,40 +121,4 @@ fn compute_stats(caches: &Caches, counts: stats::Counts) -> crate::crd::Instance
         .collect();
     let values: Vec<&serde_json::Value> = decoded.iter().collect();
     stats::aggregate(&values, counts)
-}
-
-/// Renews a managed instance's leaf certificates once the first is within
-/// `--certificate-auto-renew-days` of expiry (leader only, one attempt at a time).
-fn renew_before_expiry(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
-    let settings = &state.ctx.settings;
-    let (Some(window), Some((ns, _))) = (
-        settings.certificate_auto_renew,
-        state
-            .certificates
-            .inputs
-            .as_ref()
-            .and_then(|i| i.operator.clone()),
-    ) else {
-        return;
-    };
-    let now = jiff::Timestamp::now();
-    if !state.renewal.allows(state.certificates.last)
-        || !renewal::due(&state.observed.certificates, &state.name, window, now)
-    {
-        return;
-    }
-    state.renewal.in_flight = true;
-    let (host, name, timeout, me) = (
-        state.ctx.host.clone(),
-        state.name.clone(),
-        settings.host_call_timeout,
-        myself.clone(),
-    );
-    tracing::info!("a leaf certificate expires within {window:?}: renewing");
-    spawn_here(async move {
-        let r = renewal::renew(&host, &ns, &name, timeout)
-            .await
-            .map_err(|e| e.to_string());
-        let _ = me.send_message(InstanceMsg::Renewed(r));
-    });
 }

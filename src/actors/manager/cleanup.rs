@@ -11,7 +11,7 @@ use super::messages::ManagerMsg;
 use crate::actors::context::{Context, Counters};
 use crate::actors::host_error::{bounded, fenced, gone_is_fine, HostError};
 use crate::actors::instance::connect::{karmada_resource, owned};
-use crate::actors::instance::{clusterpedia, registration};
+use crate::controllers::{clusterpedia, registration};
 use crate::crd::{Condition, Instance, InstanceMode, Phase, FINALIZER};
 
 fn now() -> String {

@@ -86,7 +86,7 @@ pub struct ManagerState {
 /// actor reads it from the Instance informer at each check, and a new schedule should
 /// not drop the instance's caches.
 fn spec_key(i: &Instance) -> String {
-    let members = crate::actors::instance::member_access::wanted(i);
+    let members = crate::controllers::member_access::wanted(i);
     let mut spec = i.spec.clone();
     spec.backup_schedule = None;
     format!(

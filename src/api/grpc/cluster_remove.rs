@@ -16,7 +16,7 @@ use super::cluster_join::{
     SYSTEM_LABEL,
 };
 use crate::actors::instance::caches::Kind;
-use crate::actors::instance::member_access;
+use crate::controllers::member_access;
 use crate::api::member::Member;
 use crate::api::objects;
 use crate::api::request::OnInstance;

@@ -72,7 +72,7 @@ fn from_pods(pods: &[&Value]) -> (i32, String, Option<String>) {
             }
         }
         if failing.is_none() {
-            failing = crate::actors::instance::components::failing(p);
+            failing = crate::controllers::components::failing(p);
         }
     }
     (

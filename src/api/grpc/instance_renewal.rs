@@ -3,7 +3,7 @@
 //! once the chain has authorized and audited the request.
 
 use super::instance_components::scope;
-use crate::actors::instance::renewal::{self, RenewalError};
+use crate::controllers::renewal::{self, RenewalError};
 use crate::api::context::ApiContext;
 use crate::crd::operator_certs::RenewError;
 use crate::error::ApiError;

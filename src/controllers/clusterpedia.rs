@@ -15,10 +15,12 @@ use kube::discovery::ApiResource;
 use kube::Resource;
 use serde_json::{json, Value};
 
-use super::caches::Kind;
-use super::connect::KubeconfigSource;
+use super::{Controller, Scope, Work};
 use crate::actors::context::Context;
 use crate::actors::host_error::{bounded, fenced, HostError};
+use crate::actors::instance::caches::Kind;
+use crate::actors::instance::connect::{self, KubeconfigSource};
+use crate::actors::instance::status::Observed;
 use crate::crd::Instance;
 
 /// The key of the kubeconfig in the Secret Kairship writes for Clusterpedia.
@@ -42,22 +44,49 @@ pub fn secret_name(instance: &str) -> String {
     format!("kairship-{instance}-kubeconfig")
 }
 
-/// Where an instance's registration stands, for the actor's cadence: one round at a time.
-#[derive(Debug, Clone, Copy)]
-pub enum Round {
-    NotYet,
-    InFlight,
-    DoneAt(std::time::Instant),
-}
+/// Makes the PediaCluster what it should be, at most every `--clusterpedia-every` (a third
+/// of it until Clusterpedia reports the instance Ready), once the instance is connected
+/// (its kubeconfig is known to work). A failure shows in the instance's condition.
+#[derive(Default)]
+pub struct Clusterpedia;
 
-impl Round {
-    /// Whether the next round should start, `every` after the last one ended.
-    pub fn due(self, every: std::time::Duration) -> bool {
-        match self {
-            Round::NotYet => true,
-            Round::InFlight => false,
-            Round::DoneAt(at) => at.elapsed() >= every,
+impl Controller for Clusterpedia {
+    const NAME: &'static str = "clusterpedia";
+    type Found = Reported;
+
+    fn reconcile(&mut self, scope: &Scope<'_>, observed: &mut Observed) -> Option<Work<Reported>> {
+        let settings = &scope.ctx.settings;
+        let (Some(namespace), Some(source), Some(client), true) = (
+            settings.clusterpedia.clone(),
+            scope.kubeconfig_source.cloned(),
+            scope.client.cloned(),
+            scope.connected,
+        ) else {
+            return None;
+        };
+        let every = match &observed.clusterpedia {
+            Some(r) if r.ready == Some(true) => settings.clusterpedia_every,
+            _ => settings.clusterpedia_every / 3,
+        };
+        if !scope.due(Self::NAME, every) {
+            return None;
         }
+        let (ctx, instance) = (scope.ctx.clone(), scope.instance.clone());
+        Some(Box::pin(async move {
+            let r = ensure(&ctx, &instance, &source, &client, &namespace).await;
+            Ok(r.unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "registering with Clusterpedia failed; retrying");
+                Reported {
+                    ready: Some(false),
+                    reason: "RegistrationFailed".into(),
+                    message: e.to_string(),
+                }
+            }))
+        }))
+    }
+
+    fn record(&mut self, reported: Reported, observed: &mut Observed) {
+        observed.clusterpedia = Some(reported);
     }
 }
 
@@ -280,7 +309,7 @@ impl Server {
 }
 
 async fn server_of(ctx: &Context, source: &KubeconfigSource) -> Result<Server, HostError> {
-    let bytes = super::connect::secret_value(ctx, &source.namespace, &source.name, &source.key)
+    let bytes = connect::secret_value(ctx, &source.namespace, &source.name, &source.key)
         .await
         .map_err(|e| HostError::Secret(e.to_string()))?;
     let bad = |why: String| {
@@ -290,7 +319,7 @@ async fn server_of(ctx: &Context, source: &KubeconfigSource) -> Result<Server, H
         ))
     };
     let text = String::from_utf8(bytes).map_err(|_| bad("not UTF-8".into()))?;
-    let kc = super::connect::parse_kubeconfig(&text, "an instance").map_err(bad)?;
+    let kc = connect::parse_kubeconfig(&text, "an instance").map_err(bad)?;
     let current = kc.current_context.clone().unwrap_or_default();
     let cluster_name = kc
         .contexts

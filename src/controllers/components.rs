@@ -5,11 +5,14 @@
 //! component, pod and container, until it runs again. The API's component table
 //! (`api/grpc/instance_components.rs`) judges containers with the same [`failing`].
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use serde_json::Value;
+
+use super::{Controller, Scope, Work};
+use crate::actors::instance::status::Observed;
 
 /// Why a container waits that means it is failing, not merely starting.
 const WAITING_FAILURES: [&str; 5] = [
@@ -59,37 +62,50 @@ pub fn first_failure(pods: &[Value]) -> Option<String> {
     Some(format!("component {name}: {why}"))
 }
 
-/// The latest check, and when it is due again.
-#[derive(Debug, Default)]
-pub struct Checks {
-    pub in_flight: bool,
-    pub last: Option<Instant>,
-    /// The first failing component at the last check that could read the pods.
-    pub failing: Option<String>,
-}
+/// Reads a managed instance's component pods every `--component-check-secs` while the
+/// instance answers, on every replica (each judges the instance itself, as with its
+/// watches). The verdict is the first failing component (`Observed::components`); when
+/// the host does not answer, that is not the instance's fault and the last verdict stands.
+#[derive(Default)]
+pub struct Components;
 
-impl Checks {
-    pub fn due(&self, every: Duration) -> bool {
-        !self.in_flight && self.last.is_none_or(|t| t.elapsed() >= every)
+impl Controller for Components {
+    const NAME: &'static str = "components";
+    const LEADER_ONLY: bool = false;
+    const RETRY_MAX: Duration = Duration::from_secs(30);
+    type Found = Option<String>;
+
+    fn reconcile(&mut self, scope: &Scope<'_>, _: &mut Observed) -> Option<Work<Self::Found>> {
+        let operator = scope.operator().filter(|_| scope.answering)?;
+        let settings = &scope.ctx.settings;
+        if !scope.due(Self::NAME, settings.component_check_every) {
+            return None;
+        }
+        let (host, timeout) = (scope.ctx.host.clone(), settings.host_call_timeout);
+        Some(Box::pin(check(host, operator, timeout)))
+    }
+
+    fn record(&mut self, failing: Option<String>, observed: &mut Observed) {
+        if observed.components.as_ref() != Some(&failing) {
+            match &failing {
+                Some(why) => tracing::warn!(%why, "a control plane component is failing"),
+                None => tracing::info!("every control plane component runs"),
+            }
+        }
+        observed.components = Some(failing);
     }
 }
 
-/// Starts a check of the components of the managed instance `name` in namespace `ns`;
-/// the verdict comes back as `InstanceMsg::Components` (an error when the host did not
-/// answer: that is not the instance's fault, and the previous verdict stands).
-pub fn start(
-    me: &ractor::ActorRef<super::InstanceMsg>,
+/// The first failing component of the managed instance `name` in namespace `ns`.
+async fn check(
     host: kube::Client,
     (ns, name): (String, String),
     timeout: Duration,
-    checks: &mut Checks,
-) {
-    checks.in_flight = true;
-    let me = me.clone();
-    super::spawn_here(async move {
+) -> Result<Option<String>, String> {
+    {
         let api: Api<Pod> = Api::namespaced(host, &ns);
         let params = ListParams::default().labels(&format!("app.kubernetes.io/instance={name}"));
-        let verdict = match tokio::time::timeout(timeout, api.list(&params)).await {
+        match tokio::time::timeout(timeout, api.list(&params)).await {
             Ok(Ok(list)) => {
                 let pods: Vec<Value> = list
                     .items
@@ -102,9 +118,8 @@ pub fn start(
             Err(_) => Err(format!(
                 "listing the pods of {ns}/{name}: the host did not answer within {timeout:?}"
             )),
-        };
-        let _ = me.send_message(super::InstanceMsg::Components(verdict));
-    });
+        }
+    }
 }
 
 #[cfg(test)]

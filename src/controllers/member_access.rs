@@ -17,6 +17,8 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::json;
 
+use super::{Controller, Scope, Work};
+use crate::actors::instance::status::Observed;
 use crate::crd::Instance;
 
 pub const ANNOTATION: &str = "kairship.io/member-access";
@@ -32,6 +34,39 @@ pub const TEMPLATES: [(&str, &str); 5] = [
     ("ClusterRoleBinding", IMPERSONATION),
 ];
 pub const IMPERSONATION: &str = "kairship:member-impersonation";
+
+/// Applies (or removes) the policy when the instance connects or the annotation changes,
+/// and every `--controller-resync-secs` after, so a policy changed on the instance is put back.
+#[derive(Default)]
+pub struct MemberAccess {
+    /// What was last applied: the roles (`true`) or their removal.
+    applied: Option<bool>,
+}
+
+impl Controller for MemberAccess {
+    const NAME: &'static str = "member-access";
+    type Found = bool;
+
+    fn reconcile(&mut self, scope: &Scope<'_>, _: &mut Observed) -> Option<Work<bool>> {
+        let client = scope.client.filter(|_| scope.connected)?.clone();
+        let wanted = wanted(scope.instance);
+        let resync = scope.ctx.settings.controller_resync;
+        if self.applied == Some(wanted) && !scope.due(Self::NAME, resync) {
+            return None;
+        }
+        let timeout = scope.ctx.settings.instance_call_timeout;
+        Some(Box::pin(async move {
+            ensure(&client, wanted, timeout)
+                .await
+                .map_err(|e| format!("applying Kairship's roles on the member clusters: {e}"))?;
+            Ok(wanted)
+        }))
+    }
+
+    fn record(&mut self, applied: bool, _: &mut Observed) {
+        self.applied = Some(applied);
+    }
+}
 
 /// Whether the Instance wants Kairship's roles on its members (the default).
 pub fn wanted(instance: &Instance) -> bool {

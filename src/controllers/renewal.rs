@@ -17,7 +17,10 @@ use k8s_openapi::ByteString;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{json, Map, Value};
 
+use super::{Controller, Scope, Work};
 use crate::actors::host_error::{bounded, HostError};
+use crate::actors::instance::connect;
+use crate::actors::instance::status::Observed;
 use crate::crd::operator_certs::{self, RenewError, Renewed};
 use crate::crd::CertificateStatus;
 
@@ -64,7 +67,7 @@ pub async fn renew(
     // The operator idle first: a workflow in progress uploads the certificates it loaded
     // at its start, which would undo the renewal.
     let karmadas: Api<DynamicObject> =
-        Api::namespaced_with(host.clone(), ns, &super::connect::karmada_resource());
+        Api::namespaced_with(host.clone(), ns, &connect::karmada_resource());
     let what = format!("Karmada {ns}/{name}");
     let karmada = bounded(
         &what,
@@ -195,21 +198,50 @@ pub fn recently_renewed(instance: &crate::crd::Instance, now: jiff::Timestamp) -
 pub const RECHECK_FOR: Duration = Duration::from_secs(900);
 pub const RECHECK_EVERY: Duration = Duration::from_secs(30);
 
-/// The leader's automatic renewals of one instance: one at a time, and after each
-/// attempt none before [`RETRY_AFTER`] and a fresh certificate check.
-#[derive(Debug, Default)]
-pub struct Round {
-    pub in_flight: bool,
-    pub last: Option<Instant>,
+/// The leader's automatic renewals: once the first of a managed instance's leaves expires
+/// within `--certificate-auto-renew-days` (as the certificates controller last read them),
+/// one attempt at a time, and after each attempt none before [`RETRY_AFTER`] and a fresh
+/// certificate check.
+#[derive(Default)]
+pub struct Renewal;
+
+impl Controller for Renewal {
+    const NAME: &'static str = "renewal";
+    type Found = Done;
+
+    fn reconcile(&mut self, scope: &Scope<'_>, observed: &mut Observed) -> Option<Work<Done>> {
+        let settings = &scope.ctx.settings;
+        let (window, (ns, name)) = (settings.certificate_auto_renew?, scope.operator()?);
+        let checked = scope.succeeded_at(super::certificates::Certificates::NAME);
+        if !allows(scope.finished_at(Self::NAME), checked)
+            || !due(&observed.certificates, scope.name, window, jiff::Timestamp::now())
+        {
+            return None;
+        }
+        let (host, timeout) = (scope.ctx.host.clone(), settings.host_call_timeout);
+        tracing::info!("a leaf certificate expires within {window:?}: renewing");
+        Some(Box::pin(async move {
+            renew(&host, &ns, &name, timeout)
+                .await
+                .map_err(|e| format!("renewing the certificates before expiry: {e}"))
+        }))
+    }
+
+    fn record(&mut self, done: Done, _: &mut Observed) {
+        tracing::info!(
+            renewed = done.renewed.len(),
+            rolled = ?done.rolled,
+            "certificates renewed before expiry; the components roll onto them"
+        );
+    }
 }
 
-impl Round {
-    pub fn allows(&self, checked_at: Option<Instant>) -> bool {
-        !self.in_flight
-            && match self.last {
-                None => true,
-                Some(t) => t.elapsed() >= RETRY_AFTER && checked_at.is_some_and(|c| c > t),
-            }
+/// Whether an automatic attempt may start, given when the last ended and when the
+/// certificates were last read.
+fn allows(last: Option<Instant>, checked_at: Option<Instant>) -> bool {
+    match last {
+        None => true,
+        Some(t) => t.elapsed() >= RETRY_AFTER && checked_at.is_some_and(|c| c > t),
     }
 }
 
@@ -260,12 +292,7 @@ mod tests {
             window,
             now
         ));
-        let fresh = Round::default();
-        assert!(fresh.allows(None));
-        let tried = Round {
-            in_flight: false,
-            last: Some(Instant::now()),
-        };
-        assert!(!tried.allows(Some(Instant::now())), "not again at once");
+        assert!(allows(None, None));
+        assert!(!allows(Some(Instant::now()), Some(Instant::now())), "not again at once");
     }
 }

@@ -8,7 +8,7 @@
 //! of the first expiry, and `/metrics` gives each one's seconds left.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
@@ -17,6 +17,8 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
+use super::{Controller, Scope, Work};
+use crate::actors::instance::status::Observed;
 use crate::crd::CertificateStatus;
 
 /// The Instance condition: True within the warning threshold of the first expiry.
@@ -40,32 +42,33 @@ pub struct Inputs {
     pub operator: Option<(String, String)>,
 }
 
-/// The latest check, and when it is due again.
-#[derive(Debug, Default)]
-pub struct Checks {
-    pub inputs: Option<Inputs>,
-    pub in_flight: bool,
-    pub last: Option<Instant>,
-}
+/// Reads the certificates every `--certificate-check-secs` once connected, and every
+/// [`RECHECK_EVERY`](super::renewal::RECHECK_EVERY) for a while after a renewal, so the
+/// new serving certificate shows soon. Leader only: its findings go to the status.
+#[derive(Default)]
+pub struct Certificates;
 
-impl Checks {
-    pub fn due(&self, every: Duration) -> bool {
-        self.inputs.is_some() && !self.in_flight && self.last.is_none_or(|t| t.elapsed() >= every)
+impl Controller for Certificates {
+    const NAME: &'static str = "certificates";
+    type Found = Vec<CertificateStatus>;
+
+    fn reconcile(&mut self, scope: &Scope<'_>, _: &mut Observed) -> Option<Work<Self::Found>> {
+        let inputs = scope.certificate_inputs?.clone();
+        let settings = &scope.ctx.settings;
+        let every = match super::renewal::recently_renewed(scope.instance, jiff::Timestamp::now()) {
+            true => super::renewal::RECHECK_EVERY.min(settings.certificate_check_every),
+            false => settings.certificate_check_every,
+        };
+        if !scope.due(Self::NAME, every) {
+            return None;
+        }
+        let host = scope.ctx.host.clone();
+        Some(Box::pin(async move { Ok(check(&host, &inputs).await) }))
     }
-}
 
-/// Starts a check for the instance actor `me`; its findings come back as
-/// `InstanceMsg::Certificates`.
-pub fn start(me: &ractor::ActorRef<super::InstanceMsg>, host: kube::Client, checks: &mut Checks) {
-    let Some(inputs) = checks.inputs.clone() else {
-        return;
-    };
-    checks.in_flight = true;
-    let me = me.clone();
-    super::spawn_here(async move {
-        let found = check(&host, &inputs).await;
-        let _ = me.send_message(super::InstanceMsg::Certificates(found));
-    });
+    fn record(&mut self, found: Self::Found, observed: &mut Observed) {
+        observed.certificates = found;
+    }
 }
 
 /// Every certificate in `pem` (a bundle may hold several), named `name` (numbered after

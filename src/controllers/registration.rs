@@ -1,12 +1,48 @@
 //! The instance registry controller: one `InstanceRegistration` per instance in the host,
-//! so global management can bind roles to it. Written by the leader only.
+//! so global management can bind roles to it. Written by the leader only: at once when the
+//! instance connects or its endpoint changes, and every `--controller-resync-secs` after,
+//! so one deleted or changed by hand is put back.
 
 use kube::api::{Api, PostParams};
 use kube::Resource;
 
 use crate::actors::context::{Context, Counters};
+use super::{Controller, Scope, Work};
 use crate::actors::host_error::{bounded, fenced, gone_is_fine, HostError};
+use crate::actors::instance::status::Observed;
 use crate::crd::{Instance, InstanceMode, InstanceRegistration, InstanceRegistrationSpec};
+
+#[derive(Default)]
+pub struct Registration {
+    /// The endpoint last registered.
+    written: Option<Option<String>>,
+}
+
+impl Controller for Registration {
+    const NAME: &'static str = "registration";
+    type Found = Option<String>;
+
+    fn reconcile(&mut self, scope: &Scope<'_>, observed: &mut Observed) -> Option<Work<Self::Found>> {
+        let endpoint = observed.endpoint.clone();
+        let resync = scope.ctx.settings.controller_resync;
+        if !scope.connected
+            || (self.written.as_ref() == Some(&endpoint) && !scope.due(Self::NAME, resync))
+        {
+            return None;
+        }
+        let (ctx, instance) = (scope.ctx.clone(), scope.instance.clone());
+        Some(Box::pin(async move {
+            ensure(&ctx, &instance, endpoint.clone())
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(endpoint)
+        }))
+    }
+
+    fn record(&mut self, found: Self::Found, _: &mut Observed) {
+        self.written = Some(found);
+    }
+}
 
 pub async fn ensure(
     ctx: &Context,

@@ -1,0 +1,245 @@
+//! Runs one instance's controllers: at most one piece of work in flight each, their error
+//! policy, and aborting their work when the actor stops or leadership is lost.
+
+use std::any::Any;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use tracing::Instrument;
+
+use super::table::Selection;
+use super::{Controller, Scope};
+use crate::actors::instance::status::Observed;
+
+type AnyWork = Pin<Box<dyn Future<Output = Result<Box<dyn Any + Send>, String>> + Send>>;
+
+/// A controller with its found type erased, so one table holds them all.
+pub(crate) trait Erased: Send {
+    fn name(&self) -> &'static str;
+    fn leader_only(&self) -> bool;
+    fn retry_max(&self) -> Duration;
+    fn reconcile(&mut self, scope: &Scope<'_>, observed: &mut Observed) -> Option<AnyWork>;
+    fn record(&mut self, found: Box<dyn Any + Send>, observed: &mut Observed);
+}
+
+impl<C: Controller> Erased for C {
+    fn name(&self) -> &'static str {
+        C::NAME
+    }
+    fn leader_only(&self) -> bool {
+        C::LEADER_ONLY
+    }
+    fn retry_max(&self) -> Duration {
+        C::RETRY_MAX
+    }
+    fn reconcile(&mut self, scope: &Scope<'_>, observed: &mut Observed) -> Option<AnyWork> {
+        let work = Controller::reconcile(self, scope, observed)?;
+        Some(Box::pin(
+            work.map(|r| r.map(|found| Box::new(found) as Box<dyn Any + Send>)),
+        ))
+    }
+    fn record(&mut self, found: Box<dyn Any + Send>, observed: &mut Observed) {
+        if let Ok(found) = found.downcast::<C::Found>() {
+            Controller::record(self, *found, observed);
+        }
+    }
+}
+
+/// When one controller last finished, for the others to read ([`Scope::succeeded_at`]).
+#[derive(Debug)]
+pub(crate) struct Times {
+    pub name: &'static str,
+    pub ok: Option<Instant>,
+    pub finished: Option<Instant>,
+}
+
+struct Slot {
+    make: fn() -> Box<dyn Erased>,
+    controller: Box<dyn Erased>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    /// Bumped whenever work is abandoned, so its late report is ignored.
+    epoch: u64,
+    failures: u32,
+    retry_at: Option<Instant>,
+    /// It ran at the last tick (a leader-only controller on a follower does not).
+    active: bool,
+}
+
+impl Slot {
+    fn in_flight(&self) -> bool {
+        self.task.is_some()
+    }
+
+    /// Forgets everything: work in flight, failures, and the controller's own memory.
+    fn reset(&mut self, times: &mut Times) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+        self.epoch += 1;
+        self.failures = 0;
+        self.retry_at = None;
+        self.controller = (self.make)();
+        times.ok = None;
+        times.finished = None;
+    }
+}
+
+/// How one piece of work ended, reported to the instance actor.
+pub struct Done {
+    index: usize,
+    epoch: u64,
+    outcome: Result<Box<dyn Any + Send>, String>,
+}
+
+/// One instance's controllers, in the table's order.
+pub struct Runner {
+    slots: Vec<Slot>,
+    times: Vec<Times>,
+}
+
+impl Runner {
+    /// The controllers `selection` enables.
+    pub fn new(selection: &Selection) -> Self {
+        let (mut slots, mut times) = (Vec::new(), Vec::new());
+        for entry in super::TABLE.iter().filter(|e| selection.enables(e.name)) {
+            slots.push(Slot {
+                make: entry.make,
+                controller: (entry.make)(),
+                task: None,
+                epoch: 0,
+                failures: 0,
+                retry_at: None,
+                active: false,
+            });
+            times.push(Times {
+                name: entry.name,
+                ok: None,
+                finished: None,
+            });
+        }
+        Self { slots, times }
+    }
+
+    /// Gives every controller that may run (`leader`: this replica leads) and has nothing
+    /// in flight its look at the instance; work they start reports through `report`.
+    pub fn tick<R>(&mut self, scope: Scope<'_>, leader: bool, observed: &mut Observed, report: R)
+    where
+        R: Fn(Done) + Clone + Send + 'static,
+    {
+        let Runner { slots, times } = self;
+        for (index, slot) in slots.iter_mut().enumerate() {
+            if slot.controller.leader_only() && !leader {
+                if slot.active {
+                    slot.reset(&mut times[index]);
+                    slot.active = false;
+                }
+                continue;
+            }
+            slot.active = true;
+            if slot.in_flight() || slot.retry_at.is_some_and(|t| Instant::now() < t) {
+                continue;
+            }
+            let scope = Scope {
+                runs: times,
+                ..scope
+            };
+            let Some(work) = slot.controller.reconcile(&scope, observed) else {
+                continue;
+            };
+            let (epoch, report) = (slot.epoch, report.clone());
+            let span = tracing::error_span!("controller", controller = slot.controller.name());
+            let task = async move {
+                let outcome = match std::panic::AssertUnwindSafe(work).catch_unwind().await {
+                    Ok(outcome) => outcome,
+                    Err(_) => Err("its work panicked".to_string()),
+                };
+                report(Done {
+                    index,
+                    epoch,
+                    outcome,
+                });
+            };
+            slot.task = Some(tokio::spawn(task.instrument(span)));
+        }
+    }
+
+    /// Takes in how a piece of work ended; an error comes back, named after its
+    /// controller, for the actor's last error.
+    pub fn finished(&mut self, done: Done, observed: &mut Observed) -> Option<String> {
+        let (slot, times) = (
+            self.slots.get_mut(done.index)?,
+            self.times.get_mut(done.index)?,
+        );
+        if slot.epoch != done.epoch {
+            return None;
+        }
+        slot.task = None;
+        let now = Instant::now();
+        times.finished = Some(now);
+        match done.outcome {
+            Ok(found) => {
+                slot.failures = 0;
+                slot.retry_at = None;
+                times.ok = Some(now);
+                slot.controller.record(found, observed);
+                None
+            }
+            Err(e) => {
+                slot.failures = slot.failures.saturating_add(1);
+                let wait = crate::actors::supervision::backoff_step(
+                    Duration::from_secs(1),
+                    slot.controller.retry_max(),
+                    slot.failures as usize,
+                );
+                slot.retry_at = Some(now + wait);
+                let name = slot.controller.name();
+                tracing::warn!(controller = name, error = %e, retry_in = ?wait, "controller failed");
+                Some(format!("controller {name}: {e}"))
+            }
+        }
+    }
+
+    /// Aborts all work in flight (the actor stops).
+    pub fn abort(&mut self) {
+        for slot in &mut self.slots {
+            if let Some(t) = slot.task.take() {
+                t.abort();
+            }
+        }
+    }
+
+    /// The controllers' names and how each stands, for the actor's view.
+    pub fn view(&self) -> Vec<ControllerView> {
+        self.slots
+            .iter()
+            .zip(&self.times)
+            .map(|(s, t)| ControllerView {
+                name: t.name,
+                active: s.active,
+                in_flight: s.in_flight(),
+                failures: s.failures,
+                succeeded_ago: t.ok.map(|t| t.elapsed()),
+            })
+            .collect()
+    }
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        self.abort();
+    }
+}
+
+/// How one controller of an instance stands.
+#[derive(Debug, Clone)]
+pub struct ControllerView {
+    pub name: &'static str,
+    /// It runs on this replica now (a leader-only controller runs on the leader).
+    pub active: bool,
+    pub in_flight: bool,
+    /// Consecutive failures (retried with backoff).
+    pub failures: u32,
+    pub succeeded_ago: Option<Duration>,
+}

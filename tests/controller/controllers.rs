@@ -1,0 +1,148 @@
+//! The per-instance controllers as one table: any of them switched off by `--controllers`
+//! does nothing while the others run, each shows in its actor's view, and they are
+//! level-triggered: what one keeps in place and someone deletes or changes by hand is put
+//! back within `--controller-resync-secs`.
+
+use std::time::Duration;
+
+use kairship::actors::instance::InstanceMsg;
+use kairship::actors::tree::Tree;
+use kairship::controllers::member_access;
+use kairship::controllers::Selection;
+use kairship::crd::{InstanceRegistration, Phase};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::discovery::ApiResource;
+use serde_json::json;
+
+use crate::common::eventually;
+use crate::harness::{fast_settings, Env};
+
+fn policies(client: kube::Client) -> Api<DynamicObject> {
+    let ar = ApiResource {
+        group: "policy.karmada.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "policy.karmada.io/v1alpha1".into(),
+        kind: "ClusterPropagationPolicy".into(),
+        plural: "clusterpropagationpolicies".into(),
+    };
+    Api::all_with(client, &ar)
+}
+
+async fn view(tree: &Tree, name: &str) -> Option<kairship::actors::instance::InstanceView> {
+    let actor = tree.instance(name).await.ok()??;
+    ractor::call_t!(actor, InstanceMsg::View, 2000).ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_switched_off_does_nothing_while_the_others_run() {
+    let env = Env::start(1).await;
+    let settings = kairship::actors::context::Settings {
+        controllers: Selection::parse(&["*,-registration"]).expect("selection"),
+        ..fast_settings()
+    };
+    let tree = Tree::start(env.host.clone(), None, "solo", settings)
+        .await
+        .expect("tree starts");
+    env.create_external("karmada-1").await;
+    env.wait_phase("karmada-1", Phase::Running, Duration::from_secs(20))
+        .await;
+    // Another controller ran: its policy is on the instance, and the view says so.
+    let on_instance = policies(env.sim.client("karmada-1").await);
+    eventually(Duration::from_secs(10), "the member-access policy", || async {
+        on_instance
+            .get_opt(member_access::POLICY)
+            .await
+            .ok()
+            .flatten()
+    })
+    .await;
+    let v = eventually(
+        Duration::from_secs(10),
+        "member-access succeeded in the view",
+        || async {
+            view(&tree, "karmada-1").await.filter(|v| {
+                v.controllers
+                    .iter()
+                    .any(|c| c.name == "member-access" && c.succeeded_ago.is_some())
+            })
+        },
+    )
+    .await;
+    let names: Vec<_> = v.controllers.iter().map(|c| c.name).collect();
+    assert!(!names.contains(&"registration"), "{names:?}");
+    assert!(
+        names.contains(&"components") && names.contains(&"scheduled-backups"),
+        "{names:?}"
+    );
+    // Several resyncs later, still no registration.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let reg = Api::<InstanceRegistration>::all(env.host.clone());
+    assert!(
+        reg.get_opt("karmada-1").await.expect("read").is_none(),
+        "registration is switched off"
+    );
+    tree.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_controller_keeps_in_place_comes_back_after_a_hand_deletes_or_changes_it() {
+    let env = Env::start(1).await;
+    let tree = env.start_tree(None, "solo").await;
+    env.create_external("karmada-1").await;
+    env.wait_phase("karmada-1", Phase::Running, Duration::from_secs(20))
+        .await;
+    let reg = Api::<InstanceRegistration>::all(env.host.clone());
+    let first = eventually(Duration::from_secs(10), "registration", || async {
+        reg.get_opt("karmada-1").await.ok().flatten()
+    })
+    .await;
+
+    reg.delete("karmada-1", &DeleteParams::default())
+        .await
+        .expect("delete registration");
+    let again = eventually(Duration::from_secs(10), "registration back", || async {
+        reg.get_opt("karmada-1")
+            .await
+            .ok()
+            .flatten()
+            .filter(|r| r.metadata.uid != first.metadata.uid)
+    })
+    .await;
+    assert_eq!(again.spec, first.spec);
+
+    let hand = json!({"spec": {"apiEndpoint": "https://elsewhere.example.com"}});
+    reg.patch("karmada-1", &PatchParams::default(), &Patch::Merge(&hand))
+        .await
+        .expect("change registration");
+    eventually(Duration::from_secs(10), "registration repaired", || async {
+        reg.get_opt("karmada-1")
+            .await
+            .ok()
+            .flatten()
+            .filter(|r| r.spec == first.spec)
+    })
+    .await;
+
+    let on_instance = policies(env.sim.client("karmada-1").await);
+    eventually(Duration::from_secs(10), "the member-access policy", || async {
+        on_instance
+            .get_opt(member_access::POLICY)
+            .await
+            .ok()
+            .flatten()
+    })
+    .await;
+    on_instance
+        .delete(member_access::POLICY, &DeleteParams::default())
+        .await
+        .expect("delete policy");
+    eventually(Duration::from_secs(10), "the policy back", || async {
+        on_instance
+            .get_opt(member_access::POLICY)
+            .await
+            .ok()
+            .flatten()
+    })
+    .await;
+    tree.shutdown().await;
+}
