@@ -11,6 +11,7 @@ pub mod api;
 pub mod auth;
 pub mod backups;
 pub mod bootstrap;
+pub mod certificates;
 #[cfg(feature = "testbed")]
 pub mod chaos;
 pub mod cli;

@@ -70,8 +70,9 @@ pub struct Settings {
     pub backup_max_bytes: u64,
     /// How often the leader checks whether an instance's scheduled backup is due.
     pub backup_check_every: Duration,
-    /// The per-instance controllers that run (`--controllers`).
-    pub controllers: crate::controllers::Selection,
+    /// The per-instance controllers switched off (`--controllers`): a plain set of names,
+    /// so the settings need not know the controllers' table.
+    pub controllers_off: std::collections::BTreeSet<String>,
     /// How often a controller that keeps something in place (registration, roles on the
     /// members) makes sure of it again, so what was changed by hand is put back.
     pub controller_resync: Duration,
@@ -116,7 +117,7 @@ impl Default for Settings {
             backup_namespace: "kairship-system".into(),
             backup_max_bytes: 256 * 1024 * 1024,
             backup_check_every: Duration::from_secs(60),
-            controllers: Default::default(),
+            controllers_off: Default::default(),
             controller_resync: Duration::from_secs(300),
         }
     }

@@ -354,8 +354,9 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             .unwrap_or_else(|| args.auth.namespace.clone()),
         backup_max_bytes: args.backup_max_bytes,
         backup_check_every: std::time::Duration::from_secs(args.backup_check_secs),
-        controllers: crate::controllers::Selection::parse(&args.controllers)
-            .map_err(|e| Error::Usage(e.to_string()))?,
+        controllers_off: crate::controllers::Selection::parse(&args.controllers)
+            .map_err(|e| Error::Usage(e.to_string()))?
+            .off(),
         controller_resync: std::time::Duration::from_secs(args.controller_resync_secs),
         clusterpedia: args
             .clusterpedia

@@ -26,8 +26,9 @@ use crate::crd::Instance;
 /// The key of the kubeconfig in the Secret Kairship writes for Clusterpedia.
 pub const SECRET_KEY: &str = "kubeconfig";
 
-/// The condition Kairship adds to the Instance's status while registration is on.
-pub const CONDITION: &str = "ClusterpediaSynced";
+pub use crate::actors::instance::status::{
+    ClusterpediaReported as Reported, CLUSTERPEDIA_CONDITION as CONDITION,
+};
 
 pub fn resource() -> ApiResource {
     ApiResource {
@@ -88,14 +89,6 @@ impl Controller for Clusterpedia {
     fn record(&mut self, reported: Reported, observed: &mut Observed) {
         observed.clusterpedia = Some(reported);
     }
-}
-
-/// What Clusterpedia says of the instance: its `Ready` condition, or nothing yet.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reported {
-    pub ready: Option<bool>,
-    pub reason: String,
-    pub message: String,
 }
 
 /// The kinds Kairship caches, grouped as `syncResources` lists them; not the optional

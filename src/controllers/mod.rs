@@ -12,6 +12,7 @@
 pub mod certificates;
 pub mod clusterpedia;
 pub mod components;
+mod erased;
 pub mod member_access;
 pub mod registration;
 pub mod renewal;
@@ -48,8 +49,11 @@ pub trait Controller: Send + 'static {
 
     /// Looks at the instance now: work to start, or `None` when nothing is due. Called at
     /// every tick while none of this controller's work is in flight and no retry waits.
-    fn reconcile(&mut self, scope: &Scope<'_>, observed: &mut Observed)
-        -> Option<Work<Self::Found>>;
+    fn reconcile(
+        &mut self,
+        scope: &Scope<'_>,
+        observed: &mut Observed,
+    ) -> Option<Work<Self::Found>>;
 
     /// Takes in what successful work found.
     fn record(&mut self, found: Self::Found, observed: &mut Observed);
@@ -70,7 +74,7 @@ pub struct Scope<'a> {
     /// The Secret its kubeconfig was read from at the last connect.
     pub kubeconfig_source: Option<&'a KubeconfigSource>,
     /// What its certificates are read from, once connected.
-    pub certificate_inputs: Option<&'a certificates::Inputs>,
+    pub certificate_inputs: Option<&'a crate::certificates::Inputs>,
     pub(crate) runs: &'a [runner::Times],
 }
 

@@ -6,8 +6,8 @@
 use kube::api::{Api, PostParams};
 use kube::Resource;
 
-use crate::actors::context::{Context, Counters};
 use super::{Controller, Scope, Work};
+use crate::actors::context::{Context, Counters};
 use crate::actors::host_error::{bounded, fenced, gone_is_fine, HostError};
 use crate::actors::instance::status::Observed;
 use crate::crd::{Instance, InstanceMode, InstanceRegistration, InstanceRegistrationSpec};
@@ -22,7 +22,11 @@ impl Controller for Registration {
     const NAME: &'static str = "registration";
     type Found = Option<String>;
 
-    fn reconcile(&mut self, scope: &Scope<'_>, observed: &mut Observed) -> Option<Work<Self::Found>> {
+    fn reconcile(
+        &mut self,
+        scope: &Scope<'_>,
+        observed: &mut Observed,
+    ) -> Option<Work<Self::Found>> {
         let endpoint = observed.endpoint.clone();
         let resync = scope.ctx.settings.controller_resync;
         if !scope.connected

@@ -2,50 +2,14 @@
 //! policy, and aborting their work when the actor stops or leadership is lost.
 
 use std::any::Any;
-use std::future::Future;
-use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use tracing::Instrument;
 
-use super::table::Selection;
-use super::{Controller, Scope};
+use super::erased::Erased;
+use super::Scope;
 use crate::actors::instance::status::Observed;
-
-type AnyWork = Pin<Box<dyn Future<Output = Result<Box<dyn Any + Send>, String>> + Send>>;
-
-/// A controller with its found type erased, so one table holds them all.
-pub(crate) trait Erased: Send {
-    fn name(&self) -> &'static str;
-    fn leader_only(&self) -> bool;
-    fn retry_max(&self) -> Duration;
-    fn reconcile(&mut self, scope: &Scope<'_>, observed: &mut Observed) -> Option<AnyWork>;
-    fn record(&mut self, found: Box<dyn Any + Send>, observed: &mut Observed);
-}
-
-impl<C: Controller> Erased for C {
-    fn name(&self) -> &'static str {
-        C::NAME
-    }
-    fn leader_only(&self) -> bool {
-        C::LEADER_ONLY
-    }
-    fn retry_max(&self) -> Duration {
-        C::RETRY_MAX
-    }
-    fn reconcile(&mut self, scope: &Scope<'_>, observed: &mut Observed) -> Option<AnyWork> {
-        let work = Controller::reconcile(self, scope, observed)?;
-        Some(Box::pin(
-            work.map(|r| r.map(|found| Box::new(found) as Box<dyn Any + Send>)),
-        ))
-    }
-    fn record(&mut self, found: Box<dyn Any + Send>, observed: &mut Observed) {
-        if let Ok(found) = found.downcast::<C::Found>() {
-            Controller::record(self, *found, observed);
-        }
-    }
-}
 
 /// When one controller last finished, for the others to read ([`Scope::succeeded_at`]).
 #[derive(Debug)]
@@ -100,10 +64,10 @@ pub struct Runner {
 }
 
 impl Runner {
-    /// The controllers `selection` enables.
-    pub fn new(selection: &Selection) -> Self {
+    /// The table's controllers but those in `off`.
+    pub fn new(off: &std::collections::BTreeSet<String>) -> Self {
         let (mut slots, mut times) = (Vec::new(), Vec::new());
-        for entry in super::TABLE.iter().filter(|e| selection.enables(e.name)) {
+        for entry in super::TABLE.iter().filter(|e| !off.contains(e.name)) {
             slots.push(Slot {
                 make: entry.make,
                 controller: (entry.make)(),

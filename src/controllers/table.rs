@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use super::runner::Erased;
+use super::erased::Erased;
 use super::{
     certificates, clusterpedia, components, member_access, registration, renewal,
     scheduled_backups, Controller,
@@ -101,6 +101,15 @@ impl Selection {
         Ok(Self { on })
     }
 
+    /// The names of the controllers it switches off.
+    pub fn off(&self) -> std::collections::BTreeSet<String> {
+        TABLE
+            .iter()
+            .filter(|e| !self.on.contains(e.name))
+            .map(|e| e.name.to_string())
+            .collect()
+    }
+
     pub fn enables(&self, name: &str) -> bool {
         self.on.contains(name)
     }
@@ -130,7 +139,13 @@ mod tests {
             s.names().collect::<Vec<_>>(),
             vec!["components", "registration"]
         );
-        assert_eq!(Selection::parse::<&str>(&[]).expect("parses").names().count(), 0);
+        assert_eq!(
+            Selection::parse::<&str>(&[])
+                .expect("parses")
+                .names()
+                .count(),
+            0
+        );
     }
 
     #[test]

@@ -37,7 +37,9 @@ async fn view(tree: &Tree, name: &str) -> Option<kairship::actors::instance::Ins
 async fn a_controller_switched_off_does_nothing_while_the_others_run() {
     let env = Env::start(1).await;
     let settings = kairship::actors::context::Settings {
-        controllers: Selection::parse(&["*,-registration"]).expect("selection"),
+        controllers_off: Selection::parse(&["*,-registration"])
+            .expect("selection")
+            .off(),
         ..fast_settings()
     };
     let tree = Tree::start(env.host.clone(), None, "solo", settings)
@@ -48,13 +50,17 @@ async fn a_controller_switched_off_does_nothing_while_the_others_run() {
         .await;
     // Another controller ran: its policy is on the instance, and the view says so.
     let on_instance = policies(env.sim.client("karmada-1").await);
-    eventually(Duration::from_secs(10), "the member-access policy", || async {
-        on_instance
-            .get_opt(member_access::POLICY)
-            .await
-            .ok()
-            .flatten()
-    })
+    eventually(
+        Duration::from_secs(10),
+        "the member-access policy",
+        || async {
+            on_instance
+                .get_opt(member_access::POLICY)
+                .await
+                .ok()
+                .flatten()
+        },
+    )
     .await;
     let v = eventually(
         Duration::from_secs(10),
@@ -124,13 +130,17 @@ async fn what_a_controller_keeps_in_place_comes_back_after_a_hand_deletes_or_cha
     .await;
 
     let on_instance = policies(env.sim.client("karmada-1").await);
-    eventually(Duration::from_secs(10), "the member-access policy", || async {
-        on_instance
-            .get_opt(member_access::POLICY)
-            .await
-            .ok()
-            .flatten()
-    })
+    eventually(
+        Duration::from_secs(10),
+        "the member-access policy",
+        || async {
+            on_instance
+                .get_opt(member_access::POLICY)
+                .await
+                .ok()
+                .flatten()
+        },
+    )
     .await;
     on_instance
         .delete(member_access::POLICY, &DeleteParams::default())

@@ -44,7 +44,7 @@ pub struct Connected {
     pub karmada_version: Option<String>,
     /// What the certificate checks need (the kubeconfig's CA, the endpoint, the operator's
     /// Secrets for a managed instance).
-    pub certificates: crate::controllers::certificates::Inputs,
+    pub certificates: crate::certificates::Inputs,
 }
 
 pub fn karmada_resource() -> ApiResource {
@@ -494,11 +494,11 @@ async fn client_from(
     config.connect_timeout = Some(ctx.settings.connect_timeout);
     config.write_timeout = Some(ctx.settings.request_timeout);
     let endpoint = config.cluster_url.to_string();
-    let certificates = crate::controllers::certificates::Inputs {
+    let certificates = crate::certificates::Inputs {
         endpoint: Some(config.cluster_url.clone()),
         server_name: config.tls_server_name.clone(),
         roots: config.root_cert.clone().unwrap_or_default(),
-        kubeconfig: crate::controllers::certificates::from_config(&config),
+        kubeconfig: crate::certificates::from_config(&config),
         operator,
     };
     let client = super::client::build(&config)

@@ -75,7 +75,7 @@ pub struct InstanceState {
     /// The Secret the instance's kubeconfig was read from at the last connect.
     kubeconfig_source: Option<connect::KubeconfigSource>,
     /// What the instance's certificates are read from, once connected.
-    certificate_inputs: Option<crate::controllers::certificates::Inputs>,
+    certificate_inputs: Option<crate::certificates::Inputs>,
     /// The per-instance controllers (their work is aborted with the actor).
     controllers: crate::controllers::Runner,
     last_error: Option<String>,
@@ -240,7 +240,7 @@ impl Actor for InstanceActor {
             certificate_warning: args.ctx.settings.certificate_warning,
             ..Default::default()
         };
-        let controllers = crate::controllers::Runner::new(&args.ctx.settings.controllers);
+        let controllers = crate::controllers::Runner::new(&args.ctx.settings.controllers_off);
         Ok(InstanceState {
             name,
             last_written: args.instance.status.clone(),

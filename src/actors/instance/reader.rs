@@ -37,7 +37,7 @@ pub struct InstanceReader {
     /// Watch restarts of the caches since the actor started (live).
     pub(super) watch_restarts: Arc<AtomicU64>,
     /// The endpoint and CA the instance is reached with, once connected.
-    pub(super) trust: Option<Arc<crate::controllers::certificates::Inputs>>,
+    pub(super) trust: Option<Arc<crate::certificates::Inputs>>,
 }
 
 impl InstanceReader {
@@ -107,7 +107,7 @@ impl InstanceReader {
     }
 
     /// The endpoint and CA certificates the instance is reached with, once connected.
-    pub fn trust(&self) -> Option<&crate::controllers::certificates::Inputs> {
+    pub fn trust(&self) -> Option<&crate::certificates::Inputs> {
         self.trust.as_deref()
     }
 

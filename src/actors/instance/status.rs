@@ -15,7 +15,7 @@ pub struct Observed {
     pub kubernetes_version: Option<String>,
     pub endpoint: Option<String>,
     /// What Clusterpedia reports of the instance, while registration is on.
-    pub clusterpedia: Option<crate::controllers::clusterpedia::Reported>,
+    pub clusterpedia: Option<ClusterpediaReported>,
     /// The certificates last read (`certificates::check`), the first to expire first.
     pub certificates: Vec<crate::crd::CertificateStatus>,
     /// How long before the first expiry the certificates' condition turns True.
@@ -26,6 +26,18 @@ pub struct Observed {
     /// The scheduled backups at the last check; `None` without a schedule.
     pub backups: Option<crate::backups::schedule::Seen>,
 }
+
+/// What Clusterpedia says of the instance: its `Ready` condition, or nothing yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterpediaReported {
+    pub ready: Option<bool>,
+    pub reason: String,
+    pub message: String,
+}
+
+/// The condition Kairship adds to the Instance's status while Clusterpedia registration
+/// is on.
+pub const CLUSTERPEDIA_CONDITION: &str = "ClusterpediaSynced";
 
 /// The condition on an instance's scheduled backups.
 pub const BACKUPS_CONDITION: &str = "BackupsHealthy";
@@ -188,11 +200,11 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
         .parse::<jiff::Timestamp>()
         .unwrap_or_else(|_| jiff::Timestamp::now());
     if let Some((on, reason, message)) =
-        crate::controllers::certificates::condition_of(&certificates, at, o.certificate_warning)
+        crate::certificates::condition_of(&certificates, at, o.certificate_warning)
     {
         conditions.push(condition(
             prev_conds,
-            crate::controllers::certificates::CONDITION,
+            crate::certificates::CONDITION,
             Some(on),
             reason,
             &message,
@@ -218,7 +230,7 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
     if let Some(c) = &o.clusterpedia {
         conditions.push(condition(
             prev_conds,
-            crate::controllers::clusterpedia::CONDITION,
+            CLUSTERPEDIA_CONDITION,
             c.ready,
             &c.reason,
             &c.message,

@@ -6,8 +6,8 @@ use ractor::ActorRef;
 
 use super::caches::{Caches, Kind};
 use super::lifecycle::Event;
-use super::status_sync::sync_status;
 use super::stats;
+use super::status_sync::sync_status;
 use super::{InstanceMsg, InstanceState};
 use crate::controllers::Scope;
 

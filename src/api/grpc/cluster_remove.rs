@@ -16,10 +16,10 @@ use super::cluster_join::{
     SYSTEM_LABEL,
 };
 use crate::actors::instance::caches::Kind;
-use crate::controllers::member_access;
 use crate::api::member::Member;
 use crate::api::objects;
 use crate::api::request::OnInstance;
+use crate::controllers::member_access;
 use crate::error::ApiError;
 use crate::proto;
 

@@ -3,8 +3,8 @@
 //! once the chain has authorized and audited the request.
 
 use super::instance_components::scope;
-use crate::controllers::renewal::{self, RenewalError};
 use crate::api::context::ApiContext;
+use crate::certificates::renewal::{self, RenewalError};
 use crate::crd::operator_certs::RenewError;
 use crate::error::ApiError;
 use crate::proto;

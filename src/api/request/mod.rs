@@ -453,7 +453,7 @@ impl OnInstance {
     }
 
     /// The endpoint and CA certificates the instance is reached with, once connected.
-    pub fn certificate_inputs(&self) -> Option<&crate::controllers::certificates::Inputs> {
+    pub fn certificate_inputs(&self) -> Option<&crate::certificates::Inputs> {
         self.reader.trust()
     }
 
