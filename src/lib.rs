@@ -11,6 +11,7 @@ pub mod api;
 pub mod auth;
 pub mod backups;
 pub mod bootstrap;
+pub mod cache;
 pub mod certificates;
 #[cfg(feature = "testbed")]
 pub mod chaos;

@@ -14,8 +14,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use crate::actors::instance::caches::Kind;
 use crate::actors::tree::TreeHandle;
+use crate::cache::caches::Kind;
 use crate::crd::Instance;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

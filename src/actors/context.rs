@@ -14,7 +14,7 @@ pub struct Settings {
     /// Registry, tags, version and CRD tarball for managed instances that do not say.
     pub managed_defaults: crate::crd::karmada_spec::Defaults,
     /// What an instance's caches may keep (an Instance's spec may set its own).
-    pub cache_budget: super::instance::budget::CacheBudget,
+    pub cache_budget: crate::cache::budget::CacheBudget,
     /// What Kairship may touch on the host for an instance: kubeconfig Secrets' and
     /// managed control planes' namespaces, image registries, CRD tarball locations.
     pub scope: super::host_scope::HostScope,

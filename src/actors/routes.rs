@@ -8,7 +8,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use ractor::ActorId;
 
-use super::instance::reader::InstanceReader;
+use crate::cache::reader::InstanceReader;
 
 #[derive(Clone, Default)]
 pub struct Routes(Arc<RwLock<HashMap<String, Published>>>);

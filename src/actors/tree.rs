@@ -217,7 +217,7 @@ impl TreeHandle {
     }
 
     /// The reader an instance actor published, for request routing: no mailbox is asked.
-    pub fn reader(&self, name: &str) -> Option<Arc<crate::actors::instance::InstanceReader>> {
+    pub fn reader(&self, name: &str) -> Option<Arc<crate::cache::InstanceReader>> {
         self.ctx.routes.get(name)
     }
 

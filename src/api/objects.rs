@@ -5,8 +5,8 @@
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 
 use super::request::{OnInstance, Reads};
-use crate::actors::instance::cached_object::CachedObject;
-use crate::actors::instance::caches::Kind;
+use crate::cache::caches::Kind;
+use crate::cache::object::CachedObject;
 use crate::error::{check_name, ApiError};
 
 pub fn kind(field: &str, name: &str, among: &[Kind]) -> Result<Kind, ApiError> {

@@ -30,10 +30,7 @@ pub fn labels_match(sel: &LabelSelector, labels: Option<&BTreeMap<String, String
 }
 
 /// As [`labels_match`], for a cached object.
-pub fn cached_labels_match(
-    sel: &LabelSelector,
-    o: &crate::actors::instance::cached_object::CachedObject,
-) -> bool {
+pub fn cached_labels_match(sel: &LabelSelector, o: &crate::cache::object::CachedObject) -> bool {
     sel.is_empty() || sel.matches_labels(|k| o.label(k))
 }
 

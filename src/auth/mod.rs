@@ -62,6 +62,16 @@ pub enum AuthSetupError {
     Config(String),
 }
 
+/// Who a request acts as on an instance (what the proxy impersonates, and what access
+/// reviews of cached reads ask about): made from the [`Caller`] by
+/// `api::request::identity::on_instance`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Identity {
+    pub user: String,
+    pub uid: String,
+    pub groups: Vec<String>,
+}
+
 /// An authenticated caller.
 #[derive(Debug, Clone)]
 pub struct Caller {

@@ -7,9 +7,9 @@ use clap::{Args, ValueEnum};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::actors::context::Settings;
-use crate::actors::instance::budget::CacheBudget;
 use crate::actors::leader::LeaderConfig;
 use crate::actors::tree::{Election, Tree};
+use crate::cache::budget::CacheBudget;
 use crate::server;
 use crate::Error;
 

@@ -18,9 +18,9 @@ use serde_json::{json, Value};
 use super::{Controller, Scope, Work};
 use crate::actors::context::Context;
 use crate::actors::host_error::{bounded, fenced, HostError};
-use crate::actors::instance::caches::Kind;
 use crate::actors::instance::connect::{self, KubeconfigSource};
 use crate::actors::instance::status::Observed;
+use crate::cache::caches::Kind;
 use crate::crd::Instance;
 
 /// The key of the kubeconfig in the Secret Kairship writes for Clusterpedia.

@@ -2,25 +2,15 @@
 //! its client, caches, stats, status sync and registration. Slow I/O runs in spawned
 //! tasks that report back as messages, so the actor never blocks on its instance.
 
-pub mod access;
-pub mod budget;
-pub mod cached_object;
-pub mod caches;
 pub mod client;
 pub mod connect;
-pub mod feed;
 pub mod lifecycle;
 pub mod messages;
-pub mod object_store;
-pub mod printers;
 pub mod probe;
-pub mod reader;
 pub mod stats;
 pub mod status;
 mod status_sync;
 mod tick;
-pub mod watch_health;
-pub mod write_marks;
 
 use std::time::{Duration, Instant};
 
@@ -28,11 +18,11 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tracing::{debug, info, warn};
 
 use super::context::Context;
+use crate::cache::caches::Caches;
+pub use crate::cache::InstanceReader;
 use crate::crd::{Instance, InstanceStatus, Phase};
-use caches::Caches;
 use lifecycle::{Event, Lifecycle, Wait};
 pub use messages::{InstanceMsg, InstanceView, StatusWrite};
-pub use reader::InstanceReader;
 use status::Observed;
 use status_sync::sync_status;
 
@@ -85,10 +75,10 @@ pub struct InstanceState {
     on_leadership: Option<tokio::task::JoinHandle<()>>,
     /// Serialized JSON of cached objects, shared by the API's readers of this instance.
     /// Access decisions for cache-served reads, shared by the API's readers of this instance.
-    access: access::AccessReviews,
+    access: crate::cache::access::AccessReviews,
     /// Versions written through the proxy, for read-your-writes from the cache.
-    writes: write_marks::WriteMarks,
-    printers: printers::Printers,
+    writes: crate::cache::write_marks::WriteMarks,
+    printers: crate::cache::printers::Printers,
     /// Bounds concurrent API requests to this instance, so a slow one cannot take all workers.
     limiter: std::sync::Arc<tokio::sync::Semaphore>,
     /// Bounds the streams the API holds open on the instance (`MAX_PASSTHROUGH_STREAMS`).
@@ -264,9 +254,9 @@ impl Actor for InstanceActor {
             on_leadership: Some(on_leadership),
             limiter: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_REQUESTS)),
             streams: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_PASSTHROUGH_STREAMS)),
-            access: access::AccessReviews::new(call_timeout),
-            writes: write_marks::WriteMarks::default(),
-            printers: printers::Printers::new(call_timeout),
+            access: crate::cache::access::AccessReviews::new(call_timeout),
+            writes: crate::cache::write_marks::WriteMarks::default(),
+            printers: crate::cache::printers::Printers::new(call_timeout),
             published: None,
             stats_inputs: None,
         })

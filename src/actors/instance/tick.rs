@@ -4,11 +4,11 @@
 
 use ractor::ActorRef;
 
-use super::caches::{Caches, Kind};
 use super::lifecycle::Event;
 use super::stats;
 use super::status_sync::sync_status;
 use super::{InstanceMsg, InstanceState};
+use crate::cache::caches::{Caches, Kind};
 use crate::controllers::Scope;
 
 #[derive(PartialEq)]

@@ -5,11 +5,11 @@ use serde_json::{json, Value};
 use tonic::{Request, Response, Status};
 
 use super::on_instance;
-use crate::actors::instance::caches::Kind;
 use crate::api::context::ApiContext;
 use crate::api::convert;
 use crate::api::request::{OnInstance, Verb};
 use crate::api::{objects, paging};
+use crate::cache::caches::Kind;
 use crate::error::{check_name, ApiError};
 use crate::proto::{self, cluster_service_server::ClusterService};
 

@@ -13,10 +13,10 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
 
-use crate::actors::instance::caches::Kind;
 use crate::api::member::Member;
 use crate::api::request::OnInstance;
 use crate::api::{convert, objects};
+use crate::cache::caches::Kind;
 use crate::error::ApiError;
 use crate::proto;
 

@@ -15,10 +15,10 @@ use super::cluster_join::{
     check_cluster_name, cluster_role, service_account, CLUSTER_NAMESPACE, IMPERSONATOR,
     SYSTEM_LABEL,
 };
-use crate::actors::instance::caches::Kind;
 use crate::api::member::Member;
 use crate::api::objects;
 use crate::api::request::OnInstance;
+use crate::cache::caches::Kind;
 use crate::controllers::member_access;
 use crate::error::ApiError;
 use crate::proto;

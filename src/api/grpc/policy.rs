@@ -5,11 +5,11 @@ use serde_json::Value;
 use tonic::{Request, Response, Status};
 
 use super::on_instance;
-use crate::actors::instance::caches::Kind;
 use crate::api::context::ApiContext;
 use crate::api::convert;
 use crate::api::request::Verb;
 use crate::api::{objects, paging};
+use crate::cache::caches::Kind;
 use crate::error::{check_name, ApiError};
 use crate::proto::{self, policy_service_server::PolicyService};
 

@@ -12,13 +12,13 @@ use kube::api::DynamicObject;
 use tonic::{Request, Response, Status};
 
 use super::workload::{workload_for, Beside};
-use crate::actors::instance::cached_object::CachedObject;
-use crate::actors::instance::caches::Kind;
 use crate::api::chain::Authorized;
 use crate::api::context::ApiContext;
 use crate::api::request::OnInstance;
 use crate::api::{objects, paging};
 use crate::auth::Role;
+use crate::cache::caches::Kind;
+use crate::cache::object::CachedObject;
 use crate::error::{check_name, ApiError};
 use crate::proto::{self, search_service_server::SearchService};
 

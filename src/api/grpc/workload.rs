@@ -8,11 +8,11 @@ use serde_json::{json, Value};
 use tonic::{Request, Response, Status};
 
 use super::on_instance;
-use crate::actors::instance::caches::Kind;
 use crate::api::context::ApiContext;
 use crate::api::convert;
 use crate::api::request::{OnInstance, Reads, Verb};
 use crate::api::{objects, override_diff, paging};
+use crate::cache::caches::Kind;
 use crate::error::{check_name, ApiError};
 use crate::proto::{self, workload_service_server::WorkloadService};
 

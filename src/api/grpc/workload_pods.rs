@@ -6,9 +6,9 @@
 use serde_json::Value;
 
 use super::{log_stream, member_proxy};
-use crate::actors::instance::caches::Kind;
 use crate::api::objects;
 use crate::api::request::{OnInstance, Verb};
+use crate::cache::caches::Kind;
 use crate::error::{check_name, ApiError};
 use crate::proto;
 

@@ -11,9 +11,9 @@
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use serde_json::{json, Value};
 
-use crate::actors::instance::caches::Kind;
 use crate::api::objects;
 use crate::api::request::OnInstance;
+use crate::cache::caches::Kind;
 use crate::error::{check_name, ApiError};
 use crate::proto;
 

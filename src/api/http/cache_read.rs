@@ -11,12 +11,12 @@ use kairship_wire::routes::ResourcePath;
 use kairship_wire::table::Column;
 use serde_json::{json, Value};
 
-use crate::actors::instance::cached_object::CachedObject;
-use crate::actors::instance::caches::Kind;
 use crate::api::answer::{json_response, status_response, SOURCE_HEADER};
 use crate::api::request::query::{cached_kind, parse_bool, Selection};
 use crate::api::request::review::ReadAttributes;
 use crate::api::request::{OnInstance, Reads, Verb};
+use crate::cache::caches::Kind;
+use crate::cache::object::CachedObject;
 use crate::error::{ApiError, Refusal};
 
 /// The answer from the cache, when it may give one: `Some(Ok)` served, `Some(Err)` refused

@@ -18,11 +18,11 @@ use kairship_wire::table::Column;
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
-use crate::actors::instance::caches::Kind;
-use crate::actors::instance::feed::{line, table_line, Change, EventType, FeedEvent};
 use crate::api::answer::status_response;
 use crate::api::request::query::{parse_bool, Selection};
 use crate::api::request::Reads;
+use crate::cache::caches::Kind;
+use crate::cache::feed::{line, table_line, Change, EventType, FeedEvent};
 
 const BOOKMARK_EVERY: Duration = Duration::from_secs(15);
 /// kube-apiserver ends watches after a while too; clients re-watch from their last version.
@@ -62,7 +62,7 @@ impl Form {
         }
     }
 
-    fn added(&mut self, object: &crate::actors::instance::cached_object::CachedObject) -> Bytes {
+    fn added(&mut self, object: &crate::cache::object::CachedObject) -> Bytes {
         match &self.columns {
             None => line("ADDED", object.json()),
             Some(columns) => {

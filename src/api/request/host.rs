@@ -3,9 +3,10 @@
 //! a caller names, the host is asked (a `SubjectAccessReview`) whether the caller may read
 //! that Secret themselves: Kairship never reads for someone what they could not.
 
-use crate::actors::instance::access::{review, Identity, ReadAttributes};
 use crate::api::context::ApiContext;
 use crate::auth::Caller;
+use crate::auth::Identity;
+use crate::cache::access::{review, ReadAttributes};
 use crate::error::ApiError;
 
 /// PERMISSION_DENIED unless the host lets `caller` get Secret `ns/name`. The refusal names

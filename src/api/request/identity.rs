@@ -8,7 +8,7 @@ use crate::api::context::ApiContext;
 use crate::auth::{Caller, Role};
 use crate::error::ApiError;
 
-pub use crate::actors::instance::access::Identity;
+pub use crate::auth::Identity;
 
 /// The group that carries a Kairship role to the instance (bound there by
 /// `deploy/instance-rbac.yaml`).

@@ -26,12 +26,12 @@ use std::time::Duration;
 use kube::api::{Api, DynamicObject};
 use tokio::sync::OwnedSemaphorePermit;
 
-use crate::actors::instance::caches::Kind;
-use crate::actors::instance::object_store::ObjectStore;
-use crate::actors::instance::InstanceReader;
 use crate::api::chain::{audit, Authorized};
 use crate::api::context::ApiContext;
 use crate::auth::{Caller, Role};
+use crate::cache::caches::Kind;
+use crate::cache::store::ObjectStore;
+use crate::cache::InstanceReader;
 use crate::error::{check_name, ApiError};
 pub use identity::Identity;
 pub use review::{Verb, Visible};
@@ -163,12 +163,12 @@ impl<'a> Reads<'a> {
     }
 
     /// The change feed of `kind` (cache-served watches).
-    pub fn feed(&self, kind: Kind) -> Option<&'a crate::actors::instance::feed::Feed> {
+    pub fn feed(&self, kind: Kind) -> Option<&'a crate::cache::feed::Feed> {
         self.reader.store(kind).map(ObjectStore::feed)
     }
 
     /// The columns of each kind's Tables.
-    pub fn printers(&self) -> &'a crate::actors::instance::printers::Printers {
+    pub fn printers(&self) -> &'a crate::cache::printers::Printers {
         self.reader.printers()
     }
 

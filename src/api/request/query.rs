@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use kairship_wire::routes::{self, ResourcePath, Route};
 use kairship_wire::selectors::{FieldSelector, LabelSelector};
 
-use crate::actors::instance::cached_object::CachedObject;
-use crate::actors::instance::caches::Kind;
 use crate::api::paging;
+use crate::cache::caches::Kind;
+use crate::cache::object::CachedObject;
 use crate::error::ApiError;
 
 /// A boolean query parameter as kube-apiserver converts it: `0` or `false` in any case is

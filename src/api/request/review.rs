@@ -5,12 +5,12 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::actors::instance::caches::Kind;
-use crate::actors::instance::InstanceReader;
+use crate::cache::caches::Kind;
+use crate::cache::InstanceReader;
 use crate::error::{ApiError, Refusal};
 
 use super::identity::Identity;
-pub use crate::actors::instance::access::ReadAttributes;
+pub use crate::cache::access::ReadAttributes;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verb {

@@ -13,8 +13,8 @@ use parking_lot::RwLock;
 use tokio::sync::{broadcast, watch};
 
 use super::budget::Meter;
-use super::cached_object::CachedObject;
 use super::feed::{Feed, FeedEvent};
+use super::object::CachedObject;
 
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
@@ -440,7 +440,7 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::actors::instance::feed::EventType;
+    use crate::cache::feed::EventType;
 
     fn obj(ns: &str, name: &str, rv: u64) -> DynamicObject {
         serde_json::from_value(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",

@@ -102,7 +102,7 @@ impl CachedObject {
         &self.name
     }
 
-    pub(super) fn name_arc(&self) -> &Arc<str> {
+    pub(crate) fn name_arc(&self) -> &Arc<str> {
         &self.name
     }
 
@@ -110,7 +110,7 @@ impl CachedObject {
         self.namespace.as_deref()
     }
 
-    pub(super) fn namespace_arc(&self) -> Option<&Arc<str>> {
+    pub(crate) fn namespace_arc(&self) -> Option<&Arc<str>> {
         self.namespace.as_ref()
     }
 

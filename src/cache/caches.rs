@@ -13,7 +13,7 @@ use kube::runtime::{watcher, WatchStreamExt};
 use tokio::task::JoinHandle;
 
 use super::budget::{CacheBudget, Meter};
-use super::object_store::ObjectStore;
+use super::store::ObjectStore;
 use super::watch_health::WatchHealth;
 
 /// A kind the instance actor caches.

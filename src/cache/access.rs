@@ -11,17 +11,11 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use serde_json::json;
 
+use crate::auth::Identity;
+
 const ALLOWED_TTL: Duration = Duration::from_secs(30);
 const DENIED_TTL: Duration = Duration::from_secs(5);
 const MAX_ENTRIES: usize = 4096;
-
-/// Who a request acts as on the instance (what the proxy impersonates).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Identity {
-    pub user: String,
-    pub uid: String,
-    pub groups: Vec<String>,
-}
 
 /// What a read asks for, as a `resourceAttributes` of a review.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

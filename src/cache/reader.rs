@@ -10,34 +10,34 @@ use std::time::Duration;
 
 use super::access::AccessReviews;
 use super::caches::Kind;
-use super::object_store::ObjectStore;
 use super::printers::Printers;
+use super::store::ObjectStore;
 use super::watch_health::WatchHealth;
 use super::write_marks::WriteMarks;
 
 #[derive(Clone)]
 pub struct InstanceReader {
-    pub(super) name: String,
-    pub(super) client: Option<kube::Client>,
+    pub(crate) name: String,
+    pub(crate) client: Option<kube::Client>,
     /// HTTP/1.1, for upgraded connections (exec, attach, port-forward).
-    pub(super) upgrades: Option<kube::Client>,
-    pub(super) stores: BTreeMap<Kind, ObjectStore>,
-    pub(super) access: AccessReviews,
-    pub(super) writes: WriteMarks,
+    pub(crate) upgrades: Option<kube::Client>,
+    pub(crate) stores: BTreeMap<Kind, ObjectStore>,
+    pub(crate) access: AccessReviews,
+    pub(crate) writes: WriteMarks,
     /// `Err(why)` when requests must fail fast with UNAVAILABLE.
-    pub(super) health: Result<(), String>,
-    pub(super) limiter: Arc<tokio::sync::Semaphore>,
-    pub(super) streams: Arc<tokio::sync::Semaphore>,
+    pub(crate) health: Result<(), String>,
+    pub(crate) limiter: Arc<tokio::sync::Semaphore>,
+    pub(crate) streams: Arc<tokio::sync::Semaphore>,
     /// The caches' budget (live): over it, nothing is served from them.
-    pub(super) meter: Option<Arc<super::budget::Meter>>,
-    pub(super) call_timeout: Duration,
-    pub(super) printers: Printers,
+    pub(crate) meter: Option<Arc<super::budget::Meter>>,
+    pub(crate) call_timeout: Duration,
+    pub(crate) printers: Printers,
     /// Whether each cached kind's watch is failing (live).
-    pub(super) watch_health: BTreeMap<Kind, Arc<WatchHealth>>,
+    pub(crate) watch_health: BTreeMap<Kind, Arc<WatchHealth>>,
     /// Watch restarts of the caches since the actor started (live).
-    pub(super) watch_restarts: Arc<AtomicU64>,
+    pub(crate) watch_restarts: Arc<AtomicU64>,
     /// The endpoint and CA the instance is reached with, once connected.
-    pub(super) trust: Option<Arc<crate::certificates::Inputs>>,
+    pub(crate) trust: Option<Arc<crate::certificates::Inputs>>,
 }
 
 impl InstanceReader {

@@ -16,7 +16,7 @@ use kairship_wire::table::Column;
 use serde_json::json;
 use tokio::sync::broadcast;
 
-use super::cached_object::CachedObject;
+use super::object::CachedObject;
 
 pub use kairship_wire::watch::{line, EventType};
 
@@ -106,7 +106,7 @@ impl Default for Feed {
 
 impl Feed {
     /// Called by the store with every change it applied, under its write lock.
-    pub(super) fn publish(
+    pub(crate) fn publish(
         &self,
         object: &Arc<CachedObject>,
         prev: Option<&Arc<CachedObject>>,
@@ -123,12 +123,12 @@ impl Feed {
     }
 
     /// A relist completed with `newest` the highest version it listed.
-    pub(super) fn relisted(&self, newest: u64) {
+    pub(crate) fn relisted(&self, newest: u64) {
         self.last_rv.fetch_max(newest, Ordering::Relaxed);
         let _ = self.tx.send(FeedEvent::Reset);
     }
 
-    pub(super) fn subscribe(&self) -> broadcast::Receiver<FeedEvent> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<FeedEvent> {
         self.tx.subscribe()
     }
 
