@@ -7,6 +7,7 @@
 pub mod answer;
 pub mod body;
 pub mod chain;
+pub mod console;
 pub mod context;
 pub mod convert;
 pub mod drain;
@@ -18,10 +19,12 @@ pub mod objects;
 pub mod openapi;
 pub mod override_diff;
 pub mod paging;
+pub mod proxy;
 pub mod request;
 pub mod rest;
 pub mod serve;
 pub mod transcode;
+pub mod webhooks;
 
 /// The prefix of Kairship's own API paths (REST, the proxy, the webhook).
 pub const API_PREFIX: &str = "/apis/kairship.io/v1alpha1";

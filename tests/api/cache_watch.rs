@@ -33,14 +33,14 @@ async fn open_as(client: &kube::Client, query: &str, accept: &str, from_instance
     let mut req =
         http::Request::get(format!("{DEPLOYS}?watch=true&{query}")).header("accept", accept);
     if from_instance {
-        req = req.header(kairship::api::http::proxy::SOURCE_HEADER, "instance");
+        req = req.header(kairship::api::proxy::SOURCE_HEADER, "instance");
     }
     let req = req.body(kube::client::Body::empty()).expect("request");
     let resp = client.send(req).await.expect("answer");
     assert!(resp.status().is_success(), "{query}: {}", resp.status());
     let source = resp
         .headers()
-        .get(kairship::api::http::proxy::SOURCE_HEADER)
+        .get(kairship::api::proxy::SOURCE_HEADER)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();

@@ -117,7 +117,7 @@ async fn source(client: &kube::Client, path: &str, accept: &str) -> String {
     let resp = client.send(req).await.expect("answer");
     assert!(resp.status().is_success(), "{path}: {}", resp.status());
     resp.headers()
-        .get(kairship::api::http::proxy::SOURCE_HEADER)
+        .get(kairship::api::proxy::SOURCE_HEADER)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string()
@@ -236,7 +236,7 @@ async fn bad_queries_are_answered_as_the_instance_answers_them() {
         async move {
             let mut req = http::Request::get(path).header("accept", "application/json");
             if forced {
-                req = req.header(kairship::api::http::proxy::SOURCE_HEADER, "instance");
+                req = req.header(kairship::api::proxy::SOURCE_HEADER, "instance");
             }
             let resp = client
                 .send(req.body(kube::client::Body::empty()).expect("request"))
@@ -281,7 +281,7 @@ async fn answered_by(client: &kube::Client, path: &str) -> Option<(u16, String)>
     let resp = client.send(req).await.ok()?;
     let from = resp
         .headers()
-        .get(kairship::api::http::proxy::SOURCE_HEADER)?
+        .get(kairship::api::proxy::SOURCE_HEADER)?
         .to_str()
         .ok()?
         .to_string();

@@ -1,5 +1,5 @@
 //! `InstanceService.RenewCertificates`: an instance admin's renewal of a managed
-//! instance's certificates (`actors::instance::renewal`), with Kairship's host identity
+//! instance's certificates (`certificates::renewal`), with Kairship's host identity
 //! once the chain has authorized and audited the request.
 
 use super::instance_components::scope;

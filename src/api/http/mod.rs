@@ -1,15 +1,11 @@
-//! The HTTPS surface: probes, the kubectl-compatible proxy to each instance, and REST
-//! (everything else under the API prefix, transcoded to the gRPC methods). kubectl sends
-//! bearer tokens only over TLS, so this is served with rustls.
+//! The HTTP routes of each port: the probes port, and on HTTPS the routes outside the
+//! handler chain (probes, the console, the webhooks, Karmada's CRD tarballs) and those
+//! behind it (the kubectl proxy, REST). kubectl sends bearer tokens only over TLS, so the
+//! API port is served with rustls. The surfaces themselves have their own folders:
+//! `proxy`, `console`, `webhooks`, `rest`, `grpc`.
 
-mod cache_read;
-mod cache_watch;
 mod chaos_report;
-mod console;
 mod karmada_crds;
-pub mod proxy;
-mod proxy_upgrade;
-mod webhook;
 
 use std::sync::Arc;
 
@@ -17,8 +13,11 @@ use axum::extract::State;
 use axum::routing::{any, get, post};
 use axum::Router as HttpRouter;
 
+use super::console;
 use super::context::ApiContext;
+use super::proxy;
 use super::rest::Rest;
+use super::webhooks::global_management as webhook;
 
 pub use karmada_crds::{KEY as KARMADA_CRDS_KEY, LABEL as KARMADA_CRDS_LABEL};
 

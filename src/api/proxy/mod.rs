@@ -13,7 +13,10 @@ use axum::extract::{Path, Request, State};
 use axum::response::Response;
 use http::{header, Method};
 
-use super::cache_read;
+mod cache_read;
+mod cache_watch;
+mod upgrade;
+
 use crate::api::answer::status_response;
 pub use crate::api::answer::SOURCE_HEADER;
 use crate::api::chain::fairness::hold_until_done;
@@ -99,10 +102,10 @@ async fn serve_in_span(ctx: ApiContext, name: String, rest: String, req: Request
         },
         None => HashMap::new(),
     };
-    if super::proxy_upgrade::requested(&req) {
+    if upgrade::requested(&req) {
         let within = ctx.tree.settings().request_timeout;
         return tagged(
-            super::proxy_upgrade::pass(&ctx, &on, req, &path, within).await,
+            upgrade::pass(&ctx, &on, req, &path, within).await,
             "instance",
         );
     }
