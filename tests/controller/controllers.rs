@@ -28,6 +28,17 @@ fn policies(client: kube::Client) -> Api<DynamicObject> {
     Api::all_with(client, &ar)
 }
 
+async fn policy_there(on_instance: &Api<DynamicObject>, what: &str) -> DynamicObject {
+    eventually(Duration::from_secs(10), what, || async {
+        on_instance
+            .get_opt(member_access::POLICY)
+            .await
+            .ok()
+            .flatten()
+    })
+    .await
+}
+
 async fn view(tree: &Tree, name: &str) -> Option<kairship::actors::instance::InstanceView> {
     let actor = tree.instance(name).await.ok()??;
     ractor::call_t!(actor, InstanceMsg::View, 2000).ok()
@@ -50,18 +61,7 @@ async fn a_controller_switched_off_does_nothing_while_the_others_run() {
         .await;
     // Another controller ran: its policy is on the instance, and the view says so.
     let on_instance = policies(env.sim.client("karmada-1").await);
-    eventually(
-        Duration::from_secs(10),
-        "the member-access policy",
-        || async {
-            on_instance
-                .get_opt(member_access::POLICY)
-                .await
-                .ok()
-                .flatten()
-        },
-    )
-    .await;
+    policy_there(&on_instance, "the member-access policy").await;
     let v = eventually(
         Duration::from_secs(10),
         "member-access succeeded in the view",
@@ -130,29 +130,11 @@ async fn what_a_controller_keeps_in_place_comes_back_after_a_hand_deletes_or_cha
     .await;
 
     let on_instance = policies(env.sim.client("karmada-1").await);
-    eventually(
-        Duration::from_secs(10),
-        "the member-access policy",
-        || async {
-            on_instance
-                .get_opt(member_access::POLICY)
-                .await
-                .ok()
-                .flatten()
-        },
-    )
-    .await;
+    policy_there(&on_instance, "the member-access policy").await;
     on_instance
         .delete(member_access::POLICY, &DeleteParams::default())
         .await
         .expect("delete policy");
-    eventually(Duration::from_secs(10), "the policy back", || async {
-        on_instance
-            .get_opt(member_access::POLICY)
-            .await
-            .ok()
-            .flatten()
-    })
-    .await;
+    policy_there(&on_instance, "the policy back").await;
     tree.shutdown().await;
 }
