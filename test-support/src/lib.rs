@@ -83,6 +83,19 @@ pub fn wait<T>(within: Duration, what: &str, mut check: impl FnMut() -> Option<T
         .unwrap_or_else(|()| panic!("timed out after {within:?} waiting for {what}"))
 }
 
+/// A tier's prerequisite is missing on this machine: the test fails naming it, unless
+/// `KAIRSHIP_SKIP_TIERS` (comma-separated) names the tier, when it says that it skips.
+/// A missing prerequisite never passes silently.
+pub fn missing_prerequisite(tier: &str, why: &str) {
+    let skipped =
+        std::env::var("KAIRSHIP_SKIP_TIERS").is_ok_and(|v| v.split(',').any(|t| t.trim() == tier));
+    assert!(
+        skipped,
+        "{why} (or set KAIRSHIP_SKIP_TIERS={tier} to skip the {tier} tier)"
+    );
+    eprintln!("SKIPPED ({tier} is in KAIRSHIP_SKIP_TIERS): {why}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,17 +143,4 @@ mod tests {
         assert_eq!(seen, Err(5), "tried at 0, 0.5, 1, 1.5 and 2 s");
         assert_eq!(start.elapsed(), Duration::from_secs(2));
     }
-}
-
-/// A tier's prerequisite is missing on this machine: the test fails naming it, unless
-/// `KAIRSHIP_SKIP_TIERS` (comma-separated) names the tier, when it says that it skips.
-/// A missing prerequisite never passes silently.
-pub fn missing_prerequisite(tier: &str, why: &str) {
-    let skipped =
-        std::env::var("KAIRSHIP_SKIP_TIERS").is_ok_and(|v| v.split(',').any(|t| t.trim() == tier));
-    assert!(
-        skipped,
-        "{why} (or set KAIRSHIP_SKIP_TIERS={tier} to skip the {tier} tier)"
-    );
-    eprintln!("SKIPPED ({tier} is in KAIRSHIP_SKIP_TIERS): {why}");
 }
