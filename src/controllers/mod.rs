@@ -14,6 +14,7 @@ pub mod clusterpedia;
 pub mod components;
 mod erased;
 pub mod member_access;
+pub mod phase_events;
 pub mod registration;
 pub mod renewal;
 mod runner;

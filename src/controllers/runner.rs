@@ -27,6 +27,8 @@ struct Slot {
     epoch: u64,
     failures: u32,
     retry_at: Option<Instant>,
+    /// Why its work last failed, while it keeps failing.
+    last_error: Option<String>,
     /// It ran at the last tick (a leader-only controller on a follower does not).
     active: bool,
 }
@@ -44,6 +46,7 @@ impl Slot {
         self.epoch += 1;
         self.failures = 0;
         self.retry_at = None;
+        self.last_error = None;
         self.controller = (self.make)();
         times.ok = None;
         times.finished = None;
@@ -75,6 +78,7 @@ impl Runner {
                 epoch: 0,
                 failures: 0,
                 retry_at: None,
+                last_error: None,
                 active: false,
             });
             times.push(Times {
@@ -146,6 +150,7 @@ impl Runner {
             Ok(found) => {
                 slot.failures = 0;
                 slot.retry_at = None;
+                slot.last_error = None;
                 times.ok = Some(now);
                 slot.controller.record(found, observed);
                 None
@@ -160,6 +165,7 @@ impl Runner {
                 slot.retry_at = Some(now + wait);
                 let name = slot.controller.name();
                 tracing::warn!(controller = name, error = %e, retry_in = ?wait, "controller failed");
+                slot.last_error = Some(e.clone());
                 Some(format!("controller {name}: {e}"))
             }
         }
@@ -185,6 +191,7 @@ impl Runner {
                 in_flight: s.in_flight(),
                 failures: s.failures,
                 succeeded_ago: t.ok.map(|t| t.elapsed()),
+                last_error: s.last_error.clone(),
             })
             .collect()
     }
@@ -206,4 +213,5 @@ pub struct ControllerView {
     /// Consecutive failures (retried with backoff).
     pub failures: u32,
     pub succeeded_ago: Option<Duration>,
+    pub last_error: Option<String>,
 }

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use super::erased::Erased;
 use super::{
-    certificates, clusterpedia, components, member_access, registration, renewal,
+    certificates, clusterpedia, components, member_access, phase_events, registration, renewal,
     scheduled_backups, Controller,
 };
 
@@ -45,6 +45,9 @@ pub const TABLE: &[Entry] = &[
     entry::<components::Components>("checks a managed instance's component pods"),
     entry::<scheduled_backups::ScheduledBackups>(
         "takes the instance's scheduled backups and prunes old ones",
+    ),
+    entry::<phase_events::PhaseEvents>(
+        "records a Kubernetes Event on the Instance when its phase changes",
     ),
 ];
 

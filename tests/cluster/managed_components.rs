@@ -167,6 +167,37 @@ async fn crash_loop_degrades_the_instance(
     })
     .await;
     assert!(recovered, "{name} not Running after the rollback: {seen:#}");
+    // Both changes are Events on the Instance, as `kubectl describe instance` lists them,
+    // written by Kairship's service account (the chart's `-events` Role).
+    let events = || {
+        let out = demo.kubectl(&[
+            "get",
+            "events",
+            "-n",
+            "default",
+            "--field-selector",
+            &format!("involvedObject.kind=Instance,involvedObject.name={name}"),
+            "-o",
+            "json",
+        ]);
+        serde_json::from_str::<Value>(&out).unwrap_or_default()
+    };
+    let mut listed = Value::Null;
+    let both = holds(Duration::from_secs(30), PROCESS_POLL, || {
+        listed = events();
+        let items = listed["items"].as_array().cloned().unwrap_or_default();
+        let has = |reason: &str, type_: &str, text: &str| {
+            items.iter().any(|e| {
+                e["reason"] == reason
+                    && e["type"] == type_
+                    && e["message"].as_str().is_some_and(|m| m.contains(text))
+            })
+        };
+        has("Degraded", "Warning", &format!("component {component}"))
+            && has("Running", "Normal", "to Running")
+    })
+    .await;
+    assert!(both, "no Degraded and Running events on {name}: {listed:#}");
     println!(
         "{component} crash-looping: {name} Degraded naming it after {:.0}s, Running again {:.0}s after the rollback",
         took.as_secs_f64(),

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use kairship::actors::instance::InstanceMsg;
 use kairship::actors::tree::Tree;
-use kairship::controllers::member_access;
 use kairship::controllers::Selection;
+use kairship::controllers::{member_access, phase_events};
 use kairship::crd::{InstanceRegistration, Phase};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
@@ -136,5 +136,66 @@ async fn what_a_controller_keeps_in_place_comes_back_after_a_hand_deletes_or_cha
         .await
         .expect("delete policy");
     policy_there(&on_instance, "the policy back").await;
+    tree.shutdown().await;
+}
+
+/// The phase events the host holds for `instance`, oldest first: (type, reason, message).
+async fn phase_events(host: &kube::Client, instance: &str) -> Vec<(String, String, String)> {
+    let api: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(host.clone(), phase_events::NAMESPACE);
+    let mut found: Vec<_> = api
+        .list(&kube::api::ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.kind.as_deref() == Some("Instance")
+                && e.involved_object.name.as_deref() == Some(instance)
+                && e.source.as_ref().and_then(|s| s.component.as_deref())
+                    == Some(phase_events::COMPONENT)
+        })
+        .collect();
+    found.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    found
+        .into_iter()
+        .map(|e| {
+            (
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.message.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_phase_change_is_an_event_on_the_instance() {
+    let (env, tree) = Env::running(2).await;
+    // Reaching Running at start is the baseline, not news.
+    assert!(phase_events(&env.host, "karmada-1").await.is_empty());
+    env.take_down("karmada-1").await;
+    let down = eventually(Duration::from_secs(10), "the Unreachable event", || async {
+        let e = phase_events(&env.host, "karmada-1").await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    let (type_, reason, message) = &down[0];
+    assert_eq!(
+        (type_.as_str(), reason.as_str()),
+        ("Warning", "Unreachable")
+    );
+    assert!(message.starts_with("Running to Unreachable: "), "{message}");
+    env.sim.clear_fault("karmada-1").await;
+    let back = eventually(Duration::from_secs(20), "the Running event", || async {
+        let e = phase_events(&env.host, "karmada-1").await;
+        e.last().filter(|l| l.1 == "Running").cloned()
+    })
+    .await;
+    assert_eq!(back.0, "Normal");
+    assert!(
+        phase_events(&env.host, "karmada-2").await.is_empty(),
+        "karmada-2 did not change"
+    );
     tree.shutdown().await;
 }

@@ -182,6 +182,16 @@ async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
         ok && restarted.contains("instance/karmada-2"),
         "{restarted}"
     );
+    // The instance's controllers, one row each with the table's names.
+    let (ok, table, err) = ctl(&["actors", "controllers", "karmada-1"]);
+    assert!(ok, "{err}");
+    let first: Vec<&str> = table
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let mut want = vec!["CONTROLLER"];
+    want.extend(kairship::controllers::TABLE.iter().map(|e| e.name));
+    assert_eq!(first, want, "{table}");
     // The seeded nginx sample, placed by the simulated Karmada as real Karmada would.
     let placed = poll(Duration::from_secs(60), PROCESS_POLL, || {
         let (ok, out, err) = ctl(&["workloads", "get", "karmada-1", "nginx"]);

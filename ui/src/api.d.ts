@@ -436,6 +436,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/apis/kairship.io/v1alpha1/instances/{name}/controllers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["SupervisorService_ListControllers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/apis/kairship.io/v1alpha1/instances/{name}/restores": {
         parameters: {
             query?: never;
@@ -658,6 +674,18 @@ export interface components {
             status?: string;
             type?: string;
         };
+        "kairship.v1alpha1.ControllerStatus": {
+            active?: boolean;
+            description?: string;
+            enabled?: boolean;
+            /** Format: int32 */
+            failures?: number;
+            inFlight?: boolean;
+            lastError?: string;
+            lastSucceeded?: string;
+            leaderOnly?: boolean;
+            name?: string;
+        };
         "kairship.v1alpha1.CordonClusterRequest": {
             instance?: string;
             name?: string;
@@ -790,6 +818,10 @@ export interface components {
         };
         "kairship.v1alpha1.ListComponentsResponse": {
             components?: components["schemas"]["kairship.v1alpha1.Component"][];
+        };
+        "kairship.v1alpha1.ListControllersResponse": {
+            controllers?: components["schemas"]["kairship.v1alpha1.ControllerStatus"][];
+            replica?: string;
         };
         "kairship.v1alpha1.ListInstancesResponse": {
             instances?: components["schemas"]["kairship.v1alpha1.Instance"][];
@@ -2318,6 +2350,37 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["kairship.v1alpha1.Component"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    SupervisorService_ListControllers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.ListControllersResponse"];
                 };
             };
             /** @description An error as google.rpc.Status */

@@ -88,6 +88,7 @@ export const api = {
       metadata: { name: inst },
       spec: { mode: 'INSTANCE_MODE_MANAGED', componentReplicas: { [setting]: replicas } },
     }),
+  controllers: (inst: string) => call<S['kairship.v1alpha1.ListControllersResponse']>('GET', `/instances/${seg(inst)}/controllers`),
   backups: (inst: string) =>
     call<S['kairship.v1alpha1.ListBackupsResponse']>('GET', `/instances/${seg(inst)}/backups`).then((r) => r.backups ?? []),
   createBackup: (inst: string) => call<Backup>('POST', `/instances/${seg(inst)}/backups`, {}),

@@ -7,6 +7,7 @@ import { parse, stringify } from 'yaml';
 import { api, ApiError, memberPods, podLog, recentEvents, type Cluster, type Instance, type KubeEvent, type KubePod, type Policy, type Workload } from './client';
 import { showComponents } from './components';
 import { showBackups } from './backups';
+import { showControllers } from './controllers';
 import { age, confirmDialog, h, mount } from './dom';
 import { openLog } from './logs';
 import { promoteForm } from './promote';
@@ -415,6 +416,7 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
   const events = h('div', { id: 'events' });
   const componentsSlot = h('div');
   const backupsSlot = h('div');
+  const controllersSlot = h('div');
   const promoteSlot = h('div');
   const closePromote = () => {
     mount(promoteSlot);
@@ -465,6 +467,7 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
       await refreshPods(inst, workloads, pods);
       if (i.spec?.mode === 'INSTANCE_MODE_MANAGED') await showComponents(componentsSlot, inst, canAdmin, () => void refresh(), report);
       await showBackups(backupsSlot, i, canAdmin, () => void refresh(), report);
+      await showControllers(controllersSlot, inst);
       mount(
         live,
         h('p', {}, phaseBadge(i.status?.phase), ' ', h('span', { class: 'why' }, explanation(i.status?.conditions))),
@@ -473,6 +476,7 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
         componentsSlot,
         certificatesSection(i, canAdmin, () => void refresh(), report),
         backupsSlot,
+        controllersSlot,
         h('h3', {}, 'Workloads ', canEdit && h('button', { class: 'small', onclick: () => mount(promoteSlot, promoteForm(inst, clusters.map((c) => c.metadata?.name ?? ''), closePromote)) }, 'Adopt a running workload')),
         promoteSlot,
         table('workloads', ['Workload', 'Ready', 'Placement (per cluster)', 'Policies', 'Overrides'], workloadRows(inst, workloads, shown, pods, () => void refresh())),

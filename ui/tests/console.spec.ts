@@ -169,6 +169,15 @@ test("the instance page lists the instance's certificates with their expiry", as
   await expect(page.locator('#certificates tr[data-certificate="kubeconfig CA"]')).toBeVisible();
 });
 
+test("the instance page lists the instance's controllers and how their work went", async ({ page }) => {
+  await signIn(page, endpoints.tokens.admin);
+  await page.goto(`${endpoints.http}/ui/#/instances/${names[0]}`);
+  const registration = page.locator('#controllers tr[data-controller="registration"]');
+  await expect(registration.locator('[data-col="enabled"]')).toHaveText('yes');
+  await expect(registration.locator('[data-col="succeeded"]')).toHaveText(/^\d{4}-\d\d-\d\dT/);
+  await expect(page.locator('#controllers tr[data-controller="scheduled-backups"]')).toBeVisible();
+});
+
 test('back up an instance, restore the backup, and schedule backups', async ({ page }) => {
   await signIn(page, endpoints.tokens.admin);
   await page.goto(`${endpoints.http}/ui/#/instances/${names[0]}`);

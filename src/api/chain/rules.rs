@@ -361,6 +361,18 @@ pub const GRPC: &[(&str, Rule)] = &[
         )),
     ),
     (
+        "/kairship.v1alpha1.SupervisorService/ListControllers",
+        kairship(named(
+            rule(
+                View,
+                Scope::Instance("name"),
+                "list",
+                "instances/controllers",
+            ),
+            "name",
+        )),
+    ),
+    (
         "/kairship.v1alpha1.SupervisorService/GetLeader",
         rule(View, Scope::Caller, "get", "leader"),
     ),

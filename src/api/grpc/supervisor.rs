@@ -1,7 +1,9 @@
-//! SupervisorService: the actor tree, restarting an instance actor, the current leader.
+//! SupervisorService: the actor tree, restarting an instance actor, the current leader,
+//! and an instance's controllers.
 
 use tonic::{Request, Response, Status};
 
+use crate::actors::instance::InstanceMsg;
 use crate::actors::supervision::ActorSnapshot;
 use crate::actors::tree::TreeError;
 use crate::api::chain::Authorized;
@@ -10,6 +12,9 @@ use crate::error::{check_name, ApiError};
 use crate::proto::{self, supervisor_service_server::SupervisorService};
 
 pub struct Supervisor(pub ApiContext);
+
+/// How long an instance actor may take to say how its controllers stand.
+const VIEW_TIMEOUT_MS: u64 = 2000;
 
 fn snapshot(a: &ActorSnapshot, replica: &str) -> proto::ActorSnapshot {
     proto::ActorSnapshot {
@@ -93,6 +98,52 @@ impl SupervisorService for Supervisor {
             .find(|a| a.instance.as_deref() == Some(name.as_str()));
         Ok(Response::new(proto::RestartInstanceResponse {
             actor: actor.as_ref().map(|a| snapshot(a, self.0.tree.identity())),
+        }))
+    }
+
+    async fn list_controllers(
+        &self,
+        req: Request<proto::ListControllersRequest>,
+    ) -> Result<Response<proto::ListControllersResponse>, Status> {
+        let authorized = Authorized::of(&req)?;
+        let name = req.into_inner().name;
+        check_name("name", &name)?;
+        authorized.instance(&name)?;
+        self.0.instance(&name)?;
+        let unavailable = |why: String| ApiError::Unavailable(format!("instance {name:?}: {why}"));
+        let actor = self.0.tree.instance(&name).await.map_err(tree_error)?;
+        let actor = actor.ok_or_else(|| {
+            unavailable("no actor runs it on this replica (paused, or restarting)".into())
+        })?;
+        let view = ractor::call_t!(actor, InstanceMsg::View, VIEW_TIMEOUT_MS)
+            .map_err(|e| unavailable(format!("its actor did not answer: {e}")))?;
+        let now = jiff::Timestamp::now();
+        let controllers = crate::controllers::TABLE
+            .iter()
+            .map(|entry| {
+                let seen = view.controllers.iter().find(|c| c.name == entry.name);
+                let succeeded = seen
+                    .and_then(|c| c.succeeded_ago)
+                    .and_then(|ago| jiff::SignedDuration::try_from(ago).ok())
+                    .and_then(|ago| now.checked_sub(ago).ok());
+                proto::ControllerStatus {
+                    name: entry.name.to_string(),
+                    description: entry.about.to_string(),
+                    leader_only: entry.leader_only,
+                    enabled: seen.is_some(),
+                    active: seen.is_some_and(|c| c.active),
+                    in_flight: seen.is_some_and(|c| c.in_flight),
+                    failures: seen.map_or(0, |c| i32::try_from(c.failures).unwrap_or(i32::MAX)),
+                    last_succeeded: succeeded
+                        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+                        .unwrap_or_default(),
+                    last_error: seen.and_then(|c| c.last_error.clone()).unwrap_or_default(),
+                }
+            })
+            .collect();
+        Ok(Response::new(proto::ListControllersResponse {
+            replica: self.0.tree.identity().to_string(),
+            controllers,
         }))
     }
 

@@ -110,6 +110,11 @@ pub enum ActorsCmd {
     Restart {
         name: String,
     },
+    /// An instance's controllers on the replica that answers: switched on, running here
+    /// (leader-only ones run on the leader), failures and the last success.
+    Controllers {
+        name: String,
+    },
 }
 
 pub(crate) struct Conn {
@@ -458,7 +463,48 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
                         actor_rows(std::slice::from_ref(&j["actor"]))
                     })
                 }
+                ActorsCmd::Controllers { name } => {
+                    let r = c
+                        .list_controllers(
+                            conn.request(proto::ListControllersRequest { name: name.clone() }),
+                        )
+                        .await
+                        .map_err(status)?
+                        .into_inner();
+                    print(out, "kairship.v1alpha1.ListControllersResponse", &r, |j| {
+                        controller_rows(j)
+                    })
+                }
             }
         }
     }
+}
+
+fn controller_rows(j: &Value) -> Vec<Vec<String>> {
+    let yes = |c: &Value, p: &str| {
+        if c.pointer(p) == Some(&Value::Bool(true)) {
+            "yes"
+        } else {
+            "no"
+        }
+    };
+    let mut rows = vec![vec![
+        "CONTROLLER".into(),
+        "ON".into(),
+        "RUNS HERE".into(),
+        "FAILURES".into(),
+        "LAST SUCCESS".into(),
+        "LAST ERROR".into(),
+    ]];
+    for c in j["controllers"].as_array().into_iter().flatten() {
+        rows.push(vec![
+            s(c, "/name"),
+            yes(c, "/enabled").into(),
+            yes(c, "/active").into(),
+            n(c, "/failures"),
+            s(c, "/lastSucceeded"),
+            s(c, "/lastError"),
+        ]);
+    }
+    rows
 }

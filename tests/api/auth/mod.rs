@@ -303,6 +303,29 @@ async fn each_role_is_allowed_and_denied_over_grpc_and_rest() {
         vec!["karmada-1"],
         "a viewer of one instance sees only its actor"
     );
+    // ...and that instance's controllers, not another's.
+    let ours = sup
+        .list_controllers(with(
+            VIEWER,
+            ListControllersRequest {
+                name: "karmada-1".into(),
+            },
+        ))
+        .await
+        .expect("controllers")
+        .into_inner();
+    assert_eq!(ours.controllers.len(), kairship::controllers::TABLE.len());
+    denied(
+        sup.list_controllers(with(
+            VIEWER,
+            ListControllersRequest {
+                name: "karmada-2".into(),
+            },
+        ))
+        .await,
+        Code::PermissionDenied,
+        &["victor", "karmada-2", "\"view\""],
+    );
 
     // No binding at all: nothing listed, and a missing instance looks like a forbidden one.
     let l = inst

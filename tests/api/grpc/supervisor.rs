@@ -41,6 +41,57 @@ async fn supervisor_health_and_reflection() {
         .into_inner();
     assert!(leader.is_self);
 
+    // The instance's controllers: every one of the table, each run here (this replica
+    // leads), and those with work to do at once have done it.
+    let controllers = eventually(
+        Duration::from_secs(10),
+        "registration and member access done",
+        || async {
+            let r = s
+                .clone()
+                .list_controllers(ListControllersRequest {
+                    name: "karmada-1".into(),
+                })
+                .await
+                .ok()?
+                .into_inner();
+            let done = |n: &str| {
+                r.controllers
+                    .iter()
+                    .any(|c| c.name == n && !c.last_succeeded.is_empty())
+            };
+            (done("registration") && done("member-access")).then_some(r)
+        },
+    )
+    .await;
+    let names: Vec<&str> = controllers
+        .controllers
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        kairship::controllers::TABLE
+            .iter()
+            .map(|e| e.name)
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        controllers
+            .controllers
+            .iter()
+            .all(|c| c.enabled && c.active && c.failures == 0),
+        "{controllers:?}"
+    );
+    assert_code(
+        s.list_controllers(ListControllersRequest {
+            name: "nope".into(),
+        })
+        .await,
+        Code::NotFound,
+        "nope",
+    );
+
     let mut health = tonic_health::pb::health_client::HealthClient::new(api.channel.clone());
     let st = health
         .check(tonic_health::pb::HealthCheckRequest {
