@@ -66,6 +66,8 @@ pub struct Settings {
     pub certificate_auto_renew: Option<Duration>,
     /// The host namespace whose Secrets hold backups.
     pub backup_namespace: String,
+    /// A directory (a mounted PersistentVolume) that holds backups instead of Secrets.
+    pub backup_dir: Option<std::path::PathBuf>,
     /// Compressed bytes all backups there may hold together.
     pub backup_max_bytes: u64,
     /// How often the leader checks whether an instance's scheduled backup is due.
@@ -81,12 +83,19 @@ pub struct Settings {
 impl Settings {
     /// Where backups are kept, reached with `host`.
     pub fn backup_store(&self, host: &kube::Client) -> crate::backups::Store {
-        crate::backups::Store::new(
-            host.clone(),
-            self.backup_namespace.clone(),
-            self.backup_max_bytes,
-            self.host_call_timeout,
-        )
+        match &self.backup_dir {
+            Some(dir) => crate::backups::Store::directory(
+                dir.clone(),
+                self.backup_max_bytes,
+                self.host_call_timeout,
+            ),
+            None => crate::backups::Store::secrets(
+                host.clone(),
+                self.backup_namespace.clone(),
+                self.backup_max_bytes,
+                self.host_call_timeout,
+            ),
+        }
     }
 }
 
@@ -115,6 +124,7 @@ impl Default for Settings {
             certificate_check_every: Duration::from_secs(600),
             certificate_auto_renew: Some(Duration::from_secs(30 * 86_400)),
             backup_namespace: "kairship-system".into(),
+            backup_dir: None,
             backup_max_bytes: 256 * 1024 * 1024,
             backup_check_every: Duration::from_secs(60),
             controllers_off: Default::default(),

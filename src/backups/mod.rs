@@ -1,6 +1,6 @@
 //! Backups of instances: every object of an instance's API a restore needs, read through
 //! its karmada-apiserver (`archive`), kept compressed in Secrets of the host's backup
-//! namespace (`store`), taken on request or on the Instance's schedule by the leader
+//! namespace or in a directory on a PersistentVolume (`store`), taken on request or on the Instance's schedule by the leader
 //! (`schedule`), and restored into the same or another instance (`restore`). A logical
 //! backup rather than an etcd snapshot: it needs nothing but the instance's API, so it
 //! works for External and Managed instances alike, restores across Karmada versions and
@@ -22,18 +22,15 @@ use crate::actors::host_error::HostError;
 pub enum BackupError {
     #[error(transparent)]
     Host(#[from] HostError),
+    #[error("the backup destination is missing: {destination}")]
+    NoDestination { destination: String },
     #[error(
-        "the backup destination is missing: namespace {namespace:?} does not exist in the \
-         host (--backup-namespace)"
-    )]
-    NoDestination { namespace: String },
-    #[error(
-        "the backup destination is full: backups in namespace {namespace:?} hold {used} bytes, \
+        "the backup destination is full: backups in {destination} hold {used} bytes, \
          this one needs {need} more and at most {capacity} may be kept (--backup-max-bytes); \
          delete backups or keep fewer"
     )]
     Full {
-        namespace: String,
+        destination: String,
         used: u64,
         need: u64,
         capacity: u64,
@@ -49,4 +46,7 @@ pub enum BackupError {
     Instance(String),
     #[error("backup {backup:?} cannot be read: {why}")]
     Corrupt { backup: String, why: String },
+    /// The destination directory failed a read or write.
+    #[error("the backup destination {destination} failed: {why}")]
+    Storage { destination: String, why: String },
 }

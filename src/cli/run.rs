@@ -146,8 +146,13 @@ pub struct RunArgs {
     /// The host namespace whose Secrets hold instances' backups (default: Kairship's own,
     /// --namespace). Every replica reads them; each backup is a few Secrets of at most
     /// 700 KiB of compressed JSON.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "backup_dir")]
     pub backup_namespace: Option<String>,
+    /// Keep backups as files under this directory instead of Secrets: where a
+    /// PersistentVolume is mounted (chart `backups.persistentVolumeClaim`; ReadWriteMany
+    /// when replicas share it). It must exist: an unmounted volume fails backups naming it.
+    #[arg(long)]
+    pub backup_dir: Option<std::path::PathBuf>,
     /// Compressed bytes all backups may hold together; a backup that would pass it fails
     /// naming the space used (the host's etcd keeps them).
     #[arg(long, default_value_t = 256 * 1024 * 1024)]
@@ -353,6 +358,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             .clone()
             .unwrap_or_else(|| args.auth.namespace.clone()),
         backup_max_bytes: args.backup_max_bytes,
+        backup_dir: args.backup_dir.clone(),
         backup_check_every: std::time::Duration::from_secs(args.backup_check_secs),
         controllers_off: crate::controllers::Selection::parse(&args.controllers)
             .map_err(|e| Error::Usage(e.to_string()))?

@@ -140,6 +140,7 @@ impl From<BackupError> for ApiError {
             BackupError::NotFound { .. } => ApiError::NotFound(e.to_string()),
             BackupError::Running { .. } => ApiError::AlreadyExists(e.to_string()),
             BackupError::Full { .. } => ApiError::ResourceExhausted(e.to_string()),
+            BackupError::Storage { .. } => ApiError::Unavailable(e.to_string()),
             BackupError::Corrupt { .. } => ApiError::Internal(e.to_string()),
             BackupError::Instance(_) => ApiError::Unavailable(e.to_string()),
             BackupError::NoDestination { .. } | BackupError::NotCompleted { .. } => {

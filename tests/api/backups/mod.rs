@@ -411,6 +411,88 @@ async fn a_missing_or_full_destination_fails_with_its_reason() {
     api.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_destination_keeps_backups_as_files_and_restores_from_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let settings = |backup_dir: std::path::PathBuf, max: u64| kairship::actors::context::Settings {
+        backup_dir: Some(backup_dir),
+        backup_max_bytes: max,
+        ..crate::harness::fast_settings()
+    };
+    let api = Api::start_settings(1, None, None, settings(dir.path().into(), 1 << 30)).await;
+    let c = InstanceServiceClient::new(api.channel.clone());
+    let one = api.env.sim.client("karmada-1").await;
+    workload(&one).await;
+    let b = backed_up(&c, "karmada-1").await;
+    assert_eq!(b.phase, "Completed", "{b:?}");
+    let files = dir.path().join("karmada-1");
+    let data = std::fs::metadata(files.join(format!("{}.jsonl.gz", b.name))).expect("data file");
+    assert_eq!(data.len(), b.size_bytes as u64);
+    assert!(files.join(format!("{}.json", b.name)).is_file());
+    // No Secret was written for it.
+    let secrets: KubeApi<k8s_openapi::api::core::v1::Secret> =
+        KubeApi::namespaced(api.env.host.clone(), crate::harness::NS);
+    assert!(secrets.get_opt(&b.name).await.expect("read").is_none());
+
+    let pps = KubeApi::<DynamicObject>::namespaced_with(one.clone(), "shop", &policies());
+    pps.delete("web", &DeleteParams::default())
+        .await
+        .expect("pp deleted");
+    let r = restore(&c, "karmada-1", "", &b.name).await;
+    assert_eq!(r.failed, 0, "{r:?}");
+    assert!(r.created >= 1, "{r:?}");
+    pps.get("web").await.expect("the policy is back");
+
+    // A name that is not a backup's is not looked up, a path least of all.
+    for name in [
+        "../../etc/passwd".to_string(),
+        format!("{}/../x", b.name),
+        "kairship-backup-karmada-1-../../x".to_string(),
+    ] {
+        let e = c
+            .clone()
+            .get_backup(GetBackupRequest {
+                name: "karmada-1".into(),
+                backup: name.clone(),
+            })
+            .await
+            .expect_err("not found");
+        assert!(
+            matches!(e.code(), Code::NotFound | Code::InvalidArgument),
+            "{name}: {e:?}"
+        );
+    }
+    c.clone()
+        .delete_backup(DeleteBackupRequest {
+            name: "karmada-1".into(),
+            backup: b.name.clone(),
+        })
+        .await
+        .expect("deleted");
+    assert_eq!(std::fs::read_dir(&files).expect("folder").count(), 0);
+    api.stop().await;
+
+    // A directory that is not there (a volume not mounted) is a missing destination.
+    let gone = dir.path().join("not-mounted");
+    let api = Api::start_settings(1, None, None, settings(gone, 1 << 30)).await;
+    let c = InstanceServiceClient::new(api.channel.clone());
+    let missing = c
+        .clone()
+        .create_backup(CreateBackupRequest {
+            name: "karmada-1".into(),
+        })
+        .await
+        .expect_err("no destination");
+    assert_eq!(missing.code(), Code::FailedPrecondition, "{missing:?}");
+    assert!(
+        missing
+            .message()
+            .contains("not-mounted\" does not exist (--backup-dir"),
+        "{missing:?}"
+    );
+    api.stop().await;
+}
+
 /// Sets `instance`'s backup schedule through UpdateInstance.
 pub(crate) async fn schedule(
     c: &Client,

@@ -1,4 +1,4 @@
-//! Where backups are kept: Secrets in the host's backup namespace (`--backup-namespace`,
+//! Backups kept as Secrets in the host's backup namespace (`--backup-namespace`,
 //! Kairship's own by default), which every replica reads, the host's RBAC guards and its
 //! etcd keeps. Each backup is one Secret holding its record (type `kairship.io/backup`,
 //! labelled with its instance) and the compressed data in parts of at most `PART_BYTES`
@@ -15,10 +15,9 @@ use k8s_openapi::ByteString;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::{BackupError, Record};
+use super::super::{BackupError, Record};
 use crate::actors::host_error::{bounded, gone_is_fine, HostError};
 
-pub const PREFIX: &str = "kairship-backup-";
 const RECORD_TYPE: &str = "kairship.io/backup";
 const DATA_TYPE: &str = "kairship.io/backup-data";
 /// The label naming the instance a backup is of.
@@ -30,7 +29,7 @@ const DATA_KEY: &str = "objects.jsonl.gz";
 pub const PART_BYTES: usize = 700 * 1024;
 
 #[derive(Clone)]
-pub struct Store {
+pub struct Secrets {
     host: kube::Client,
     namespace: String,
     /// Compressed bytes all backups in the namespace may hold together.
@@ -38,7 +37,7 @@ pub struct Store {
     timeout: Duration,
 }
 
-impl Store {
+impl Secrets {
     pub fn new(host: kube::Client, namespace: String, capacity: u64, timeout: Duration) -> Self {
         Self {
             host,
@@ -48,8 +47,9 @@ impl Store {
         }
     }
 
-    pub fn namespace(&self) -> &str {
-        &self.namespace
+    /// Where the backups are, for errors.
+    fn destination(&self) -> String {
+        format!("namespace {:?}", self.namespace)
     }
 
     fn secrets(&self) -> Api<Secret> {
@@ -86,7 +86,10 @@ impl Store {
             .await;
         match r {
             Err(e) if e.code() == Some(404) => Err(BackupError::NoDestination {
-                namespace: self.namespace.clone(),
+                destination: format!(
+                    "namespace {:?} does not exist in the host (--backup-namespace)",
+                    self.namespace
+                ),
             }),
             other => other.map(|_| ()).map_err(BackupError::Host),
         }
@@ -105,7 +108,7 @@ impl Store {
         Ok(())
     }
 
-    /// The backups of `instance`, newest first, as seen `now`.
+    /// The backups of `instance`, as seen now.
     pub async fn list(&self, instance: &str) -> Result<Vec<Record>, BackupError> {
         let lp = ListParams::default().labels(&format!("{OF_LABEL}={instance}"));
         let what = format!("backups of {instance} in namespace {}", self.namespace);
@@ -114,26 +117,21 @@ impl Store {
             other => other?,
         };
         let now = jiff::Timestamp::now();
-        let mut records: Vec<Record> = list
+        Ok(list
             .items
             .iter()
             .filter_map(|s| record_of(s, instance))
             .map(|r| r.as_seen(now))
-            .collect();
-        records.sort_by(|a, b| b.started.cmp(&a.started).then(b.name.cmp(&a.name)));
-        Ok(records)
+            .collect())
     }
 
-    /// One backup of `instance`: a Secret of another instance, or not a backup, is not
-    /// found.
+    /// One backup of `instance` (a name of a backup's form): a Secret of another instance,
+    /// or not a backup, is not found.
     pub async fn get(&self, instance: &str, backup: &str) -> Result<Record, BackupError> {
         let not_found = || BackupError::NotFound {
             instance: instance.to_string(),
             backup: backup.to_string(),
         };
-        if !backup.starts_with(&format!("{PREFIX}{instance}-")) {
-            return Err(not_found());
-        }
         let what = format!("backup Secret {}/{backup}", self.namespace);
         let secret = self
             .call(what, self.secrets().get_opt(backup))
@@ -165,7 +163,7 @@ impl Store {
         let need = data.len() as u64;
         if used.saturating_add(need) > self.capacity {
             return Err(BackupError::Full {
-                namespace: self.namespace.clone(),
+                destination: self.destination(),
                 used,
                 need,
                 capacity: self.capacity,
@@ -222,16 +220,6 @@ impl Store {
                 })?;
             data.extend_from_slice(&part.0);
         }
-        if data.len() as u64 != record.size_bytes {
-            return Err(BackupError::Corrupt {
-                backup: record.name.clone(),
-                why: format!(
-                    "its parts hold {} bytes, {} were written",
-                    data.len(),
-                    record.size_bytes
-                ),
-            });
-        }
         Ok(data)
     }
 
@@ -263,22 +251,6 @@ impl Store {
             .map(|_| ()),
         )?;
         Ok(())
-    }
-
-    /// Keeps the newest `keep` finished backups of `instance`, deleting the rest; returns
-    /// the names deleted. A running backup is never deleted.
-    pub async fn prune(&self, instance: &str, keep: u32) -> Result<Vec<String>, BackupError> {
-        let records = self.list(instance).await?;
-        let mut deleted = Vec::new();
-        for r in records
-            .iter()
-            .filter(|r| r.phase != super::Phase::Running)
-            .skip(keep as usize)
-        {
-            self.delete(r).await?;
-            deleted.push(r.name.clone());
-        }
-        Ok(deleted)
     }
 }
 
