@@ -30,7 +30,11 @@ impl Directory {
         }
     }
 
-    fn destination(&self) -> String {
+    pub(super) fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    pub(super) fn destination(&self) -> String {
         format!("directory {:?}", self.dir.display().to_string())
     }
 
@@ -160,7 +164,7 @@ impl Directory {
     }
 
     /// Compressed bytes the data files under the directory hold.
-    async fn used_bytes(&self) -> Result<u64, BackupError> {
+    pub(super) async fn used_bytes(&self) -> Result<u64, BackupError> {
         let what = format!("measuring {}", self.dir.display());
         self.io(&what, async {
             let mut used = 0u64;
@@ -185,16 +189,6 @@ impl Directory {
     }
 
     pub async fn write_data(&self, record: &Record, data: &[u8]) -> Result<u32, BackupError> {
-        let used = self.used_bytes().await?;
-        let need = data.len() as u64;
-        if used.saturating_add(need) > self.capacity {
-            return Err(BackupError::Full {
-                destination: self.destination(),
-                used,
-                need,
-                capacity: self.capacity,
-            });
-        }
         let path = self.file(&record.instance, &record.name, DATA);
         self.put(&path, data.to_vec()).await?;
         Ok(1)

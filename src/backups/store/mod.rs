@@ -84,6 +84,19 @@ impl Store {
     /// Stores `data` for `record` (refused when the destination would overflow); returns
     /// in how many parts.
     pub async fn write_data(&self, record: &Record, data: &[u8]) -> Result<u32, BackupError> {
+        let (used, destination, capacity) = match self {
+            Self::Secrets(s) => (s.used_bytes().await?, s.destination(), s.capacity()),
+            Self::Directory(d) => (d.used_bytes().await?, d.destination(), d.capacity()),
+        };
+        let need = data.len() as u64;
+        if used.saturating_add(need) > capacity {
+            return Err(BackupError::Full {
+                destination,
+                used,
+                need,
+                capacity,
+            });
+        }
         match self {
             Self::Secrets(s) => s.write_data(record, data).await,
             Self::Directory(d) => d.write_data(record, data).await,

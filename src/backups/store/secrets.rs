@@ -47,8 +47,12 @@ impl Secrets {
         }
     }
 
+    pub(super) fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
     /// Where the backups are, for errors.
-    fn destination(&self) -> String {
+    pub(super) fn destination(&self) -> String {
         format!("namespace {:?}", self.namespace)
     }
 
@@ -143,7 +147,7 @@ impl Secrets {
     }
 
     /// Compressed bytes every backup in the namespace holds.
-    pub async fn used_bytes(&self) -> Result<u64, BackupError> {
+    pub(super) async fn used_bytes(&self) -> Result<u64, BackupError> {
         let lp = ListParams::default().labels(OF_LABEL);
         let what = format!("backups in namespace {}", self.namespace);
         let list = self.call(what, self.secrets().list(&lp)).await?;
@@ -156,19 +160,8 @@ impl Secrets {
             .sum())
     }
 
-    /// Stores `data` for `record` (refused when the destination would overflow), in
-    /// parts owned by the record's Secret; returns how many.
+    /// Stores `data` for `record` in parts owned by the record's Secret; returns how many.
     pub async fn write_data(&self, record: &Record, data: &[u8]) -> Result<u32, BackupError> {
-        let used = self.used_bytes().await?;
-        let need = data.len() as u64;
-        if used.saturating_add(need) > self.capacity {
-            return Err(BackupError::Full {
-                destination: self.destination(),
-                used,
-                need,
-                capacity: self.capacity,
-            });
-        }
         let what = format!("backup Secret {}/{}", self.namespace, record.name);
         let owner = self.call(&what, self.secrets().get(&record.name)).await?;
         let owner = OwnerReference {

@@ -370,14 +370,7 @@ async fn a_missing_or_full_destination_fails_with_its_reason() {
     };
     let api = Api::start_settings(1, None, None, settings("no-such-namespace", 1 << 30)).await;
     let c = InstanceServiceClient::new(api.channel.clone());
-    let missing = c
-        .clone()
-        .create_backup(CreateBackupRequest {
-            name: "karmada-1".into(),
-        })
-        .await
-        .expect_err("no destination");
-    assert_eq!(missing.code(), Code::FailedPrecondition, "{missing:?}");
+    let missing = no_destination(&c).await;
     assert!(
         missing
             .message()
@@ -476,6 +469,18 @@ async fn a_directory_destination_keeps_backups_as_files_and_restores_from_them()
     let gone = dir.path().join("not-mounted");
     let api = Api::start_settings(1, None, None, settings(gone, 1 << 30)).await;
     let c = InstanceServiceClient::new(api.channel.clone());
+    let missing = no_destination(&c).await;
+    assert!(
+        missing
+            .message()
+            .contains("not-mounted\" does not exist (--backup-dir"),
+        "{missing:?}"
+    );
+    api.stop().await;
+}
+
+/// A backup of karmada-1 refused for want of a destination.
+async fn no_destination(c: &Client) -> tonic::Status {
     let missing = c
         .clone()
         .create_backup(CreateBackupRequest {
@@ -484,13 +489,7 @@ async fn a_directory_destination_keeps_backups_as_files_and_restores_from_them()
         .await
         .expect_err("no destination");
     assert_eq!(missing.code(), Code::FailedPrecondition, "{missing:?}");
-    assert!(
-        missing
-            .message()
-            .contains("not-mounted\" does not exist (--backup-dir"),
-        "{missing:?}"
-    );
-    api.stop().await;
+    missing
 }
 
 /// Sets `instance`'s backup schedule through UpdateInstance.
