@@ -246,10 +246,27 @@ fn alerts_and_dashboard_render_from_their_files_when_enabled() {
         .iter()
         .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["labels"]["grafana_dashboard"] == "1")
         .expect("the dashboard's ConfigMap");
-    let json: serde_json::Value =
-        serde_json::from_str(dashboard["data"]["kairship.json"].as_str().expect("json"))
-            .expect("the dashboard is JSON");
-    let file: serde_json::Value =
-        serde_json::from_str(&read("dashboards/kairship.json")).expect("dashboard");
-    assert_eq!(json, file);
+    let keys: Vec<&String> = dashboard["data"]
+        .as_object()
+        .expect("data")
+        .keys()
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "kairship-api.json",
+            "kairship-caches.json",
+            "kairship-fleet.json",
+            "kairship-instance.json"
+        ],
+        "one key per dashboard"
+    );
+    for key in keys {
+        let json: serde_json::Value =
+            serde_json::from_str(dashboard["data"][key].as_str().expect("json"))
+                .expect("the dashboard is JSON");
+        let file: serde_json::Value =
+            serde_json::from_str(&read(&format!("dashboards/{key}"))).expect("dashboard");
+        assert_eq!(json, file, "{key}");
+    }
 }
