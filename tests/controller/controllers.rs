@@ -80,8 +80,29 @@ async fn a_controller_switched_off_does_nothing_while_the_others_run() {
         names.contains(&"components") && names.contains(&"scheduled-backups"),
         "{names:?}"
     );
-    // Several resyncs later, still no registration.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Still none once member access has resynced (1 s apart in these settings), by when
+    // registration would have run several times.
+    let first = v
+        .controllers
+        .iter()
+        .find(|c| c.name == "member-access")
+        .and_then(|c| c.succeeded_ago)
+        .expect("member access succeeded");
+    let since = std::time::Instant::now() - first;
+    eventually(
+        Duration::from_secs(10),
+        "member access resynced twice",
+        || async {
+            let again = view(&tree, "karmada-1").await?;
+            let ago = again
+                .controllers
+                .iter()
+                .find(|c| c.name == "member-access")
+                .and_then(|c| c.succeeded_ago)?;
+            (std::time::Instant::now() - ago > since + Duration::from_secs(2)).then_some(())
+        },
+    )
+    .await;
     let reg = Api::<InstanceRegistration>::all(env.host.clone());
     assert!(
         reg.get_opt("karmada-1").await.expect("read").is_none(),

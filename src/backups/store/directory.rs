@@ -70,9 +70,14 @@ impl Directory {
     }
 
     pub async fn create(&self, record: &Record) -> Result<(), BackupError> {
-        let is_dir = tokio::fs::metadata(&self.dir)
-            .await
-            .is_ok_and(|m| m.is_dir());
+        let what = format!("reading {}", self.dir.display());
+        let is_dir = self
+            .io(&what, async {
+                Ok(tokio::fs::metadata(&self.dir)
+                    .await
+                    .is_ok_and(|m| m.is_dir()))
+            })
+            .await?;
         if !is_dir {
             return Err(BackupError::NoDestination {
                 destination: format!(
