@@ -6,7 +6,7 @@
 # the cluster tier's kubelet-backed node needs besides Debian's containerd and runc:
 # kubelet, kube-proxy and kube-scheduler (k8s.io/kubernetes), CoreDNS, Helm, and the pause
 # and CoreDNS images (OCI archives written by scripts/image/oci.py, no daemon); and for the
-# identity tests karmadactl and Dex; and for managed instances karmada-operator, the
+# identity tests karmadactl and Dex; promtool for the chart's alert-rule tests; and for managed instances karmada-operator, the
 # previous Karmada minor, both releases' CRD tarballs and images of every component.
 # Idempotent: a binary already built at these versions is kept. Prints the bin directory
 # on its last line.
@@ -25,6 +25,8 @@ HELM_VERSION=${HELM_VERSION:-v3.22.0}
 # Dex's module path lacks its /v2 suffix, so the module proxy serves its releases only as
 # pseudo-versions; this is its latest release's.
 DEX_VERSION=${DEX_VERSION:-v0.0.0-20260806151424-ab64ed778070}
+# Prometheus's module is versioned v0.<minor*100+...>: v0.316.0 is Prometheus 3.16.0.
+PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-v0.316.0}
 
 # The first Clusterpedia release whose PediaCluster reads credentials from Secrets
 # (authenticationFrom); only its CRDs are used (see below).
@@ -133,6 +135,8 @@ done
 # The client users drive Karmada with (the identity tests run it through Kairship's proxy).
 build karmadactl github.com/karmada-io/karmada "$KARMADA_VERSION" github.com/karmada-io/karmada/cmd/karmadactl \
   "-X github.com/karmada-io/karmada/pkg/version.gitVersion=$KARMADA_VERSION"
+# `promtool test rules` runs the chart's alert rules against series Kairship exports.
+build promtool github.com/prometheus/prometheus "$PROMETHEUS_VERSION" github.com/prometheus/prometheus/cmd/promtool ""
 # A real OIDC provider for the identity tests: Dex's server as a library under a small
 # command of ours (dex/main.go), since Dex's own command needs its api/v2 module at the same
 # commit, which the module proxy does not serve.

@@ -2,7 +2,9 @@
 //! expression parses as PromQL, and every metric, label matcher and grouping label it
 //! names is in a live `/metrics` scrape (an alert on a misspelt metric never fires, and
 //! nothing else would notice). Each alert carries a severity, a `for`, a summary and a
-//! description.
+//! description. Each alert's firing and quiet cases run in promtool (promtool.rs).
+
+mod promtool;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -193,6 +195,7 @@ async fn alert_rules_and_dashboard_query_what_kairship_exports() {
             }
         }
     }
+    problems.extend(promtool::problems(&rules, &exported).await);
     let mut queries = 0;
     for name in DASHBOARDS {
         let file = format!("dashboards/{name}");
