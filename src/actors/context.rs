@@ -78,6 +78,9 @@ pub struct Settings {
     /// How often a controller that keeps something in place (registration, roles on the
     /// members) makes sure of it again, so what was changed by hand is put back.
     pub controller_resync: Duration,
+    /// Shard the instances across replicas by Leases of their own (`None`: every replica
+    /// runs every instance, as a single replica does).
+    pub shards: Option<super::shards::ShardConfig>,
 }
 
 impl Settings {
@@ -129,6 +132,7 @@ impl Default for Settings {
             backup_check_every: Duration::from_secs(60),
             controllers_off: Default::default(),
             controller_resync: Duration::from_secs(300),
+            shards: None,
         }
     }
 }
@@ -156,4 +160,6 @@ pub struct Context {
     pub routes: super::routes::Routes,
     /// The process's one watch of Instance objects (the manager's and the API's).
     pub instances: super::instance_informer::InstanceInformer,
+    /// This replica's share of the instances, when sharded.
+    pub shards: Option<super::shards::Shards>,
 }

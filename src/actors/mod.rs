@@ -10,5 +10,6 @@ pub mod leader;
 pub mod manager;
 pub mod root;
 pub mod routes;
+pub mod shards;
 pub mod supervision;
 pub mod tree;

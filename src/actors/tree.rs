@@ -42,6 +42,7 @@ pub struct Tree {
     handle: TreeHandle,
     root_task: tokio::task::JoinHandle<()>,
     elector: Option<Elector>,
+    shards: Option<super::shards::Running>,
 }
 
 #[derive(Clone)]
@@ -84,8 +85,13 @@ impl Tree {
             Election::Always => (Leadership::always(identity), None),
             Election::Never => (Leadership::never(identity), None),
         };
+        let shards = settings
+            .shards
+            .clone()
+            .map(|cfg| super::shards::spawn(host.clone(), cfg));
         let ctx = Context {
             instances: super::instance_informer::InstanceInformer::start(&host),
+            shards: shards.as_ref().map(|r| r.shards.clone()),
             host,
             leadership,
             settings: Arc::new(settings),
@@ -99,6 +105,7 @@ impl Tree {
             handle: TreeHandle { root, ctx },
             root_task,
             elector,
+            shards,
         })
     }
 
@@ -116,6 +123,10 @@ impl Tree {
         if let Some(e) = self.elector {
             e.shutdown().await;
         }
+        // After the actors stopped: the others take this replica's instances at once.
+        if let Some(s) = self.shards {
+            s.shutdown().await;
+        }
         let _ = self.root_task.await;
     }
 
@@ -124,6 +135,9 @@ impl Tree {
         self.handle.root.kill();
         if let Some(e) = self.elector {
             e.abort();
+        }
+        if let Some(s) = self.shards {
+            s.abort();
         }
     }
 }

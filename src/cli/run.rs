@@ -171,6 +171,13 @@ pub struct RunArgs {
     /// or deleted by hand is put back within this.
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub controller_resync_secs: u64,
+    /// Shard the instances across the replicas: each replica holds a Lease of its own
+    /// (`kairship-shard-<replica>` in the leader Lease's namespace, with its timings) and
+    /// runs only the instances rendezvous hashing gives it over the live ones, recorded on
+    /// each Instance (`kairship.io/owner`). Experimental: requests for an instance another
+    /// replica owns are not forwarded yet.
+    #[arg(long)]
+    pub shards: bool,
     /// Objects of one instance the caches may keep, every kind together (an Instance's
     /// spec.cacheBudget sets its own). Past its budget an instance's caches are dropped,
     /// it shows Degraded naming the budget, and its reads go to the instance.
@@ -307,6 +314,21 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             &identity,
         )
     };
+    if args.shards && matches!(args.role, Role::Apiserver) {
+        return Err(Error::Usage(
+            "--shards needs a role that runs instance actors (all or controller-manager)".into(),
+        ));
+    }
+    let shards = args.shards.then(|| crate::actors::shards::ShardConfig {
+        lease_duration: leader.lease_duration,
+        renew_deadline: leader.renew_deadline,
+        retry_period: leader.retry_period,
+        ..crate::actors::shards::ShardConfig::new(
+            &args.leader_elect_namespace,
+            crate::actors::leader::replica_of(&identity),
+            &identity,
+        )
+    });
     if args.leader_elect && leader.renew_deadline >= leader.lease_duration {
         return Err(Error::Usage("--leader-elect-renew-deadline-secs must be shorter than --leader-elect-lease-duration-secs".into()));
     }
@@ -364,6 +386,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             .map_err(|e| Error::Usage(e.to_string()))?
             .off(),
         controller_resync: std::time::Duration::from_secs(args.controller_resync_secs),
+        shards,
         clusterpedia: args
             .clusterpedia
             .then(|| args.clusterpedia_namespace.clone()),

@@ -85,7 +85,17 @@ impl Env {
     }
 
     pub async fn start_tree(&self, leader: Option<LeaderConfig>, identity: &str) -> Tree {
-        Tree::start(self.host.clone(), leader, identity, fast_settings())
+        self.start_tree_with(fast_settings(), leader, identity)
+            .await
+    }
+
+    pub async fn start_tree_with(
+        &self,
+        settings: Settings,
+        leader: Option<LeaderConfig>,
+        identity: &str,
+    ) -> Tree {
+        Tree::start(self.host.clone(), leader, identity, settings)
             .await
             .expect("tree starts")
     }

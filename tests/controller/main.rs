@@ -13,4 +13,5 @@ mod leader;
 mod lifecycle;
 mod partition;
 mod paused_clock;
+mod shards;
 mod supervision;

@@ -15,6 +15,10 @@ pub enum ManagerMsg {
     Resync(Vec<String>),
     /// This replica gained or lost the lease.
     LeadershipChanged(bool),
+    /// The live replicas changed (sharded fleets): instances may move.
+    MembersChanged,
+    /// A handoff record write on an Instance finished (sharded fleets).
+    Recorded(String, Result<(), String>),
     /// Delayed restart of a failed child.
     Respawn(String),
     /// Leader-only cleanup of a deleted Instance finished (or failed).

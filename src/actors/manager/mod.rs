@@ -5,6 +5,7 @@
 
 pub mod cleanup;
 pub mod messages;
+pub mod placement;
 
 use std::collections::HashMap;
 use tokio::time::Instant;
@@ -16,6 +17,7 @@ use super::context::Context;
 use super::instance::{InstanceActor, InstanceArgs, InstanceMsg};
 use super::instance_informer::InstanceEvent;
 use super::supervision::{ActorSnapshot, ActorState, Decision, RestartTracker};
+use crate::actors::shards::handoff::Step;
 use crate::crd::{Instance, FINALIZER};
 pub use messages::ManagerMsg;
 
@@ -33,6 +35,8 @@ struct Child {
     /// every replica, as `kubectl rollout restart` does for pods.
     restarted_at: Option<String>,
     requested_restarts: u32,
+    /// A handoff record write for it is in flight (sharded fleets).
+    recording: bool,
 }
 
 /// Work scheduled for a child, so a duplicate trigger does not schedule it twice.
@@ -77,6 +81,7 @@ pub struct ManagerState {
     children: HashMap<String, Child>,
     by_actor: HashMap<ActorId, String>,
     watch_task: tokio::task::JoinHandle<()>,
+    members_task: Option<tokio::task::JoinHandle<()>>,
     started: Instant,
 }
 
@@ -113,6 +118,9 @@ impl InstanceManager {
         if child.actor.is_some() || child.instance.spec.paused || deleting(&child.instance) {
             return;
         }
+        if placement::decide(&state.ctx, &child.instance).is_some_and(|s| s != Step::Run) {
+            return;
+        }
         if let Err(e) = child.instance.spec.validate() {
             child.state = ActorState::Degraded;
             child.last_error = Some(e.clone());
@@ -122,7 +130,7 @@ impl InstanceManager {
         }
         let args = InstanceArgs {
             instance: child.instance.clone(),
-            ctx: state.ctx.clone(),
+            ctx: placement::acting(&state.ctx),
         };
         match Actor::spawn_linked(None, InstanceActor, args, myself.get_cell()).await {
             Ok((actor, _)) => {
@@ -216,7 +224,27 @@ impl InstanceManager {
         let Some(name) = instance.metadata.name.clone() else {
             return;
         };
-        let leader = state.ctx.leadership.is_leader();
+        // Sharded: this replica acts for the instance only as its recorded owner, and takes
+        // or gives it up first where the ring says so.
+        let step = placement::decide(&state.ctx, &instance);
+        if let Some(s @ (Step::Acquire | Step::Release)) = step {
+            match state.children.get_mut(&name) {
+                Some(child) => child.instance = instance,
+                None => {
+                    state.children.insert(name.clone(), new_child(instance));
+                }
+            }
+            if s == Step::Acquire {
+                Self::stop_child(state, &name, "not yet recorded as this replica's");
+            }
+            placement::record(state, myself, &name, s);
+            return;
+        }
+        let leader = match step {
+            Some(s) => s == Step::Run,
+            None => state.ctx.leadership.is_leader(),
+        };
+        let acting = placement::acting(&state.ctx);
         let has_finalizer = instance
             .metadata
             .finalizers
@@ -231,12 +259,12 @@ impl InstanceManager {
             child.instance = instance;
             if leader && has_finalizer && child.pending != Pending::Cleanup {
                 child.pending = Pending::Cleanup;
-                cleanup::spawn_cleanup(state.ctx.clone(), child.instance.clone(), myself.clone());
+                cleanup::spawn_cleanup(acting, child.instance.clone(), myself.clone());
             }
             return;
         }
         if leader && !has_finalizer {
-            cleanup::add_finalizer(&state.ctx, &name);
+            cleanup::add_finalizer(&acting, &name);
         }
         let (changed, restart) = match state.children.get_mut(&name) {
             Some(child) => {
@@ -269,6 +297,10 @@ impl InstanceManager {
             Self::stop_child(state, &name, "instance is paused");
             return;
         }
+        if step.is_some_and(|s| s != Step::Run) {
+            Self::stop_child(state, &name, "owned by another replica");
+            return;
+        }
         if changed && child.actor.is_some() {
             Self::stop_child(state, &name, "instance spec changed");
         }
@@ -284,6 +316,7 @@ fn new_child(instance: Instance) -> Child {
     Child {
         restarted_at: restart_stamp(&instance),
         requested_restarts: 0,
+        recording: false,
         instance,
         actor: None,
         state: ActorState::Starting,
@@ -330,6 +363,7 @@ impl Actor for InstanceManager {
             last_error,
         } = args;
         let watch_task = watch_instances(&ctx, myself.clone());
+        let members_task = placement::watch_members(&ctx, myself.clone());
         Ok(ManagerState {
             ctx,
             restarts,
@@ -337,6 +371,7 @@ impl Actor for InstanceManager {
             children: HashMap::new(),
             by_actor: HashMap::new(),
             watch_task,
+            members_task,
             started: Instant::now(),
         })
     }
@@ -347,6 +382,9 @@ impl Actor for InstanceManager {
         state: &mut ManagerState,
     ) -> Result<(), ActorProcessingErr> {
         state.watch_task.abort();
+        if let Some(t) = &state.members_task {
+            t.abort();
+        }
         let names: Vec<String> = state.children.keys().cloned().collect();
         for n in names {
             Self::stop_child(state, &n, "manager stopping");
@@ -381,6 +419,20 @@ impl Actor for InstanceManager {
                 }
             }
             ManagerMsg::Respawn(name) => self.spawn_child(&myself, state, &name).await,
+            ManagerMsg::MembersChanged => {
+                let all: Vec<Instance> = state
+                    .children
+                    .values()
+                    .map(|c| c.instance.clone())
+                    .collect();
+                for i in all {
+                    self.apply(&myself, state, i).await;
+                }
+            }
+            ManagerMsg::Recorded(name, result) => {
+                let retry = state.ctx.settings.tick;
+                placement::recorded(state, &myself, &name, result, retry);
+            }
             ManagerMsg::LeadershipChanged(leading) => {
                 info!(leader = leading, "leadership changed");
                 if leading {

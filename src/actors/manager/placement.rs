@@ -1,0 +1,119 @@
+//! Where an instance's actor runs when the fleet is sharded (`actors::shards`): only on
+//! the replica that owns the instance. The manager asks [`decide`] before it starts an
+//! actor or does an owner's work (finalizers, cleanup), and carries out the handoff's
+//! record writes here, one in flight per instance.
+
+use std::time::Duration;
+
+use kube::api::Api;
+use ractor::ActorRef;
+use tracing::{info, warn};
+
+use super::{ManagerMsg, ManagerState};
+use crate::actors::context::Context;
+use crate::actors::shards::handoff::{self, Step};
+use crate::crd::Instance;
+
+/// What the manager may do for `instance` here: `None` when the fleet is not sharded
+/// (every replica runs every instance), else this replica's step.
+pub fn decide(ctx: &Context, instance: &Instance) -> Option<Step> {
+    ctx.shards.as_ref().map(|s| s.step(instance))
+}
+
+/// The context an instance's actor and its owner's work act with: when sharded, their
+/// writes are fenced by this replica's own Lease instead of the leader's.
+pub fn acting(ctx: &Context) -> Context {
+    let mut ctx = ctx.clone();
+    if let Some(s) = &ctx.shards {
+        ctx.leadership = s.lease().clone();
+    }
+    ctx
+}
+
+/// Writes the handoff record `step` calls for (us for `Acquire`, nobody for `Release`,
+/// after the actor has stopped), unless one is in flight for this instance. The answer
+/// comes back as `ManagerMsg::Recorded`; a refused write (another replica moved first) is
+/// decided again at the next event.
+pub fn record(state: &mut ManagerState, myself: &ActorRef<ManagerMsg>, name: &str, step: Step) {
+    let Some(shards) = state.ctx.shards.clone() else {
+        return;
+    };
+    let Some(child) = state.children.get_mut(name) else {
+        return;
+    };
+    if child.recording {
+        return;
+    }
+    let to = match step {
+        Step::Acquire => Some(shards.me().to_string()),
+        Step::Release => None,
+        _ => return,
+    };
+    child.recording = true;
+    // The actor stops before the record is cleared, so the next owner never starts while
+    // this one may still write.
+    let stopping = child.actor.take();
+    if let Some(a) = &stopping {
+        state.by_actor.remove(&a.get_id());
+        child.state = crate::actors::supervision::ActorState::Stopped;
+    }
+    let instance = child.instance.clone();
+    let api: Api<Instance> = Api::all(state.ctx.host.clone());
+    let timeout = state.ctx.settings.host_call_timeout;
+    let (me, n) = (myself.clone(), name.to_string());
+    tokio::spawn(async move {
+        if let Some(a) = stopping {
+            info!(instance = %n, "instance moves to another replica; stopping its actor");
+            let _ = a
+                .stop_and_wait(Some("moved to another replica".into()), Some(timeout))
+                .await;
+        }
+        let result =
+            match tokio::time::timeout(timeout, handoff::record(&api, &instance, to.as_deref()))
+                .await
+            {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err(format!("no answer from the host in {timeout:?}")),
+            };
+        let _ = me.send_message(ManagerMsg::Recorded(n, result));
+    });
+}
+
+/// A record write finished: on failure, look again after `retry` (a conflict needs no
+/// retry, since the change that caused it arrives as an event, but a lost host does).
+pub fn recorded(
+    state: &mut ManagerState,
+    myself: &ActorRef<ManagerMsg>,
+    name: &str,
+    result: Result<(), String>,
+    retry: Duration,
+) {
+    let Some(child) = state.children.get_mut(name) else {
+        return;
+    };
+    child.recording = false;
+    match result {
+        Ok(()) => info!(instance = %name, "ownership record written"),
+        Err(e) => {
+            warn!(instance = %name, error = %e, "ownership record not written; deciding again");
+            let instance = child.instance.clone();
+            myself.send_after(retry, move || ManagerMsg::Apply(Box::new(instance)));
+        }
+    }
+}
+
+/// Feeds the manager the live replicas' changes.
+pub fn watch_members(
+    ctx: &Context,
+    manager: ActorRef<ManagerMsg>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let mut changes = ctx.shards.as_ref()?.subscribe();
+    Some(tokio::spawn(async move {
+        while changes.changed().await.is_ok() {
+            if manager.send_message(ManagerMsg::MembersChanged).is_err() {
+                return;
+            }
+        }
+    }))
+}

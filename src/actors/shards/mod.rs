@@ -1,0 +1,199 @@
+//! Sharding: each instance is owned by exactly one live replica, which alone runs its
+//! actor (connection, caches, status writes, controllers). Replicas hold one Lease each
+//! (`members`), the owner of an instance is chosen by rendezvous hashing over the live ones
+//! (`ring`), and an instance changes hands release-then-acquire through a record on the
+//! Instance (`handoff`). Off unless `kairship run --shards` is given: then every replica
+//! holds every instance, as before.
+
+pub mod handoff;
+pub mod members;
+pub mod ring;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, ListParams};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use super::leader::{self, Elector, LeaderConfig, Leadership};
+use members::{Liveness, Seen};
+
+/// Where the shard Leases live and their timings (the leader Lease's by default).
+#[derive(Debug, Clone)]
+pub struct ShardConfig {
+    pub namespace: String,
+    /// Lease names are `<prefix>-<replica>`.
+    pub prefix: String,
+    /// This replica's stable name (its pod's): what the ring hashes and the record names.
+    pub replica: String,
+    /// This process's holder identity on its Lease.
+    pub identity: String,
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+impl ShardConfig {
+    pub fn new(namespace: &str, replica: &str, identity: &str) -> Self {
+        let leader = LeaderConfig::new(namespace, "", identity);
+        Self {
+            namespace: namespace.into(),
+            prefix: "kairship-shard".into(),
+            replica: replica.into(),
+            identity: identity.into(),
+            lease_duration: leader.lease_duration,
+            renew_deadline: leader.renew_deadline,
+            retry_period: leader.retry_period,
+        }
+    }
+}
+
+/// What the tree asks: who is alive, who owns an instance, and this replica's own Lease,
+/// which fences its writes.
+#[derive(Clone)]
+pub struct Shards {
+    me: String,
+    lease: Leadership,
+    live: watch::Receiver<BTreeSet<String>>,
+}
+
+impl Shards {
+    pub fn me(&self) -> &str {
+        &self.me
+    }
+
+    /// This replica's Lease: its writes for the instances it owns are fenced by it.
+    pub fn lease(&self) -> &Leadership {
+        &self.lease
+    }
+
+    /// The live replicas; this one only while its Lease is held now.
+    pub fn live(&self) -> BTreeSet<String> {
+        let mut live = self.live.borrow().clone();
+        if !self.lease.is_leader() {
+            live.remove(&self.me);
+        }
+        live
+    }
+
+    /// The replica the ring gives `instance` to.
+    pub fn owner(&self, instance: &str) -> Option<String> {
+        let live: Vec<String> = self.live().into_iter().collect();
+        ring::owner(instance, &live).map(str::to_string)
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<BTreeSet<String>> {
+        self.live.clone()
+    }
+
+    /// This replica's step for `i` now.
+    pub fn step(&self, i: &crate::crd::Instance) -> handoff::Step {
+        let name = i.metadata.name.as_deref().unwrap_or_default();
+        let live = self.live();
+        let live_list: Vec<&String> = live.iter().collect();
+        handoff::step(
+            &self.me,
+            ring::owner(name, &live_list),
+            handoff::recorded(i),
+            &live,
+        )
+    }
+}
+
+/// The running shard machinery: this replica's Lease and the watcher of everyone's.
+pub struct Running {
+    pub shards: Shards,
+    elector: Elector,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// Stops watching and releases this replica's Lease, so the others take its instances
+    /// over at once instead of after a lease duration.
+    pub async fn shutdown(self) {
+        self.stop.send_replace(true);
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.task).await;
+        self.elector.shutdown().await;
+    }
+
+    /// As a crash: nothing released; the others wait out the Lease.
+    pub fn abort(self) {
+        self.task.abort();
+        self.elector.abort();
+    }
+}
+
+pub fn spawn(host: kube::Client, cfg: ShardConfig) -> Running {
+    let elector = leader::spawn(
+        host.clone(),
+        LeaderConfig {
+            namespace: cfg.namespace.clone(),
+            name: Liveness::lease_name(&cfg.prefix, &cfg.replica),
+            identity: cfg.identity.clone(),
+            lease_duration: cfg.lease_duration,
+            renew_deadline: cfg.renew_deadline,
+            retry_period: cfg.retry_period,
+        },
+    );
+    let (tx, rx) = watch::channel(BTreeSet::new());
+    let (stop, mut stopped) = watch::channel(false);
+    let lease = elector.leadership.clone();
+    let shards = Shards {
+        me: cfg.replica.clone(),
+        lease: lease.clone(),
+        live: rx,
+    };
+    let task = tokio::spawn(async move {
+        let api: Api<Lease> = Api::namespaced(host, &cfg.namespace);
+        let mut liveness = Liveness::new(&cfg.prefix, cfg.lease_duration);
+        loop {
+            let listed = tokio::time::timeout(
+                cfg.retry_period.max(Duration::from_secs(1)),
+                api.list(&ListParams::default()),
+            )
+            .await;
+            match listed {
+                Ok(Ok(list)) => {
+                    let seen: Vec<Seen> = list
+                        .items
+                        .iter()
+                        .map(|l| Seen {
+                            name: l.metadata.name.clone().unwrap_or_default(),
+                            holder: l.spec.as_ref().and_then(|s| s.holder_identity.clone()),
+                            renew_time: l
+                                .spec
+                                .as_ref()
+                                .and_then(|s| s.renew_time.as_ref())
+                                .map(|t| t.0.to_string()),
+                        })
+                        .collect();
+                    let mut live = liveness.observe(tokio::time::Instant::now(), &seen);
+                    if !lease.is_leader() {
+                        live.remove(&cfg.replica);
+                    }
+                    if *tx.borrow() != live {
+                        info!(replicas = ?live, "live replicas changed");
+                        tx.send_replace(live);
+                    }
+                }
+                // An unanswered listing ages nobody: peers are not declared dead for
+                // what may be this replica's own trouble (its Lease fences it meanwhile).
+                Ok(Err(e)) => warn!(error = %e, "listing the shard Leases failed"),
+                Err(_) => warn!("listing the shard Leases timed out"),
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(cfg.retry_period) => {}
+                _ = stopped.changed() => return,
+            }
+        }
+    });
+    Running {
+        shards,
+        elector,
+        stop,
+        task,
+    }
+}
