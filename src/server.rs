@@ -41,6 +41,8 @@ pub struct ServerConfig {
     /// endpoints drop this replica before its listeners close (kube-apiserver's
     /// `--shutdown-delay-duration`).
     pub shutdown_delay: std::time::Duration,
+    /// How requests for instances other replicas own reach them (sharded fleets).
+    pub forward: Option<crate::api::forward::ForwardConfig>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -112,7 +114,12 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
     )
     .await?;
     let (drain, draining) = Drain::new();
-    let ctx = ApiContext::with_auth(tree.handle(), config.auth).with_drain(draining);
+    let mut ctx = ApiContext::with_auth(tree.handle(), config.auth).with_drain(draining);
+    if let Some(f) = config.forward {
+        ctx = ctx.with_forwarder(
+            crate::api::forward::Forwarder::new(f).map_err(|e| ServerError::Api(e.to_string()))?,
+        );
+    }
     let serving = api::mount::start(
         ctx.clone(),
         api::mount::ApiConfig {

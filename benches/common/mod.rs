@@ -166,6 +166,7 @@ impl BenchServer {
             auth: kairship::auth::Auth::disabled(),
             chaos_reports: None,
             shutdown_delay: Duration::ZERO,
+            forward: None,
         })
         .await
         .expect("server");

@@ -22,6 +22,9 @@ pub struct LeaderConfig {
     pub lease_duration: Duration,
     pub renew_deadline: Duration,
     pub retry_period: Duration,
+    /// Written on the Lease with each claim and renewal (a shard Lease carries its
+    /// replica's address for peers).
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 impl LeaderConfig {
@@ -34,6 +37,7 @@ impl LeaderConfig {
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
+            annotations: Default::default(),
         }
     }
 }
@@ -397,6 +401,7 @@ async fn try_acquire_or_renew(
             metadata: ObjectMeta {
                 name: Some(config.name.clone()),
                 namespace: Some(config.namespace.clone()),
+                annotations: (!config.annotations.is_empty()).then(|| config.annotations.clone()),
                 ..Default::default()
             },
             spec: Some(LeaseSpec {
@@ -436,6 +441,13 @@ async fn try_acquire_or_renew(
     }
     spec.renew_time = Some(now_micro());
     spec.lease_duration_seconds = Some(duration_secs);
+    if !config.annotations.is_empty() {
+        lease
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .extend(config.annotations.clone());
+    }
     // The resourceVersion from our read guards the write: a racing claim gets 409.
     match api
         .replace(&config.name, &PostParams::default(), &lease)

@@ -148,6 +148,11 @@ impl TreeHandle {
         self.ctx.leadership.identity()
     }
 
+    /// This replica's share of the instances, when the fleet is sharded.
+    pub fn shards(&self) -> Option<&super::shards::Shards> {
+        self.ctx.shards.as_ref()
+    }
+
     pub fn leadership(&self) -> &Leadership {
         &self.ctx.leadership
     }

@@ -41,6 +41,8 @@ pub struct ApiContext {
     instances: InstanceInformer,
     /// Where the serving process is in its shutdown (`/readyz`, watches ending).
     pub drain: crate::api::drain::Drain,
+    /// How requests for instances other replicas own reach them (sharded fleets).
+    pub forwarder: Option<Arc<crate::api::forward::Forwarder>>,
 }
 
 impl ApiContext {
@@ -68,7 +70,14 @@ impl ApiContext {
             metrics: crate::metrics::Metrics::new(),
             instances,
             drain: crate::api::drain::Drain::never(),
+            forwarder: None,
         }
+    }
+
+    /// Requests for instances other replicas own are passed to them with `forwarder`.
+    pub fn with_forwarder(mut self, forwarder: Arc<crate::api::forward::Forwarder>) -> Self {
+        self.forwarder = Some(forwarder);
+        self
     }
 
     /// This context's requests follow `drain` (the server's graceful shutdown).

@@ -11,6 +11,7 @@ pub mod console;
 pub mod context;
 pub mod convert;
 pub mod drain;
+pub mod forward;
 pub mod grpc;
 pub mod http;
 pub mod member;

@@ -7,6 +7,7 @@ pub mod ctl;
 #[cfg(feature = "testbed")]
 pub mod demo;
 pub mod run;
+mod shard_args;
 #[cfg(feature = "testbed")]
 pub mod sim;
 

@@ -171,13 +171,8 @@ pub struct RunArgs {
     /// or deleted by hand is put back within this.
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub controller_resync_secs: u64,
-    /// Shard the instances across the replicas: each replica holds a Lease of its own
-    /// (`kairship-shard-<replica>` in the leader Lease's namespace, with its timings) and
-    /// runs only the instances rendezvous hashing gives it over the live ones, recorded on
-    /// each Instance (`kairship.io/owner`). Experimental: requests for an instance another
-    /// replica owns are not forwarded yet.
-    #[arg(long)]
-    pub shards: bool,
+    #[command(flatten)]
+    pub sharding: super::shard_args::ShardArgs,
     /// Objects of one instance the caches may keep, every kind together (an Instance's
     /// spec.cacheBudget sets its own). Past its budget an instance's caches are dropped,
     /// it shows Degraded naming the budget, and its reads go to the instance.
@@ -314,21 +309,35 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             &identity,
         )
     };
-    if args.shards && matches!(args.role, Role::Apiserver) {
+    if args.sharding.shards && matches!(args.role, Role::Apiserver) {
         return Err(Error::Usage(
             "--shards needs a role that runs instance actors (all or controller-manager)".into(),
         ));
     }
-    let shards = args.shards.then(|| crate::actors::shards::ShardConfig {
-        lease_duration: leader.lease_duration,
-        renew_deadline: leader.renew_deadline,
-        retry_period: leader.retry_period,
-        ..crate::actors::shards::ShardConfig::new(
-            &args.leader_elect_namespace,
-            crate::actors::leader::replica_of(&identity),
-            &identity,
-        )
-    });
+    let shards = args.sharding.shards(
+        &args.leader_elect_namespace,
+        crate::actors::leader::replica_of(&identity),
+        &identity,
+        (
+            leader.lease_duration,
+            leader.renew_deadline,
+            leader.retry_period,
+        ),
+        args.http_addr,
+    );
+    let serving_chain = match &args.tls_cert_file {
+        Some(p) => Some(
+            std::fs::read(p)
+                .map_err(|e| Error::Usage(format!("--tls-cert-file {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    let forward = match args.role {
+        Role::ControllerManager => None,
+        _ => args
+            .sharding
+            .forward(serving_chain.as_deref(), leader.lease_duration)?,
+    };
     if args.leader_elect && leader.renew_deadline >= leader.lease_duration {
         return Err(Error::Usage("--leader-elect-renew-deadline-secs must be shorter than --leader-elect-lease-duration-secs".into()));
     }
@@ -446,6 +455,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
                 auth,
                 chaos_reports: args.chaos_report_dir.clone(),
                 shutdown_delay: Duration::from_secs(args.shutdown_delay_secs),
+                forward,
             };
             let running = server::start(config)
                 .await

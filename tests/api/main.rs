@@ -22,6 +22,7 @@ mod rest;
 mod routing;
 mod search;
 mod server;
+mod shards;
 mod tables;
 mod upgrade;
 mod webhook_replicas;

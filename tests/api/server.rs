@@ -70,51 +70,24 @@ impl Api {
                 .expect("auth configuration loads"),
             None => Auth::disabled(),
         };
-        let ctx = ApiContext::with_auth(tree.handle(), auth);
-        ctx.ready().await;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
         let cert = kairship_wire::tls::generate("kairship").expect("cert");
-        let https_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let https = format!("https://{}", https_listener.local_addr().expect("addr"));
         let audit = env.sim.dir.path().join("audit.log");
-        let serving = kairship::api::mount::start(
-            ctx,
-            kairship::api::mount::ApiConfig {
-                https: https_listener,
-                grpc: listener,
-                tls: cert.server_config.clone(),
-                grpc_tls: None,
-                audit: std::sync::Arc::new(
-                    kairship::api::chain::audit::Sink::open(&audit).expect("audit log"),
-                ),
-                limits: Default::default(),
-                fairness: Default::default(),
-                chaos_reports: Some(chaos_dir),
-            },
+        let served = serve(
+            ApiContext::with_auth(tree.handle(), auth),
+            &cert,
+            &audit,
+            Some(chaos_dir),
+            None,
         )
-        .await
-        .expect("the API starts");
-
-        let channel = Channel::from_shared(format!("http://{addr}"))
-            .expect("uri")
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(15))
-            .connect()
-            .await
-            .expect("connect");
+        .await;
         Self {
             env,
             tree,
-            channel,
-            grpc_addr: addr,
-            https,
+            channel: served.channel,
+            grpc_addr: served.grpc_addr,
+            https: served.https,
             ca_pem: cert.ca_pem,
-            serving: Some(serving),
+            serving: Some(served.serving),
             audit,
         }
     }
@@ -214,6 +187,67 @@ impl Api {
             s.stop().await;
         }
         self.tree.shutdown().await;
+    }
+}
+
+/// One replica's API on real sockets: gRPC in plain text, HTTPS with `cert`.
+pub struct Served {
+    pub serving: kairship::api::mount::Serving,
+    pub grpc_addr: std::net::SocketAddr,
+    pub https: String,
+    pub channel: Channel,
+}
+
+/// Serves `ctx` (once ready) on two loopback ports (HTTPS on `https_listener` when given),
+/// auditing to `audit`.
+pub async fn serve(
+    ctx: ApiContext,
+    cert: &kairship_wire::tls::ServingCert,
+    audit: &std::path::Path,
+    chaos_dir: Option<PathBuf>,
+    https_listener: Option<tokio::net::TcpListener>,
+) -> Served {
+    ctx.ready().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let https_listener = match https_listener {
+        Some(l) => l,
+        None => tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind"),
+    };
+    let https = format!("https://{}", https_listener.local_addr().expect("addr"));
+    let serving = kairship::api::mount::start(
+        ctx,
+        kairship::api::mount::ApiConfig {
+            https: https_listener,
+            grpc: listener,
+            tls: cert.server_config.clone(),
+            grpc_tls: None,
+            audit: std::sync::Arc::new(
+                kairship::api::chain::audit::Sink::open(audit).expect("audit log"),
+            ),
+            limits: Default::default(),
+            fairness: Default::default(),
+            chaos_reports: chaos_dir,
+        },
+    )
+    .await
+    .expect("the API starts");
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .expect("uri")
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(15))
+        .connect()
+        .await
+        .expect("connect");
+    Served {
+        serving,
+        grpc_addr: addr,
+        https,
+        channel,
     }
 }
 

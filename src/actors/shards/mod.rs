@@ -9,11 +9,13 @@ pub mod handoff;
 pub mod members;
 pub mod ring;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ListParams};
+use parking_lot::RwLock;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
@@ -33,7 +35,13 @@ pub struct ShardConfig {
     pub lease_duration: Duration,
     pub renew_deadline: Duration,
     pub retry_period: Duration,
+    /// Where peers reach this replica's API (`https://<pod IP>:<port>`), published on its
+    /// Lease; `None` for a replica that serves no API.
+    pub address: Option<String>,
 }
+
+/// The annotation on a shard Lease naming where peers reach its replica.
+pub const ADDRESS_ANNOTATION: &str = "kairship.io/address";
 
 impl ShardConfig {
     pub fn new(namespace: &str, replica: &str, identity: &str) -> Self {
@@ -46,6 +54,7 @@ impl ShardConfig {
             lease_duration: leader.lease_duration,
             renew_deadline: leader.renew_deadline,
             retry_period: leader.retry_period,
+            address: None,
         }
     }
 }
@@ -57,6 +66,8 @@ pub struct Shards {
     me: String,
     lease: Leadership,
     live: watch::Receiver<BTreeSet<String>>,
+    /// Each live replica's published address.
+    addresses: Arc<RwLock<HashMap<String, String>>>,
 }
 
 impl Shards {
@@ -82,6 +93,11 @@ impl Shards {
     pub fn owner(&self, instance: &str) -> Option<String> {
         let live: Vec<String> = self.live().into_iter().collect();
         ring::owner(instance, &live).map(str::to_string)
+    }
+
+    /// Where `replica` said peers reach it.
+    pub fn address(&self, replica: &str) -> Option<String> {
+        self.addresses.read().get(replica).cloned()
     }
 
     pub fn subscribe(&self) -> watch::Receiver<BTreeSet<String>> {
@@ -136,15 +152,22 @@ pub fn spawn(host: kube::Client, cfg: ShardConfig) -> Running {
             lease_duration: cfg.lease_duration,
             renew_deadline: cfg.renew_deadline,
             retry_period: cfg.retry_period,
+            annotations: cfg
+                .address
+                .iter()
+                .map(|a| (ADDRESS_ANNOTATION.to_string(), a.clone()))
+                .collect(),
         },
     );
     let (tx, rx) = watch::channel(BTreeSet::new());
     let (stop, mut stopped) = watch::channel(false);
     let lease = elector.leadership.clone();
+    let addresses: Arc<RwLock<HashMap<String, String>>> = Default::default();
     let shards = Shards {
         me: cfg.replica.clone(),
         lease: lease.clone(),
         live: rx,
+        addresses: addresses.clone(),
     };
     let task = tokio::spawn(async move {
         let api: Api<Lease> = Api::namespaced(host, &cfg.namespace);
@@ -171,6 +194,20 @@ pub fn spawn(host: kube::Client, cfg: ShardConfig) -> Running {
                         })
                         .collect();
                     let mut live = liveness.observe(tokio::time::Instant::now(), &seen);
+                    *addresses.write() = list
+                        .items
+                        .iter()
+                        .filter_map(|l| {
+                            let replica = l
+                                .metadata
+                                .name
+                                .as_deref()?
+                                .strip_prefix(&format!("{}-", cfg.prefix))?;
+                            let address =
+                                l.metadata.annotations.as_ref()?.get(ADDRESS_ANNOTATION)?;
+                            Some((replica.to_string(), address.clone()))
+                        })
+                        .collect();
                     if !lease.is_leader() {
                         live.remove(&cfg.replica);
                     }

@@ -206,6 +206,8 @@ pub struct Fields {
     pub decision: Option<(&'static str, String)>,
     /// A watch or another stream: the event is `ResponseStarted`.
     pub long_running: bool,
+    /// Passed to the replica that owns the instance, which audits it (once).
+    pub forwarded_to: Option<String>,
 }
 
 /// One request's audit record (cheap to clone: shared).
@@ -357,7 +359,7 @@ impl Record {
     pub fn event(&self, user: User, code: u16, failure: Option<(String, String)>) -> Option<Event> {
         let f = self.fields.lock().clone();
         let refused = matches!(code, 401 | 403 | 429);
-        if !f.writes && !refused {
+        if (!f.writes && !refused) || f.forwarded_to.is_some() {
             return None;
         }
         let mut annotations = BTreeMap::new();

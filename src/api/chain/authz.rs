@@ -110,13 +110,21 @@ pub async fn layer(State(chain): State<Arc<Chain>>, req: Request, next: Next) ->
     ) else {
         return refusal(surface, &ApiError::Internal("no caller".into()));
     };
-    let (mut req, target) = match resolve(&chain, req, surface).await {
+    let (req, target) = match resolve(&chain, req, surface).await {
         Ok(x) => x,
         Err(answer) => return answer,
     };
     let instance = match &target.on {
         On::Instance { name, .. } => Some(name.clone()),
         _ => None,
+    };
+    // Sharded: the replica that owns the instance answers (and decides, and audits).
+    let mut req = match &instance {
+        Some(name) => match forward_if_elsewhere(&chain, name, req, &record).await {
+            Ok(req) => req,
+            Err(answer) => return *answer,
+        },
+        None => req,
     };
     record.update(|f| {
         f.verb = target.verb.clone();
@@ -139,6 +147,48 @@ pub async fn layer(State(chain): State<Arc<Chain>>, req: Request, next: Next) ->
             record.update(|f| f.decision = Some(("forbid", e.to_string())));
             refusal(surface, &e)
         }
+    }
+}
+
+/// `req` back when this replica answers for `instance`; else the owner's answer (or why
+/// no replica can answer now), in the request's surface's words.
+async fn forward_if_elsewhere(
+    chain: &Chain,
+    instance: &str,
+    req: Request,
+    record: &Record,
+) -> Result<Request, Box<Response>> {
+    use crate::api::forward::{place, Route, FORWARDED_BY};
+    let Some(shards) = chain.ctx.tree.shards() else {
+        return Ok(req);
+    };
+    let surface = Surface::of(&req);
+    let forwarded = req.headers().contains_key(FORWARDED_BY);
+    let forwarder = chain.ctx.forwarder.as_ref();
+    let wait = forwarder.map_or(std::time::Duration::ZERO, |f| f.config().handoff_wait);
+    let lookup = |n: &str| chain.ctx.instance(n).ok();
+    let (replica, address) = match place(shards, lookup, instance, forwarded, wait).await {
+        Ok(Route::Local) => return Ok(req),
+        Ok(Route::Peer { replica, address }) => (replica, address),
+        Ok(Route::Moving(why)) => {
+            return Err(Box::new(refusal(surface, &ApiError::Unavailable(why))))
+        }
+        Err(e) => return Err(Box::new(refusal(surface, &e))),
+    };
+    let Some(forwarder) = forwarder else {
+        let e = ApiError::Unavailable(format!(
+            "instance {instance:?} runs on replica {replica:?}, and this replica cannot reach its peers (no peer CA configured)"
+        ));
+        return Err(Box::new(refusal(surface, &e)));
+    };
+    record.update(|f| {
+        f.instance = Some(instance.to_string());
+        f.forwarded_to = Some(replica.clone());
+    });
+    tracing::debug!(instance, replica = %replica, "forwarding to the instance's owner");
+    match forwarder.send(shards.me(), &replica, &address, req).await {
+        Ok(answer) => Err(Box::new(answer)),
+        Err(e) => Err(Box::new(refusal(surface, &e))),
     }
 }
 

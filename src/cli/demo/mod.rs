@@ -373,6 +373,7 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
         auth,
         chaos_reports: Some(dir.join("chaos")),
         shutdown_delay: Duration::ZERO,
+        forward: None,
     })
     .await
     .map_err(|e| Error::Usage(e.to_string()))?;

@@ -1,0 +1,101 @@
+//! Where a request for an instance is answered when the fleet is sharded: here, by the
+//! replica recorded as the instance's owner, or nowhere yet (it is changing hands).
+
+use std::collections::BTreeSet;
+
+use crate::actors::shards::handoff;
+use crate::crd::Instance;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// Answered here (this replica owns it, or it does not exist: the handler says so).
+    Local,
+    /// Answered by the owner, reached at `address`.
+    Peer { replica: String, address: String },
+    /// No replica can answer yet: why.
+    Moving(String),
+}
+
+/// The route for `instance` seen from replica `me`, with `live` replicas alive and their
+/// `address`es. A request a peer already forwarded here is never forwarded again: the two
+/// disagree for a moment about who owns it, and it waits for the record to settle.
+pub fn route(
+    me: &str,
+    instance: Option<&Instance>,
+    live: &BTreeSet<String>,
+    address: impl Fn(&str) -> Option<String>,
+    forwarded: bool,
+) -> Route {
+    let Some(i) = instance else {
+        return Route::Local;
+    };
+    match handoff::recorded(i) {
+        Some(owner) if owner == me => Route::Local,
+        Some(owner) if !live.contains(owner) => Route::Moving(format!(
+            "its owner {owner:?} left; another replica is taking it over"
+        )),
+        Some(_) if forwarded => Route::Moving("it is changing hands".into()),
+        Some(owner) => match address(owner) {
+            Some(address) => Route::Peer {
+                replica: owner.to_string(),
+                address,
+            },
+            None => Route::Moving(format!("its owner {owner:?} has published no address")),
+        },
+        None => Route::Moving("no replica has taken it yet".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owned_by(owner: Option<&str>) -> Instance {
+        let mut i = Instance::new(
+            "karmada-1",
+            serde_json::from_value(serde_json::json!({"mode": "External"})).expect("spec"),
+        );
+        if let Some(o) = owner {
+            i.metadata.annotations =
+                Some([(handoff::OWNER_ANNOTATION.to_string(), o.to_string())].into());
+        }
+        i
+    }
+
+    #[test]
+    fn requests_go_to_the_recorded_owner_and_wait_while_it_moves() {
+        let live: BTreeSet<String> = ["a", "b"].map(String::from).into();
+        let addr = |r: &str| (r == "b").then(|| "https://10.0.0.2:8443".to_string());
+        assert_eq!(route("a", None, &live, addr, false), Route::Local);
+        assert_eq!(
+            route("a", Some(&owned_by(Some("a"))), &live, addr, false),
+            Route::Local
+        );
+        assert_eq!(
+            route("a", Some(&owned_by(Some("b"))), &live, addr, false),
+            Route::Peer {
+                replica: "b".into(),
+                address: "https://10.0.0.2:8443".into()
+            }
+        );
+        // Forwarded once already: never bounced back.
+        assert!(matches!(
+            route("a", Some(&owned_by(Some("b"))), &live, addr, true),
+            Route::Moving(_)
+        ));
+        // The owner died, or nobody has it yet, or it cannot be reached.
+        assert!(matches!(
+            route("a", Some(&owned_by(Some("c"))), &live, addr, false),
+            Route::Moving(_)
+        ));
+        assert!(matches!(
+            route("a", Some(&owned_by(None)), &live, addr, false),
+            Route::Moving(_)
+        ));
+        let no_addr = |_: &str| None;
+        assert!(matches!(
+            route("a", Some(&owned_by(Some("b"))), &live, no_addr, false),
+            Route::Moving(_)
+        ));
+    }
+}

@@ -1,0 +1,366 @@
+//! Two sharded replicas over one fleet: whichever replica a request reaches, every surface
+//! answers for every instance, the owner deciding and auditing as the caller (the other
+//! only passes it on); a watch streams through; and when a replica leaves, the other
+//! answers for its instances.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kairship::actors::context::Settings;
+use kairship::actors::leader::LeaderConfig;
+use kairship::actors::shards::handoff::OWNER_ANNOTATION;
+use kairship::actors::shards::ShardConfig;
+use kairship::actors::tree::Tree;
+use kairship::api::context::ApiContext;
+use kairship::api::forward::{ForwardConfig, Forwarder};
+use kairship::auth::{Auth, AuthConfig};
+use kairship::crd::{InstanceRoleBinding, InstanceRoleBindingSpec, Role, Subject, SubjectKind};
+use kairship::proto::instance_service_client::InstanceServiceClient;
+use kairship::proto::GetInstanceRequest;
+use kube::api::{Api, PostParams};
+
+use crate::common::eventually;
+use crate::harness::{fast_settings, Env, NS};
+use crate::server::{serve, Served};
+
+const INSTANCES: usize = 3;
+const ADMIN: &str = "shard-admin-token";
+const VIEWER: &str = "shard-viewer-token";
+
+/// Sends a bearer token with every gRPC call.
+#[derive(Clone)]
+struct Bearer(&'static str);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        let v = format!("Bearer {}", self.0)
+            .parse()
+            .map_err(|_| tonic::Status::internal("token"))?;
+        req.metadata_mut().insert("authorization", v);
+        Ok(req)
+    }
+}
+
+type Authed = InstanceServiceClient<
+    tonic::service::interceptor::InterceptedService<tonic::transport::Channel, Bearer>,
+>;
+
+struct Replica {
+    name: &'static str,
+    tree: Tree,
+    served: Served,
+    audit: PathBuf,
+}
+
+async fn replica(
+    env: &Env,
+    name: &'static str,
+    cert: &kairship_wire::tls::ServingCert,
+    auth: &AuthConfig,
+) -> Replica {
+    let https = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = format!("https://{}", https.local_addr().expect("addr"));
+    let identity = format!("{name}_1");
+    let lease = (
+        Duration::from_secs(3),
+        Duration::from_secs(2),
+        Duration::from_millis(300),
+    );
+    let settings = Settings {
+        shards: Some(ShardConfig {
+            lease_duration: lease.0,
+            renew_deadline: lease.1,
+            retry_period: lease.2,
+            address: Some(address),
+            ..ShardConfig::new(NS, name, &identity)
+        }),
+        ..fast_settings()
+    };
+    let leader = LeaderConfig {
+        lease_duration: lease.0,
+        renew_deadline: lease.1,
+        retry_period: lease.2,
+        ..LeaderConfig::new(NS, "kairship-controller-manager", &identity)
+    };
+    let tree = Tree::start(env.host.clone(), Some(leader), name, settings)
+        .await
+        .expect("tree starts");
+    let auth = Auth::new(auth, env.host.clone()).await.expect("auth loads");
+    let forwarder = Forwarder::new(ForwardConfig {
+        ca_pem: cert.ca_pem.clone(),
+        server_name: "localhost".into(),
+        head_timeout: Duration::from_secs(5),
+        handoff_wait: Duration::from_secs(5),
+    })
+    .expect("forwarder");
+    let ctx = ApiContext::with_auth(tree.handle(), auth).with_forwarder(forwarder);
+    let audit = env.sim.dir.path().join(format!("audit-{name}.log"));
+    let served = serve(ctx, cert, &audit, None, Some(https)).await;
+    Replica {
+        name,
+        tree,
+        served,
+        audit,
+    }
+}
+
+impl Replica {
+    fn grpc(&self, token: &'static str) -> Authed {
+        InstanceServiceClient::with_interceptor(self.served.channel.clone(), Bearer(token))
+    }
+
+    async fn https(&self, env: &Env, ca: &str, token: &str) -> kube::Client {
+        let kc = kairship_wire::kubeconfig::build("rest", &self.served.https, ca, token);
+        let path = env
+            .sim
+            .dir
+            .path()
+            .join(format!("{}-{token}.kubeconfig", self.name));
+        kairship_wire::kubeconfig::write(&path, &kc).expect("write");
+        crate::common::client_from(&path).await
+    }
+
+    fn audit_events(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.audit)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("an audit event is JSON"))
+            .collect()
+    }
+
+    async fn stop(self) {
+        self.served.serving.stop().await;
+        self.tree.shutdown().await;
+    }
+}
+
+async fn owner(env: &Env, instance: &str) -> Option<String> {
+    env.instances()
+        .get(instance)
+        .await
+        .ok()?
+        .metadata
+        .annotations?
+        .get(OWNER_ANNOTATION)
+        .cloned()
+        .filter(|o| !o.is_empty())
+}
+
+async fn get(client: &kube::Client, path: &str) -> (u16, String) {
+    let req = http::Request::get(path)
+        .body(kube::client::Body::empty())
+        .expect("request");
+    match client.send(req).await {
+        Ok(resp) => {
+            let code = resp.status().as_u16();
+            let body = http_body_util::BodyExt::collect(resp.into_body())
+                .await
+                .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
+                .unwrap_or_default();
+            (code, body)
+        }
+        Err(e) => (0, e.to_string()),
+    }
+}
+
+fn proxied(instance: &str, path: &str) -> String {
+    format!("/apis/kairship.io/v1alpha1/instances/{instance}/proxy{path}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_replica_answers_for_every_instance_as_the_caller() {
+    let env = Env::start(INSTANCES).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(
+        &tokens,
+        format!("{ADMIN},root,0,\"ops\"\n{VIEWER},vera,1,\n"),
+    )
+    .expect("tokens");
+    let auth = AuthConfig {
+        token_file: Some(tokens),
+        ..Default::default()
+    };
+    let bindings: Api<InstanceRoleBinding> = Api::all(env.host.clone());
+    for (name, role, instances, kind, subject) in [
+        ("ops", Role::Admin, "*", SubjectKind::Group, "ops"),
+        ("vera", Role::View, "karmada-1", SubjectKind::User, "vera"),
+    ] {
+        let spec = InstanceRoleBindingSpec {
+            role,
+            instances: vec![instances.into()],
+            subjects: vec![Subject {
+                kind,
+                name: subject.into(),
+            }],
+        };
+        bindings
+            .create(
+                &PostParams::default(),
+                &InstanceRoleBinding::new(name, spec),
+            )
+            .await
+            .expect("binding");
+    }
+    // Both replicas serve with one certificate, as the chart's pods do.
+    let cert = kairship_wire::tls::generate("kairship").expect("cert");
+    let a = replica(&env, "replica-a", &cert, &auth).await;
+    let b = replica(&env, "replica-b", &cert, &auth).await;
+    env.attach_all(INSTANCES).await;
+    let names: Vec<String> = (1..=INSTANCES).map(|i| format!("karmada-{i}")).collect();
+    let owners = eventually(Duration::from_secs(20), "every instance owned", || async {
+        let mut owners = Vec::new();
+        for n in &names {
+            owners.push(owner(&env, n).await?);
+        }
+        Some(owners)
+    })
+    .await;
+    assert!(
+        owners.iter().any(|o| o == "replica-a") && owners.iter().any(|o| o == "replica-b"),
+        "both replicas own some: {owners:?}"
+    );
+
+    // Every instance through either replica: gRPC and the proxy, as the admin.
+    for r in [&a, &b] {
+        let https = r.https(&env, &cert.ca_pem, ADMIN).await;
+        let mut grpc = r.grpc(ADMIN);
+        for (n, o) in names.iter().zip(&owners) {
+            let got = eventually(
+                Duration::from_secs(10),
+                &format!("{n} through {}", r.name),
+                || {
+                    let mut grpc = grpc.clone();
+                    async move {
+                        grpc.get_instance(GetInstanceRequest { name: n.clone() })
+                            .await
+                            .ok()
+                            .map(|i| i.into_inner())
+                    }
+                },
+            )
+            .await;
+            assert_eq!(got.metadata.map(|m| m.name).as_deref(), Some(n.as_str()));
+            let (code, body) = get(&https, &proxied(n, "/api/v1/namespaces")).await;
+            assert_eq!(code, 200, "{n} (owned by {o}) through {}: {body}", r.name);
+            assert!(body.contains("\"NamespaceList\""), "{body}");
+        }
+        drop(
+            grpc.get_instance(GetInstanceRequest {
+                name: "absent".into(),
+            })
+            .await,
+        );
+    }
+
+    // The owner decides as the caller: a viewer of karmada-1 is refused another instance
+    // wherever it asks, and the refusal is audited once, by the owner.
+    let other = names
+        .iter()
+        .zip(&owners)
+        .find(|(n, _)| n.as_str() != "karmada-1")
+        .map(|(n, o)| (n.clone(), o.clone()))
+        .expect("another instance");
+    let (edge, owner_replica) = if other.1 == "replica-a" {
+        (&b, &a)
+    } else {
+        (&a, &b)
+    };
+    let refused = edge
+        .grpc(VIEWER)
+        .get_instance(GetInstanceRequest {
+            name: other.0.clone(),
+        })
+        .await
+        .expect_err("a viewer of karmada-1 only");
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+    let refusals = |r: &Replica| {
+        r.audit_events()
+            .into_iter()
+            .filter(|e| {
+                e["user"]["username"] == "vera"
+                    && e["annotations"]["kairship.io/instance"] == other.0.as_str()
+                    && e["responseStatus"]["code"] == 403
+            })
+            .count()
+    };
+    eventually(
+        Duration::from_secs(5),
+        "the owner's audit event",
+        || async { (refusals(owner_replica) == 1).then_some(()) },
+    )
+    .await;
+    assert_eq!(
+        refusals(edge),
+        0,
+        "the forwarding replica audits nothing of it"
+    );
+    let viewer = edge.https(&env, &cert.ca_pem, VIEWER).await;
+    let (code, _) = get(&viewer, &proxied("karmada-1", "/api/v1/namespaces")).await;
+    assert_eq!(code, 200, "vera views karmada-1 through either replica");
+
+    // A watch streams through the replica that does not own the instance.
+    let watched = &other.0;
+    let https = edge.https(&env, &cert.ca_pem, ADMIN).await;
+    let req = http::Request::get(proxied(watched, "/api/v1/namespaces?watch=1"))
+        .body(kube::client::Body::empty())
+        .expect("request");
+    let resp = https.send(req).await.expect("watch opens");
+    assert_eq!(resp.status(), 200);
+    let instance = env.sim.client(watched).await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(instance);
+    let mut ns = k8s_openapi::api::core::v1::Namespace::default();
+    ns.metadata.name = Some("through-a-peer".into());
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace");
+    let mut body = resp.into_body();
+    let seen = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut text = String::new();
+        while let Some(frame) = http_body_util::BodyExt::frame(&mut body).await {
+            if let Ok(data) = frame.expect("frame").into_data() {
+                text.push_str(&String::from_utf8_lossy(&data));
+                if text.contains("through-a-peer") {
+                    return true;
+                }
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(
+        seen,
+        Ok(true),
+        "the new namespace arrives on the forwarded watch"
+    );
+    drop(body);
+
+    // The owner leaves: the other replica answers for its instances.
+    let (stays, leaves) = if owner_replica.name == "replica-a" {
+        (b, a)
+    } else {
+        (a, b)
+    };
+    leaves.stop().await;
+    let mut grpc = stays.grpc(ADMIN);
+    for n in &names {
+        eventually(
+            Duration::from_secs(15),
+            &format!("{n} Running under {}", stays.name),
+            || async { (owner(&env, n).await.as_deref() == Some(stays.name)).then_some(()) },
+        )
+        .await;
+        let got = grpc
+            .get_instance(GetInstanceRequest { name: n.clone() })
+            .await
+            .expect("answered by the replica that stayed");
+        assert_eq!(
+            got.into_inner().status.map(|s| s.phase),
+            Some("Running".to_string())
+        );
+    }
+    stays.stop().await;
+}
