@@ -43,6 +43,11 @@ pub fn paginate<T>(
     paginate_by(items, size, token, "options.")
 }
 
+/// The page token that continues after `key`.
+pub fn token(key: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key)
+}
+
 /// As [`paginate`], from a request's own `page_size` and `page_token` fields (`prefix` is
 /// how errors name them: `options.` in lists, empty in search).
 pub fn paginate_by<T>(
@@ -83,9 +88,7 @@ pub fn paginate_by<T>(
         .collect();
     let next_page_token = if rest.len() > size {
         rest.truncate(size);
-        rest.last()
-            .map(|(k, _)| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(k))
-            .unwrap_or_default()
+        rest.last().map(|(k, _)| token(k)).unwrap_or_default()
     } else {
         String::new()
     };

@@ -16,7 +16,8 @@ use kairship::api::forward::{ForwardConfig, Forwarder};
 use kairship::auth::{Auth, AuthConfig};
 use kairship::crd::{InstanceRoleBinding, InstanceRoleBindingSpec, Role, Subject, SubjectKind};
 use kairship::proto::instance_service_client::InstanceServiceClient;
-use kairship::proto::GetInstanceRequest;
+use kairship::proto::search_service_client::SearchServiceClient;
+use kairship::proto::{GetInstanceRequest, SearchRequest};
 use kube::api::{Api, PostParams};
 
 use crate::common::eventually;
@@ -337,6 +338,67 @@ async fn any_replica_answers_for_every_instance_as_the_caller() {
         "the new namespace arrives on the forwarded watch"
     );
     drop(body);
+
+    // Fleet search through either replica gathers every instance's hits from their owners,
+    // page by page.
+    for r in [&a, &b] {
+        let mut search =
+            SearchServiceClient::with_interceptor(r.served.channel.clone(), Bearer(ADMIN));
+        let (mut seen, mut token) = (Vec::new(), String::new());
+        loop {
+            let page = search
+                .search(SearchRequest {
+                    kinds: vec!["Namespace".into()],
+                    name: "default".into(),
+                    page_size: 1,
+                    page_token: token.clone(),
+                    ..Default::default()
+                })
+                .await
+                .expect("search")
+                .into_inner();
+            assert!(
+                page.unavailable_instances.is_empty(),
+                "{:?}",
+                page.unavailable_instances
+            );
+            seen.extend(page.hits.into_iter().map(|h| h.instance));
+            if page.next_page_token.is_empty() {
+                break;
+            }
+            token = page.next_page_token;
+        }
+        assert_eq!(
+            seen, names,
+            "one `default` namespace per instance through {}",
+            r.name
+        );
+        let found = search
+            .search(SearchRequest {
+                kinds: vec!["Namespace".into()],
+                name: "through-a-peer".into(),
+                ..Default::default()
+            })
+            .await
+            .expect("search")
+            .into_inner();
+        let instances: Vec<&str> = found.hits.iter().map(|h| h.instance.as_str()).collect();
+        assert_eq!(instances, [watched.as_str()], "through {}", r.name);
+    }
+    // The viewer's search through either replica sees only karmada-1.
+    let mut search =
+        SearchServiceClient::with_interceptor(edge.served.channel.clone(), Bearer(VIEWER));
+    let seen = search
+        .search(SearchRequest {
+            kinds: vec!["Namespace".into()],
+            name: "default".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("search")
+        .into_inner();
+    let instances: Vec<&str> = seen.hits.iter().map(|h| h.instance.as_str()).collect();
+    assert_eq!(instances, ["karmada-1"]);
 
     // The owner leaves: the other replica answers for its instances.
     let (stays, leaves) = if owner_replica.name == "replica-a" {

@@ -80,14 +80,29 @@ async fn running(tree: &TreeHandle) -> Vec<String> {
 }
 
 /// Samples every replica's actors until stopped and answers the instances that ever ran
-/// on two replicas at once (an actor stops before its record is cleared, so: none).
+/// on two replicas at once (an actor stops before its record is cleared, so: none), and
+/// those whose status read Pending again once Running (a handoff keeps the verdict).
 fn overlaps(
     replicas: Arc<Mutex<Vec<TreeHandle>>>,
+    instances: kube::Api<kairship::crd::Instance>,
     stop: Arc<AtomicBool>,
-) -> tokio::task::JoinHandle<Vec<String>> {
+) -> tokio::task::JoinHandle<(Vec<String>, Vec<String>)> {
     tokio::spawn(async move {
-        let mut twice = Vec::new();
+        let (mut twice, mut flashed) = (Vec::new(), Vec::new());
+        let mut ran = std::collections::BTreeSet::new();
         while !stop.load(Ordering::Relaxed) {
+            if let Ok(list) = instances.list(&Default::default()).await {
+                for i in list.items {
+                    let name = i.metadata.name.clone().unwrap_or_default();
+                    match i.status.map(|s| s.phase) {
+                        Some(Phase::Running) => {
+                            ran.insert(name);
+                        }
+                        Some(Phase::Pending) if ran.contains(&name) => flashed.push(name),
+                        _ => {}
+                    }
+                }
+            }
             let handles = replicas.lock().clone();
             let mut seen = BTreeMap::<String, usize>::new();
             for h in &handles {
@@ -98,7 +113,7 @@ fn overlaps(
             twice.extend(seen.into_iter().filter(|(_, k)| *k > 1).map(|(n, _)| n));
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        twice
+        (twice, flashed)
     })
 }
 
@@ -143,7 +158,7 @@ async fn each_instance_runs_on_its_owner_and_moves_when_replicas_join_leave_or_d
     let b = start(&env, "replica-b").await;
     let sampled = Arc::new(Mutex::new(vec![a.handle(), b.handle()]));
     let stop = Arc::new(AtomicBool::new(false));
-    let sampler = overlaps(sampled.clone(), stop.clone());
+    let sampler = overlaps(sampled.clone(), env.instances(), stop.clone());
     for n in names() {
         env.create_external(&n).await;
     }
@@ -217,7 +232,11 @@ async fn each_instance_runs_on_its_owner_and_moves_when_replicas_join_leave_or_d
         .await;
     }
     stop.store(true, Ordering::Relaxed);
-    let twice = sampler.await.expect("sampler");
+    let (twice, flashed) = sampler.await.expect("sampler");
     assert!(twice.is_empty(), "ran on two replicas at once: {twice:?}");
+    assert!(
+        flashed.is_empty(),
+        "Pending again during a handoff: {flashed:?}"
+    );
     c.shutdown().await;
 }

@@ -58,6 +58,10 @@ pub struct InstanceState {
     unchanged_since: Option<Observed>,
     write_in_flight: bool,
     last_written: Option<InstanceStatus>,
+    /// Taken over from another replica (sharded fleets): its Running or Degraded verdict
+    /// stands while this actor is still connecting and syncing, until then at the latest,
+    /// so a handoff does not flash the instance Pending.
+    keep_verdict_until: Option<Instant>,
     /// The Instance's resourceVersion as last seen: status writes are conditional on it,
     /// so a write that reaches the host after another replica's is refused (fencing).
     resource_version: Option<String>,
@@ -231,8 +235,17 @@ impl Actor for InstanceActor {
             ..Default::default()
         };
         let controllers = crate::controllers::Runner::new(&args.ctx.settings.controllers_off);
+        let settled = args.instance.status.as_ref().is_some_and(|s| {
+            matches!(
+                s.phase,
+                crate::crd::Phase::Running | crate::crd::Phase::Degraded
+            )
+        });
+        let keep_verdict_until = (args.ctx.shards.is_some() && settled)
+            .then(|| Instant::now() + args.ctx.settings.degraded_after);
         Ok(InstanceState {
             name,
+            keep_verdict_until,
             last_written: args.instance.status.clone(),
             resource_version: args.instance.metadata.resource_version.clone(),
             instance: args.instance,

@@ -27,6 +27,12 @@ pub(super) fn sync_status(myself: &ActorRef<InstanceMsg>, state: &mut InstanceSt
         return;
     }
     let next = status::build(state.last_written.as_ref(), &state.observed, &now());
+    if let Some(until) = state.keep_verdict_until {
+        if next.phase == crate::crd::Phase::Pending && Instant::now() < until {
+            return;
+        }
+        state.keep_verdict_until = None;
+    }
     if !status::changed(state.last_written.as_ref(), &next) && !stale {
         state.unchanged_since = Some(state.observed.clone());
         return;

@@ -29,6 +29,28 @@ pub struct Authorized {
     surface: Surface,
     instance: Option<String>,
     record: Record,
+    credential: Credential,
+}
+
+/// The `Authorization` header the caller sent, so a replica can ask its peers for this
+/// caller's share of a fleet-wide answer (each peer authenticates it again). Never shown.
+#[derive(Clone, Default)]
+pub struct Credential(Option<http::HeaderValue>);
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "<redacted>"
+        } else {
+            "none"
+        })
+    }
+}
+
+impl Credential {
+    pub fn header(&self) -> Option<&http::HeaderValue> {
+        self.0.as_ref()
+    }
 }
 
 impl Authorized {
@@ -58,6 +80,10 @@ impl Authorized {
 
     pub fn record(&self) -> &Record {
         &self.record
+    }
+
+    pub fn credential(&self) -> &Credential {
+        &self.credential
     }
 
     /// The instance the request was authorized on, which must be `named` (the handler's
@@ -135,11 +161,13 @@ pub async fn layer(State(chain): State<Arc<Chain>>, req: Request, next: Next) ->
     match decide(&chain, &caller, &target) {
         Ok(why) => {
             record.update(|f| f.decision = Some(("allow", why)));
+            let credential = Credential(req.headers().get(http::header::AUTHORIZATION).cloned());
             req.extensions_mut().insert(Authorized {
                 caller,
                 surface,
                 instance,
                 record,
+                credential,
             });
             next.run(req).await
         }

@@ -56,6 +56,8 @@ type PeerClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Body>;
 
 pub struct Forwarder {
     config: ForwardConfig,
+    /// A gRPC channel per peer address, for fleet-wide answers gathered from the owners.
+    channels: parking_lot::Mutex<std::collections::HashMap<String, tonic::transport::Channel>>,
     /// HTTP/2 where the peer offers it (one connection per peer, multiplexed).
     pooled: PeerClient,
     /// HTTP/1.1 only, for upgraded connections (exec, attach, port-forward).
@@ -116,6 +118,7 @@ impl Forwarder {
                 .build(https))
         };
         Ok(Arc::new(Self {
+            channels: Default::default(),
             pooled: client(true)?,
             upgrades: client(false)?,
             config,
@@ -124,6 +127,36 @@ impl Forwarder {
 
     pub fn config(&self) -> &ForwardConfig {
         &self.config
+    }
+
+    /// The gRPC channel to the peer at `address` (connected on first use, then shared);
+    /// channels to addresses no longer in `current` are dropped.
+    pub fn channel(
+        &self,
+        address: &str,
+        current: &[String],
+    ) -> Result<tonic::transport::Channel, ApiError> {
+        use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+        let mut channels = self.channels.lock();
+        channels.retain(|a, _| current.contains(a));
+        if let Some(c) = channels.get(address) {
+            return Ok(c.clone());
+        }
+        let unusable = |e: &dyn std::fmt::Display| {
+            ApiError::Internal(format!("a peer's address {address:?}: {e}"))
+        };
+        let tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(&self.config.ca_pem))
+            .domain_name(self.config.server_name.clone());
+        let channel = Endpoint::from_shared(address.to_string())
+            .map_err(|e| unusable(&e))?
+            .tls_config(tls)
+            .map_err(|e| unusable(&e))?
+            .connect_timeout(self.config.head_timeout)
+            .timeout(self.config.head_timeout)
+            .connect_lazy();
+        channels.insert(address.to_string(), channel.clone());
+        Ok(channel)
     }
 
     /// Passes `req` to `replica` at `address` and answers what it answers.

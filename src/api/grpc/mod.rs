@@ -16,6 +16,7 @@ mod log_stream;
 mod member_proxy;
 mod policy;
 mod search;
+mod search_peers;
 mod supervisor;
 mod workload;
 mod workload_pods;

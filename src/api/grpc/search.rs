@@ -86,8 +86,17 @@ impl Query {
     }
 }
 
-/// A hit before decoration: its instance (index into the searched), kind and object.
-type Found = (usize, Kind, Arc<CachedObject>);
+/// A hit before decoration: its instance (index into the searched), kind and object; or
+/// one a peer found (and decorated) in an instance it runs.
+enum Found {
+    Here(usize, Kind, Arc<CachedObject>),
+    Peer(Box<proto::SearchHit>),
+}
+
+/// The order of hits, and what a page token encodes.
+fn key(instance: &str, kind: &str, namespace: &str, name: &str) -> String {
+    format!("{instance}/{kind}/{namespace}/{name}")
+}
 
 #[tonic::async_trait]
 impl SearchService for Search {
@@ -97,6 +106,9 @@ impl SearchService for Search {
     ) -> Result<Response<proto::SearchResponse>, Status> {
         let ctx = &self.0;
         let authorized = Authorized::of(&req)?;
+        let forwarded = req
+            .metadata()
+            .contains_key(crate::api::forward::FORWARDED_BY.as_str());
         let req = req.into_inner();
         let q = parse(&req)?;
         let viewer = ctx.auth.viewer(authorized.caller());
@@ -111,10 +123,21 @@ impl SearchService for Search {
             .filter(|n| viewer(n) && (q.instances.is_empty() || q.instances.contains(n)))
             .collect();
         names.sort();
+        // Sharded: the instances other replicas run are searched there.
+        let split = super::search_peers::split(ctx, names, forwarded);
+        let peers = super::search_peers::gather(ctx, &authorized, &req, split.peers).await;
         let mut searched: Vec<OnInstance> = Vec::new();
-        let mut found: Vec<(String, Found)> = Vec::new();
-        let (mut filtered, mut unavailable) = (false, Vec::new());
-        for name in names {
+        let mut found: Vec<(String, (String, Found))> = peers
+            .hits
+            .into_iter()
+            .map(|h| {
+                let k = key(&h.instance, &h.kind, &h.namespace, &h.name);
+                (k.clone(), (k, Found::Peer(Box::new(h))))
+            })
+            .collect();
+        let (mut filtered, mut unavailable) = (peers.filtered, peers.unavailable);
+        unavailable.extend(split.moving);
+        for name in split.local {
             let on = match ctx.on_instance_seen(&authorized, Role::View, &name).await {
                 Ok(on) => on,
                 Err(ApiError::Unavailable(_) | ApiError::ResourceExhausted(_)) => {
@@ -148,17 +171,27 @@ impl SearchService for Search {
                 });
                 for o in selected.objects {
                     let ns = o.namespace().unwrap_or_default();
-                    let key = format!("{name}/{}/{ns}/{}", kind.resource().kind, o.name());
-                    found.push((key, (at, kind, o)));
+                    let k = key(&name, &kind.resource().kind, ns, o.name());
+                    found.push((k.clone(), (k, Found::Here(at, kind, o))));
                 }
             }
             searched.push(on);
         }
+        unavailable.sort();
         unavailable.dedup();
-        let page = paging::paginate_by(found, req.page_size, &req.page_token, "")?;
+        let mut page = paging::paginate_by(found, req.page_size, &req.page_token, "")?;
+        // A peer with hits past its page: this page ends where the merged one does.
+        if page.next_page_token.is_empty() && peers.more {
+            if let Some((last, _)) = page.items.last() {
+                page.next_page_token = paging::token(last);
+            }
+        }
         let mut hits = Vec::with_capacity(page.items.len());
-        for (at, kind, o) in &page.items {
-            hits.push(hit(&searched[*at], *kind, &objects::decoded(o)?).await);
+        for (_, f) in page.items {
+            hits.push(match f {
+                Found::Here(at, kind, o) => hit(&searched[at], kind, &objects::decoded(&o)?).await,
+                Found::Peer(h) => *h,
+            });
         }
         Ok(Response::new(proto::SearchResponse {
             hits,
