@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kairship::actors::context::Settings;
+use kairship::actors::leader::replica_of;
 use kairship::actors::leader::LeaderConfig;
 use kairship::actors::shards::handoff::OWNER_ANNOTATION;
 use kairship::actors::shards::ShardConfig;
@@ -17,7 +18,8 @@ use kairship::auth::{Auth, AuthConfig};
 use kairship::crd::{InstanceRoleBinding, InstanceRoleBindingSpec, Role, Subject, SubjectKind};
 use kairship::proto::instance_service_client::InstanceServiceClient;
 use kairship::proto::search_service_client::SearchServiceClient;
-use kairship::proto::{GetInstanceRequest, SearchRequest};
+use kairship::proto::supervisor_service_client::SupervisorServiceClient;
+use kairship::proto::{GetInstanceRequest, ListActorsRequest, SearchRequest};
 use kube::api::{Api, PostParams};
 
 use crate::common::eventually;
@@ -399,6 +401,31 @@ async fn any_replica_answers_for_every_instance_as_the_caller() {
         .into_inner();
     let instances: Vec<&str> = seen.hits.iter().map(|h| h.instance.as_str()).collect();
     assert_eq!(instances, ["karmada-1"]);
+
+    // The actor tree through either replica: each instance's actor once, Running on its
+    // owner; both replicas' managers.
+    for r in [&a, &b] {
+        let mut sup =
+            SupervisorServiceClient::with_interceptor(r.served.channel.clone(), Bearer(ADMIN));
+        let actors = sup
+            .list_actors(ListActorsRequest {})
+            .await
+            .expect("actors")
+            .into_inner()
+            .actors;
+        for (n, o) in names.iter().zip(&owners) {
+            let rows: Vec<_> = actors.iter().filter(|x| &x.instance == n).collect();
+            assert_eq!(rows.len(), 1, "{n} through {}: {rows:?}", r.name);
+            assert_eq!(rows[0].state, "Running");
+            assert_eq!(replica_of(&rows[0].replica), o.as_str(), "{n}");
+        }
+        let managers: Vec<&str> = actors
+            .iter()
+            .filter(|x| x.name == "instance-manager")
+            .map(|x| replica_of(&x.replica))
+            .collect();
+        assert_eq!(managers.len(), 2, "{managers:?}");
+    }
 
     // The owner leaves: the other replica answers for its instances.
     let (stays, leaves) = if owner_replica.name == "replica-a" {

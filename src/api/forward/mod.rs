@@ -9,6 +9,7 @@
 //! cannot use it to reach peers) and does not audit the request (the owner does, once).
 //! Peers are reached over TLS verified against the serving CA, for the Service's name.
 
+pub mod peers;
 pub mod route;
 
 use std::sync::Arc;
@@ -29,7 +30,8 @@ pub use route::Route;
 
 /// Marks a request a peer forwarded (its value: that peer's name). A forwarded request is
 /// never forwarded again; a caller setting it only loses forwarding.
-pub const FORWARDED_BY: HeaderName = HeaderName::from_static("kairship-forwarded-by");
+pub const FORWARDED_BY: HeaderName = HeaderName::from_static(FORWARDED_BY_NAME);
+pub const FORWARDED_BY_NAME: &str = "kairship-forwarded-by";
 
 /// How peers are reached and how long a request may wait for them.
 #[derive(Debug, Clone)]

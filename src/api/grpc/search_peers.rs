@@ -5,11 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use futures::future::join_all;
-
 use crate::api::chain::Authorized;
 use crate::api::context::ApiContext;
-use crate::api::forward::{route, Route};
+use crate::api::forward::{peers, route, Route};
 use crate::proto::{self, search_service_client::SearchServiceClient};
 
 /// The searched instances by where they are answered.
@@ -70,47 +68,31 @@ pub async fn gather(
     peers: BTreeMap<(String, String), Vec<String>>,
 ) -> Gathered {
     let mut out = Gathered::default();
-    let Some(forwarder) = ctx.forwarder.clone() else {
+    let (Some(forwarder), Some(shards)) = (ctx.forwarder.clone(), ctx.tree.shards()) else {
         out.unavailable = peers.into_values().flatten().collect();
         return out;
     };
-    let me = ctx
-        .tree
-        .shards()
-        .map(|s| s.me().to_string())
-        .unwrap_or_default();
-    let current: Vec<String> = peers.keys().map(|(_, a)| a.clone()).collect();
-    let asks = peers.into_iter().map(|((replica, address), names)| {
-        let forwarder = forwarder.clone();
-        let (current, me) = (&current, &me);
+    let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut addresses = Vec::new();
+    for ((replica, address), ns) in peers {
+        names.insert(replica.clone(), ns);
+        addresses.push((replica, address));
+    }
+    let credential = authorized.credential().header();
+    let answers = peers::each(&forwarder, addresses, |replica, channel| {
         let mut ask = req.clone();
-        ask.instances = names.clone();
-        let credential = authorized.credential().header().cloned();
+        ask.instances = names.get(replica).cloned().unwrap_or_default();
         async move {
-            let answer = async {
-                let channel = forwarder
-                    .channel(&address, current)
-                    .map_err(|e| e.to_string())?;
-                let mut call = tonic::Request::new(ask);
-                if let Some(v) = credential.and_then(|v| v.to_str().ok().map(str::to_string)) {
-                    let v = v
-                        .parse()
-                        .map_err(|_| "the caller's credential".to_string())?;
-                    call.metadata_mut().insert("authorization", v);
-                }
-                let by = me.parse().map_err(|_| "this replica's name".to_string())?;
-                call.metadata_mut().insert("kairship-forwarded-by", by);
-                SearchServiceClient::new(channel)
-                    .search(call)
-                    .await
-                    .map(tonic::Response::into_inner)
-                    .map_err(|s| s.message().to_string())
-            }
-            .await;
-            (replica, names, answer)
+            let call = peers::request(ask, credential, shards.me())?;
+            SearchServiceClient::new(channel)
+                .search(call)
+                .await
+                .map(tonic::Response::into_inner)
+                .map_err(|s| s.message().to_string())
         }
-    });
-    for (replica, names, answer) in join_all(asks).await {
+    })
+    .await;
+    for (replica, answer) in answers {
         match answer {
             Ok(a) => {
                 out.hits.extend(a.hits);
@@ -120,7 +102,8 @@ pub async fn gather(
             }
             Err(why) => {
                 tracing::warn!(replica = %replica, error = %why, "a peer did not answer a search");
-                out.unavailable.extend(names);
+                out.unavailable
+                    .extend(names.remove(&replica).unwrap_or_default());
             }
         }
     }

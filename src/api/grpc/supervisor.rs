@@ -8,8 +8,12 @@ use crate::actors::supervision::ActorSnapshot;
 use crate::actors::tree::TreeError;
 use crate::api::chain::Authorized;
 use crate::api::context::ApiContext;
+use crate::api::forward::peers;
 use crate::error::{check_name, ApiError};
-use crate::proto::{self, supervisor_service_server::SupervisorService};
+use crate::proto::{
+    self, supervisor_service_client::SupervisorServiceClient,
+    supervisor_service_server::SupervisorService,
+};
 
 pub struct Supervisor(pub ApiContext);
 
@@ -30,6 +34,23 @@ fn snapshot(a: &ActorSnapshot, replica: &str) -> proto::ActorSnapshot {
     }
 }
 
+/// Whether `instance`'s actor is this replica's to show: always unsharded; sharded, when
+/// it is recorded here (or nowhere yet), since its owner shows it otherwise.
+fn runs_here(
+    ctx: &ApiContext,
+    shards: Option<&crate::actors::shards::Shards>,
+    instance: &str,
+) -> bool {
+    let Some(shards) = shards else {
+        return true;
+    };
+    let recorded = ctx
+        .instance(instance)
+        .ok()
+        .and_then(|i| crate::actors::shards::handoff::recorded(&i).map(str::to_string));
+    recorded.is_none_or(|r| r == shards.me() || !shards.live().contains(&r))
+}
+
 fn tree_error(e: TreeError) -> ApiError {
     match e {
         TreeError::NotFound(m) => ApiError::NotFound(m),
@@ -44,21 +65,46 @@ impl SupervisorService for Supervisor {
         req: Request<proto::ListActorsRequest>,
     ) -> Result<Response<proto::ListActorsResponse>, Status> {
         let authorized = Authorized::of(&req)?;
+        let forwarded = req
+            .metadata()
+            .contains_key(crate::api::forward::FORWARDED_BY_NAME);
         let caller = authorized.caller();
         let visible = self.0.auth.viewer(caller);
         // The root and manager speak for every instance: shown to those who see all.
         let everything = self.0.auth.sees_all(caller);
+        let me = self.0.tree.identity();
+        let shards = self.0.tree.shards();
         let actors = self.0.tree.actors().await.map_err(tree_error)?;
-        Ok(Response::new(proto::ListActorsResponse {
-            actors: actors
-                .iter()
-                .filter(|a| match &a.instance {
-                    Some(i) => visible(i),
-                    None => everything,
-                })
-                .map(|a| snapshot(a, self.0.tree.identity()))
-                .collect(),
-        }))
+        let mut out: Vec<proto::ActorSnapshot> = actors
+            .iter()
+            .filter(|a| match &a.instance {
+                Some(i) => visible(i) && runs_here(&self.0, shards, i),
+                None => everything,
+            })
+            .map(|a| snapshot(a, me))
+            .collect();
+        // Sharded: each peer lists the actors it runs, as the caller sees them.
+        if let (Some(shards), Some(forwarder), false) = (shards, &self.0.forwarder, forwarded) {
+            let credential = authorized.credential().header();
+            let answers = peers::each(forwarder, peers::live(shards), |_, channel| async move {
+                let call = peers::request(proto::ListActorsRequest {}, credential, shards.me())?;
+                SupervisorServiceClient::new(channel)
+                    .list_actors(call)
+                    .await
+                    .map(|r| r.into_inner().actors)
+                    .map_err(|s| s.message().to_string())
+            })
+            .await;
+            for (replica, answer) in answers {
+                match answer {
+                    Ok(actors) => out.extend(actors),
+                    Err(why) => {
+                        tracing::warn!(replica = %replica, error = %why, "a peer did not list its actors")
+                    }
+                }
+            }
+        }
+        Ok(Response::new(proto::ListActorsResponse { actors: out }))
     }
 
     async fn restart_instance(
