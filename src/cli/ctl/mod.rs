@@ -424,6 +424,7 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
             let actor_rows = |actors: &[Value]| {
                 let mut rows = vec![vec![
                     "ACTOR".into(),
+                    "REPLICA".into(),
                     "STATE".into(),
                     "RESTARTS".into(),
                     "UPTIME".into(),
@@ -432,6 +433,7 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
                 for a in actors {
                     rows.push(vec![
                         s(a, "/name"),
+                        crate::actors::leader::replica_of(&s(a, "/replica")).to_string(),
                         s(a, "/state"),
                         n(a, "/restartCount"),
                         format!("{}s", n(a, "/uptimeSeconds")),
