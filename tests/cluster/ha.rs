@@ -75,7 +75,7 @@ pub struct ClusterDemo {
     child: Child,
     pub dir: tempfile::TempDir,
     pub endpoints: Value,
-    host: PathBuf,
+    pub(crate) host: PathBuf,
 }
 
 impl ClusterDemo {
@@ -178,7 +178,7 @@ impl ClusterDemo {
         self.dir.path().join("real/node/containerd/containerd.sock")
     }
 
-    fn ctr(&self, args: &[&str]) -> String {
+    pub(crate) fn ctr(&self, args: &[&str]) -> String {
         stdout(&run(Command::new("ctr")
             .arg(format!("--address={}", self.socket().display()))
             .args(["--namespace", "k8s.io"])
@@ -186,7 +186,12 @@ impl ClusterDemo {
     }
 
     /// Waits until `ok` (which runs kubectl) holds; how long it took.
-    async fn until(&self, what: &str, within: Duration, ok: impl FnMut() -> bool) -> Duration {
+    pub(crate) async fn until(
+        &self,
+        what: &str,
+        within: Duration,
+        ok: impl FnMut() -> bool,
+    ) -> Duration {
         let started = Instant::now();
         if !holds(within, PROCESS_POLL, ok).await {
             panic!("{what}: not within {within:?}\n{}", self.log_tail());
@@ -282,7 +287,7 @@ pub fn service_ip(endpoints: &Value) -> String {
         .expect("grpc address")
 }
 
-fn print_tallies(title: &str, tallies: &[Tally]) {
+pub(crate) fn print_tallies(title: &str, tallies: &[Tally]) {
     println!("{title}:");
     for t in tallies {
         println!("  {t}");
@@ -537,6 +542,7 @@ async fn kairship_runs_as_pods_on_a_real_node() {
     leader_loss(&demo).await;
     rolling_upgrade(&demo).await;
     crate::managed::lifecycle(&demo).await;
+    crate::sharded::sharded(&demo).await;
     uninstall(&demo).await;
     let stopped = Instant::now();
     let status = demo.stop();

@@ -236,12 +236,17 @@ impl Readers {
     /// annotation through the proxy) and watches (a cached kind and a passed-through one)
     /// through the Service described by `endpoints`.
     pub async fn start(endpoints: &Value) -> Self {
+        Self::start_on(endpoints, 0).await
+    }
+
+    /// As [`start`](Self::start), on the demo's `index`th instance (each seeded alike).
+    pub async fn start_on(endpoints: &Value, index: usize) -> Self {
         let (stop, rx) = watch::channel(false);
         let token = endpoints["tokens"]["admin"]
             .as_str()
             .expect("admin token")
             .to_string();
-        let instance = endpoints["instances"][0]["kubeconfig"]
+        let instance = endpoints["instances"][index]["kubeconfig"]
             .as_str()
             .expect("kubeconfig");
         let proxy = client_from_path(instance).await;
@@ -261,7 +266,7 @@ impl Readers {
         .http2_keep_alive_interval(Duration::from_secs(1))
         .keep_alive_timeout(Duration::from_secs(1))
         .connect_lazy();
-        let name = endpoints["instances"][0]["name"]
+        let name = endpoints["instances"][index]["name"]
             .as_str()
             .expect("name")
             .to_string();
