@@ -178,6 +178,24 @@ impl ClusterDemo {
         self.dir.path().join("real/node/containerd/containerd.sock")
     }
 
+    /// Tags Kairship's image `<version>-<suffix>` in the node's containerd (a new tag
+    /// rolls the pods); the tag.
+    pub(crate) fn tag_image(&self, suffix: &str) -> String {
+        let next = format!("{}-{suffix}", env!("CARGO_PKG_VERSION"));
+        let (repo_name, _) = image_name()
+            .rsplit_once(':')
+            .map(|(r, t)| (r.to_string(), t.to_string()))
+            .expect("image");
+        self.ctr(&[
+            "images",
+            "tag",
+            "--force",
+            &image_name(),
+            &format!("{repo_name}:{next}"),
+        ]);
+        next
+    }
+
     pub(crate) fn ctr(&self, args: &[&str]) -> String {
         stdout(&run(Command::new("ctr")
             .arg(format!("--address={}", self.socket().display()))
@@ -412,18 +430,7 @@ async fn rolling_upgrade(demo: &ClusterDemo) {
     })
     .await;
     let before: Vec<String> = demo.pods().iter().map(name).collect();
-    let next = format!("{}-rollout", env!("CARGO_PKG_VERSION"));
-    let (repo_name, _) = image_name()
-        .rsplit_once(':')
-        .map(|(r, t)| (r.to_string(), t.to_string()))
-        .expect("image");
-    demo.ctr(&[
-        "images",
-        "tag",
-        "--force",
-        &image_name(),
-        &format!("{repo_name}:{next}"),
-    ]);
+    let next = demo.tag_image("rollout");
     let readers = Readers::start(&demo.endpoints).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let started = Instant::now();

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::ha::{name, print_tallies, ready, ClusterDemo, NS};
 use crate::readers::{Readers, Tally};
-use crate::{helm, image_name, repo};
+use crate::{helm, repo};
 
 /// Each Instance's recorded owner (a pod name), if any.
 fn owners(demo: &ClusterDemo) -> BTreeMap<String, String> {
@@ -96,18 +96,7 @@ pub async fn sharded(demo: &ClusterDemo) {
     println!("sharding on: owners {owned:?}");
 
     // The pods rolled to a new tag under clients of every instance.
-    let next = format!("{}-sharded", env!("CARGO_PKG_VERSION"));
-    let (repo_name, _) = image_name()
-        .rsplit_once(':')
-        .map(|(r, t)| (r.to_string(), t.to_string()))
-        .expect("image");
-    demo.ctr(&[
-        "images",
-        "tag",
-        "--force",
-        &image_name(),
-        &format!("{repo_name}:{next}"),
-    ]);
+    let next = demo.tag_image("sharded");
     let before: Vec<String> = demo.pods().iter().map(name).collect();
     let clients = readers(demo).await;
     tokio::time::sleep(Duration::from_secs(3)).await;

@@ -215,6 +215,18 @@ impl InstanceManager {
         }
     }
 
+    /// Decides again for every instance known.
+    async fn apply_all(&self, myself: &ActorRef<ManagerMsg>, state: &mut ManagerState) {
+        let all: Vec<Instance> = state
+            .children
+            .values()
+            .map(|c| c.instance.clone())
+            .collect();
+        for i in all {
+            self.apply(myself, state, i).await;
+        }
+    }
+
     async fn apply(
         &self,
         myself: &ActorRef<ManagerMsg>,
@@ -419,16 +431,8 @@ impl Actor for InstanceManager {
                 }
             }
             ManagerMsg::Respawn(name) => self.spawn_child(&myself, state, &name).await,
-            ManagerMsg::MembersChanged => {
-                let all: Vec<Instance> = state
-                    .children
-                    .values()
-                    .map(|c| c.instance.clone())
-                    .collect();
-                for i in all {
-                    self.apply(&myself, state, i).await;
-                }
-            }
+            // Instances may move between replicas.
+            ManagerMsg::MembersChanged => self.apply_all(&myself, state).await,
             ManagerMsg::Recorded(name, result) => {
                 let retry = state.ctx.settings.tick;
                 placement::recorded(state, &myself, &name, result, retry);
@@ -437,14 +441,7 @@ impl Actor for InstanceManager {
                 info!(leader = leading, "leadership changed");
                 if leading {
                     // Catch up on leader-only work (finalizers, cleanups) for what we know.
-                    let all: Vec<Instance> = state
-                        .children
-                        .values()
-                        .map(|c| c.instance.clone())
-                        .collect();
-                    for i in all {
-                        self.apply(&myself, state, i).await;
-                    }
+                    self.apply_all(&myself, state).await;
                 }
             }
             ManagerMsg::CleanedUp(name, result) => {

@@ -293,6 +293,8 @@ async fn install_and_serve(
         BTreeMap::from([
             ("tls.crt", cert.cert_pem.clone().into_bytes()),
             ("tls.key", cert.key_pem.clone().into_bytes()),
+            // As cert-manager writes it: sharded pods trust each other by this CA.
+            ("ca.crt", cert.ca_pem.clone().into_bytes()),
         ]),
     )
     .await?;
