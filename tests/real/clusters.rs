@@ -206,14 +206,22 @@ pub async fn workload_then_remove(demo: &Demo, member: &ApiServer) {
         async move { out.status.success().then_some(()) }
     })
     .await;
-    let mut instances = InstanceServiceClient::new(channel.clone());
-    let stats = instances
-        .get_instance_stats(demo.request(GetInstanceStatsRequest {
-            name: "karmada-1".into(),
-        }))
-        .await
-        .expect("stats")
-        .into_inner();
+    // Stats are recounted at the instance's next tick after the Cluster appears.
+    let instances = InstanceServiceClient::new(channel.clone());
+    let stats = eventually(Duration::from_secs(20), "3 clusters in the stats", || {
+        let mut instances = instances.clone();
+        async move {
+            let stats = instances
+                .get_instance_stats(demo.request(GetInstanceStatsRequest {
+                    name: "karmada-1".into(),
+                }))
+                .await
+                .ok()?
+                .into_inner();
+            (stats.clusters_total == 3).then_some(stats)
+        }
+    })
+    .await;
     assert_eq!(stats.clusters_total, 3, "{stats:?}");
 
     // Refused while it runs there, naming it.
