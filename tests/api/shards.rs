@@ -1,6 +1,6 @@
 //! Two sharded replicas over one fleet: whichever replica a request reaches, every surface
-//! answers for every instance, the owner deciding and auditing as the caller (the other
-//! only passes it on); a watch streams through; and when a replica leaves, the other
+//! answers for every instance, the replica asked deciding first and the owner deciding
+//! again and auditing as the caller; a watch streams through; and when a replica leaves, the other
 //! answers for its instances.
 
 use std::path::PathBuf;
@@ -260,8 +260,9 @@ async fn any_replica_answers_for_every_instance_as_the_caller() {
         );
     }
 
-    // The owner decides as the caller: a viewer of karmada-1 is refused another instance
-    // wherever it asks, and the refusal is audited once, by the owner.
+    // Every replica decides as the caller before forwarding: a viewer of karmada-1 is
+    // refused another instance wherever it asks, learns nothing of where it runs, and the
+    // refusal is audited once, by the replica it asked.
     let other = names
         .iter()
         .zip(&owners)
@@ -281,6 +282,10 @@ async fn any_replica_answers_for_every_instance_as_the_caller() {
         .await
         .expect_err("a viewer of karmada-1 only");
     assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+    assert!(
+        !refused.message().contains("replica"),
+        "a refusal names no replica: {refused:?}"
+    );
     let refusals = |r: &Replica| {
         r.audit_events()
             .into_iter()
@@ -293,14 +298,14 @@ async fn any_replica_answers_for_every_instance_as_the_caller() {
     };
     eventually(
         Duration::from_secs(5),
-        "the owner's audit event",
-        || async { (refusals(owner_replica) == 1).then_some(()) },
+        "the asked replica's audit event",
+        || async { (refusals(edge) == 1).then_some(()) },
     )
     .await;
     assert_eq!(
-        refusals(edge),
+        refusals(owner_replica),
         0,
-        "the forwarding replica audits nothing of it"
+        "a refused request never reaches the owner"
     );
     let viewer = edge.https(&env, &cert.ca_pem, VIEWER).await;
     let (code, _) = get(&viewer, &proxied("karmada-1", "/api/v1/namespaces")).await;

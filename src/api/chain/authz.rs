@@ -144,22 +144,25 @@ pub async fn layer(State(chain): State<Arc<Chain>>, req: Request, next: Next) ->
         On::Instance { name, .. } => Some(name.clone()),
         _ => None,
     };
-    // Sharded: the replica that owns the instance answers (and decides, and audits).
-    let mut req = match &instance {
-        Some(name) => match forward_if_elsewhere(&chain, name, req, &record).await {
-            Ok(req) => req,
-            Err(answer) => return *answer,
-        },
-        None => req,
-    };
     record.update(|f| {
         f.verb = target.verb.clone();
         f.writes = target.writes;
         f.object = target.object.clone();
         f.instance = instance.clone();
     });
+    // Decided here first, on every replica (role bindings are cached on each), so a caller
+    // with no role learns nothing of where an instance runs or whether it is moving.
     match decide(&chain, &caller, &target) {
         Ok(why) => {
+            // Sharded: the replica that owns the instance answers (and decides again, and
+            // audits).
+            let mut req = match &instance {
+                Some(name) => match forward_if_elsewhere(&chain, name, req, &record).await {
+                    Ok(req) => req,
+                    Err(answer) => return *answer,
+                },
+                None => req,
+            };
             record.update(|f| f.decision = Some(("allow", why)));
             let credential = Credential(req.headers().get(http::header::AUTHORIZATION).cloned());
             req.extensions_mut().insert(Authorized {
