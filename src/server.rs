@@ -71,6 +71,10 @@ pub struct Running {
     probes: Option<(watch::Sender<bool>, JoinHandle<()>)>,
 }
 
+/// How long a stopping sharded replica serves on while its instances move to the others
+/// (measured: a third of a second); past it they move when its Lease would have expired.
+const HAND_OVER_BOUND: Duration = Duration::from_secs(15);
+
 /// Resolves when `tx` says stop (or is gone).
 async fn stopped(mut rx: watch::Receiver<bool>) {
     let _ = rx.wait_for(|s| *s).await;
@@ -161,10 +165,12 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
 
 impl Running {
     /// The graceful shutdown (`api::drain`): not ready, still serving for the shutdown
-    /// delay; then HTTPS closes and drains (watches end cleanly), then the gRPC port;
+    /// delay (and, sharded, until this replica's instances are handed over); then HTTPS closes and drains (watches end cleanly), then the gRPC port;
     /// then the tree stops (releasing the lease) and last the probes.
-    pub async fn shutdown(self) {
-        self.drain.run(self.shutdown_delay).await;
+    pub async fn shutdown(mut self) {
+        self.drain
+            .run(self.shutdown_delay, self.tree.hand_over(HAND_OVER_BOUND))
+            .await;
         self.api.stop().await;
         self.tree.shutdown().await;
         if let Some((stop, probes)) = self.probes {

@@ -130,6 +130,42 @@ impl Tree {
         let _ = self.root_task.await;
     }
 
+    /// Sharded: gives up this replica's instances while it still serves (its Lease is
+    /// released, the others take them over) and waits, at most `bound`, until none is
+    /// recorded as its own any more. The first step of a graceful stop. Unsharded: nothing.
+    pub async fn hand_over(&mut self, bound: Duration) {
+        let Some(running) = self.shards.as_mut() else {
+            return;
+        };
+        let me = running.shards.me().to_string();
+        running.release().await;
+        let held = |ctx: &Context| {
+            ctx.instances
+                .store()
+                .state()
+                .iter()
+                .filter(|i| super::shards::handoff::recorded(i) == Some(me.as_str()))
+                .count()
+        };
+        let started = tokio::time::Instant::now();
+        while held(&self.handle.ctx) > 0 && started.elapsed() < bound {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let left = held(&self.handle.ctx);
+        match left {
+            0 => tracing::info!(
+                replica = %me,
+                secs = started.elapsed().as_secs_f64(),
+                "handed every instance over"
+            ),
+            n => tracing::warn!(
+                replica = %me,
+                instances = n,
+                "instances still recorded as this replica's after the hand-over bound; the others take them when its Lease expires"
+            ),
+        }
+    }
+
     /// Ends the tree as a crash would: nothing is released, the lease must expire.
     pub fn kill(self) {
         self.handle.root.kill();

@@ -69,16 +69,17 @@ impl Drain {
 }
 
 impl DrainControl {
-    /// Not ready from now on, still serving for `delay`; then closing.
-    pub async fn run(&self, delay: Duration) {
+    /// Not ready from now on, still serving for `delay` and until `also` is done (a
+    /// sharded replica hands its instances over meanwhile); then closing.
+    pub async fn run(&self, delay: Duration, also: impl std::future::Future<Output = ()>) {
         self.0.send_replace(Phase::Draining);
         if !delay.is_zero() {
             tracing::info!(
                 delay_secs = delay.as_secs_f64(),
                 "not ready; serving while endpoints converge"
             );
-            tokio::time::sleep(delay).await;
         }
+        tokio::join!(tokio::time::sleep(delay), also);
         self.0.send_replace(Phase::Closing);
     }
 }
@@ -112,7 +113,7 @@ mod tests {
             let drain = drain.clone();
             tokio::spawn(async move { drain.closing().await })
         };
-        let run = tokio::spawn(async move { control.run(Duration::from_secs(5)).await });
+        let run = tokio::spawn(async move { control.run(Duration::from_secs(5), async {}).await });
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(drain.phase(), Phase::Draining);
         assert!(!waiter.is_finished());

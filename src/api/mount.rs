@@ -169,4 +169,11 @@ impl Serving {
         }
         self.draining.abort();
     }
+
+    /// Stops accepting and drops every connection at once, as a crash would (tests).
+    pub fn abort(self) {
+        for task in [self.https, self.grpc, self.draining] {
+            task.abort();
+        }
+    }
 }

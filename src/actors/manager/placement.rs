@@ -108,9 +108,18 @@ pub fn watch_members(
     ctx: &Context,
     manager: ActorRef<ManagerMsg>,
 ) -> Option<tokio::task::JoinHandle<()>> {
-    let mut changes = ctx.shards.as_ref()?.subscribe();
+    let shards = ctx.shards.as_ref()?;
+    let mut changes = shards.subscribe();
+    // This replica's own Lease too: released on a graceful stop, its instances are
+    // handed over at once rather than at the next listing of the Leases.
+    let mut mine = shards.lease().subscribe();
     Some(tokio::spawn(async move {
-        while changes.changed().await.is_ok() {
+        let mut elector_gone = false;
+        loop {
+            tokio::select! {
+                c = changes.changed() => if c.is_err() { return },
+                c = mine.changed(), if !elector_gone => elector_gone = c.is_err(),
+            }
             if manager.send_message(ManagerMsg::MembersChanged).is_err() {
                 return;
             }

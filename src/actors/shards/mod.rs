@@ -121,7 +121,8 @@ impl Shards {
 /// The running shard machinery: this replica's Lease and the watcher of everyone's.
 pub struct Running {
     pub shards: Shards,
-    elector: Elector,
+    /// `None` once released by `hand_over`.
+    elector: Option<Elector>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -129,16 +130,29 @@ pub struct Running {
 impl Running {
     /// Stops watching and releases this replica's Lease, so the others take its instances
     /// over at once instead of after a lease duration.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(mut self) {
         self.stop.send_replace(true);
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.task).await;
-        self.elector.shutdown().await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), &mut self.task).await;
+        self.release().await;
+    }
+
+    /// Releases this replica's Lease while everything else runs on: this replica drops
+    /// out of the ring, hands its instances over (its manager stops their actors and
+    /// clears their records) and forwards requests for them to their new owners. A
+    /// replica that stops gracefully does this before it closes its listeners, so peers
+    /// never forward to a closed port.
+    pub async fn release(&mut self) {
+        if let Some(e) = self.elector.take() {
+            e.shutdown().await;
+        }
     }
 
     /// As a crash: nothing released; the others wait out the Lease.
     pub fn abort(self) {
         self.task.abort();
-        self.elector.abort();
+        if let Some(e) = self.elector {
+            e.abort();
+        }
     }
 }
 
@@ -229,7 +243,7 @@ pub fn spawn(host: kube::Client, cfg: ShardConfig) -> Running {
     });
     Running {
         shards,
-        elector,
+        elector: Some(elector),
         stop,
         task,
     }

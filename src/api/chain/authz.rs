@@ -154,16 +154,18 @@ pub async fn layer(State(chain): State<Arc<Chain>>, req: Request, next: Next) ->
     // with no role learns nothing of where an instance runs or whether it is moving.
     match decide(&chain, &caller, &target) {
         Ok(why) => {
+            record.update(|f| f.decision = Some(("allow", why)));
             // Sharded: the replica that owns the instance answers (and decides again, and
             // audits).
             let mut req = match &instance {
-                Some(name) => match forward_if_elsewhere(&chain, name, req, &record).await {
-                    Ok(req) => req,
-                    Err(answer) => return *answer,
-                },
+                Some(name) => {
+                    match forward_if_elsewhere(&chain, (name, target.writes), req, &record).await {
+                        Ok(req) => req,
+                        Err(answer) => return *answer,
+                    }
+                }
                 None => req,
             };
-            record.update(|f| f.decision = Some(("allow", why)));
             let credential = Credential(req.headers().get(http::header::AUTHORIZATION).cloned());
             req.extensions_mut().insert(Authorized {
                 caller,
@@ -185,41 +187,42 @@ pub async fn layer(State(chain): State<Arc<Chain>>, req: Request, next: Next) ->
 /// no replica can answer now), in the request's surface's words.
 async fn forward_if_elsewhere(
     chain: &Chain,
-    instance: &str,
+    (instance, writes): (&str, bool),
     req: Request,
     record: &Record,
 ) -> Result<Request, Box<Response>> {
-    use crate::api::forward::{place, Route, FORWARDED_BY};
+    use crate::api::forward::{pass, Passed};
     let Some(shards) = chain.ctx.tree.shards() else {
         return Ok(req);
     };
     let surface = Surface::of(&req);
-    let forwarded = req.headers().contains_key(FORWARDED_BY);
-    let forwarder = chain.ctx.forwarder.as_ref();
-    let wait = forwarder.map_or(std::time::Duration::ZERO, |f| f.config().handoff_wait);
     let lookup = |n: &str| chain.ctx.instance(n).ok();
-    let (replica, address) = match place(shards, lookup, instance, forwarded, wait).await {
-        Ok(Route::Local) => return Ok(req),
-        Ok(Route::Peer { replica, address }) => (replica, address),
-        Ok(Route::Moving(why)) => {
-            return Err(Box::new(refusal(surface, &ApiError::Unavailable(why))))
+    let forwarding = |replica: &str| {
+        record.update(|f| f.forwarded_to = Some(replica.to_string()));
+    };
+    let forwarder = chain.ctx.forwarder.as_deref();
+    match pass(
+        forwarder,
+        shards,
+        lookup,
+        instance,
+        (req, !writes),
+        forwarding,
+    )
+    .await
+    {
+        Ok(Passed::Here(req)) => Ok(req),
+        Ok(Passed::Answered { answer, .. }) => Err(Box::new(answer)),
+        Ok(Passed::Misdirected(answer)) => {
+            // The forwarding peer sends it on; it audits the request, not this hop.
+            forwarding("(the forwarding replica)");
+            Err(Box::new(answer))
         }
-        Err(e) => return Err(Box::new(refusal(surface, &e))),
-    };
-    let Some(forwarder) = forwarder else {
-        let e = ApiError::Unavailable(format!(
-            "instance {instance:?} runs on replica {replica:?}, and this replica cannot reach its peers (no peer CA configured)"
-        ));
-        return Err(Box::new(refusal(surface, &e)));
-    };
-    record.update(|f| {
-        f.instance = Some(instance.to_string());
-        f.forwarded_to = Some(replica.clone());
-    });
-    tracing::debug!(instance, replica = %replica, "forwarding to the instance's owner");
-    match forwarder.send(shards.me(), &replica, &address, req).await {
-        Ok(answer) => Err(Box::new(answer)),
-        Err(e) => Err(Box::new(refusal(surface, &e))),
+        Err(e) => {
+            // No owner answered: this replica audits the attempt (a write) itself.
+            record.update(|f| f.forwarded_to = None);
+            Err(Box::new(refusal(surface, &e)))
+        }
     }
 }
 

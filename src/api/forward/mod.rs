@@ -33,6 +33,21 @@ pub use route::Route;
 pub const FORWARDED_BY: HeaderName = HeaderName::from_static(FORWARDED_BY_NAME);
 pub const FORWARDED_BY_NAME: &str = "kairship-forwarded-by";
 
+/// On a 421 answer to a forwarded request: the replica it reached does not own the
+/// instance (any more) and did nothing with it; the forwarding peer sends it again.
+pub const MISDIRECTED: HeaderName = HeaderName::from_static("kairship-misdirected");
+
+/// The answer to a forwarded request this replica does not own, for the peer that sent it
+/// (whatever the surface: only a peer reads it).
+pub fn misdirected(why: &str) -> Response {
+    let mut answer = Response::new(Body::from(why.to_string()));
+    *answer.status_mut() = StatusCode::MISDIRECTED_REQUEST;
+    if let Ok(v) = http::HeaderValue::from_str(why) {
+        answer.headers_mut().insert(MISDIRECTED, v);
+    }
+    answer
+}
+
 /// How peers are reached and how long a request may wait for them.
 #[derive(Debug, Clone)]
 pub struct ForwardConfig {
@@ -167,8 +182,23 @@ impl Forwarder {
         me: &str,
         replica: &str,
         address: &str,
-        mut req: Request,
+        req: Request,
     ) -> Result<Response, ApiError> {
+        self.try_send(me, replica, address, req, false)
+            .await
+            .map_err(Unsent::into_error)
+    }
+
+    /// `read`: the request only reads, so it may be sent again when its connection broke
+    /// before the owner answered.
+    async fn try_send(
+        &self,
+        me: &str,
+        replica: &str,
+        address: &str,
+        mut req: Request,
+        read: bool,
+    ) -> Result<Response, Unsent> {
         let path = req
             .uri()
             .path_and_query()
@@ -177,9 +207,12 @@ impl Forwarder {
         let uri: http::Uri = format!("{}{path}", address.trim_end_matches('/'))
             .parse()
             .map_err(|e| {
-                ApiError::Internal(format!("replica {replica:?}'s address {address:?}: {e}"))
+                Unsent::Failed(ApiError::Internal(format!(
+                    "replica {replica:?}'s address {address:?}: {e}"
+                )))
             })?;
         let upgrading = req.headers().contains_key(header::UPGRADE);
+        let idempotent = read && !upgrading;
         let caller_side = upgrading.then(|| hyper::upgrade::on(&mut req));
         let (mut parts, body) = req.into_parts();
         parts.uri = uri;
@@ -209,16 +242,30 @@ impl Forwarder {
         let mut answer = match tokio::time::timeout(within, client.request(outgoing)).await {
             Ok(Ok(a)) => a,
             Ok(Err(e)) => {
-                return Err(ApiError::Unavailable(format!(
+                let why = format!(
                     "replica {replica:?}, which runs this instance, cannot be reached: {e}"
-                )))
+                );
+                // No connection (nothing of the request left this replica), or one that
+                // broke before the owner answered a request that may be sent twice.
+                return Err(match e.is_connect() || idempotent {
+                    true => Unsent::NotConnected(why),
+                    false => Unsent::Failed(ApiError::Unavailable(why)),
+                });
             }
             Err(_) => {
-                return Err(ApiError::Unavailable(format!(
+                return Err(Unsent::Failed(ApiError::Unavailable(format!(
                 "replica {replica:?}, which runs this instance, did not answer within {within:?}"
-            )))
+            ))))
             }
         };
+        if answer.status() == StatusCode::MISDIRECTED_REQUEST {
+            if let Some(why) = answer.headers().get(MISDIRECTED) {
+                return Err(Unsent::NotConnected(format!(
+                    "replica {replica:?} does not run this instance now: {}",
+                    String::from_utf8_lossy(why.as_bytes())
+                )));
+            }
+        }
         if let (Some(caller_side), StatusCode::SWITCHING_PROTOCOLS) = (caller_side, answer.status())
         {
             let owner_side = hyper::upgrade::on(&mut answer);
@@ -236,11 +283,140 @@ impl Forwarder {
     }
 }
 
+/// Why a request got no answer from a peer.
+enum Unsent {
+    /// No connection to the peer (it stopped or died), a peer that no longer owns the
+    /// instance and did nothing, or a read whose connection broke before any answer: the
+    /// request can go to the next owner.
+    NotConnected(String),
+    Failed(ApiError),
+}
+
+impl Unsent {
+    fn into_error(self) -> ApiError {
+        match self {
+            Unsent::NotConnected(why) => ApiError::Unavailable(why),
+            Unsent::Failed(e) => e,
+        }
+    }
+}
+
+/// Bodies up to this size are held while a request is forwarded, so it can be sent again
+/// to the instance's next owner when its owner cannot be reached (kube-apiserver's own
+/// bound on a request body is 3 MiB).
+const REPLAYABLE_BODY: usize = 3 << 20;
+
+/// What became of a request for an instance in a sharded fleet.
+pub enum Passed {
+    /// This replica answers it.
+    Here(Request),
+    /// The owner, `replica`, answered.
+    Answered { replica: String, answer: Response },
+    /// A peer forwarded it, and this replica does not own the instance: the peer's answer.
+    Misdirected(Response),
+}
+
+/// Answers `req` for `instance` here, or passes it to the instance's owner. While the
+/// instance changes hands, or its owner cannot be reached (its pod stopped or died and
+/// its Lease has yet to expire), the request waits for the next owner, at most the
+/// forwarder's handoff bound; `forwarding` is told each replica it is passed to. `read`:
+/// the request only reads (the chain's rules say so), so it is sent again also when its
+/// connection broke before an answer.
+pub async fn pass(
+    forwarder: Option<&Forwarder>,
+    shards: &Shards,
+    lookup: impl Fn(&str) -> Option<Arc<Instance>>,
+    instance: &str,
+    (req, read): (Request, bool),
+    forwarding: impl Fn(&str),
+) -> Result<Passed, ApiError> {
+    let forwarded = req.headers().contains_key(FORWARDED_BY);
+    let wait = forwarder.map_or(Duration::ZERO, |f| f.config().handoff_wait);
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut req = Some(req);
+    let mut replay: Option<(http::request::Parts, bytes::Bytes)> = None;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let (replica, address) = match place(shards, &lookup, instance, forwarded, left).await? {
+            Route::Local => return Ok(Passed::Here(take(&mut req, &replay)?)),
+            Route::Peer { replica, address } => (replica, address),
+            Route::Moving(why) => return Err(ApiError::Unavailable(why)),
+            Route::Misdirected(why) => return Ok(Passed::Misdirected(misdirected(&why))),
+        };
+        let Some(forwarder) = forwarder else {
+            return Err(ApiError::Unavailable(format!(
+                "instance {instance:?} runs on replica {replica:?}, and this replica cannot reach its peers (no peer CA configured)"
+            )));
+        };
+        // The first time it goes out, a small body is read whole (the owner would read it
+        // anyway), so the request can be sent again; streamed and upgraded ones cannot.
+        if replay.is_none() {
+            if let Some(r) = req.take() {
+                match replayable(r).await? {
+                    Ok(kept) => replay = Some(kept),
+                    Err(streamed) => req = Some(streamed),
+                }
+            }
+        }
+        forwarding(&replica);
+        tracing::debug!(instance, replica = %replica, "forwarding to the instance's owner");
+        let outgoing = take(&mut req, &replay)?;
+        match forwarder
+            .try_send(shards.me(), &replica, &address, outgoing, read)
+            .await
+        {
+            Ok(answer) => return Ok(Passed::Answered { replica, answer }),
+            Err(Unsent::NotConnected(why))
+                if replay.is_some() && tokio::time::Instant::now() < deadline =>
+            {
+                tracing::debug!(instance, replica = %replica, error = %why, "owner unreachable; waiting for the next");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(e.into_error()),
+        }
+    }
+}
+
+/// The request to send now: the one not yet sent, else a copy of the kept one.
+fn take(
+    req: &mut Option<Request>,
+    replay: &Option<(http::request::Parts, bytes::Bytes)>,
+) -> Result<Request, ApiError> {
+    if let Some(r) = req.take() {
+        return Ok(r);
+    }
+    match replay {
+        Some((parts, body)) => Ok(Request::from_parts(parts.clone(), Body::from(body.clone()))),
+        None => Err(ApiError::Internal(
+            "a forwarded request was sent already".into(),
+        )),
+    }
+}
+
+/// `req` read whole when it can be sent twice (no upgrade, a body of known size within
+/// `REPLAYABLE_BODY`); else `req` back untouched.
+async fn replayable(
+    req: Request,
+) -> Result<Result<(http::request::Parts, bytes::Bytes), Request>, ApiError> {
+    use http_body::Body as _;
+    let small = req
+        .body()
+        .size_hint()
+        .exact()
+        .is_some_and(|n| n <= REPLAYABLE_BODY as u64);
+    if !small || req.headers().contains_key(header::UPGRADE) {
+        return Ok(Err(req));
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = crate::api::body::read_limited(body, REPLAYABLE_BODY, "the request body").await?;
+    Ok(Ok((parts, bytes)))
+}
+
 /// Where `instance` is answered (`lookup` finds it in the Instance cache), waiting up to
 /// `wait` while it changes hands.
 pub async fn place(
     shards: &Shards,
-    lookup: impl Fn(&str) -> Option<Arc<Instance>>,
+    lookup: &impl Fn(&str) -> Option<Arc<Instance>>,
     instance: &str,
     forwarded: bool,
     wait: Duration,

@@ -14,11 +14,15 @@ pub enum Route {
     Peer { replica: String, address: String },
     /// No replica can answer yet: why.
     Moving(String),
+    /// A peer forwarded it here, and this replica does not own it (any more): the peer
+    /// is told at once and sends it again where the record now says.
+    Misdirected(String),
 }
 
 /// The route for `instance` seen from replica `me`, with `live` replicas alive and their
 /// `address`es. A request a peer already forwarded here is never forwarded again: the two
-/// disagree for a moment about who owns it, and it waits for the record to settle.
+/// disagree for a moment about who owns it, and the peer, told so at once, sends it again
+/// once its record settles.
 pub fn route(
     me: &str,
     instance: Option<&Instance>,
@@ -29,12 +33,27 @@ pub fn route(
     let Some(i) = instance else {
         return Route::Local;
     };
+    match route_for(me, i, live, address) {
+        Route::Peer { replica, .. } if forwarded => Route::Misdirected(format!(
+            "replica {me:?} no longer runs it; {replica:?} does"
+        )),
+        Route::Moving(why) if forwarded => Route::Misdirected(why),
+        r => r,
+    }
+}
+
+fn route_for(
+    me: &str,
+    i: &Instance,
+    live: &BTreeSet<String>,
+    address: impl Fn(&str) -> Option<String>,
+) -> Route {
     match handoff::recorded(i) {
-        Some(owner) if owner == me => Route::Local,
+        Some(owner) if owner == me && live.contains(me) => Route::Local,
+        // This replica included: it released its Lease and is handing the instance over.
         Some(owner) if !live.contains(owner) => Route::Moving(format!(
             "its owner {owner:?} left; another replica is taking it over"
         )),
-        Some(_) if forwarded => Route::Moving("it is changing hands".into()),
         Some(owner) => match address(owner) {
             Some(address) => Route::Peer {
                 replica: owner.to_string(),
@@ -78,11 +97,19 @@ mod tests {
                 address: "https://10.0.0.2:8443".into()
             }
         );
-        // Forwarded once already: never bounced back.
+        // Forwarded once already: never passed on, the forwarder is told to send it again.
         assert!(matches!(
             route("a", Some(&owned_by(Some("b"))), &live, addr, true),
-            Route::Moving(_)
+            Route::Misdirected(_)
         ));
+        assert!(matches!(
+            route("a", Some(&owned_by(Some("c"))), &live, addr, true),
+            Route::Misdirected(_)
+        ));
+        assert_eq!(
+            route("a", Some(&owned_by(Some("a"))), &live, addr, true),
+            Route::Local
+        );
         // The owner died, or nobody has it yet, or it cannot be reached.
         assert!(matches!(
             route("a", Some(&owned_by(Some("c"))), &live, addr, false),
@@ -90,6 +117,12 @@ mod tests {
         ));
         assert!(matches!(
             route("a", Some(&owned_by(None)), &live, addr, false),
+            Route::Moving(_)
+        ));
+        // This replica is handing it over (its Lease released): it waits for the next.
+        let without_me: BTreeSet<String> = ["b"].map(String::from).into();
+        assert!(matches!(
+            route("a", Some(&owned_by(Some("a"))), &without_me, addr, false),
             Route::Moving(_)
         ));
         let no_addr = |_: &str| None;

@@ -44,7 +44,7 @@ pub fn split(ctx: &ApiContext, names: Vec<String>, forwarded: bool) -> Split {
             Route::Peer { replica, address } => {
                 out.peers.entry((replica, address)).or_default().push(n)
             }
-            Route::Moving(_) => out.moving.push(n),
+            Route::Moving(_) | Route::Misdirected(_) => out.moving.push(n),
         }
     }
     out

@@ -6,8 +6,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kairship::actors::context::Settings;
 use kairship::actors::leader::replica_of;
 use kairship::actors::leader::LeaderConfig;
@@ -22,11 +20,14 @@ use kairship::proto::instance_service_client::InstanceServiceClient;
 use kairship::proto::search_service_client::SearchServiceClient;
 use kairship::proto::supervisor_service_client::SupervisorServiceClient;
 use kairship::proto::{GetInstanceRequest, ListActorsRequest, SearchRequest};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 
 use crate::common::eventually;
 use crate::harness::{fast_settings, Env, NS};
 use crate::server::{serve, Served};
+
+mod forged;
+mod handoff;
 
 const INSTANCES: usize = 3;
 const ADMIN: &str = "shard-admin-token";
@@ -135,7 +136,10 @@ impl Replica {
             .collect()
     }
 
-    async fn stop(self) {
+    /// As `kairship run` stops on SIGTERM: the instances are handed over while this
+    /// replica still serves, then the listeners close, then the tree stops.
+    async fn stop(mut self) {
+        self.tree.hand_over(Duration::from_secs(15)).await;
         self.served.serving.stop().await;
         self.tree.shutdown().await;
     }
@@ -434,21 +438,16 @@ async fn any_replica_answers_for_every_instance_as_the_caller() {
         assert_eq!(managers.len(), 2, "{managers:?}");
     }
 
-    // The owner leaves: the other replica answers for its instances.
+    // The owner leaves as a SIGTERM stops it, then a third replica joins and dies, under
+    // readers: no read fails; the one that stays answers for everything, Running.
     let (stays, leaves) = if owner_replica.name == "replica-a" {
         (b, a)
     } else {
         (a, b)
     };
-    leaves.stop().await;
+    let stays = handoff::leave_then_die(&env, (&cert, &auth), stays, leaves, &names).await;
     let mut grpc = stays.grpc(ADMIN);
     for n in &names {
-        eventually(
-            Duration::from_secs(15),
-            &format!("{n} Running under {}", stays.name),
-            || async { (owner(&env, n).await.as_deref() == Some(stays.name)).then_some(()) },
-        )
-        .await;
         let got = grpc
             .get_instance(GetInstanceRequest { name: n.clone() })
             .await
@@ -458,116 +457,6 @@ async fn any_replica_answers_for_every_instance_as_the_caller() {
             Some("Running".to_string())
         );
     }
-    a_forged_peer_gets_no_credentials(&env, &stays).await;
+    forged::a_forged_peer_gets_no_credentials(&env, &stays).await;
     stays.stop().await;
-}
-
-/// Whoever may write Leases and Instances in Kairship's namespace can name a "replica" of
-/// their own and record an instance for it. Kairship still hands it no caller's
-/// credentials: a peer must present a certificate of the serving CA for the Service's
-/// name, so the handshake fails before any request is sent, and the caller gets 503.
-async fn a_forged_peer_gets_no_credentials(env: &Env, stays: &Replica) {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
-    use tokio::io::AsyncReadExt;
-
-    let forged = kairship_wire::tls::generate("kairship").expect("another CA's certificate");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let acceptor = tokio_rustls::TlsAcceptor::from(forged.server_config.clone());
-    let (dialled, requests) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let server = {
-        let (dialled, requests) = (dialled.clone(), requests.clone());
-        tokio::spawn(async move {
-            while let Ok((sock, _)) = listener.accept().await {
-                dialled.fetch_add(1, Ordering::Relaxed);
-                if let Ok(mut tls) = acceptor.accept(sock).await {
-                    let mut buf = [0u8; 1024];
-                    if tls.read(&mut buf).await.is_ok_and(|n| n > 0) {
-                        requests.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
-        })
-    };
-    // Its Lease, renewed as a live replica's, with its address.
-    let leases: Api<Lease> = Api::namespaced(env.host.clone(), NS);
-    let renew = |l: &mut Lease| {
-        l.spec = Some(LeaseSpec {
-            holder_identity: Some("forged_1".into()),
-            lease_duration_seconds: Some(3),
-            renew_time: Some(MicroTime(jiff::Timestamp::now())),
-            ..Default::default()
-        });
-    };
-    let mut lease = Lease::default();
-    lease.metadata.name = Some("kairship-shard-forged".into());
-    lease.metadata.annotations =
-        Some([("kairship.io/address".to_string(), format!("https://{addr}"))].into());
-    renew(&mut lease);
-    leases
-        .create(&PostParams::default(), &lease)
-        .await
-        .expect("the forged Lease");
-    let renewer = {
-        let leases = leases.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                if let Ok(mut l) = leases.get("kairship-shard-forged").await {
-                    renew(&mut l);
-                    let _ = leases
-                        .replace("kairship-shard-forged", &PostParams::default(), &l)
-                        .await;
-                }
-            }
-        })
-    };
-    // Recorded only once the replica counts the forged one live: before that it would
-    // take the instance back, as it does from a replica that left.
-    eventually(
-        Duration::from_secs(10),
-        "the forged replica counted live",
-        || async {
-            stays
-                .tree
-                .shards()
-                .is_some_and(|s| s.live().contains("forged"))
-                .then_some(())
-        },
-    )
-    .await;
-    let patch = serde_json::json!({"metadata": {"annotations": {OWNER_ANNOTATION: "forged"}}});
-    env.instances()
-        .patch("karmada-1", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .expect("record karmada-1 for the forged replica");
-    // gRPC, which does not retry a 503 on its own as kube's HTTP client does.
-    let refused = eventually(Duration::from_secs(10), "a refusal naming the peer", || {
-        let mut grpc = stays.grpc(ADMIN);
-        async move {
-            let e = grpc
-                .get_instance(GetInstanceRequest {
-                    name: "karmada-1".into(),
-                })
-                .await
-                .err()?;
-            e.message().contains("forged").then_some(e)
-        }
-    })
-    .await;
-    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
-    assert!(
-        dialled.load(Ordering::Relaxed) > 0,
-        "the forged address was dialled"
-    );
-    assert_eq!(
-        requests.load(Ordering::Relaxed),
-        0,
-        "a request (and the caller's token) reached a peer without the serving CA's certificate"
-    );
-    renewer.abort();
-    server.abort();
 }
