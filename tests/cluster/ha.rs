@@ -549,6 +549,7 @@ async fn kairship_runs_as_pods_on_a_real_node() {
     leader_loss(&demo).await;
     rolling_upgrade(&demo).await;
     crate::managed::lifecycle(&demo).await;
+    crate::sharded::sharded(&demo).await;
     uninstall(&demo).await;
     let stopped = Instant::now();
     let status = demo.stop();

@@ -18,6 +18,7 @@ mod managed_components;
 mod promote;
 mod readers;
 mod sessions;
+mod sharded;
 mod surfaces;
 
 use std::path::{Path, PathBuf};

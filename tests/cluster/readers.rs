@@ -236,7 +236,11 @@ impl Readers {
     /// annotation through the proxy) and watches (a cached kind and a passed-through one)
     /// through the Service described by `endpoints`.
     pub async fn start(endpoints: &Value) -> Self {
-        let index = 0;
+        Self::start_on(endpoints, 0).await
+    }
+
+    /// As [`start`](Self::start), on the demo's `index`th instance (each seeded alike).
+    pub async fn start_on(endpoints: &Value, index: usize) -> Self {
         let (stop, rx) = watch::channel(false);
         let token = endpoints["tokens"]["admin"]
             .as_str()
