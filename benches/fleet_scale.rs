@@ -6,79 +6,13 @@
 //! Run: `cargo bench --bench fleet_scale` (SIZES=100,250, IDLE_SECS=n and
 //! CLUSTER_TICK_SECS=n, members' status changing every n s, to change).
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kairship::bootstrap;
+#[allow(dead_code)]
+mod common;
+use common::procs::{kairship, usage, SimFleet};
 
 const CLUSTERS: usize = 5;
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn kairship(args: &[&str], log: &Path) -> Proc {
-    let out = std::fs::File::create(log).expect("log file");
-    let child = Command::new(env!("CARGO_BIN_EXE_kairship"))
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::from(out.try_clone().expect("log file")))
-        .stderr(Stdio::from(out))
-        .spawn()
-        .expect("starting kairship");
-    Proc(child)
-}
-
-/// (resident KiB, CPU ticks used so far, open sockets) of a process, from /proc.
-fn usage(pid: u32) -> (u64, u64, usize) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0);
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces): utime and stime are 14 and 15.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks = [11, 12]
-        .iter()
-        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
-        .sum();
-    let sockets = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| {
-            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-                .filter(|l| l.to_string_lossy().starts_with("socket:"))
-                .count()
-        })
-        .unwrap_or(0);
-    (rss, ticks, sockets)
-}
-
-async fn host_client(dir: &Path) -> kube::Client {
-    let kc = kube::config::Kubeconfig::read_from(dir.join("kubeconfigs/host.kubeconfig"))
-        .expect("host kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .expect("host config");
-    kube::Client::try_from(config).expect("host client")
-}
-
-async fn wait_for(path: &Path, what: &str, limit: Duration) {
-    let t = Instant::now();
-    while !path.exists() {
-        assert!(t.elapsed() < limit, "{what} did not appear in {limit:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 struct Figures {
     n: usize,
@@ -90,46 +24,10 @@ struct Figures {
 
 async fn measure(n: usize, idle: Duration, tick: u64) -> Figures {
     let dir = tempfile::tempdir().expect("tempdir");
-    let sim_dir: PathBuf = dir.path().join("sim");
-    let _sim = kairship(
-        &[
-            "sim",
-            "--state-dir",
-            sim_dir.to_str().expect("utf-8 path"),
-            "--instances",
-            &n.to_string(),
-            "--clusters",
-            &CLUSTERS.to_string(),
-            "--cluster-tick-secs",
-            &tick.to_string(),
-            // kube-apiserver sends a watch bookmark about once a minute; the simulator's
-            // default of 10 s would be 11,000 watches x 6 per minute here.
-            "--bookmark-secs",
-            "60",
-        ],
-        &dir.path().join("sim.log"),
-    );
-    wait_for(
-        &sim_dir.join("endpoints.json"),
-        "the simulator's endpoints.json",
-        Duration::from_secs(300),
-    )
-    .await;
-    let host = host_client(&sim_dir).await;
-    bootstrap::install_crds(&host).await.expect("crds");
-    bootstrap::ensure_namespace(&host, "kairship-system")
-        .await
-        .expect("namespace");
-    for i in 1..=n {
-        let name = format!("karmada-{i}");
-        let config = std::fs::read(sim_dir.join(format!("kubeconfigs/{name}.kubeconfig")))
-            .expect("instance kubeconfig");
-        bootstrap::attach_external(&host, "kairship-system", &name, config)
-            .await
-            .expect("attach");
-    }
-    let host_kubeconfig = sim_dir.join("kubeconfigs/host.kubeconfig");
+    let fleet = SimFleet::start(dir.path(), n, CLUSTERS, tick).await;
+    let host_kubeconfig = fleet.host_kubeconfig();
     let start = Instant::now();
+    let log = dir.path().join("run.log");
     let run = kairship(
         &[
             "run",
@@ -143,24 +41,11 @@ async fn measure(n: usize, idle: Duration, tick: u64) -> Figures {
             "--probes-addr",
             "127.0.0.1:0",
         ],
-        &dir.path().join("run.log"),
+        &log,
     );
-    loop {
-        if bootstrap::running_instances(&host)
-            .await
-            .map(|c| c.0)
-            .unwrap_or(0)
-            == n
-        {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(600),
-            "{n} instances not all Running after 10 minutes (see {})",
-            dir.path().join("run.log").display()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    fleet
+        .all_running(n, start, Duration::from_secs(600), &log)
+        .await;
     let running_after = start.elapsed();
     // Settle: the first stats and status writes after Running.
     tokio::time::sleep(Duration::from_secs(5)).await;

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 #[allow(dead_code, unused_imports)]
 pub mod live_bytes;
+#[allow(dead_code)]
+pub mod procs;
 
 use kairship::bootstrap;
 use kairship_sim::{Fleet, FleetConfig};

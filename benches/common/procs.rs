@@ -1,0 +1,163 @@
+//! Benchmarks that run Kairship as its users do, each side in its own process: a
+//! `kairship sim` fleet, `kairship run` replicas, and what `/proc` says of them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kairship::bootstrap;
+
+/// A child process, killed when dropped (a benchmark that panics leaves nothing behind).
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Proc {
+    /// SIGKILL now, as a node that dies.
+    pub fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `kairship <args>`, its output to `log`.
+pub fn kairship(args: &[&str], log: &Path) -> Proc {
+    let out = std::fs::File::create(log).expect("log file");
+    let child = Command::new(env!("CARGO_BIN_EXE_kairship"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::from(out.try_clone().expect("log file")))
+        .stderr(Stdio::from(out))
+        .spawn()
+        .expect("starting kairship");
+    Proc(child)
+}
+
+/// (resident KiB, CPU ticks used so far, open sockets) of a process, from /proc.
+pub fn usage(pid: u32) -> (u64, u64, usize) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces): utime and stime are 14 and 15.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+        .sum();
+    let sockets = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter(|l| l.to_string_lossy().starts_with("socket:"))
+                .count()
+        })
+        .unwrap_or(0);
+    (rss, ticks, sockets)
+}
+
+pub async fn host_client(dir: &Path) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(dir.join("kubeconfigs/host.kubeconfig"))
+        .expect("host kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("host config");
+    kube::Client::try_from(config).expect("host client")
+}
+
+pub async fn wait_for(path: &Path, what: &str, limit: Duration) {
+    let t = Instant::now();
+    while !path.exists() {
+        assert!(t.elapsed() < limit, "{what} did not appear in {limit:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A `kairship sim` of `n` instances x `clusters` members, each attached to its host as
+/// an External Instance in `kairship-system`.
+pub struct SimFleet {
+    pub dir: PathBuf,
+    pub host: kube::Client,
+    pub proc: Proc,
+}
+
+impl SimFleet {
+    pub async fn start(dir: &Path, n: usize, clusters: usize, tick: u64) -> SimFleet {
+        let sim_dir: PathBuf = dir.join("sim");
+        let proc = kairship(
+            &[
+                "sim",
+                "--state-dir",
+                sim_dir.to_str().expect("utf-8 path"),
+                "--instances",
+                &n.to_string(),
+                "--clusters",
+                &clusters.to_string(),
+                "--cluster-tick-secs",
+                &tick.to_string(),
+                // kube-apiserver sends a watch bookmark about once a minute; the
+                // simulator's default of 10 s would be 11,000 watches x 6 per minute here.
+                "--bookmark-secs",
+                "60",
+            ],
+            &dir.join("sim.log"),
+        );
+        wait_for(
+            &sim_dir.join("endpoints.json"),
+            "the simulator's endpoints.json",
+            Duration::from_secs(300),
+        )
+        .await;
+        let host = host_client(&sim_dir).await;
+        bootstrap::install_crds(&host).await.expect("crds");
+        bootstrap::ensure_namespace(&host, "kairship-system")
+            .await
+            .expect("namespace");
+        for i in 1..=n {
+            let name = format!("karmada-{i}");
+            let config = std::fs::read(sim_dir.join(format!("kubeconfigs/{name}.kubeconfig")))
+                .expect("instance kubeconfig");
+            bootstrap::attach_external(&host, "kairship-system", &name, config)
+                .await
+                .expect("attach");
+        }
+        SimFleet {
+            dir: sim_dir,
+            host,
+            proc,
+        }
+    }
+
+    pub fn host_kubeconfig(&self) -> PathBuf {
+        self.dir.join("kubeconfigs/host.kubeconfig")
+    }
+
+    /// Waits until `n` instances are Running, at most `limit`; how long that took.
+    pub async fn all_running(&self, n: usize, since: Instant, limit: Duration, log: &Path) {
+        loop {
+            let running = bootstrap::running_instances(&self.host)
+                .await
+                .map(|c| c.0)
+                .unwrap_or(0);
+            if running == n {
+                return;
+            }
+            assert!(
+                since.elapsed() < limit,
+                "{n} instances not all Running after {limit:?} ({running} are; see {})",
+                log.display()
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+}
