@@ -129,7 +129,7 @@ async fn replica(shared: &Shared, name: &str) -> Replica {
 
 /// Each instance's recorded owner.
 async fn owners(host: &kube::Client) -> BTreeMap<String, String> {
-    let api: Api<kairship::crd::Instance> = Api::namespaced(host.clone(), NS);
+    let api: Api<kairship::crd::Instance> = Api::all(host.clone());
     let Ok(list) = api.list(&ListParams::default()).await else {
         return BTreeMap::new();
     };

@@ -83,8 +83,8 @@ pub async fn wait_for(path: &Path, what: &str, limit: Duration) {
     }
 }
 
-/// A `kairship sim` of `n` instances x `clusters` members, each attached to its host as
-/// an External Instance in `kairship-system`.
+/// A `kairship sim` of `n` instances x `clusters` members, each given Kairship's roles and
+/// attached to its host as an External Instance in `kairship-system`.
 pub struct SimFleet {
     pub dir: PathBuf,
     pub host: kube::Client,
@@ -125,8 +125,12 @@ impl SimFleet {
             .expect("namespace");
         for i in 1..=n {
             let name = format!("karmada-{i}");
-            let config = std::fs::read(sim_dir.join(format!("kubeconfigs/{name}.kubeconfig")))
-                .expect("instance kubeconfig");
+            let path = sim_dir.join(format!("kubeconfigs/{name}.kubeconfig"));
+            // As an operator installing Kairship would: the instance learns Kairship's roles.
+            bootstrap::apply_instance_rbac(&super::client(&path).await)
+                .await
+                .expect("instance RBAC applies");
+            let config = std::fs::read(&path).expect("instance kubeconfig");
             bootstrap::attach_external(&host, "kairship-system", &name, config)
                 .await
                 .expect("attach");
