@@ -11,7 +11,8 @@
 //!   many reads failed.
 //!
 //! Figures only; nothing is asserted about speed. Run: `cargo bench --bench shard_scale`
-//! (PER_REPLICA=n, REPLICAS=1,2,3, CLUSTERS=n, HOP_CALLS=n, LEASE_SECS=n to change).
+//! (PER_REPLICA=n, REPLICAS=1,2,3, CLUSTERS=n, HOP_CALLS=n, SEARCH_CALLS=n, LEASE_SECS=n, the
+//! chart's 15 s by default, to change).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -86,7 +87,7 @@ async fn replica(shared: &Shared, name: &str) -> Replica {
         "--leader-elect-renew-deadline-secs",
         &renew,
         "--leader-elect-retry-period-secs",
-        "1",
+        "2",
         "--grpc-addr",
         &format!("127.0.0.1:{grpc}"),
         "--http-addr",
@@ -173,10 +174,11 @@ fn percentiles(samples: &mut [Duration]) -> (f64, f64) {
 
 async fn timed_get(client: &kube::Client, path: &str) -> Duration {
     let t = Instant::now();
-    let req = http::Request::get(path)
-        .body(Vec::new())
-        .expect("request");
-    client.request_text(req).await.expect("a GET through the proxy");
+    let req = http::Request::get(path).body(Vec::new()).expect("request");
+    client
+        .request_text(req)
+        .await
+        .expect("a GET through the proxy");
     t.elapsed()
 }
 
@@ -210,7 +212,12 @@ async fn search_percentiles(r: &Replica, calls: usize) -> (f64, f64) {
 
 /// The cached GET and LIST of one instance's namespaces, asking its owner and asking
 /// another replica, interleaved call by call.
-async fn hop(shared: &Shared, replicas: &[Replica], owners: &BTreeMap<String, String>, calls: usize) {
+async fn hop(
+    shared: &Shared,
+    replicas: &[Replica],
+    owners: &BTreeMap<String, String>,
+    calls: usize,
+) {
     let Some((instance, owner)) = owners.iter().next() else {
         return;
     };
@@ -351,7 +358,7 @@ async fn measure(replicas_n: usize, per_replica: usize, clusters: usize, last: b
         ca: write("ca.crt", &cert.ca_pem),
         ca_pem: cert.ca_pem.clone(),
         tokens: write("tokens.csv", &format!("{TOKEN},bench,0,\"ops\"\n")),
-        lease: env_or("LEASE_SECS", 6),
+        lease: env_or("LEASE_SECS", 15),
     };
     let bindings: Api<InstanceRoleBinding> = Api::all(fleet.host.clone());
     let spec = InstanceRoleBindingSpec {
@@ -363,7 +370,10 @@ async fn measure(replicas_n: usize, per_replica: usize, clusters: usize, last: b
         }],
     };
     let _ = bindings
-        .create(&PostParams::default(), &InstanceRoleBinding::new("bench-ops", spec))
+        .create(
+            &PostParams::default(),
+            &InstanceRoleBinding::new("bench-ops", spec),
+        )
         .await;
     let start = Instant::now();
     let mut replicas = Vec::new();
@@ -371,7 +381,12 @@ async fn measure(replicas_n: usize, per_replica: usize, clusters: usize, last: b
         replicas.push(replica(&shared, &format!("replica-{i}")).await);
     }
     fleet
-        .all_running(n, start, Duration::from_secs(900), &shared.dir.join("replica-1.log"))
+        .all_running(
+            n,
+            start,
+            Duration::from_secs(900),
+            &shared.dir.join("replica-1.log"),
+        )
         .await;
     let running_after = start.elapsed();
     loop {
@@ -396,7 +411,8 @@ async fn measure(replicas_n: usize, per_replica: usize, clusters: usize, last: b
         let (rss, _, sockets) = usage(r.proc.0.id());
         row.rss_mib.push(rss as f64 / 1024.0);
         row.sockets.push(sockets);
-        row.owned.push(owned.values().filter(|o| **o == r.name).count());
+        row.owned
+            .push(owned.values().filter(|o| **o == r.name).count());
     }
     print_row(&row);
     if replicas_n > 1 {

@@ -341,11 +341,17 @@ async fn elect(
             panic!("chaos: the leader elector was told to panic");
         }
         let sent = Instant::now();
-        let attempt = tokio::time::timeout(
-            config.retry_period.max(Duration::from_secs(1)),
-            try_acquire_or_renew(api, config, shared),
-        )
-        .await;
+        // A renewal may take until the renew deadline, as client-go's: a slow host (a
+        // read and a write that take seconds) must not cost the lease while it still
+        // answers. Fencing needs no bound here: it counts from `sent`.
+        let budget = shared
+            .lock()
+            .last_renew
+            .map_or(Duration::ZERO, |t| {
+                config.renew_deadline.saturating_sub(t.elapsed())
+            })
+            .max(config.retry_period.max(Duration::from_secs(1)));
+        let attempt = tokio::time::timeout(budget, try_acquire_or_renew(api, config, shared)).await;
         let leading_now = match attempt {
             Ok(Ok(Outcome::Leading)) => {
                 shared.lock().last_renew = Some(sent);

@@ -16,8 +16,9 @@ pub struct ShardArgs {
     /// Share the instances out across the replicas: each replica holds a Lease of its own
     /// (`kairship-shard-<replica>`) and runs only the instances rendezvous hashing gives it
     /// over the live ones, recorded on each Instance (`kairship.io/owner`); a request for
-    /// an instance another replica runs is passed to it. Fleet-wide search and lists of
-    /// objects across instances answer from this replica's instances only (for now).
+    /// an instance another replica runs is passed to it, and fleet search and the actor
+    /// tree are gathered from every replica. A stopping replica hands its instances over
+    /// before its listeners close.
     #[arg(long)]
     pub shards: bool,
     /// Where peers reach this replica's HTTPS port; by default `https://$POD_IP:<port of

@@ -97,8 +97,14 @@ pub fn recorded(
         Ok(()) => info!(instance = %name, "ownership record written"),
         Err(e) => {
             warn!(instance = %name, error = %e, "ownership record not written; deciding again");
-            let instance = child.instance.clone();
-            myself.send_after(retry, move || ManagerMsg::Apply(Box::new(instance)));
+            // Decided again on the Instance as it is then, not as it was: a stale copy
+            // would only conflict again.
+            let (store, fallback) = (state.ctx.instances.store().clone(), child.instance.clone());
+            let key = kube::runtime::reflector::ObjectRef::new(name);
+            myself.send_after(retry, move || {
+                let latest = store.get(&key).map_or(fallback, |i| (*i).clone());
+                ManagerMsg::Apply(Box::new(latest))
+            });
         }
     }
 }

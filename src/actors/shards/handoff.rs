@@ -59,23 +59,43 @@ pub fn step(
     }
 }
 
-/// Records `to` (or nobody) as the owner of `i`, only if `i` is unchanged since read: a
-/// 409 means another replica moved first, and the next look decides again.
+/// Records `to` (or nobody) as the owner of `i`, only if its record is still the one `i`
+/// shows: the write is conditional on the resourceVersion, and a 409 caused by anything
+/// else (status writes change it all the time) is retried on a fresh read, a few times;
+/// a record another replica changed meanwhile is an error, and the next look decides again.
 pub async fn record(
     api: &Api<Instance>,
     i: &Instance,
     to: Option<&str>,
 ) -> Result<(), kube::Error> {
+    const ATTEMPTS: usize = 5;
     let name = i.metadata.name.as_deref().unwrap_or_default();
-    let patch = json!({
-        "metadata": {
-            "resourceVersion": i.metadata.resource_version,
-            "annotations": { OWNER_ANNOTATION: to },
+    let seen = recorded(i).map(str::to_string);
+    let mut version = i.metadata.resource_version.clone();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let patch = json!({
+            "metadata": {
+                "resourceVersion": version,
+                "annotations": { OWNER_ANNOTATION: to },
+            }
+        });
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 && attempt < ATTEMPTS => {
+                let fresh = api.get(name).await?;
+                if recorded(&fresh) != seen.as_deref() {
+                    return Err(kube::Error::Api(e));
+                }
+                version = fresh.metadata.resource_version;
+            }
+            Err(e) => return Err(e),
         }
-    });
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map(|_| ())
+    }
 }
 
 #[cfg(test)]
