@@ -12,7 +12,7 @@
 //!
 //! Figures only; nothing is asserted about speed. Run: `cargo bench --bench shard_scale`
 //! (PER_REPLICA=n, REPLICAS=1,2,3, CLUSTERS=n, HOP_CALLS=n, SEARCH_CALLS=n, LEASE_SECS=n, the
-//! chart's 15 s by default, to change).
+//! chart's 15 s by default, to change; KEEP=1 keeps every process's log).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -195,17 +195,32 @@ struct Row {
 async fn search_percentiles(r: &Replica, calls: usize) -> (f64, f64) {
     let mut search = SearchServiceClient::new(r.grpc.clone());
     let mut samples = Vec::with_capacity(calls);
+    let mut failed = Vec::new();
     for _ in 0..calls {
         let t = Instant::now();
-        search
+        let got = search
             .search(bearer(tonic::Request::new(SearchRequest {
                 kinds: vec!["Namespace".into()],
                 name: "default".into(),
                 ..Default::default()
             })))
-            .await
-            .expect("search");
-        samples.push(t.elapsed());
+            .await;
+        match got {
+            Ok(a) if a.get_ref().unavailable_instances.is_empty() => samples.push(t.elapsed()),
+            Ok(a) => failed.push(format!(
+                "{} instances unavailable",
+                a.get_ref().unavailable_instances.len()
+            )),
+            Err(e) => failed.push(e.to_string()),
+        }
+    }
+    if !failed.is_empty() {
+        println!(
+            "  search through {}: {} of {calls} calls incomplete or failed, e.g. {:?}",
+            r.name,
+            failed.len(),
+            failed.first()
+        );
     }
     percentiles(&mut samples)
 }
@@ -343,6 +358,9 @@ async fn handoff(host: &kube::Client, replicas: &mut [Replica], lease: u64) {
 async fn measure(replicas_n: usize, per_replica: usize, clusters: usize, last: bool) -> Row {
     let n = replicas_n * per_replica;
     let dir = tempfile::tempdir().expect("tempdir");
+    if std::env::var_os("KEEP").is_some() {
+        println!("  (logs kept in {})", dir.path().display());
+    }
     let fleet = SimFleet::start(dir.path(), n, clusters, 0).await;
     let cert = kairship_wire::tls::generate("kairship").expect("cert");
     let write = |name: &str, body: &str| {
@@ -420,6 +438,11 @@ async fn measure(replicas_n: usize, per_replica: usize, clusters: usize, last: b
     }
     if last && replicas_n > 1 {
         handoff(&fleet.host, &mut replicas, shared.lease).await;
+    }
+    drop(replicas);
+    drop(fleet);
+    if std::env::var_os("KEEP").is_some() {
+        let _ = dir.keep();
     }
     row
 }

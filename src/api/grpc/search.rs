@@ -6,6 +6,8 @@
 //! decorated with placement and policies.
 
 use std::collections::BTreeSet;
+
+use futures::StreamExt;
 use std::sync::Arc;
 
 use kube::api::DynamicObject;
@@ -86,6 +88,63 @@ impl Query {
     }
 }
 
+/// How many of this replica's instances one search asks at once.
+const INSTANCES_AT_ONCE: usize = 32;
+
+/// What one instance of this replica answered.
+struct Local {
+    on: OnInstance,
+    hits: Vec<(Kind, Arc<CachedObject>)>,
+    filtered: bool,
+    /// A kind's read failed: the instance is named unavailable, with what it did answer.
+    unavailable: bool,
+}
+
+/// Searches `name`'s caches as the caller; `None` when the instance cannot answer now.
+async fn search_one(
+    ctx: &ApiContext,
+    authorized: &Authorized,
+    q: &Query,
+    name: &str,
+) -> Result<Option<Local>, ApiError> {
+    let on = match ctx.on_instance_seen(authorized, Role::View, name).await {
+        Ok(on) => on,
+        Err(ApiError::Unavailable(_) | ApiError::ResourceExhausted(_)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let (mut hits, mut filtered, mut unavailable) = (Vec::new(), false, false);
+    for &kind in &q.kinds {
+        let (reads, visible) = match on.list(kind, &q.namespace).await {
+            Ok(r) => r,
+            // Not this kind (here, or in this namespace), for this caller.
+            Err(ApiError::Forbidden(_)) => {
+                filtered = true;
+                continue;
+            }
+            Err(ApiError::Unavailable(_)) => {
+                unavailable = true;
+                break;
+            }
+            Err(e) => return Err(e),
+        };
+        filtered |= visible.filtered();
+        let Ok(store) = reads.store(kind) else {
+            continue;
+        };
+        let selected = store.select(None, None, q.labels.required_label(), |o| {
+            let ns = o.namespace().unwrap_or_default();
+            (!kind.namespaced() || visible.allows(ns)) && q.matches(kind, o)
+        });
+        hits.extend(selected.objects.into_iter().map(|o| (kind, o)));
+    }
+    Ok(Some(Local {
+        on,
+        hits,
+        filtered,
+        unavailable,
+    }))
+}
+
 /// A hit before decoration: its instance (index into the searched), kind and object; or
 /// one a peer found (and decorated) in an instance it runs.
 enum Found {
@@ -137,45 +196,37 @@ impl SearchService for Search {
             .collect();
         let (mut filtered, mut unavailable) = (peers.filtered, peers.unavailable);
         unavailable.extend(split.moving);
-        for name in split.local {
-            let on = match ctx.on_instance_seen(&authorized, Role::View, &name).await {
-                Ok(on) => on,
-                Err(ApiError::Unavailable(_) | ApiError::ResourceExhausted(_)) => {
-                    unavailable.push(name);
-                    continue;
-                }
-                Err(e) => return Err(e.into()),
+        // The instances are asked at once, a bounded number at a time: each may need a
+        // review of the caller by its API server, and a search over hundreds of instances
+        // one by one would outlast a peer's patience.
+        let answers: Vec<(String, Result<Option<Local>, ApiError>)> =
+            futures::stream::iter(split.local)
+                .map(|name| {
+                    let (q, authorized) = (&q, &authorized);
+                    async move {
+                        let got = search_one(ctx, authorized, q, &name).await;
+                        (name, got)
+                    }
+                })
+                .buffered(INSTANCES_AT_ONCE)
+                .collect()
+                .await;
+        for (name, answer) in answers {
+            let Some(local) = answer? else {
+                unavailable.push(name);
+                continue;
             };
-            let at = searched.len();
-            for &kind in &q.kinds {
-                let (reads, visible) = match on.list(kind, &q.namespace).await {
-                    Ok(r) => r,
-                    // Not this kind (here, or in this namespace), for this caller.
-                    Err(ApiError::Forbidden(_)) => {
-                        filtered = true;
-                        continue;
-                    }
-                    Err(ApiError::Unavailable(_)) => {
-                        unavailable.push(name.clone());
-                        break;
-                    }
-                    Err(e) => return Err(e.into()),
-                };
-                filtered |= visible.filtered();
-                let Ok(store) = reads.store(kind) else {
-                    continue;
-                };
-                let selected = store.select(None, None, q.labels.required_label(), |o| {
-                    let ns = o.namespace().unwrap_or_default();
-                    (!kind.namespaced() || visible.allows(ns)) && q.matches(kind, o)
-                });
-                for o in selected.objects {
-                    let ns = o.namespace().unwrap_or_default();
-                    let k = key(&name, &kind.resource().kind, ns, o.name());
-                    found.push((k.clone(), (k, Found::Here(at, kind, o))));
-                }
+            filtered |= local.filtered;
+            if local.unavailable {
+                unavailable.push(name.clone());
             }
-            searched.push(on);
+            let at = searched.len();
+            for (kind, o) in local.hits {
+                let ns = o.namespace().unwrap_or_default();
+                let k = key(&name, &kind.resource().kind, ns, o.name());
+                found.push((k.clone(), (k, Found::Here(at, kind, o))));
+            }
+            searched.push(local.on);
         }
         unavailable.sort();
         unavailable.dedup();
