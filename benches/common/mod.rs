@@ -18,6 +18,30 @@ pub struct BenchFleet {
     pub host: kube::Client,
 }
 
+/// Installs Kairship's CRDs and namespace on the host of the fleet whose state is in
+/// `dir`, and attaches its `n` instances as External Instances; `roles`: each instance
+/// first learns Kairship's roles, as an operator's install gives them (needed where the
+/// API acts as a caller on the instance).
+pub async fn attach_all(host: &kube::Client, dir: &std::path::Path, n: usize, roles: bool) {
+    bootstrap::install_crds(host).await.expect("crds");
+    bootstrap::ensure_namespace(host, "kairship-system")
+        .await
+        .expect("namespace");
+    for i in 1..=n {
+        let name = format!("karmada-{i}");
+        let path = dir.join(format!("kubeconfigs/{name}.kubeconfig"));
+        if roles {
+            bootstrap::apply_instance_rbac(&client(&path).await)
+                .await
+                .expect("instance RBAC applies");
+        }
+        let config = std::fs::read(&path).expect("instance kubeconfig");
+        bootstrap::attach_external(host, "kairship-system", &name, config)
+            .await
+            .expect("attach");
+    }
+}
+
 /// A client from a kubeconfig the fleet wrote.
 pub async fn client(path: &std::path::Path) -> kube::Client {
     kairship::cli::run::host_client(Some(&path.to_path_buf()))
@@ -74,18 +98,7 @@ impl BenchFleet {
         .await
         .expect("fleet");
         let host = client(&dir.path().join("kubeconfigs/host.kubeconfig")).await;
-        bootstrap::install_crds(&host).await.expect("crds");
-        bootstrap::ensure_namespace(&host, "kairship-system")
-            .await
-            .expect("ns");
-        for i in 1..=instances {
-            let name = format!("karmada-{i}");
-            let config = std::fs::read(dir.path().join(format!("kubeconfigs/{name}.kubeconfig")))
-                .expect("kubeconfig");
-            bootstrap::attach_external(&host, "kairship-system", &name, config)
-                .await
-                .expect("attach");
-        }
+        attach_all(&host, dir.path(), instances, false).await;
         Self { dir, fleet, host }
     }
 

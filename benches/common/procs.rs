@@ -119,22 +119,7 @@ impl SimFleet {
         )
         .await;
         let host = host_client(&sim_dir).await;
-        bootstrap::install_crds(&host).await.expect("crds");
-        bootstrap::ensure_namespace(&host, "kairship-system")
-            .await
-            .expect("namespace");
-        for i in 1..=n {
-            let name = format!("karmada-{i}");
-            let path = sim_dir.join(format!("kubeconfigs/{name}.kubeconfig"));
-            // As an operator installing Kairship would: the instance learns Kairship's roles.
-            bootstrap::apply_instance_rbac(&super::client(&path).await)
-                .await
-                .expect("instance RBAC applies");
-            let config = std::fs::read(&path).expect("instance kubeconfig");
-            bootstrap::attach_external(&host, "kairship-system", &name, config)
-                .await
-                .expect("attach");
-        }
+        super::attach_all(&host, &sim_dir, n, true).await;
         SimFleet {
             dir: sim_dir,
             host,
