@@ -37,6 +37,8 @@ struct Child {
     requested_restarts: u32,
     /// A handoff record write for it is in flight (sharded fleets).
     recording: bool,
+    /// Record writes failed in a row: the next is retried later each time.
+    record_failures: u32,
 }
 
 /// Work scheduled for a child, so a duplicate trigger does not schedule it twice.
@@ -329,6 +331,7 @@ fn new_child(instance: Instance) -> Child {
         restarted_at: restart_stamp(&instance),
         requested_restarts: 0,
         recording: false,
+        record_failures: 0,
         instance,
         actor: None,
         state: ActorState::Starting,

@@ -94,9 +94,15 @@ pub fn recorded(
     };
     child.recording = false;
     match result {
-        Ok(()) => info!(instance = %name, "ownership record written"),
+        Ok(()) => {
+            child.record_failures = 0;
+            info!(instance = %name, "ownership record written");
+        }
         Err(e) => {
-            warn!(instance = %name, error = %e, "ownership record not written; deciding again");
+            child.record_failures = child.record_failures.saturating_add(1);
+            // A host that is gone is not asked again for every instance at every tick.
+            let retry = record_retry(retry, child.record_failures);
+            warn!(instance = %name, error = %e, retry_secs = retry.as_secs_f64(), "ownership record not written; deciding again");
             // Decided again on the Instance as it is then, not as it was: a stale copy
             // would only conflict again.
             let (store, fallback) = (state.ctx.instances.store().clone(), child.instance.clone());
@@ -107,6 +113,15 @@ pub fn recorded(
             });
         }
     }
+}
+
+/// The wait before deciding again after `failures` record writes failed in a row:
+/// doubling from `base`, at most 30 s.
+fn record_retry(base: Duration, failures: u32) -> Duration {
+    let doubled = base.saturating_mul(1 << failures.saturating_sub(1).min(8));
+    doubled
+        .min(Duration::from_secs(30))
+        .max(base.min(Duration::from_secs(30)))
 }
 
 /// Feeds the manager the live replicas' changes.
@@ -131,4 +146,17 @@ pub fn watch_members(
             }
         }
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_record_writes_back_off_to_a_bound() {
+        let base = Duration::from_secs(1);
+        let waits: Vec<u64> = (1..=8).map(|n| record_retry(base, n).as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30, 30]);
+        assert_eq!(record_retry(base, u32::MAX), Duration::from_secs(30));
+    }
 }
