@@ -165,8 +165,9 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
 
 impl Running {
     /// The graceful shutdown (`api::drain`): not ready, still serving for the shutdown
-    /// delay (and, sharded, until this replica's instances are handed over); then HTTPS closes and drains (watches end cleanly), then the gRPC port;
-    /// then the tree stops (releasing the lease) and last the probes.
+    /// delay (and, sharded, until this replica's instances are handed over); then HTTPS
+    /// closes and drains (watches end cleanly), then the gRPC port; then the tree stops
+    /// (releasing the lease) and last the probes.
     pub async fn shutdown(mut self) {
         self.drain
             .run(self.shutdown_delay, self.tree.hand_over(HAND_OVER_BOUND))

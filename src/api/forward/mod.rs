@@ -5,9 +5,11 @@
 //! The caller's identity travels as the caller sent it (its bearer token), so the owner
 //! authenticates, audits and authorizes the request itself, exactly as if it had come
 //! there first: a peer adds no trust of its own, and nothing it sends can widen what the
-//! caller may do. The forwarding replica only authenticated the caller (so strangers
-//! cannot use it to reach peers) and does not audit the request (the owner does, once).
-//! Peers are reached over TLS verified against the serving CA, for the Service's name.
+//! caller may do. The forwarding replica authenticated and authorized the caller first
+//! (strangers, and callers with no role on the instance, never reach a peer) and does not
+//! audit what it passes on (the owner does, once). Peers are reached over TLS verified
+//! against the serving CA, for the Service's name. While an instance changes hands, or its
+//! owner is gone, a request waits for the next owner (`pass`).
 
 pub mod peers;
 pub mod route;
@@ -39,7 +41,7 @@ pub const MISDIRECTED: HeaderName = HeaderName::from_static("kairship-misdirecte
 
 /// The answer to a forwarded request this replica does not own, for the peer that sent it
 /// (whatever the surface: only a peer reads it).
-pub fn misdirected(why: &str) -> Response {
+fn misdirected(why: &str) -> Response {
     let mut answer = Response::new(Body::from(why.to_string()));
     *answer.status_mut() = StatusCode::MISDIRECTED_REQUEST;
     if let Ok(v) = http::HeaderValue::from_str(why) {
@@ -176,21 +178,9 @@ impl Forwarder {
         Ok(channel)
     }
 
-    /// Passes `req` to `replica` at `address` and answers what it answers.
-    pub async fn send(
-        &self,
-        me: &str,
-        replica: &str,
-        address: &str,
-        req: Request,
-    ) -> Result<Response, ApiError> {
-        self.try_send(me, replica, address, req, false)
-            .await
-            .map_err(Unsent::into_error)
-    }
-
-    /// `read`: the request only reads, so it may be sent again when its connection broke
-    /// before the owner answered.
+    /// Passes `req` to `replica` at `address` and answers what it answers. `read`: the
+    /// request only reads, so it may be sent again when its connection broke before the
+    /// owner answered.
     async fn try_send(
         &self,
         me: &str,
@@ -414,7 +404,7 @@ async fn replayable(
 
 /// Where `instance` is answered (`lookup` finds it in the Instance cache), waiting up to
 /// `wait` while it changes hands.
-pub async fn place(
+async fn place(
     shards: &Shards,
     lookup: &impl Fn(&str) -> Option<Arc<Instance>>,
     instance: &str,

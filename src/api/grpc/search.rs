@@ -6,9 +6,9 @@
 //! decorated with placement and policies.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use futures::StreamExt;
-use std::sync::Arc;
 
 use kube::api::DynamicObject;
 use tonic::{Request, Response, Status};
