@@ -200,6 +200,10 @@ pub fn run(c: &Controller) -> ApiResult<()> {
     let policies = c.list("policy.karmada.io", "v1alpha1", "clustertaintpolicies")?;
     for cluster in c.list("cluster.karmada.io", "v1alpha1", "clusters")? {
         let want = taint_policies(&cluster, readiness_taints(&cluster), &policies);
+        if want.iter().any(|t| t["effect"] == "NoExecute") {
+            // A toleration with tolerationSeconds runs out with no write to wake a pass.
+            c.wait_for_clock();
+        }
         let have = taints_of(&cluster);
         if want == have {
             continue;

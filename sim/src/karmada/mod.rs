@@ -3,9 +3,11 @@
 //! working on the instance's store as the real controllers work on karmada-apiserver, and
 //! one object store per member cluster ([`members`]).
 //!
-//! It is level-triggered: every change in the instance's store (and a periodic resync for
-//! ready delays and failover timers) runs one reconcile pass over everything; passes only
-//! write what differs, so they settle.
+//! It is level-triggered: every change in the instance's store or its members' stores runs
+//! one reconcile pass over everything; passes only write what differs, so they settle. A
+//! pass that leaves work waiting on the clock (a ready delay, a toleration running out)
+//! asks for another at the next resync; an idle instance with nothing waiting runs none,
+//! which is what lets one process simulate a thousand of them.
 
 pub mod binding;
 pub mod detector;
@@ -21,6 +23,7 @@ pub mod scheduler;
 pub use kairship_wire::label_selector as selector;
 pub mod status;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -87,6 +90,8 @@ pub struct Controller {
     pub members: Arc<Members>,
     pub config: KarmadaConfig,
     pub(crate) ready: status::ReadyClock,
+    /// Set by a pass that saw work waiting on the clock, so the next resync runs one.
+    pub(crate) timed: AtomicBool,
 }
 
 impl Controller {
@@ -97,6 +102,7 @@ impl Controller {
             members,
             config,
             ready: Default::default(),
+            timed: AtomicBool::new(false),
         }
     }
 
@@ -121,6 +127,24 @@ impl Controller {
             .collect())
     }
 
+    /// Records that some of this pass's work waits on the clock, not on a change.
+    pub(crate) fn wait_for_clock(&self) {
+        self.timed.store(true, Ordering::Relaxed);
+    }
+
+    /// What a pass reads, as one number that grows with any write: the instance store's
+    /// resourceVersion plus every member store's.
+    fn inputs(&self) -> u64 {
+        let members: u64 = self
+            .members
+            .names()
+            .iter()
+            .filter_map(|c| self.members.store(c).ok())
+            .map(|s| s.current_rv())
+            .sum();
+        self.store().current_rv().wrapping_add(members)
+    }
+
     /// One reconcile pass over the whole instance.
     pub fn pass(&self) -> ApiResult<()> {
         failover::run(self)?;
@@ -138,9 +162,18 @@ impl Controller {
         let span = tracing::info_span!("karmada", instance = %self.instance);
         async move {
             let mut live = self.store().subscribe();
+            // The inputs the last pass started from: a pass that wrote sees them moved and
+            // runs again, until one writes nothing.
+            let mut passed_at = None;
             loop {
-                if let Err(e) = self.pass() {
-                    warn!(error = %e, "karmada reconcile pass failed");
+                let inputs = self.inputs();
+                if passed_at != Some(inputs) || self.timed.swap(false, Ordering::Relaxed) {
+                    passed_at = Some(inputs);
+                    if let Err(e) = self.pass() {
+                        warn!(error = %e, "karmada reconcile pass failed");
+                        // A failed pass may have left work undone that no write will wake.
+                        self.wait_for_clock();
+                    }
                 }
                 // Wait for a change or the resync, then let a burst of writes settle.
                 let changed = tokio::time::timeout(self.config.resync, live.recv()).await;

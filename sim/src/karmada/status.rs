@@ -102,6 +102,9 @@ fn settle_members(c: &Controller) -> ApiResult<()> {
             }
         }
     }
+    if !seen.is_empty() {
+        c.wait_for_clock();
+    }
     *c.ready.0.lock() = seen;
     Ok(())
 }
