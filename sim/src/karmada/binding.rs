@@ -15,6 +15,7 @@ use super::scheduler;
 use super::{skipped_namespace, Controller, CLUSTER_TEMPLATE_KINDS, TEMPLATE_KINDS};
 use crate::patch::PatchKind;
 use crate::store::meta::{new_uid, now_rfc3339};
+use crate::store::Obj;
 use kairship_wire::status::ApiResult;
 
 const GROUP: &str = "work.karmada.io";
@@ -76,12 +77,12 @@ fn sync(
     c: &Controller,
     binding_plural: &str,
     kinds: &[(&str, &str, &str)],
-    pps: &[Value],
-    cpps: &[Value],
-    clusters: &[Value],
+    pps: &[Obj],
+    cpps: &[Obj],
+    clusters: &[Obj],
 ) -> ApiResult<()> {
     let rb_def = c.def(GROUP, V, binding_plural)?;
-    let existing: BTreeMap<(String, String), Value> = c
+    let existing: BTreeMap<(String, String), Obj> = c
         .list(GROUP, V, binding_plural)?
         .into_iter()
         .map(|b| {
@@ -114,14 +115,13 @@ fn sync(
             {
                 continue;
             }
-            let local: Vec<Value> = pps
+            let local = pps
                 .iter()
-                .filter(|p| p["metadata"]["namespace"].as_str() == Some(ns))
-                .cloned()
-                .collect();
-            let (policy, cluster_scoped) = match detector::pick(&local, &t) {
+                .map(|p| &p.value)
+                .filter(|p| p["metadata"]["namespace"].as_str() == Some(ns));
+            let (policy, cluster_scoped) = match detector::pick(local, &t) {
                 Some(p) => (p, false),
-                None => match detector::pick(cpps, &t) {
+                None => match detector::pick(cpps.iter().map(|p| &p.value), &t) {
                     Some(p) => (p, true),
                     None => continue,
                 },
@@ -132,8 +132,9 @@ fn sync(
             );
             let key = (ns.to_string(), name.clone());
             claim_template(c, &def, &t, policy, cluster_scoped)?;
-            let prev = existing.get(&key).cloned().unwrap_or(Value::Null);
-            let binding = desired_binding(&t, policy, cluster_scoped, &name, &prev);
+            let null = Value::Null;
+            let prev = existing.get(&key).map_or(&null, |b| &b.value);
+            let binding = desired_binding(&t, policy, cluster_scoped, &name, prev);
             if upsert(c.store(), &rb_def, binding)? {
                 info!(binding = %name, namespace = %ns, "resource binding synced");
             }
@@ -292,7 +293,7 @@ fn schedule(
     def: &crate::resources::ResourceDef,
     ns: &str,
     name: &str,
-    clusters: &[Value],
+    clusters: &[Obj],
 ) -> ApiResult<()> {
     let ns = Some(ns).filter(|s| !s.is_empty());
     let b = c.store().get(def, ns, name)?.value.clone();

@@ -5,7 +5,7 @@
 //! from real Karmada.
 
 use serde_json::{json, Value};
-use tracing::warn;
+use tracing::{debug, warn};
 
 use super::Controller;
 use crate::store::meta::now_rfc3339;
@@ -61,8 +61,15 @@ pub fn record(
     let written = c
         .def("", "v1", "events")
         .and_then(|def| c.store().create(&def, Some(namespace), event));
-    if let Err(e) = written {
-        warn!(reason, object = name, error = %e, "recording an event failed");
+    match written {
+        // Named after an object whose name is no valid Event name (ClusterRoles such as
+        // `kairship:view`): kube-apiserver rejects it as it does Karmada's, whose recorder
+        // drops it. Not worth a warning per pass.
+        Err(e) if e.code == 422 => {
+            debug!(reason, object = name, error = %e, "event rejected as invalid");
+        }
+        Err(e) => warn!(reason, object = name, error = %e, "recording an event failed"),
+        Ok(_) => {}
     }
 }
 

@@ -15,7 +15,7 @@ use super::members::{def_for, upsert};
 use super::{overrides, Controller};
 use crate::patch::PatchKind;
 use crate::store::meta::new_uid;
-use crate::store::Filter;
+use crate::store::{Filter, Obj};
 use kairship_wire::status::ApiResult;
 
 pub const WORK_ID: &str = "work.karmada.io/permanent-id";
@@ -157,7 +157,7 @@ pub fn run(c: &Controller) -> ApiResult<()> {
     let clusters = c.list("cluster.karmada.io", "v1alpha1", "clusters")?;
     let ops = c.list("policy.karmada.io", "v1alpha1", "overridepolicies")?;
     let cops = c.list("policy.karmada.io", "v1alpha1", "clusteroverridepolicies")?;
-    let existing: BTreeMap<(String, String), Value> = c
+    let existing: BTreeMap<(String, String), Obj> = c
         .list("work.karmada.io", "v1alpha1", "works")?
         .into_iter()
         .map(|w| {
@@ -285,7 +285,7 @@ pub fn run(c: &Controller) -> ApiResult<()> {
 
 /// The execution controller: Works to member objects, and member objects whose Work is gone
 /// removed; each Work gets its `Applied` condition.
-fn apply_works(c: &Controller, clusters: &[Value]) -> ApiResult<()> {
+fn apply_works(c: &Controller, clusters: &[Obj]) -> ApiResult<()> {
     let work_def = c.def("work.karmada.io", "v1alpha1", "works")?;
     let works = c.list("work.karmada.io", "v1alpha1", "works")?;
     for cl in clusters {

@@ -15,6 +15,7 @@ use super::scheduler::affinity_matches;
 use super::Controller;
 use crate::patch::PatchKind;
 use crate::store::meta::now_rfc3339;
+use crate::store::AsValue;
 use kairship_wire::status::ApiResult;
 
 pub const NOT_READY: &str = "cluster.karmada.io/not-ready";
@@ -113,12 +114,16 @@ fn conditions_match(conditions: &[Value], wanted: &Value) -> bool {
 
 /// The cluster's taints after every ClusterTaintPolicy (oldest first) that targets it:
 /// its taints added when `addOnConditions` match, removed when `removeOnConditions` do.
-pub fn taint_policies(cluster: &Value, taints: Vec<Value>, policies: &[Value]) -> Vec<Value> {
+pub fn taint_policies(
+    cluster: &Value,
+    taints: Vec<Value>,
+    policies: &[impl AsValue],
+) -> Vec<Value> {
     let conditions = cluster["status"]["conditions"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    let mut ordered: Vec<&Value> = policies.iter().collect();
+    let mut ordered: Vec<&Value> = policies.iter().map(AsValue::as_value).collect();
     ordered.sort_by_key(|p| {
         p["metadata"]["creationTimestamp"]
             .as_str()

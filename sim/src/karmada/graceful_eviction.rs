@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use super::{events, Controller};
 use crate::patch::PatchKind;
 use crate::store::meta::now_rfc3339;
+use crate::store::AsValue;
 use kairship_wire::status::ApiResult;
 
 const GROUP: &str = "work.karmada.io";
@@ -23,7 +24,7 @@ const V: &str = "v1alpha2";
 pub fn with_evicted(
     spec: &Value,
     previous: &BTreeMap<String, i64>,
-    clusters: &[Value],
+    clusters: &[impl AsValue],
 ) -> Option<Value> {
     let mut tasks: Vec<Value> = spec["gracefulEvictionTasks"]
         .as_array()
@@ -33,6 +34,7 @@ pub fn with_evicted(
     for name in previous.keys() {
         let Some(cluster) = clusters
             .iter()
+            .map(AsValue::as_value)
             .find(|c| c["metadata"]["name"] == name.as_str())
         else {
             continue;

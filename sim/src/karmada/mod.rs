@@ -27,12 +27,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
 use tracing::{debug, warn, Instrument};
 
 use crate::resources::ResourceDef;
 use crate::server::ApiServer;
-use crate::store::{Filter, Store};
+use crate::store::{Filter, Obj, Store};
 use kairship_wire::status::{ApiError, ApiResult};
 
 pub use members::Members;
@@ -116,15 +115,13 @@ impl Controller {
             .ok_or_else(|| ApiError::internal(format!("{plural}.{group} is not served")))
     }
 
-    pub fn list(&self, group: &str, version: &str, plural: &str) -> ApiResult<Vec<Value>> {
+    /// Every object of a kind, shared with the store (read them as `Value`s).
+    pub fn list(&self, group: &str, version: &str, plural: &str) -> ApiResult<Vec<Obj>> {
         let def = self.def(group, version, plural)?;
         Ok(self
             .store()
             .list(&def, &Filter::default(), None, None)?
-            .items
-            .iter()
-            .map(|o| o.value.clone())
-            .collect())
+            .items)
     }
 
     /// Records that some of this pass's work waits on the clock, not on a change.

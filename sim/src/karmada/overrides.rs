@@ -6,6 +6,7 @@
 use serde_json::{json, Map, Value};
 
 use super::detector::{policy_match, Implicit};
+use crate::store::AsValue;
 
 /// Recorded on the manifest like Karmada's `policy.karmada.io/applied-overrides`.
 pub const APPLIED_OVERRIDES: &str = "policy.karmada.io/applied-overrides";
@@ -19,9 +20,10 @@ pub struct OverrideError {
 }
 
 /// Override policies that select `template`, in the order they apply.
-pub fn applicable<'a>(policies: &'a [Value], template: &Value) -> Vec<&'a Value> {
+pub fn applicable<'a>(policies: &'a [impl AsValue], template: &Value) -> Vec<&'a Value> {
     let mut hits: Vec<(&Value, Implicit)> = policies
         .iter()
+        .map(AsValue::as_value)
         .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
         .filter(|p| {
             p["metadata"]["namespace"]

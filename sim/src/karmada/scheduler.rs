@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::selector::{field_selector_matches, label_selector_matches};
+use crate::store::AsValue;
 
 /// One scheduling decision: a cluster and its replicas (`None` for replica-less kinds).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,11 +135,11 @@ pub fn affinity_matches(affinity: &Value, cluster: &Value) -> bool {
 }
 
 /// Clusters that pass the filters, or the reason none does (the `Scheduled` message).
-fn feasible<'a>(placement: &Value, clusters: &'a [Value]) -> Result<Vec<&'a Value>, String> {
+fn feasible<'a>(placement: &Value, clusters: &'a [impl AsValue]) -> Result<Vec<&'a Value>, String> {
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     let mut fit = Vec::new();
     let affinity = &placement["clusterAffinity"];
-    for c in clusters {
+    for c in clusters.iter().map(AsValue::as_value) {
         let why = if !affinity.is_null() && !affinity_matches(affinity, c) {
             Some("did not match the placement cluster affinity constraint".to_string())
         } else if let Some(t) = untolerated_taint(placement, c) {
@@ -226,7 +227,7 @@ pub fn schedule(
     placement: &Value,
     replicas: i64,
     requirements: Option<&Value>,
-    clusters: &[Value],
+    clusters: &[impl AsValue],
     previous: &BTreeMap<String, i64>,
 ) -> Result<Vec<Target>, String> {
     let mut fit = feasible(placement, clusters)?;

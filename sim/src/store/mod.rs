@@ -35,6 +35,32 @@ pub struct StoredObject {
 
 pub type Obj = Arc<StoredObject>;
 
+/// A value or a stored object, for functions that read either.
+pub trait AsValue {
+    fn as_value(&self) -> &Value;
+}
+
+impl AsValue for Value {
+    fn as_value(&self) -> &Value {
+        self
+    }
+}
+
+impl AsValue for Obj {
+    fn as_value(&self) -> &Value {
+        &self.value
+    }
+}
+
+/// Read a stored object as its value: the simulated controllers read shared objects in
+/// place instead of deep-copying every one on every pass.
+impl std::ops::Deref for StoredObject {
+    type Target = Value;
+    fn deref(&self) -> &Value {
+        &self.value
+    }
+}
+
 impl StoredObject {
     fn new(value: Value, rv: u64) -> ApiResult<Obj> {
         let json = serde_json::to_vec(&value)
