@@ -16,6 +16,7 @@ fn member_store_config() -> StoreConfig {
     StoreConfig {
         history_limit: 1_000,
         watch_buffer: 256,
+        ..StoreConfig::default()
     }
 }
 

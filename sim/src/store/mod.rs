@@ -12,6 +12,7 @@ mod writes;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use base64::Engine;
 use bytes::Bytes;
@@ -93,6 +94,54 @@ impl StoredObject {
 
 pub use kairship_wire::watch::EventType;
 
+/// An event as the history keeps it: its objects' JSON only, shared with the stored
+/// objects while they are current. A superseded version then costs its bytes, not its
+/// tree (about ten times more); the rare watch resuming from a version rebuilds them.
+struct Past {
+    at: Instant,
+    rv: u64,
+    resource: Arc<str>,
+    kind: EventType,
+    object: Bytes,
+    prev: Option<(Bytes, u64)>,
+}
+
+impl Past {
+    fn of(at: Instant, ev: &Event) -> Self {
+        Self {
+            at,
+            rv: ev.rv,
+            resource: ev.resource.clone(),
+            kind: ev.kind,
+            object: ev.object.json.clone(),
+            prev: ev.prev.as_ref().map(|p| (p.json.clone(), p.rv)),
+        }
+    }
+
+    /// The event again, or `None` if its JSON no longer parses (it was written by us).
+    fn revive(&self) -> Option<Arc<Event>> {
+        let obj = |json: &Bytes, rv: u64| -> Option<Obj> {
+            let value = serde_json::from_slice(json).ok()?;
+            Some(Arc::new(StoredObject {
+                value,
+                json: json.clone(),
+                rv,
+            }))
+        };
+        let prev = match &self.prev {
+            Some((json, rv)) => Some(obj(json, *rv)?),
+            None => None,
+        };
+        Some(Arc::new(Event {
+            rv: self.rv,
+            resource: self.resource.clone(),
+            kind: self.kind,
+            object: obj(&self.object, self.rv)?,
+            prev,
+        }))
+    }
+}
+
 /// One change, in resourceVersion order.
 #[derive(Debug)]
 pub struct Event {
@@ -150,6 +199,10 @@ pub struct WatchStart {
 pub struct StoreConfig {
     /// How many events are kept for watches resuming from a resourceVersion.
     pub history_limit: usize,
+    /// How long an event is kept for them. kube-apiserver's watch cache keeps at least 75 s
+    /// (and etcd compacts every 5 minutes); a simulated member's status drifting every few
+    /// seconds made a count-only bound hundreds of megabytes across a large fleet.
+    pub history_window: Duration,
     /// Capacity of the live fan-out; a watcher that falls further behind is cut.
     pub watch_buffer: usize,
 }
@@ -158,6 +211,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         Self {
             history_limit: 20_000,
+            history_window: Duration::from_secs(150),
             watch_buffer: 4096,
         }
     }
@@ -169,7 +223,8 @@ struct Inner {
     rv: u64,
     registry: Registry,
     collections: HashMap<String, Collection>,
-    history: VecDeque<Arc<Event>>,
+    /// Past events, oldest first.
+    history: VecDeque<Past>,
     /// Watches must start at or after this version; older ones get 410 Gone.
     compacted_rv: u64,
     /// A dry run's copy: changes stay in it, with no history and nobody told.
@@ -628,7 +683,7 @@ impl Store {
                     .iter()
                     .skip(from)
                     .filter(|e| e.resource == key)
-                    .cloned()
+                    .filter_map(Past::revive)
                     .collect()
             }
         };

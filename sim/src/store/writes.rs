@@ -4,6 +4,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::{json, Value};
 
@@ -225,8 +226,15 @@ impl Inner {
             object,
             prev,
         });
-        self.history.push_back(ev.clone());
-        while self.history.len() > store.config.history_limit {
+        let now = Instant::now();
+        self.history.push_back(super::Past::of(now, &ev));
+        let window = store.config.history_window;
+        while self.history.len() > store.config.history_limit
+            || self
+                .history
+                .front()
+                .is_some_and(|e| now.duration_since(e.at) > window)
+        {
             if let Some(old) = self.history.pop_front() {
                 self.compacted_rv = old.rv;
             }
@@ -474,5 +482,36 @@ impl Inner {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Filter, Store, StoreConfig, WatchFrom};
+    use crate::resources::Flavor;
+    use serde_json::json;
+    use std::time::Duration;
+
+    #[test]
+    fn history_keeps_only_the_window() {
+        let config = StoreConfig {
+            history_window: Duration::from_millis(50),
+            ..StoreConfig::default()
+        };
+        let store = Store::new(Flavor::Member, config).expect("a store");
+        let def = store.resource("", "v1", "configmaps").expect("configmaps");
+        let cm = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
+        let before = store.current_rv();
+        store.create(&def, Some("default"), cm("a")).expect("a");
+        let after_a = store.current_rv();
+        std::thread::sleep(Duration::from_millis(80));
+        store.create(&def, Some("default"), cm("b")).expect("b");
+        let too_old = store.watch(&def, &Filter::default(), WatchFrom::Version(before));
+        assert_eq!(too_old.err().map(|e| e.code), Some(410));
+        let recent = store
+            .watch(&def, &Filter::default(), WatchFrom::Version(after_a))
+            .expect("within the window");
+        let names: Vec<&str> = recent.initial.iter().map(|e| e.object.name()).collect();
+        assert_eq!(names, ["b"]);
     }
 }
