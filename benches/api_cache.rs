@@ -117,11 +117,22 @@ async fn set_paused(host: &kube::Client, name: &str, paused: bool) {
 /// Heap bytes an instance's caches hold: freed when it is paused (after a JSON and a
 /// Table LIST of each of `paths`, so each object's row is printed too). Leaves it paused.
 async fn cache_bytes(host: &kube::Client, name: &str, c: &kube::Client, paths: &[&str]) -> i64 {
+    cache_bytes_and_rss(host, name, c, paths).await.0
+}
+
+/// [`cache_bytes`], and the process's resident KiB after the LISTs, before the pause.
+async fn cache_bytes_and_rss(
+    host: &kube::Client,
+    name: &str,
+    c: &kube::Client,
+    paths: &[&str],
+) -> (i64, u64) {
     for p in paths {
         get(c, p, false).await;
         get_as(c, p, false, TABLE).await;
     }
     settle().await;
+    let rss = rss_kib();
     let before = live_bytes::now();
     set_paused(host, name, true).await;
     while cached_count(c, paths[0]).await.is_some() {
@@ -129,7 +140,7 @@ async fn cache_bytes(host: &kube::Client, name: &str, c: &kube::Client, paths: &
     }
     // The watch tasks end and the last readers let go.
     settle().await;
-    before - live_bytes::now()
+    (before - live_bytes::now(), rss)
 }
 
 /// The JSON size of one object, as served.
@@ -282,10 +293,24 @@ async fn main() {
     let d_small = cache_bytes(&host, "karmada-1", &one, &[DEPLOYS]).await;
     memory_row("Deployment", SMALL, d_small, deploy_json);
     bench.seed("karmada-1", DEPLOY_KIND, deployments(SMALL..large));
+    settle().await;
+    // What a replica's memory limit sees: the process's resident growth from the resume
+    // (its caches empty) to synced, then after the LISTs, beside the allocator's count.
+    let rss_before = rss_kib();
     set_paused(&host, "karmada-1", false).await;
     wait_synced(&one, DEPLOYS, large).await;
-    let d_large = cache_bytes(&host, "karmada-1", &one, &[DEPLOYS]).await;
+    settle().await;
+    let rss_synced = rss_kib();
+    let (d_large, rss_listed) = cache_bytes_and_rss(&host, "karmada-1", &one, &[DEPLOYS]).await;
     memory_row("Deployment", large, d_large, deploy_json);
+    let resident = |kib: u64| kib.saturating_sub(rss_before) as f64 * 1024.0 / large as f64;
+    println!(
+        "  {:<16} at {large:>7}: {:>6.0} B resident growth per object once synced, {:.0} B after one JSON and one Table LIST (the allocator counts {:.0} B kept; goal <= 1536 B)",
+        "Deployment",
+        resident(rss_synced),
+        resident(rss_listed),
+        per(d_large, large),
+    );
 
     bench.seed("karmada-2", DEPLOY_KIND, deployments(0..SMALL));
     bind_all(&bench, "karmada-2", SMALL).await;

@@ -93,6 +93,15 @@ impl BenchFleet {
                 resync: Duration::from_secs(3600),
                 ..Default::default()
             },
+            // The simulator shares the process: its watch history must not be dropped by
+            // age while a bench counts the heap Kairship frees.
+            server: kairship_sim::server::ServerConfig {
+                store: kairship_sim::store::StoreConfig {
+                    history_window: Duration::from_secs(24 * 3600),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
             ..Default::default()
         })
         .await
