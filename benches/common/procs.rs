@@ -75,9 +75,17 @@ pub async fn host_client(dir: &Path) -> kube::Client {
     kube::Client::try_from(config).expect("host client")
 }
 
-pub async fn wait_for(path: &Path, what: &str, limit: Duration) {
+/// Waits for `path`, written by `proc` (whose output is in `log`), at most `limit`; a
+/// process that exits first fails the bench at once with the end of its log.
+pub async fn wait_for(proc: &mut Proc, log: &Path, path: &Path, what: &str, limit: Duration) {
     let t = Instant::now();
     while !path.exists() {
+        if let Ok(Some(status)) = proc.0.try_wait() {
+            let out = std::fs::read_to_string(log).unwrap_or_default();
+            let tail: Vec<&str> = out.lines().rev().take(5).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            panic!("{what}: the process exited ({status}) first:\n{}", tail.join("\n"));
+        }
         assert!(t.elapsed() < limit, "{what} did not appear in {limit:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -94,7 +102,8 @@ pub struct SimFleet {
 impl SimFleet {
     pub async fn start(dir: &Path, n: usize, clusters: usize, tick: u64) -> SimFleet {
         let sim_dir: PathBuf = dir.join("sim");
-        let proc = kairship(
+        let log = dir.join("sim.log");
+        let mut proc = kairship(
             &[
                 "sim",
                 "--state-dir",
@@ -110,9 +119,11 @@ impl SimFleet {
                 "--bookmark-secs",
                 "60",
             ],
-            &dir.join("sim.log"),
+            &log,
         );
         wait_for(
+            &mut proc,
+            &log,
             &sim_dir.join("endpoints.json"),
             "the simulator's endpoints.json",
             Duration::from_secs(300),
