@@ -84,7 +84,10 @@ pub async fn wait_for(proc: &mut Proc, log: &Path, path: &Path, what: &str, limi
             let out = std::fs::read_to_string(log).unwrap_or_default();
             let tail: Vec<&str> = out.lines().rev().take(5).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
-            panic!("{what}: the process exited ({status}) first:\n{}", tail.join("\n"));
+            panic!(
+                "{what}: the process exited ({status}) first:\n{}",
+                tail.join("\n")
+            );
         }
         assert!(t.elapsed() < limit, "{what} did not appear in {limit:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -11,7 +11,7 @@ pub mod meta;
 mod writes;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -267,7 +267,43 @@ struct ContinueToken {
 
 impl Store {
     /// A store serving the built-in kinds of `flavor`, its CRDs and standard namespaces.
+    /// Every store of a flavor starts from one process-wide copy of those objects, shared
+    /// until a write replaces one: each simulated instance and member cluster building
+    /// its own was about half of an idle instance's memory. They share uids and
+    /// timestamps, which no client compares across clusters.
     pub fn new(flavor: Flavor, config: StoreConfig) -> ApiResult<Self> {
+        static SEEDS: OnceLock<Mutex<Vec<(Flavor, Arc<Store>)>>> = OnceLock::new();
+        let seed = {
+            let mut seeds = SEEDS.get_or_init(Default::default).lock();
+            match seeds.iter().find(|(f, _)| *f == flavor) {
+                Some((_, s)) => s.clone(),
+                None => {
+                    let s = Arc::new(Self::seeded(flavor, StoreConfig::default())?);
+                    seeds.push((flavor, s.clone()));
+                    s
+                }
+            }
+        };
+        let from = seed.inner.lock();
+        let (live, _) = broadcast::channel(config.watch_buffer.max(16));
+        Ok(Self {
+            inner: Mutex::new(Inner {
+                rv: from.rv,
+                registry: from.registry.clone(),
+                collections: from.collections.clone(),
+                history: VecDeque::new(),
+                // Their creation is history no watch can resume from, as after etcd
+                // compacts.
+                compacted_rv: from.rv,
+                dry: false,
+            }),
+            live,
+            config,
+        })
+    }
+
+    /// A store of `flavor` with its initial objects, built through the write path.
+    fn seeded(flavor: Flavor, config: StoreConfig) -> ApiResult<Self> {
         let (defs, crds) = resources::initial(flavor);
         let (live, _) = broadcast::channel(config.watch_buffer.max(16));
         let store = Self {
