@@ -219,6 +219,9 @@ impl Default for StoreConfig {
 
 type Collection = BTreeMap<(String, String), Obj>;
 
+/// Each flavor's store of initial objects, which new stores start from.
+type Seeds = Mutex<Vec<(Flavor, Arc<Store>)>>;
+
 struct Inner {
     rv: u64,
     registry: Registry,
@@ -270,9 +273,10 @@ impl Store {
     /// Every store of a flavor starts from one process-wide copy of those objects, shared
     /// until a write replaces one: each simulated instance and member cluster building
     /// its own was about half of an idle instance's memory. They share uids and
-    /// timestamps, which no client compares across clusters.
+    /// timestamps, but for the namespaces': kube-system's uid is a cluster's identity
+    /// (Karmada's cluster ID, which karmadactl and Kairship's join read).
     pub fn new(flavor: Flavor, config: StoreConfig) -> ApiResult<Self> {
-        static SEEDS: OnceLock<Mutex<Vec<(Flavor, Arc<Store>)>>> = OnceLock::new();
+        static SEEDS: OnceLock<Seeds> = OnceLock::new();
         let seed = {
             let mut seeds = SEEDS.get_or_init(Default::default).lock();
             match seeds.iter().find(|(f, _)| *f == flavor) {
@@ -285,12 +289,22 @@ impl Store {
             }
         };
         let from = seed.inner.lock();
+        let mut collections = from.collections.clone();
+        for o in collections
+            .get_mut(NAMESPACE_KEY)
+            .into_iter()
+            .flat_map(|c| c.values_mut())
+        {
+            let mut v = o.value.clone();
+            meta_mut(&mut v).insert("uid".into(), meta::new_uid().into());
+            *o = StoredObject::new(v, o.rv)?;
+        }
         let (live, _) = broadcast::channel(config.watch_buffer.max(16));
         Ok(Self {
             inner: Mutex::new(Inner {
                 rv: from.rv,
                 registry: from.registry.clone(),
-                collections: from.collections.clone(),
+                collections,
                 history: VecDeque::new(),
                 // Their creation is history no watch can resume from, as after etcd
                 // compacts.

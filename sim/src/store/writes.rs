@@ -493,6 +493,26 @@ mod tests {
     use std::time::Duration;
 
     #[test]
+    fn stores_share_initial_objects_but_not_their_cluster_identity() {
+        let (a, b) = (
+            Store::new(Flavor::Member, StoreConfig::default()).expect("a"),
+            Store::new(Flavor::Member, StoreConfig::default()).expect("b"),
+        );
+        let get = |s: &Store, plural: &str, group: &str, name: &str| {
+            let def = s.resource(group, "v1", plural).expect("served");
+            s.get(&def, None, name).expect("initial object")
+        };
+        let (ka, kb) = (
+            get(&a, "namespaces", "", "kube-system"),
+            get(&b, "namespaces", "", "kube-system"),
+        );
+        assert_ne!(ka["metadata"]["uid"], kb["metadata"]["uid"]);
+        let role = |s: &Store| get(s, "clusterroles", "rbac.authorization.k8s.io", "admin");
+        assert!(std::sync::Arc::ptr_eq(&role(&a), &role(&b)));
+        assert_eq!(a.current_rv(), b.current_rv());
+    }
+
+    #[test]
     fn history_keeps_only_the_window() {
         let config = StoreConfig {
             history_window: Duration::from_millis(50),
