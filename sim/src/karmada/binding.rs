@@ -15,7 +15,7 @@ use super::scheduler;
 use super::{skipped_namespace, Controller, CLUSTER_TEMPLATE_KINDS, TEMPLATE_KINDS};
 use crate::patch::PatchKind;
 use crate::store::meta::{new_uid, now_rfc3339};
-use crate::store::Obj;
+use crate::store::{AsValue, Obj};
 use kairship_wire::status::ApiResult;
 
 const GROUP: &str = "work.karmada.io";
@@ -117,11 +117,11 @@ fn sync(
             }
             let local = pps
                 .iter()
-                .map(|p| &p.value)
+                .map(AsValue::as_value)
                 .filter(|p| p["metadata"]["namespace"].as_str() == Some(ns));
             let (policy, cluster_scoped) = match detector::pick(local, &t) {
                 Some(p) => (p, false),
-                None => match detector::pick(cpps.iter().map(|p| &p.value), &t) {
+                None => match detector::pick(cpps.iter().map(AsValue::as_value), &t) {
                     Some(p) => (p, true),
                     None => continue,
                 },

@@ -41,6 +41,15 @@ impl Members {
         self.stores.lock().keys().cloned().collect()
     }
 
+    /// The members' resourceVersions summed: it moves with any write to any of them. Read
+    /// under the lock, so it never makes the store of a member just removed again.
+    pub fn versions(&self) -> u64 {
+        self.stores
+            .lock()
+            .values()
+            .fold(0, |sum, s| sum.wrapping_add(s.current_rv()))
+    }
+
     /// Forgets a member (its Cluster object is gone).
     pub fn remove(&self, cluster: &str) {
         self.stores.lock().remove(cluster);

@@ -132,14 +132,9 @@ impl Controller {
     /// What a pass reads, as one number that grows with any write: the instance store's
     /// resourceVersion plus every member store's.
     fn inputs(&self) -> u64 {
-        let members: u64 = self
-            .members
-            .names()
-            .iter()
-            .filter_map(|c| self.members.store(c).ok())
-            .map(|s| s.current_rv())
-            .sum();
-        self.store().current_rv().wrapping_add(members)
+        self.store()
+            .current_rv()
+            .wrapping_add(self.members.versions())
     }
 
     /// One reconcile pass over the whole instance.
