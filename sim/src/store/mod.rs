@@ -7,12 +7,14 @@ mod client;
 mod decode_defaults;
 mod defaults;
 pub mod fields;
+mod history;
 pub mod meta;
+mod seed;
 mod writes;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use base64::Engine;
 use bytes::Bytes;
@@ -21,7 +23,7 @@ use serde_json::{json, Value};
 use tokio::sync::broadcast;
 
 use crate::patch::PatchKind;
-use crate::resources::{self, Flavor, Registry, ResourceDef};
+use crate::resources::{self, Registry, ResourceDef};
 use kairship_wire::selectors::{FieldSelector, LabelSelector};
 use kairship_wire::status::{ApiError, ApiResult};
 use meta::{meta_mut, meta_str};
@@ -93,54 +95,6 @@ impl StoredObject {
 }
 
 pub use kairship_wire::watch::EventType;
-
-/// An event as the history keeps it: its objects' JSON only, shared with the stored
-/// objects while they are current. A superseded version then costs its bytes, not its
-/// tree (about ten times more); the rare watch resuming from a version rebuilds them.
-struct Past {
-    at: Instant,
-    rv: u64,
-    resource: Arc<str>,
-    kind: EventType,
-    object: Bytes,
-    prev: Option<(Bytes, u64)>,
-}
-
-impl Past {
-    fn of(at: Instant, ev: &Event) -> Self {
-        Self {
-            at,
-            rv: ev.rv,
-            resource: ev.resource.clone(),
-            kind: ev.kind,
-            object: ev.object.json.clone(),
-            prev: ev.prev.as_ref().map(|p| (p.json.clone(), p.rv)),
-        }
-    }
-
-    /// The event again, or `None` if its JSON no longer parses (it was written by us).
-    fn revive(&self) -> Option<Arc<Event>> {
-        let obj = |json: &Bytes, rv: u64| -> Option<Obj> {
-            let value = serde_json::from_slice(json).ok()?;
-            Some(Arc::new(StoredObject {
-                value,
-                json: json.clone(),
-                rv,
-            }))
-        };
-        let prev = match &self.prev {
-            Some((json, rv)) => Some(obj(json, *rv)?),
-            None => None,
-        };
-        Some(Arc::new(Event {
-            rv: self.rv,
-            resource: self.resource.clone(),
-            kind: self.kind,
-            object: obj(&self.object, self.rv)?,
-            prev,
-        }))
-    }
-}
 
 /// One change, in resourceVersion order.
 #[derive(Debug)]
@@ -219,15 +173,12 @@ impl Default for StoreConfig {
 
 type Collection = BTreeMap<(String, String), Obj>;
 
-/// Each flavor's store of initial objects, which new stores start from.
-type Seeds = Mutex<Vec<(Flavor, Arc<Store>)>>;
-
 struct Inner {
     rv: u64,
     registry: Registry,
     collections: HashMap<String, Collection>,
     /// Past events, oldest first.
-    history: VecDeque<Past>,
+    history: VecDeque<history::Past>,
     /// Watches must start at or after this version; older ones get 410 Gone.
     compacted_rv: u64,
     /// A dry run's copy: changes stay in it, with no history and nobody told.
@@ -269,97 +220,6 @@ struct ContinueToken {
 }
 
 impl Store {
-    /// A store serving the built-in kinds of `flavor`, its CRDs and standard namespaces.
-    /// Every store of a flavor starts from one process-wide copy of those objects, shared
-    /// until a write replaces one: each simulated instance and member cluster building
-    /// its own was about half of an idle instance's memory. They share uids and
-    /// timestamps, but for the namespaces': kube-system's uid is a cluster's identity
-    /// (Karmada's cluster ID, which karmadactl and Kairship's join read).
-    pub fn new(flavor: Flavor, config: StoreConfig) -> ApiResult<Self> {
-        static SEEDS: OnceLock<Seeds> = OnceLock::new();
-        let seed = {
-            let mut seeds = SEEDS.get_or_init(Default::default).lock();
-            match seeds.iter().find(|(f, _)| *f == flavor) {
-                Some((_, s)) => s.clone(),
-                None => {
-                    let s = Arc::new(Self::seeded(flavor, StoreConfig::default())?);
-                    seeds.push((flavor, s.clone()));
-                    s
-                }
-            }
-        };
-        let from = seed.inner.lock();
-        let mut collections = from.collections.clone();
-        for o in collections
-            .get_mut(NAMESPACE_KEY)
-            .into_iter()
-            .flat_map(|c| c.values_mut())
-        {
-            let mut v = o.value.clone();
-            meta_mut(&mut v).insert("uid".into(), meta::new_uid().into());
-            *o = StoredObject::new(v, o.rv)?;
-        }
-        let (live, _) = broadcast::channel(config.watch_buffer.max(16));
-        Ok(Self {
-            inner: Mutex::new(Inner {
-                rv: from.rv,
-                registry: from.registry.clone(),
-                collections,
-                history: VecDeque::new(),
-                // Their creation is history no watch can resume from, as after etcd
-                // compacts.
-                compacted_rv: from.rv,
-                dry: false,
-            }),
-            live,
-            config,
-        })
-    }
-
-    /// A store of `flavor` with its initial objects, built through the write path.
-    fn seeded(flavor: Flavor, config: StoreConfig) -> ApiResult<Self> {
-        let (defs, crds) = resources::initial(flavor);
-        let (live, _) = broadcast::channel(config.watch_buffer.max(16));
-        let store = Self {
-            inner: Mutex::new(Inner {
-                rv: 0,
-                registry: Registry::new(defs),
-                collections: HashMap::new(),
-                history: VecDeque::new(),
-                compacted_rv: 0,
-                dry: false,
-            }),
-            live,
-            config,
-        };
-        let crd_def = store.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")?;
-        for crd in crds {
-            store.create(&crd_def, None, crd)?;
-        }
-        // The bootstrap RBAC policy every kube-apiserver creates at start.
-        let roles = store.resource("rbac.authorization.k8s.io", "v1", "clusterroles")?;
-        for role in crate::rbac::defaults::cluster_roles() {
-            store.create(&roles, None, role)?;
-        }
-        let bindings = store.resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings")?;
-        for binding in crate::rbac::defaults::cluster_role_bindings() {
-            store.create(&bindings, None, binding)?;
-        }
-        let ns_def = store.resource("", "v1", "namespaces")?;
-        let mut namespaces = vec!["default", "kube-system", "kube-public"];
-        if flavor == Flavor::Karmada {
-            namespaces.push("karmada-system");
-        }
-        for ns in namespaces {
-            store.create(
-                &ns_def,
-                None,
-                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
-            )?;
-        }
-        Ok(store)
-    }
-
     pub fn current_rv(&self) -> u64 {
         self.inner.lock().rv
     }
@@ -733,7 +593,7 @@ impl Store {
                     .iter()
                     .skip(from)
                     .filter(|e| e.resource == key)
-                    .filter_map(Past::revive)
+                    .filter_map(history::Past::revive)
                     .collect()
             }
         };

@@ -227,7 +227,7 @@ impl Inner {
             prev,
         });
         let now = Instant::now();
-        self.history.push_back(super::Past::of(now, &ev));
+        self.history.push_back(super::history::Past::of(now, &ev));
         let window = store.config.history_window;
         while self.history.len() > store.config.history_limit
             || self
@@ -482,56 +482,5 @@ impl Inner {
             }
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::{Filter, Store, StoreConfig, WatchFrom};
-    use crate::resources::Flavor;
-    use serde_json::json;
-    use std::time::Duration;
-
-    #[test]
-    fn stores_share_initial_objects_but_not_their_cluster_identity() {
-        let (a, b) = (
-            Store::new(Flavor::Member, StoreConfig::default()).expect("a"),
-            Store::new(Flavor::Member, StoreConfig::default()).expect("b"),
-        );
-        let get = |s: &Store, plural: &str, group: &str, name: &str| {
-            let def = s.resource(group, "v1", plural).expect("served");
-            s.get(&def, None, name).expect("initial object")
-        };
-        let (ka, kb) = (
-            get(&a, "namespaces", "", "kube-system"),
-            get(&b, "namespaces", "", "kube-system"),
-        );
-        assert_ne!(ka["metadata"]["uid"], kb["metadata"]["uid"]);
-        let role = |s: &Store| get(s, "clusterroles", "rbac.authorization.k8s.io", "admin");
-        assert!(std::sync::Arc::ptr_eq(&role(&a), &role(&b)));
-        assert_eq!(a.current_rv(), b.current_rv());
-    }
-
-    #[test]
-    fn history_keeps_only_the_window() {
-        let config = StoreConfig {
-            history_window: Duration::from_millis(50),
-            ..StoreConfig::default()
-        };
-        let store = Store::new(Flavor::Member, config).expect("a store");
-        let def = store.resource("", "v1", "configmaps").expect("configmaps");
-        let cm = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
-        let before = store.current_rv();
-        store.create(&def, Some("default"), cm("a")).expect("a");
-        let after_a = store.current_rv();
-        std::thread::sleep(Duration::from_millis(80));
-        store.create(&def, Some("default"), cm("b")).expect("b");
-        let too_old = store.watch(&def, &Filter::default(), WatchFrom::Version(before));
-        assert_eq!(too_old.err().map(|e| e.code), Some(410));
-        let recent = store
-            .watch(&def, &Filter::default(), WatchFrom::Version(after_a))
-            .expect("within the window");
-        let names: Vec<&str> = recent.initial.iter().map(|e| e.object.name()).collect();
-        assert_eq!(names, ["b"]);
     }
 }
