@@ -69,7 +69,12 @@ pub fn table_line(
     with_columns: bool,
 ) -> Bytes {
     let meta = json!({"resourceVersion": object.resource_version().to_string()});
-    let table = kairship_wire::table::write(columns, &[object.row(columns)], with_columns, meta);
+    let table = kairship_wire::table::write(
+        columns,
+        &[object.row_and_metadata(columns)],
+        with_columns,
+        meta,
+    );
     line(kind.as_str(), &table)
 }
 

@@ -153,16 +153,21 @@ impl CachedObject {
 
     /// The object's Table row with `columns` (its kind's, fixed for the cache's life),
     /// printed on first use.
-    pub fn row(&self, columns: &[Column]) -> &Row {
+    fn row(&self, columns: &[Column]) -> &Row {
         self.row.get_or_init(|| {
             let value: serde_json::Value = serde_json::from_slice(&self.json).unwrap_or_default();
-            let (start, end) = (self.metadata.0 as usize, self.metadata.1 as usize);
-            let metadata = match self.json.get(start..end) {
-                Some(_) => self.json.slice(start..end),
-                None => Bytes::from_static(b"{}"),
-            };
-            Row::with_metadata(columns, &value, metadata)
+            Row::new(columns, &value)
         })
+    }
+
+    /// The object's row beside its serialized metadata, as [`kairship_wire::table::write`]
+    /// takes them.
+    pub fn row_and_metadata(&self, columns: &[Column]) -> (&Row, &[u8]) {
+        let (start, end) = (self.metadata.0 as usize, self.metadata.1 as usize);
+        (
+            self.row(columns),
+            self.json.get(start..end).unwrap_or(b"{}"),
+        )
     }
 
     /// Bytes this object keeps (its JSON, fields, row; not the shared name and namespace
@@ -171,7 +176,10 @@ impl CachedObject {
         std::mem::size_of::<Self>()
             + self.json.len()
             + self.labels.len()
-            + self.row.get().map_or(0, |r| r.kept_bytes())
+            + self
+                .row
+                .get()
+                .map_or(0, |r| r.kept_bytes() - std::mem::size_of::<Row>())
     }
 }
 
@@ -217,8 +225,12 @@ mod tests {
     fn the_row_shares_the_metadata_of_the_json() {
         let c = CachedObject::new(&deployment(), Some(Arc::from("prod")));
         let columns = kairship_wire::table::builtin_columns("apps", "Deployment").expect("columns");
-        let row = c.row(&columns);
-        let table = kairship_wire::table::write(&columns, &[row], false, json!({}));
+        let table = kairship_wire::table::write(
+            &columns,
+            &[c.row_and_metadata(&columns)],
+            false,
+            json!({}),
+        );
         let t: serde_json::Value = serde_json::from_slice(&table).expect("table");
         assert_eq!(
             t["rows"][0]["object"]["metadata"]["labels"]["tier"],

@@ -325,29 +325,25 @@ pub fn render(columns: &[Column], objs: &[&Value], with_columns: bool, list_meta
 
 /// One object's Table row with everything but its ages already serialized, so a server
 /// holding many objects can keep rows per object version and write Tables by copying.
-/// Compact on purpose (one buffer for the cells, the metadata shared with whoever holds
-/// the object's JSON): a cache keeps one per object.
+/// Compact on purpose, since a cache keeps one per object: one allocation for the cells and
+/// the ages, and none for the metadata, which the writer takes from the object's own JSON.
 #[derive(Debug, Clone)]
 pub struct Row {
-    /// The cells, comma-separated, with each age left out.
-    cells: Bytes,
-    /// Where each age goes in `cells`, and the timestamp it counts from (`None`: null).
-    ages: Box<[(u32, Option<Box<str>>)]>,
-    metadata: Bytes,
+    /// The cells, comma-separated, with each age left out; then [`AGE_BYTES`] per age:
+    /// where it goes in the cells (u32) and the second it counts from (i64; [`NO_DATE`]
+    /// prints null, [`BAD_DATE`] `<unknown>`), little-endian.
+    buf: Box<[u8]>,
+    /// Where the cells end in `buf`.
+    cells: u32,
 }
+
+const AGE_BYTES: usize = 12;
+const NO_DATE: i64 = i64::MIN;
+const BAD_DATE: i64 = i64::MAX;
 
 impl Row {
     /// The row of `v` (a whole object) printed with `columns`.
     pub fn new(columns: &[Column], v: &Value) -> Row {
-        let metadata = v
-            .get("metadata")
-            .map_or_else(|| Bytes::from_static(b"{}"), |m| Bytes::from(m.to_string()));
-        Row::with_metadata(columns, v, metadata)
-    }
-
-    /// As [`Row::new`], with the object's metadata already serialized (a slice of the
-    /// object's own JSON, which the row then shares instead of copying).
-    pub fn with_metadata(columns: &[Column], v: &Value, metadata: Bytes) -> Row {
         let mut cells = Vec::with_capacity(64);
         let mut ages = Vec::new();
         for (i, c) in columns.iter().enumerate() {
@@ -361,67 +357,99 @@ impl Row {
                 }
                 Printed::Age(t) => {
                     let at = u32::try_from(cells.len()).unwrap_or(u32::MAX);
-                    ages.push((at, t.map(String::into_boxed_str)));
+                    let since = t.map_or(NO_DATE, |t| {
+                        t.parse::<jiff::Timestamp>()
+                            .map_or(BAD_DATE, |t| t.as_second())
+                    });
+                    ages.push((at, since));
                 }
             }
         }
+        let end = u32::try_from(cells.len()).unwrap_or(u32::MAX);
+        cells.reserve_exact(ages.len() * AGE_BYTES);
+        for (at, since) in ages {
+            cells.extend_from_slice(&at.to_le_bytes());
+            cells.extend_from_slice(&since.to_le_bytes());
+        }
         Row {
-            cells: Bytes::from(cells.into_boxed_slice()),
-            ages: ages.into_boxed_slice(),
-            metadata,
+            buf: cells.into_boxed_slice(),
+            cells: end,
         }
     }
 
-    /// Bytes this row keeps of its own (not counting the shared metadata).
+    /// Bytes this row keeps.
     pub fn kept_bytes(&self) -> usize {
-        self.cells.len()
-            + self
-                .ages
-                .iter()
-                .map(|(_, t)| 16 + t.as_ref().map_or(0, |t| t.len()))
-                .sum::<usize>()
+        std::mem::size_of::<Self>() + self.buf.len()
     }
 
-    fn write(&self, out: &mut BytesMut) {
+    fn cells(&self) -> &[u8] {
+        self.buf.get(..self.cells as usize).unwrap_or_default()
+    }
+
+    /// Each age's place in the cells and the second it counts from.
+    fn ages(&self) -> impl Iterator<Item = (usize, i64)> + '_ {
+        let tail = self.buf.get(self.cells as usize..).unwrap_or_default();
+        tail.chunks_exact(AGE_BYTES).map(|c| {
+            let (at, since) = c.split_at(4);
+            let at = u32::from_le_bytes(at.try_into().unwrap_or_default());
+            let since = i64::from_le_bytes(since.try_into().unwrap_or_default());
+            (at as usize, since)
+        })
+    }
+
+    /// The row, its object's `metadata` (serialized) beside its cells.
+    fn write(&self, metadata: &[u8], out: &mut BytesMut) {
+        let cells = self.cells();
         out.put_slice(b"{\"cells\":[");
         let mut from = 0;
-        for (at, t) in self.ages.iter() {
-            let at = (*at as usize).min(self.cells.len());
-            out.put_slice(&self.cells[from..at]);
-            match t {
-                None => out.put_slice(b"null"),
-                Some(t) => out.put_slice(Value::String(age(t)).to_string().as_bytes()),
+        for (at, since) in self.ages() {
+            let at = at.clamp(from, cells.len());
+            out.put_slice(&cells[from..at]);
+            match since {
+                NO_DATE => out.put_slice(b"null"),
+                BAD_DATE => out.put_slice(b"\"<unknown>\""),
+                since => {
+                    out.put_u8(b'"');
+                    out.put_slice(age_since(since).as_bytes());
+                    out.put_u8(b'"');
+                }
             }
             from = at;
         }
-        out.put_slice(&self.cells[from..]);
+        out.put_slice(&cells[from..]);
         out.put_slice(b"],\"object\":{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":");
-        out.put_slice(&self.metadata);
+        out.put_slice(metadata);
         out.put_slice(b"}}");
     }
 
-    fn size(&self) -> usize {
-        self.metadata.len() + self.cells.len() + self.ages.len() * 12 + 96
+    fn size(&self, metadata: &[u8]) -> usize {
+        metadata.len() + self.buf.len() + 96
     }
 }
 
-/// The same Table as [`render`] gives, written from prepared rows.
-pub fn write(columns: &[Column], rows: &[&Row], with_columns: bool, list_meta: Value) -> Bytes {
+/// The same Table as [`render`] gives, written from prepared rows, each beside its object's
+/// serialized metadata.
+pub fn write(
+    columns: &[Column],
+    rows: &[(&Row, &[u8])],
+    with_columns: bool,
+    list_meta: Value,
+) -> Bytes {
     let head = json!({
         "kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta,
         "columnDefinitions": definitions(columns, with_columns),
     })
     .to_string();
-    let size: usize = rows.iter().map(|r| r.size()).sum();
+    let size: usize = rows.iter().map(|(r, m)| r.size(m)).sum();
     let mut out = BytesMut::with_capacity(head.len() + size + 16);
     // The head without its closing brace, then the rows.
     out.put_slice(&head.as_bytes()[..head.len() - 1]);
     out.put_slice(b",\"rows\":[");
-    for (i, r) in rows.iter().enumerate() {
+    for (i, (r, metadata)) in rows.iter().enumerate() {
         if i > 0 {
             out.put_u8(b',');
         }
-        r.write(&mut out);
+        r.write(metadata, &mut out);
     }
     out.put_slice(b"]}");
     out.freeze()
@@ -436,12 +464,17 @@ fn scalar(v: &Value) -> String {
 
 /// kubectl's short human duration since an RFC 3339 timestamp ("5m", "3h", "2d").
 pub fn age(created: &str) -> String {
-    let Ok(t) = created.parse::<jiff::Timestamp>() else {
-        return "<unknown>".into();
-    };
+    match created.parse::<jiff::Timestamp>() {
+        Ok(t) => age_since(t.as_second()),
+        Err(_) => "<unknown>".into(),
+    }
+}
+
+/// [`age`] of a timestamp in seconds since the epoch.
+fn age_since(second: i64) -> String {
     let secs = jiff::Timestamp::now()
         .as_second()
-        .saturating_sub(t.as_second())
+        .saturating_sub(second)
         .max(0);
     match secs {
         s if s < 120 => format!("{s}s"),
@@ -542,7 +575,15 @@ mod tests {
             let meta = json!({"resourceVersion": "7"});
             let rendered = render(&columns, &objs, true, meta.clone());
             let rows: Vec<Row> = objs.iter().map(|v| Row::new(&columns, v)).collect();
-            let refs: Vec<&Row> = rows.iter().collect();
+            let metadata: Vec<Vec<u8>> = objs
+                .iter()
+                .map(|v| serde_json::to_vec(&v["metadata"]).expect("metadata"))
+                .collect();
+            let refs: Vec<(&Row, &[u8])> = rows
+                .iter()
+                .zip(&metadata)
+                .map(|(r, m)| (r, &m[..]))
+                .collect();
             let written: Value =
                 serde_json::from_slice(&write(&columns, &refs, true, meta)).expect("json");
             assert_eq!(written, rendered);

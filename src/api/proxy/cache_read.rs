@@ -213,7 +213,10 @@ fn from_cache(
 /// A `meta.k8s.io/v1` Table of cached objects, printed with the instance's columns from
 /// the rows each object keeps.
 fn table_response(columns: &[Column], objects: &[&CachedObject], meta: Value) -> Response {
-    let rows: Vec<&kairship_wire::table::Row> = objects.iter().map(|o| o.row(columns)).collect();
+    let rows: Vec<(&kairship_wire::table::Row, &[u8])> = objects
+        .iter()
+        .map(|o| o.row_and_metadata(columns))
+        .collect();
     json_response(
         StatusCode::OK,
         kairship_wire::table::write(columns, &rows, true, meta),
