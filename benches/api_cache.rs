@@ -12,17 +12,17 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 mod common;
-use common::live_bytes::{self, StatsAlloc, System, INSTRUMENTED_SYSTEM};
-use common::{
-    client, count, deployment, policy_for_all_deployments, settle, BenchFleet, BenchServer,
+use common::cache::{
+    cached_count, deployments, get_as, json_size, set_paused, wait_synced, DEPLOYS, DEPLOY_KIND,
+    TABLE,
 };
+use common::live_bytes::{self, StatsAlloc, System, INSTRUMENTED_SYSTEM};
+use common::{client, count, policy_for_all_deployments, rss_kib, settle, BenchFleet, BenchServer};
 
 #[global_allocator]
 static ALLOCATOR: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 const SMALL: usize = 10_000;
-
-const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
 
 fn large() -> usize {
     std::env::var("OBJECTS")
@@ -31,19 +31,8 @@ fn large() -> usize {
         .unwrap_or(100_000)
 }
 
-const DEPLOYS: &str = "/apis/apps/v1/namespaces/default/deployments";
 const BINDINGS: &str = "/apis/work.karmada.io/v1alpha2/namespaces/default/resourcebindings";
-const DEPLOY_KIND: (&str, &str, &str) = ("apps", "v1", "deployments");
 const POLICY_KIND: (&str, &str, &str) = ("policy.karmada.io", "v1alpha1", "propagationpolicies");
-
-fn deployments(range: std::ops::Range<usize>) -> impl Iterator<Item = serde_json::Value> {
-    range.map(|i| {
-        deployment(
-            &format!("web-{i:06}"),
-            json!({"app": "web", "shard": (i % 100).to_string()}),
-        )
-    })
-}
 
 /// Has the instance's Karmada bind each of `n` Deployments (a ResourceBinding each, made
 /// by its controllers as Karmada makes them), waiting until they are all there.
@@ -58,60 +47,6 @@ async fn bind_all(bench: &BenchFleet, instance: &str, n: usize) {
         "  ({instance}: Karmada made {n} ResourceBindings in {:.0?})",
         start.elapsed()
     );
-}
-
-/// How many objects a LIST of `path` returns from the cache (`None`: not from the cache,
-/// or refused, as while the instance is paused or still syncing).
-async fn cached_count(c: &kube::Client, path: &str) -> Option<usize> {
-    let req = http::Request::get(format!("{path}?limit=1"))
-        .body(Vec::new())
-        .expect("request");
-    let resp = c.send(req.map(Into::into)).await.ok()?;
-    let from_cache = resp
-        .headers()
-        .get("x-kairship-source")
-        .is_some_and(|v| v == "cache");
-    if !resp.status().is_success() || !from_cache {
-        return None;
-    }
-    let body = http_body_util::BodyExt::collect(resp.into_body())
-        .await
-        .ok()?
-        .to_bytes();
-    let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
-    let items = v["items"].as_array()?.len();
-    Some(items + v["metadata"]["remainingItemCount"].as_u64().unwrap_or(0) as usize)
-}
-
-async fn wait_synced(c: &kube::Client, path: &str, n: usize) {
-    let start = Instant::now();
-    let mut said = Instant::now();
-    loop {
-        let count = cached_count(c, path).await;
-        if count == Some(n) {
-            return;
-        }
-        if said.elapsed() > Duration::from_secs(10) {
-            eprintln!(
-                "  waiting for {n} objects from the cache at {path}: {count:?} after {:.0?}",
-                start.elapsed()
-            );
-            said = Instant::now();
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Pauses (the instance's actor and its caches are dropped) or resumes an instance.
-async fn set_paused(host: &kube::Client, name: &str, paused: bool) {
-    let api: kube::Api<kairship::crd::Instance> = kube::Api::all(host.clone());
-    api.patch(
-        name,
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(json!({"spec": {"paused": paused}})),
-    )
-    .await
-    .expect("pause");
 }
 
 /// Heap bytes an instance's caches hold: freed when it is paused (after a JSON and a
@@ -143,39 +78,8 @@ async fn cache_bytes_and_rss(
     (before - live_bytes::now(), rss)
 }
 
-/// The JSON size of one object, as served.
-async fn json_size(c: &kube::Client, path: &str) -> usize {
-    let req = http::Request::get(path).body(Vec::new()).expect("request");
-    c.request_text(req).await.expect("object").len()
-}
-
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 async fn get(c: &kube::Client, path: &str, pass_through: bool) -> Duration {
     get_as(c, path, pass_through, "application/json").await
-}
-
-async fn get_as(c: &kube::Client, path: &str, pass_through: bool, accept: &str) -> Duration {
-    let mut req = http::Request::get(path).header("accept", accept);
-    if pass_through {
-        req = req.header("x-kairship-source", "instance");
-    }
-    let t = Instant::now();
-    let body = c
-        .request_text(req.body(Vec::new()).expect("request"))
-        .await
-        .expect("answer");
-    assert!(!body.is_empty());
-    t.elapsed()
 }
 
 struct Stats {

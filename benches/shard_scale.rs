@@ -20,16 +20,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kairship::crd::{InstanceRoleBinding, InstanceRoleBindingSpec, Role, Subject, SubjectKind};
 use kairship::proto::instance_service_client::InstanceServiceClient;
 use kairship::proto::search_service_client::SearchServiceClient;
 use kairship::proto::{GetInstanceRequest, SearchRequest};
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig};
 
 #[allow(dead_code)]
 mod common;
-use common::procs::{kairship, usage, Proc, SimFleet};
+use common::procs::{free_port, grant_ops_admin, kairship, usage, Proc, ServingFiles, SimFleet};
 
 const TOKEN: &str = "shard-bench-token";
 const NS: &str = "kairship-system";
@@ -39,13 +38,6 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 struct Replica {
@@ -59,11 +51,7 @@ struct Replica {
 struct Shared {
     dir: PathBuf,
     host_kubeconfig: PathBuf,
-    cert: PathBuf,
-    key: PathBuf,
-    ca: PathBuf,
-    ca_pem: String,
-    tokens: PathBuf,
+    files: ServingFiles,
     lease: u64,
 }
 
@@ -95,14 +83,14 @@ async fn replica(shared: &Shared, name: &str) -> Replica {
         "--probes-addr",
         &format!("127.0.0.1:{probes}"),
         "--tls-cert-file",
-        &path(&shared.cert),
+        &path(&shared.files.cert),
         "--tls-key-file",
-        &path(&shared.key),
+        &path(&shared.files.key),
         "--token-auth-file",
-        &path(&shared.tokens),
+        &path(&shared.files.tokens),
         "--shards",
         "--peer-ca-file",
-        &path(&shared.ca),
+        &path(&shared.files.ca),
         "--peer-server-name",
         "localhost",
     ]
@@ -112,7 +100,7 @@ async fn replica(shared: &Shared, name: &str) -> Replica {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let proc = kairship(&args, &shared.dir.join(format!("{name}.log")));
     let tls = ClientTlsConfig::new()
-        .ca_certificate(Certificate::from_pem(&shared.ca_pem))
+        .ca_certificate(Certificate::from_pem(&shared.files.ca_pem))
         .domain_name("localhost");
     let grpc = Channel::from_shared(format!("https://127.0.0.1:{grpc}"))
         .expect("uri")
@@ -156,7 +144,7 @@ fn bearer<T>(mut req: tonic::Request<T>) -> tonic::Request<T> {
 }
 
 async fn https_client(shared: &Shared, r: &Replica) -> kube::Client {
-    let kc = kairship_wire::kubeconfig::build("bench", &r.https, &shared.ca_pem, TOKEN);
+    let kc = kairship_wire::kubeconfig::build("bench", &r.https, &shared.files.ca_pem, TOKEN);
     let path = shared.dir.join(format!("{}.kubeconfig", r.name));
     kairship_wire::kubeconfig::write(&path, &kc).expect("kubeconfig");
     common::client(&path).await
@@ -362,37 +350,13 @@ async fn measure(replicas_n: usize, per_replica: usize, clusters: usize, last: b
         println!("  (logs kept in {})", dir.path().display());
     }
     let fleet = SimFleet::start(dir.path(), n, clusters, 0).await;
-    let cert = kairship_wire::tls::generate("kairship").expect("cert");
-    let write = |name: &str, body: &str| {
-        let p = dir.path().join(name);
-        std::fs::write(&p, body).expect("write");
-        p
-    };
     let shared = Shared {
         dir: dir.path().to_path_buf(),
         host_kubeconfig: fleet.host_kubeconfig(),
-        cert: write("tls.crt", &cert.cert_pem),
-        key: write("tls.key", &cert.key_pem),
-        ca: write("ca.crt", &cert.ca_pem),
-        ca_pem: cert.ca_pem.clone(),
-        tokens: write("tokens.csv", &format!("{TOKEN},bench,0,\"ops\"\n")),
+        files: ServingFiles::write(dir.path(), TOKEN),
         lease: env_or("LEASE_SECS", 15),
     };
-    let bindings: Api<InstanceRoleBinding> = Api::all(fleet.host.clone());
-    let spec = InstanceRoleBindingSpec {
-        role: Role::Admin,
-        instances: vec!["*".into()],
-        subjects: vec![Subject {
-            kind: SubjectKind::Group,
-            name: "ops".into(),
-        }],
-    };
-    let _ = bindings
-        .create(
-            &PostParams::default(),
-            &InstanceRoleBinding::new("bench-ops", spec),
-        )
-        .await;
+    grant_ops_admin(&fleet.host).await;
     let start = Instant::now();
     let mut replicas = Vec::new();
     for i in 1..=replicas_n {

@@ -6,6 +6,9 @@
 
 use std::time::{Duration, Instant};
 
+#[allow(dead_code)]
+mod common;
+use common::rss_kib;
 use kairship::actors::context::Settings;
 use kairship::actors::instance::InstanceMsg;
 use kairship::actors::tree::Tree;
@@ -13,17 +16,6 @@ use kairship::bootstrap;
 use kairship::crd::{Instance, Phase};
 use kairship_sim::{Fleet, FleetConfig};
 use kube::api::{Api, ListParams};
-
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-}
 
 async fn running(api: &Api<Instance>) -> usize {
     api.list(&ListParams::default())

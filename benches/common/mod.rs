@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+#[allow(dead_code)]
+pub mod cache;
 #[allow(dead_code, unused_imports)]
 pub mod live_bytes;
 #[allow(dead_code)]
@@ -211,6 +213,12 @@ impl BenchServer {
         .expect("write");
         path
     }
+}
+
+/// This process's resident memory in KiB, from /proc.
+#[allow(dead_code)]
+pub fn rss_kib() -> u64 {
+    procs::vm_rss_kib(&std::fs::read_to_string("/proc/self/status").unwrap_or_default())
 }
 
 /// This process's CPU time (user + system), from /proc.

@@ -27,9 +27,15 @@ impl Proc {
 
 /// `kairship <args>`, its output to `log`.
 pub fn kairship(args: &[&str], log: &Path) -> Proc {
+    kairship_with_env(args, &[], log)
+}
+
+/// [`kairship`], with `env` added to its environment.
+pub fn kairship_with_env(args: &[&str], env: &[(&str, &str)], log: &Path) -> Proc {
     let out = std::fs::File::create(log).expect("log file");
     let child = Command::new(env!("CARGO_BIN_EXE_kairship"))
         .args(args)
+        .envs(env.iter().copied())
         .env("RUST_LOG", "warn")
         .stdout(Stdio::from(out.try_clone().expect("log file")))
         .stderr(Stdio::from(out))
@@ -41,21 +47,8 @@ pub fn kairship(args: &[&str], log: &Path) -> Proc {
 /// (resident KiB, CPU ticks used so far, open sockets) of a process, from /proc.
 pub fn usage(pid: u32) -> (u64, u64, usize) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0);
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces): utime and stime are 14 and 15.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks = [11, 12]
-        .iter()
-        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
-        .sum();
+    let rss = vm_rss_kib(&status);
+    let ticks = usage_ticks(pid);
     let sockets = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|d| {
             d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
@@ -64,6 +57,15 @@ pub fn usage(pid: u32) -> (u64, u64, usize) {
         })
         .unwrap_or(0);
     (rss, ticks, sockets)
+}
+
+/// The `VmRSS` of a `/proc/<pid>/status` text, in KiB (0 if absent).
+pub fn vm_rss_kib(status: &str) -> u64 {
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
 }
 
 pub async fn host_client(dir: &Path) -> kube::Client {
@@ -163,4 +165,90 @@ impl SimFleet {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
+}
+
+/// The files a `kairship run` serves with: a TLS key pair and its CA, and a token file
+/// giving `token` to user `bench` of group `ops`.
+pub struct ServingFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
+    pub ca_pem: String,
+    pub tokens: PathBuf,
+}
+
+impl ServingFiles {
+    pub fn write(dir: &Path, token: &str) -> Self {
+        let cert = kairship_wire::tls::generate("kairship").expect("cert");
+        let write = |name: &str, body: &str| {
+            let p = dir.join(name);
+            std::fs::write(&p, body).expect("write");
+            p
+        };
+        ServingFiles {
+            cert: write("tls.crt", &cert.cert_pem),
+            key: write("tls.key", &cert.key_pem),
+            ca: write("ca.crt", &cert.ca_pem),
+            ca_pem: cert.ca_pem.clone(),
+            tokens: write("tokens.csv", &format!("{token},bench,0,\"ops\"\n")),
+        }
+    }
+}
+
+/// Makes group `ops` an admin of every instance (an InstanceRoleBinding on the host).
+pub async fn grant_ops_admin(host: &kube::Client) {
+    use kairship::crd::{InstanceRoleBinding, InstanceRoleBindingSpec, Role, Subject, SubjectKind};
+    let bindings: kube::Api<InstanceRoleBinding> = kube::Api::all(host.clone());
+    let spec = InstanceRoleBindingSpec {
+        role: Role::Admin,
+        instances: vec!["*".into()],
+        subjects: vec![Subject {
+            kind: SubjectKind::Group,
+            name: "ops".into(),
+        }],
+    };
+    let _ = bindings
+        .create(
+            &kube::api::PostParams::default(),
+            &InstanceRoleBinding::new("bench-ops", spec),
+        )
+        .await;
+}
+
+/// A free TCP port on 127.0.0.1 (for a child to bind).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// Until process `pid` uses under 5% of a core over a second (at most a minute).
+pub async fn settle_process(pid: u32) {
+    for _ in 0..60 {
+        let before = usage_ticks(pid);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        // Ticks are 10 ms: at most 5 in a second.
+        if usage_ticks(pid).saturating_sub(before) <= 5 {
+            return;
+        }
+    }
+}
+
+fn usage_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat_ticks(&stat)
+}
+
+/// utime + stime of a `/proc/<pid>/stat` text, in clock ticks.
+fn stat_ticks(stat: &str) -> u64 {
+    // Fields after the command name (which may hold spaces): utime and stime are 14 and 15.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+        .sum()
 }
