@@ -290,6 +290,7 @@ impl Actor for InstanceActor {
         state.ctx.routes.withdraw(&state.name, myself.get_id());
         // Dropping the caches aborts their watch tasks.
         state.caches = None;
+        crate::memory::release_soon();
         debug!(instance = %state.name, "instance actor stopped");
         Ok(())
     }
