@@ -563,6 +563,7 @@ mod tests {
                 "template": {"spec": {"containers": [{"name": "web", "image": "nginx"}]}}},
             "status": {"readyReplicas": 2}});
         let bare = json!({"metadata": {"name": "no-date"}});
+        let bad = json!({"metadata": {"name": "bad-date", "creationTimestamp": "yesterday"}});
         let crd_columns = custom_columns(&[PrinterColumn {
             name: "Age".into(),
             kind: "date".into(),
@@ -571,7 +572,7 @@ mod tests {
         }]);
         let builtin = builtin_columns("apps", "Deployment").expect("deployment printer");
         for columns in [builtin, crd_columns] {
-            let objs = [&deploy, &bare];
+            let objs = [&deploy, &bare, &bad];
             let meta = json!({"resourceVersion": "7"});
             let rendered = render(&columns, &objs, true, meta.clone());
             let rows: Vec<Row> = objs.iter().map(|v| Row::new(&columns, v)).collect();
