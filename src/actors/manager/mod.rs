@@ -37,6 +37,10 @@ struct Child {
     requested_restarts: u32,
     /// A handoff record write for it is in flight (sharded fleets).
     recording: bool,
+    /// The resourceVersion of the Instance that write was decided on: a change that
+    /// arrives while it is in flight is not acted on then, so it is decided when the write
+    /// returns.
+    recording_from: Option<String>,
     /// Record writes failed in a row: the next is retried later each time.
     record_failures: u32,
 }
@@ -331,6 +335,7 @@ fn new_child(instance: Instance) -> Child {
         restarted_at: restart_stamp(&instance),
         requested_restarts: 0,
         recording: false,
+        recording_from: None,
         record_failures: 0,
         instance,
         actor: None,

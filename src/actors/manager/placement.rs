@@ -50,6 +50,7 @@ pub fn record(state: &mut ManagerState, myself: &ActorRef<ManagerMsg>, name: &st
         _ => return,
     };
     child.recording = true;
+    child.recording_from = child.instance.metadata.resource_version.clone();
     // The actor stops before the record is cleared, so the next owner never starts while
     // this one may still write.
     let stopping = child.actor.take();
@@ -93,20 +94,36 @@ pub fn recorded(
         return;
     };
     child.recording = false;
+    let decided_on = child.recording_from.take();
+    let store = state.ctx.instances.store().clone();
+    let key = kube::runtime::reflector::ObjectRef::new(name);
+    // Changes that arrived during the write (the write's own, a peer's record, a ring
+    // that moved again) were not acted on: decide on the Instance as it is now.
+    let changed_meanwhile = store
+        .get(&key)
+        .filter(|latest| latest.metadata.resource_version != decided_on);
     match result {
         Ok(()) => {
             child.record_failures = 0;
             info!(instance = %name, "ownership record written");
+            if let Some(latest) = changed_meanwhile {
+                let _ = myself.send_message(ManagerMsg::Apply(Box::new((*latest).clone())));
+            }
         }
         Err(e) => {
             child.record_failures = child.record_failures.saturating_add(1);
+            if let Some(latest) = changed_meanwhile {
+                // Refused because the Instance changed: what changed decides, at once.
+                warn!(instance = %name, error = %e, "ownership record not written; the Instance changed meanwhile, deciding again");
+                let _ = myself.send_message(ManagerMsg::Apply(Box::new((*latest).clone())));
+                return;
+            }
             // A host that is gone is not asked again for every instance at every tick.
             let retry = record_retry(retry, child.record_failures);
             warn!(instance = %name, error = %e, retry_secs = retry.as_secs_f64(), "ownership record not written; deciding again");
             // Decided again on the Instance as it is then, not as it was: a stale copy
             // would only conflict again.
-            let (store, fallback) = (state.ctx.instances.store().clone(), child.instance.clone());
-            let key = kube::runtime::reflector::ObjectRef::new(name);
+            let fallback = child.instance.clone();
             myself.send_after(retry, move || {
                 let latest = store.get(&key).map_or(fallback, |i| (*i).clone());
                 ManagerMsg::Apply(Box::new(latest))
