@@ -222,7 +222,7 @@ mod tests {
     }
 
     #[test]
-    fn the_row_shares_the_metadata_of_the_json() {
+    fn the_row_is_written_with_the_metadata_of_the_json() {
         let c = CachedObject::new(&deployment(), Some(Arc::from("prod")));
         let columns = kairship_wire::table::builtin_columns("apps", "Deployment").expect("columns");
         let table = kairship_wire::table::write(
