@@ -221,34 +221,15 @@ pub fn rss_kib() -> u64 {
     procs::vm_rss_kib(&std::fs::read_to_string("/proc/self/status").unwrap_or_default())
 }
 
-/// This process's CPU time (user + system), from /proc.
+/// This process's CPU time (user + system), from /proc (10 ms ticks).
 #[allow(dead_code)]
 pub fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    // utime and stime, fields 14 and 15 of stat: 12 and 13 after the name (10 ms ticks).
-    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+    Duration::from_millis(procs::usage_ticks(std::process::id()) * 10)
 }
 
 /// Waits (up to a minute) until the process is quiet: under 5% of a core over a second,
 /// so background work of the simulated controllers does not land in a measurement.
 #[allow(dead_code)]
 pub async fn settle() {
-    for _ in 0..60 {
-        let before = cpu_time();
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        if cpu_time() - before < Duration::from_millis(50) {
-            return;
-        }
-    }
+    procs::settle_process(std::process::id()).await;
 }

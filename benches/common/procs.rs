@@ -228,14 +228,15 @@ pub async fn settle_process(pid: u32) {
     for _ in 0..60 {
         let before = usage_ticks(pid);
         tokio::time::sleep(Duration::from_secs(1)).await;
-        // Ticks are 10 ms: at most 5 in a second.
-        if usage_ticks(pid).saturating_sub(before) <= 5 {
+        // Ticks are 10 ms: under 5 in a second.
+        if usage_ticks(pid).saturating_sub(before) < 5 {
             return;
         }
     }
 }
 
-fn usage_ticks(pid: u32) -> u64 {
+/// CPU time (user + system) process `pid` has used, in 10 ms clock ticks.
+pub fn usage_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     stat_ticks(&stat)
 }
