@@ -345,7 +345,9 @@ async fn rest_target(chain: &Chain, req: Request) -> Result<(Request, Target), R
         )))
     })?;
     let t = target(rule, Some(&message));
-    let mut req = Request::from_parts(parts, Body::empty());
+    // The bytes go on with the request: a replica that does not own the instance forwards
+    // it whole, and the owner transcodes it again.
+    let mut req = Request::from_parts(parts, Body::from(bytes));
     req.extensions_mut().insert(Transcoded {
         grpc_path: rest_rule.grpc_path.clone(),
         output: rest_rule.output.clone(),

@@ -222,6 +222,17 @@ impl Forwarder {
         if let Ok(v) = http::HeaderValue::from_str(me) {
             parts.headers.insert(FORWARDED_BY, v);
         }
+        // The length is the body's own, as it goes out (a body of unknown length is
+        // framed by HTTP/2 or chunked).
+        use http_body::Body as _;
+        match body.size_hint().exact() {
+            Some(n) => {
+                parts.headers.insert(header::CONTENT_LENGTH, n.into());
+            }
+            None => {
+                parts.headers.remove(header::CONTENT_LENGTH);
+            }
+        }
         let outgoing = http::Request::from_parts(parts, body);
         let client = if upgrading {
             &self.upgrades
@@ -232,9 +243,7 @@ impl Forwarder {
         let mut answer = match tokio::time::timeout(within, client.request(outgoing)).await {
             Ok(Ok(a)) => a,
             Ok(Err(e)) => {
-                let why = format!(
-                    "replica {replica:?}, which runs this instance, cannot be reached: {e}"
-                );
+                let why = hop_failure(replica, &e);
                 // No connection (nothing of the request left this replica), or one that
                 // broke before the owner answered a request that may be sent twice.
                 return Err(match e.is_connect() || idempotent {
@@ -271,6 +280,39 @@ impl Forwarder {
         let (parts, body) = answer.into_parts();
         Ok(Response::from_parts(parts, Body::new(body)))
     }
+}
+
+/// What went wrong on the hop to `replica`, in words that tell a refused connection from
+/// a refused certificate, a dropped connection and a request this replica could not send.
+fn hop_failure(replica: &str, e: &hyper_util::client::legacy::Error) -> String {
+    let mut causes = Vec::new();
+    let mut hyper_error = None;
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(h) = s.downcast_ref::<hyper::Error>() {
+            hyper_error.get_or_insert(h);
+        }
+        causes.push(s.to_string());
+        source = s.source();
+    }
+    let cause = causes.last().cloned().unwrap_or_else(|| e.to_string());
+    let tls = causes.iter().any(|c| {
+        c.contains("certificate") || c.contains("handshake") || c.contains("invalid peer")
+    });
+    let what = match hyper_error {
+        _ if e.is_connect() && tls => "its certificate was not accepted (a peer must present one of the serving CA for the Service's name)",
+        _ if e.is_connect() => "it cannot be reached",
+        Some(h) if h.is_canceled() || h.is_incomplete_message() => {
+            "it closed the connection before answering"
+        }
+        Some(h) if h.is_user() || h.is_body_write_aborted() => {
+            "this replica could not send the request to it"
+        }
+        Some(h) if h.is_timeout() => "it did not answer in time",
+        Some(h) if h.is_parse() => "its answer is not HTTP",
+        _ => "the connection to it failed",
+    };
+    format!("replica {replica:?}, which runs this instance: {what}: {cause}")
 }
 
 /// Why a request got no answer from a peer.

@@ -28,6 +28,7 @@ use crate::server::{serve, Served};
 
 mod forged;
 mod handoff;
+mod rest_writes;
 
 const INSTANCES: usize = 3;
 const ADMIN: &str = "shard-admin-token";
@@ -178,9 +179,20 @@ fn proxied(instance: &str, path: &str) -> String {
     format!("/apis/kairship.io/v1alpha1/instances/{instance}/proxy{path}")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn any_replica_answers_for_every_instance_as_the_caller() {
-    let env = Env::start(INSTANCES).await;
+/// Two replicas serving one fleet of `INSTANCES`, an admin (`ADMIN`, group ops) on every
+/// instance and a viewer (`VIEWER`, vera) of karmada-1; each replica owns some.
+struct Pair {
+    a: Replica,
+    b: Replica,
+    cert: kairship_wire::tls::ServingCert,
+    auth: AuthConfig,
+    names: Vec<String>,
+    /// Each of `names`' owner.
+    owners: Vec<String>,
+    _dir: tempfile::TempDir,
+}
+
+async fn pair(env: &Env) -> Pair {
     let dir = tempfile::tempdir().expect("tempdir");
     let tokens = dir.path().join("tokens.csv");
     std::fs::write(
@@ -215,14 +227,14 @@ async fn any_replica_answers_for_every_instance_as_the_caller() {
     }
     // Both replicas serve with one certificate, as the chart's pods do.
     let cert = kairship_wire::tls::generate("kairship").expect("cert");
-    let a = replica(&env, "replica-a", &cert, &auth).await;
-    let b = replica(&env, "replica-b", &cert, &auth).await;
+    let a = replica(env, "replica-a", &cert, &auth).await;
+    let b = replica(env, "replica-b", &cert, &auth).await;
     env.attach_all(INSTANCES).await;
     let names: Vec<String> = (1..=INSTANCES).map(|i| format!("karmada-{i}")).collect();
     let owners = eventually(Duration::from_secs(20), "every instance owned", || async {
         let mut owners = Vec::new();
         for n in &names {
-            owners.push(owner(&env, n).await?);
+            owners.push(owner(env, n).await?);
         }
         Some(owners)
     })
@@ -231,6 +243,29 @@ async fn any_replica_answers_for_every_instance_as_the_caller() {
         owners.iter().any(|o| o == "replica-a") && owners.iter().any(|o| o == "replica-b"),
         "both replicas own some: {owners:?}"
     );
+    Pair {
+        a,
+        b,
+        cert,
+        auth,
+        names,
+        owners,
+        _dir: dir,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_replica_answers_for_every_instance_as_the_caller() {
+    let env = Env::start(INSTANCES).await;
+    let Pair {
+        a,
+        b,
+        cert,
+        auth,
+        names,
+        owners,
+        _dir,
+    } = pair(&env).await;
 
     // Every instance through either replica: gRPC and the proxy, as the admin.
     for r in [&a, &b] {
