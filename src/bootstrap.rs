@@ -116,7 +116,11 @@ pub async fn apply_instance_rbac(instance: &kube::Client) -> Result<(), Instance
             .split_once('/')
             .unwrap_or(("", types.api_version.as_str()));
         let gvk = GroupVersionKind::gvk(group, version, &types.kind);
-        let plural = format!("{}s", types.kind.to_ascii_lowercase());
+        let kind = types.kind.to_ascii_lowercase();
+        let plural = match kind.strip_suffix('y') {
+            Some(stem) => format!("{stem}ies"),
+            None => format!("{kind}s"),
+        };
         let ar = ApiResource::from_gvk_with_plural(&gvk, &plural);
         let name = obj.metadata.name.clone().unwrap_or_default();
         let api = match obj.metadata.namespace.as_deref() {

@@ -67,7 +67,7 @@ build() { # name module version package ldflags [replace lines...]
   step "$name: downloading $module@$version"
   (cd "$dir" && go mod tidy >"$dir/tidy.log" 2>&1) || { cat "$dir/tidy.log" >&2; exit 1; }
   step "$name: compiling $pkg (several minutes on a cold cache)"
-  (cd "$dir" && go build -p "$PAR" -ldflags="-s -w $ldx" -o "$BIN/$name.tmp" "$pkg" >"$dir/build.log" 2>&1) \
+  (cd "$dir" && go build -p "$PAR" ${BUILD_TAGS:+-tags "$BUILD_TAGS"} -ldflags="-s -w $ldx" -o "$BIN/$name.tmp" "$pkg" >"$dir/build.log" 2>&1) \
     || { cat "$dir/build.log" >&2; exit 1; }
   mv "$BIN/$name.tmp" "$BIN/$name"
   step "$name: built in $(elapsed "$t0")"
@@ -135,8 +135,10 @@ done
 # The client users drive Karmada with (the identity tests run it through Kairship's proxy).
 build karmadactl github.com/karmada-io/karmada "$KARMADA_VERSION" github.com/karmada-io/karmada/cmd/karmadactl \
   "-X github.com/karmada-io/karmada/pkg/version.gitVersion=$KARMADA_VERSION"
-# `promtool test rules` runs the chart's alert rules against series Kairship exports.
-build promtool github.com/prometheus/prometheus "$PROMETHEUS_VERSION" github.com/prometheus/prometheus/cmd/promtool ""
+# `promtool test rules` runs the chart's alert rules against series Kairship exports. It
+# needs no service discovery: without the SD plugins (Prometheus's own build tag) it
+# compiles in about a third of the time.
+BUILD_TAGS=remove_all_sd build promtool github.com/prometheus/prometheus "$PROMETHEUS_VERSION" github.com/prometheus/prometheus/cmd/promtool ""
 # A real OIDC provider for the identity tests: Dex's server as a library under a small
 # command of ours (dex/main.go), since Dex's own command needs its api/v2 module at the same
 # commit, which the module proxy does not serve.

@@ -183,6 +183,25 @@ const COMMON: &[Builtin] = &[
         false,
         false,
     ),
+    // Admission policies, which client writes are admitted by (store::admission).
+    b(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicy",
+        "validatingadmissionpolicies",
+        &[],
+        false,
+        true,
+    ),
+    b(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicyBinding",
+        "validatingadmissionpolicybindings",
+        &[],
+        false,
+        false,
+    ),
     b(
         "apiextensions.k8s.io",
         "v1",

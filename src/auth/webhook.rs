@@ -19,14 +19,11 @@ use crate::crd::{
 };
 use crate::error::{check_name, ApiError};
 
-/// The Lease name remembering one signature: a digest of it (names must be short).
-fn replay_marker(signature: &str) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, signature.as_bytes());
-    let hex: String = digest.as_ref()[..16]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("webhook-replay-{hex}")
+/// The Lease name remembering one signature: a digest of its bytes (names must be short;
+/// and the bytes, not their spelling, so no re-spelt signature is new).
+fn replay_marker(signature: &[u8]) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, signature);
+    format!("webhook-replay-{}", hex::encode(&digest.as_ref()[..16]))
 }
 
 pub const TIMESTAMP_HEADER: &str = "x-kairship-timestamp";
@@ -263,7 +260,7 @@ pub fn verify(
     signature: Option<&str>,
     body: &[u8],
     now_unix: i64,
-) -> Result<String, ApiError> {
+) -> Result<Vec<u8>, ApiError> {
     let unauth = |m: &str| ApiError::Unauthenticated(format!("webhook: {m}"));
     let ts_text =
         timestamp.ok_or_else(|| unauth(&format!("the {TIMESTAMP_HEADER} header is missing")))?;
@@ -285,13 +282,14 @@ pub fn verify(
                 "the {SIGNATURE_HEADER} header must be sha256=<hex>"
             ))
         })?;
-    let raw = decode_hex(sig).ok_or_else(|| unauth("the signature is not hex"))?;
+    // Strictly: two hex digits per byte, nothing else (no signs, no spaces).
+    let raw = hex::decode(sig).map_err(|_| unauth("the signature is not hex"))?;
     let mut signed = Vec::with_capacity(ts_text.len() + 1 + body.len());
     signed.extend_from_slice(ts_text.trim().as_bytes());
     signed.push(b'.');
     signed.extend_from_slice(body);
     ring::hmac::verify(key, &signed, &raw).map_err(|_| unauth("the signature does not match"))?;
-    Ok(sig.to_ascii_lowercase())
+    Ok(raw)
 }
 
 /// `sha256=<hex>` over `"{timestamp}.{body}"`: what an IAM sends (used by tests and docs).
@@ -300,21 +298,7 @@ pub fn sign(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
     let mut signed = format!("{timestamp}.").into_bytes();
     signed.extend_from_slice(body);
     let tag = ring::hmac::sign(&key, &signed);
-    format!("sha256={}", encode_hex(tag.as_ref()))
-}
-
-fn encode_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
+    format!("sha256={}", hex::encode(tag.as_ref()))
 }
 
 /// A role event from the request body, checked field by field.
@@ -354,7 +338,7 @@ pub fn binding_name(event: &RoleEvent) -> String {
         "gm-{}-{}-{}",
         scope.trim_end_matches(['-', '.']),
         event.role.as_str(),
-        &encode_hex(digest.as_ref())[..16]
+        &hex::encode(digest.as_ref())[..16]
     )
 }
 
@@ -381,6 +365,27 @@ mod tests {
         assert!(verify(&key(), None, Some(&sig), body, 1_000).is_err());
         assert!(verify(&key(), Some("1000"), Some("md5=00"), body, 1_000).is_err());
         assert!(verify(&key(), Some("1000"), Some("sha256=zz"), body, 1_000).is_err());
+        // Re-spelt: a sign where a digit goes (`u8::from_str_radix` took "+a" for "0a"),
+        // upper case (the same bytes: the same replay marker).
+        let hex = sig.trim_start_matches("sha256=");
+        let plus = format!("sha256=+{}", &hex[1..]);
+        if hex.starts_with('0') {
+            assert!(verify(&key(), Some("1000"), Some(&plus), body, 1_010).is_err());
+        }
+        assert!(verify(
+            &key(),
+            Some("1000"),
+            Some(&format!("sha256=+{hex}")),
+            body,
+            1_010
+        )
+        .is_err());
+        let upper = format!("sha256={}", hex.to_ascii_uppercase());
+        let (a, b) = (
+            verify(&key(), Some("1000"), Some(&sig), body, 1_010).expect("verifies"),
+            verify(&key(), Some("1000"), Some(&upper), body, 1_010).expect("verifies"),
+        );
+        assert_eq!(replay_marker(&a), replay_marker(&b));
         let other = sign(b"another-secret-entirely", 1_000, body);
         assert!(verify(&key(), Some("1000"), Some(&other), body, 1_000).is_err());
     }

@@ -38,6 +38,9 @@ pub enum RenewalError {
         "karmada-operator is applying a change to {name} (Ready: {ready}); renew once it is done"
     )]
     Busy { name: String, ready: String },
+    /// A same-named `Karmada` object someone else made: not this instance's to renew.
+    #[error("Karmada {ns}/{name} is not Kairship's (it lacks the label {label}={name}): Kairship renews no certificates of it", label = crate::actors::host_scope::OWNER_LABEL)]
+    NotOurs { ns: String, name: String },
     #[error("{secret}: {source}")]
     Certificates {
         secret: String,
@@ -72,6 +75,12 @@ pub async fn renew(
         timeout,
         tokio::time::timeout(timeout, karmadas.get(name)).await,
     )?;
+    if !connect::owned(&karmada, name) {
+        return Err(RenewalError::NotOurs {
+            ns: ns.to_string(),
+            name: name.to_string(),
+        });
+    }
     let ready = karmada.data["status"]["conditions"]
         .as_array()
         .into_iter()

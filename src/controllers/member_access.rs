@@ -17,7 +17,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::json;
 
-use super::{Controller, Scope, Work};
+use super::{namespace_roles, Controller, Scope, Work};
 use crate::actors::instance::status::Observed;
 use crate::crd::Instance;
 
@@ -92,6 +92,14 @@ pub fn bindings() -> ApiResource {
     )
 }
 
+/// Karmada's ResourceBindings (cached, but deleted here by name).
+fn resource_bindings() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("work.karmada.io", "v1alpha2", "ResourceBinding"),
+        "resourcebindings",
+    )
+}
+
 async fn delete_if_there(api: &Api<DynamicObject>, name: &str) -> Result<(), kube::Error> {
     match api.delete(name, &DeleteParams::default()).await {
         Ok(_) => Ok(()),
@@ -111,12 +119,18 @@ fn policies() -> ApiResource {
     )
 }
 
-/// The policy: the templates, to every member cluster.
+/// The policy: the templates, and the editors' RoleBindings in every workload namespace
+/// (`namespace_roles`), to every member cluster.
 pub fn policy() -> serde_json::Value {
-    let selectors: Vec<serde_json::Value> = TEMPLATES
+    let mut selectors: Vec<serde_json::Value> = TEMPLATES
         .iter()
         .map(|(kind, name)| json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "name": name}))
         .collect();
+    selectors.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "labelSelector": {"matchLabels": {namespace_roles::LABEL: "edit"}},
+    }));
     json!({
         "apiVersion": "policy.karmada.io/v1alpha1",
         "kind": "ClusterPropagationPolicy",
@@ -181,6 +195,19 @@ pub async fn ensure(
                 for (kind, template) in TEMPLATES {
                     delete_if_there(&claimed, &binding_name(kind, template)).await?;
                 }
+                // The editors' RoleBindings' ResourceBindings, in each namespace.
+                let name = binding_name("RoleBinding", namespace_roles::NAME);
+                let namespaced: Api<DynamicObject> =
+                    Api::all_with(client.clone(), &resource_bindings());
+                for rb in namespaced.list(&Default::default()).await?.items {
+                    if rb.metadata.name.as_deref() != Some(name.as_str()) {
+                        continue;
+                    }
+                    let ns = rb.metadata.namespace.clone().unwrap_or_default();
+                    let api: Api<DynamicObject> =
+                        Api::namespaced_with(client.clone(), &ns, &resource_bindings());
+                    delete_if_there(&api, &name).await?;
+                }
                 Ok(Ok(()))
             }
         }
@@ -207,7 +234,7 @@ mod tests {
         let p = policy();
         assert_eq!(
             p["spec"]["resourceSelectors"].as_array().map(Vec::len),
-            Some(5)
+            Some(6)
         );
         assert!(
             p["spec"]["placement"].get("clusterAffinity").is_none(),

@@ -14,6 +14,7 @@ pub mod clusterpedia;
 pub mod components;
 mod erased;
 pub mod member_access;
+pub mod namespace_roles;
 pub mod phase_events;
 pub mod registration;
 pub mod renewal;
@@ -72,6 +73,8 @@ pub struct Scope<'a> {
     pub connected: bool,
     /// It answers probes now.
     pub answering: bool,
+    /// The instance's namespace cache, once its caches run.
+    pub namespaces: Option<&'a crate::cache::store::ObjectStore>,
     /// The Secret its kubeconfig was read from at the last connect.
     pub kubeconfig_source: Option<&'a KubeconfigSource>,
     /// What its certificates are read from, once connected.

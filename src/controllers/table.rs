@@ -4,8 +4,8 @@ use std::collections::BTreeSet;
 
 use super::erased::Erased;
 use super::{
-    certificates, clusterpedia, components, member_access, phase_events, registration, renewal,
-    scheduled_backups, Controller,
+    certificates, clusterpedia, components, member_access, namespace_roles, phase_events,
+    registration, renewal, scheduled_backups, Controller,
 };
 
 /// One controller of the table.
@@ -33,6 +33,9 @@ const fn entry<C: Controller + Default>(about: &'static str) -> Entry {
 pub const TABLE: &[Entry] = &[
     entry::<registration::Registration>(
         "keeps the instance's InstanceRegistration in the host, for global management",
+    ),
+    entry::<namespace_roles::NamespaceRoles>(
+        "binds Kairship's edit role in each workload namespace of the instance, and in no system one",
     ),
     entry::<member_access::MemberAccess>(
         "propagates Kairship's roles to the instance's member clusters",

@@ -30,6 +30,17 @@ impl Role {
     }
 }
 
+impl From<kairship_wire::roles::Role> for Role {
+    fn from(r: kairship_wire::roles::Role) -> Self {
+        use kairship_wire::roles::Role as R;
+        match r {
+            R::View => Self::View,
+            R::Edit => Self::Edit,
+            R::Admin => Self::Admin,
+        }
+    }
+}
+
 impl std::str::FromStr for Role {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

@@ -56,6 +56,25 @@ impl Env {
         }
     }
 
+    /// Waits until Kairship's namespace-roles controller has bound editors in `namespace`
+    /// of each of `instances` (a moment after an instance runs, or a namespace appears).
+    pub async fn editors_bound(&self, instances: usize, namespace: &str) {
+        for i in 1..=instances {
+            let name = format!("karmada-{i}");
+            let rbs: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
+                Api::namespaced(self.sim.client(&name).await, namespace);
+            crate::eventually(
+                Duration::from_secs(20),
+                &format!("editors bound in {name}/{namespace}"),
+                || {
+                    let rbs = rbs.clone();
+                    async move { rbs.get_opt("kairship:edit").await.ok().flatten() }
+                },
+            )
+            .await;
+        }
+    }
+
     pub async fn take_down(&self, name: &str) -> InstanceStatus {
         assert_eq!(
             self.sim

@@ -56,7 +56,12 @@ async fn the_instance_decides_as_it_would_for_the_caller() {
             err.contains("Forbidden") || err.contains("forbidden"),
             "{args:?}: {err}"
         );
-        assert!(err.contains("User \"victor\""), "{args:?}: {err}");
+        // Kairship's proxy refuses it first (the roles table: Secrets are edit's), in the
+        // instance's words otherwise.
+        assert!(
+            err.contains("User \"victor\"") || err.contains("user \"victor\""),
+            "{args:?}: {err}"
+        );
         assert!(!String::from_utf8_lossy(&out.stdout).contains("s3cr3t"));
     }
     // The raw answer is the instance's 403 Status.
@@ -73,11 +78,7 @@ async fn the_instance_decides_as_it_would_for_the_caller() {
     match err {
         kube::Error::Api(s) => {
             assert_eq!((s.code, s.reason.as_str()), (403, "Forbidden"), "{s:?}");
-            assert!(
-                s.message.contains("cannot list resource \"secrets\""),
-                "{}",
-                s.message
-            );
+            assert!(s.message.contains("may not read secrets"), "{}", s.message);
         }
         other => panic!("expected a Status, got {other:?}"),
     }

@@ -19,6 +19,7 @@ mod rbac;
 mod renewal;
 mod request_path;
 mod rest;
+mod roles;
 mod routing;
 mod search;
 mod server;

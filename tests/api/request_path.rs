@@ -8,9 +8,10 @@
 
 use kairship::proto::workload_service_client::WorkloadServiceClient;
 use kairship::proto::*;
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::json;
+use std::time::Duration;
 use tonic::Code;
 
 use crate::auth::{signer, start, ADMIN, EDITOR};
@@ -48,6 +49,13 @@ async fn narrow_edit_to_payments(instance: &kube::Client) {
     ns.create(&PostParams::default(), &payments)
         .await
         .expect("create payments");
+    // The operator keeps Kairship's editors out of `default` (kairship.io/edit=false): the
+    // namespace-roles controller takes their binding there away and binds them in payments...
+    let off = json!({"metadata": {"labels": {kairship_wire::roles::EDIT_LABEL: "false"}}});
+    ns.patch("default", &PatchParams::default(), &Patch::Merge(&off))
+        .await
+        .expect("label default");
+    // ...and removes their cluster-wide reads (editors read as viewers do, everywhere).
     let crbs: Api<DynamicObject> = Api::all_with(
         instance.clone(),
         &ar(
@@ -56,23 +64,30 @@ async fn narrow_edit_to_payments(instance: &kube::Client) {
             "clusterrolebindings",
         ),
     );
-    crbs.delete("kairship:edit", &DeleteParams::default())
+    crbs.delete("kairship:edit", &Default::default())
         .await
-        .expect("remove the cluster-wide binding");
-    let rbs: Api<DynamicObject> = Api::namespaced_with(
-        instance.clone(),
-        "payments",
-        &ar("rbac.authorization.k8s.io", "RoleBinding", "rolebindings"),
-    );
-    let rb: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": {"name": "kairship:edit", "namespace": "payments"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "kairship:edit"}]}))
-    .expect("rolebinding");
-    rbs.create(&PostParams::default(), &rb)
-        .await
-        .expect("create the namespaced binding");
+        .expect("remove the cluster-wide reads");
+    let rbs = |n: &str| {
+        Api::<DynamicObject>::namespaced_with(
+            instance.clone(),
+            n,
+            &ar("rbac.authorization.k8s.io", "RoleBinding", "rolebindings"),
+        )
+    };
+    let (payments, default) = (rbs("payments"), rbs("default"));
+    crate::common::eventually(
+        Duration::from_secs(20),
+        "editors bound in payments only",
+        || {
+            let (p, d) = (payments.clone(), default.clone());
+            async move {
+                let bound = p.get_opt("kairship:edit").await.ok().flatten().is_some();
+                let gone = d.get_opt("kairship:edit").await.ok().flatten().is_none();
+                (bound && gone).then_some(())
+            }
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

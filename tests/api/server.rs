@@ -64,6 +64,7 @@ impl Api {
             .await
             .expect("tree starts");
         env.attach_all(instances).await;
+        env.editors_bound(instances, "default").await;
         let auth = match auth {
             Some(config) => Auth::new(&config, as_kairship.clone())
                 .await

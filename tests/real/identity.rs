@@ -237,18 +237,13 @@ fn deployment(ns: &str, name: &str) -> String {
 pub async fn narrowed_editor(demo: &Demo, dex: &Dex) {
     let direct = demo.direct("karmada-2");
     demo.ok(&direct, &["create", "namespace", "payments"]);
+    // The operator narrows Kairship's editors on this instance: not in `default`
+    // (Kairship's namespace-roles controller then binds them in payments only), and no
+    // reads elsewhere.
     demo.ok(&direct, &["delete", "clusterrolebinding", "kairship:edit"]);
     demo.ok(
         &direct,
-        &[
-            "create",
-            "rolebinding",
-            "kairship:edit",
-            "-n",
-            "payments",
-            "--clusterrole=edit",
-            "--group=kairship:edit",
-        ],
+        &["label", "namespace", "default", "kairship.io/edit=false"],
     );
     bind(
         demo,
@@ -288,6 +283,23 @@ pub async fn narrowed_editor(demo: &Demo, dex: &Dex) {
     if let Err(s) = created {
         panic!("alice creates in payments over gRPC: {s:?}");
     }
+    // Kairship took the editors' binding in default away too.
+    let unbound = poll(
+        Duration::from_secs(20),
+        kairship_test_support::PROCESS_POLL,
+        || {
+            let out = demo.kubectl(
+                &direct,
+                &["get", "rolebinding", "kairship:edit", "-n", "default"],
+            );
+            async move { (!out.status.success()).then_some(()).ok_or(out) }
+        },
+    )
+    .await;
+    assert!(
+        unbound.is_ok(),
+        "the editors' binding in default stays: {unbound:?}"
+    );
     // Read-your-writes: kubectl through the proxy finds it at once.
     let kc = proxy_kubeconfig(demo, "karmada-2", &token, "alice");
     demo.ok(&kc, &["get", "deployment", "ledger", "-n", "payments"]);

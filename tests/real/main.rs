@@ -18,6 +18,7 @@ mod differential;
 mod faults;
 mod identity;
 mod member_roles;
+mod roles;
 use kairship_test_support::process;
 use kairship_test_support::scenarios::{cluster_scoped, nginx, tables};
 
@@ -468,7 +469,10 @@ async fn kairship_against_real_karmada() {
     demo.ok(&viewer_kc, &["get", "deployments", "-A", "-o", "json"]);
     let out = demo.kubectl(&viewer_kc, &["get", "secrets", "-A"]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("forbidden"), "{err}");
+    assert!(
+        !out.status.success() && err.to_lowercase().contains("forbidden"),
+        "{err}"
+    );
 
     // The Python client's checks, as against the simulated demo, through the proxy and
     // straight against a real karmada-apiserver.
@@ -540,6 +544,7 @@ async fn kairship_against_real_karmada() {
     identity::bind(&demo, "dex-admins", "admin", &["*"], "oidc:kairship-admins");
     identity::narrowed_editor(&demo, &demo.dex).await;
     member_roles::roles_on_members(&demo, &demo.dex).await;
+    roles::matrix_and_guardrails(&demo, &demo.dex).await;
     identity::dex_tokens_on_every_surface(&demo, &demo.dex, demo.early_token.clone()).await;
 
     // Failover by ClusterTaintPolicy, then karmada-2's apiserver killed and restarted.

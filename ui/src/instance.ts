@@ -29,7 +29,7 @@ const NEW_POLICY = {
 /** A removal asked from the console: under way, or refused (with whether force may help). */
 type Removal = { message: string; refused: boolean };
 
-function clusterRows(inst: string, clusters: Cluster[], canEdit: boolean, canAdmin: boolean, removals: Map<string, Removal>, refresh: () => void, report: (e: unknown) => void) {
+function clusterRows(inst: string, clusters: Cluster[], canAdmin: boolean, removals: Map<string, Removal>, refresh: () => void, report: (e: unknown) => void) {
   return clusters.map((c) => {
     const name = c.metadata?.name ?? '';
     const remove = async (force: boolean) => {
@@ -66,7 +66,7 @@ function clusterRows(inst: string, clusters: Cluster[], canEdit: boolean, canAdm
       h(
         'td',
         {},
-        canEdit && h('button', { class: 'small', onclick: toggle }, c.unschedulable ? 'Uncordon' : 'Cordon'),
+        canAdmin && h('button', { class: 'small', onclick: toggle }, c.unschedulable ? 'Uncordon' : 'Cordon'),
         canAdmin && h('button', { class: 'small', onclick: () => void remove(false) }, 'Remove'),
         removal && h('div', { class: removal.refused ? 'error removal' : 'muted removal', role: 'status' }, removal.message),
         removal?.refused && h('button', { class: 'small', onclick: () => void remove(true) }, 'Remove anyway'),
@@ -472,7 +472,7 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
         live,
         h('p', {}, phaseBadge(i.status?.phase), ' ', h('span', { class: 'why' }, explanation(i.status?.conditions))),
         h('h3', {}, 'Member clusters'),
-        table('clusters', ['Cluster', 'Ready', 'Version', 'Nodes', 'Allocated / allocatable', 'Taints', ''], clusterRows(inst, clusters, canEdit, canAdmin, removals, () => void refresh(), report)),
+        table('clusters', ['Cluster', 'Ready', 'Version', 'Nodes', 'Allocated / allocatable', 'Taints', ''], clusterRows(inst, clusters, canAdmin, removals, () => void refresh(), report)),
         componentsSlot,
         certificatesSection(i, canAdmin, () => void refresh(), report),
         backupsSlot,

@@ -64,6 +64,8 @@ pub const TEMPLATE_KINDS: &[(&str, &str, &str)] = &[
     ("", "v1", "configmaps"),
     ("", "v1", "secrets"),
     ("", "v1", "serviceaccounts"),
+    ("rbac.authorization.k8s.io", "v1", "roles"),
+    ("rbac.authorization.k8s.io", "v1", "rolebindings"),
 ];
 
 /// Cluster-scoped kinds the detector propagates (ClusterPropagationPolicies only; their

@@ -7,8 +7,9 @@
 use std::sync::OnceLock;
 
 use k8s_openapi::api::{
-    apps::v1 as apps, authorization::v1 as authz, autoscaling::v1 as autoscaling,
-    batch::v1 as batch, coordination::v1 as coordination, core::v1 as core, rbac::v1 as rbac,
+    admissionregistration::v1 as admission, apps::v1 as apps, authorization::v1 as authz,
+    autoscaling::v1 as autoscaling, batch::v1 as batch, coordination::v1 as coordination,
+    core::v1 as core, rbac::v1 as rbac,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
@@ -103,6 +104,14 @@ const EXTENSIONS: &[(&str, &str, &str)] = &[
 /// than pointers): kube-apiserver publishes them with `default: {}`, and server-side
 /// apply starts a new object from them, so they are never "added" by a write.
 const OBJECT_DEFAULTS: &[(&str, &str)] = &[
+    (
+        "admissionregistration.v1.ValidatingAdmissionPolicy",
+        "metadata spec status",
+    ),
+    (
+        "admissionregistration.v1.ValidatingAdmissionPolicyBinding",
+        "metadata spec",
+    ),
     ("apps.v1.DaemonSet", "metadata spec status"),
     ("apps.v1.DaemonSetSpec", "template updateStrategy"),
     ("apps.v1.Deployment", "metadata spec status"),
@@ -298,6 +307,8 @@ fn generate() -> Builtins {
         authz::SelfSubjectAccessReview,
         apiextensions::CustomResourceDefinition,
         apiregistration::APIService,
+        admission::ValidatingAdmissionPolicy,
+        admission::ValidatingAdmissionPolicyBinding,
         autoscaling::Scale,
         meta::Status,
     );

@@ -43,6 +43,27 @@ pub struct Attributes {
 
 /// The attributes of a request (`watch` says whether its query asks for a watch).
 pub fn attributes(method: &Method, path: &str, route: &Route, watch: bool) -> Attributes {
+    // Karmada's cluster proxy is the Cluster's `proxy` subresource, whatever the path
+    // under it, with the verb of the method (as kube-apiserver reads any subresource).
+    if let Route::ClusterProxy { cluster, .. } = route {
+        let verb = match *method {
+            Method::GET | Method::HEAD => "get",
+            Method::POST => "create",
+            Method::PUT => "update",
+            Method::PATCH => "patch",
+            Method::DELETE => "delete",
+            _ => "unknown",
+        };
+        return Attributes {
+            verb: verb.into(),
+            group: "cluster.karmada.io".into(),
+            resource: "clusters".into(),
+            subresource: Some("proxy".into()),
+            namespace: None,
+            name: Some(cluster.to_string()),
+            non_resource_path: None,
+        };
+    }
     let Route::Resource(rp) = route else {
         return Attributes {
             verb: method.as_str().to_ascii_lowercase(),

@@ -117,7 +117,7 @@ impl ApiServer {
             }
             (Method::POST, None) => {
                 let w = self.client_write(
-                    &def,
+                    (&def, who),
                     &rp.version,
                     &q,
                     req.headers(),
@@ -133,7 +133,7 @@ impl ApiServer {
             }
             (Method::PUT, Some(name)) => {
                 let w = self.client_write(
-                    &def,
+                    (&def, who),
                     &rp.version,
                     &q,
                     req.headers(),
@@ -152,7 +152,7 @@ impl ApiServer {
             (Method::PATCH, Some(name)) => {
                 let kind = PatchKind::from_content_type(&content_type)?;
                 let w = self.client_write(
-                    &def,
+                    (&def, who),
                     &rp.version,
                     &q,
                     req.headers(),
@@ -320,7 +320,7 @@ impl ApiServer {
     /// headers; `options` is its options kind, for errors about them.
     fn client_write(
         &self,
-        def: &ResourceDef,
+        (def, who): (&ResourceDef, &Identity),
         version: &str,
         q: &Query,
         headers: &http::HeaderMap,
@@ -361,6 +361,11 @@ impl ApiServer {
             force,
             schema: crate::openapi::schema_of(&self.store, def, version),
             dry_run: q.dry_run(),
+            requester: Some(crate::store::admission::Requester {
+                username: who.user.clone(),
+                uid: who.uid.clone(),
+                groups: who.groups.clone(),
+            }),
         })
     }
 }

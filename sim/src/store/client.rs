@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use super::admission;
 use super::decode_defaults;
 use super::fields::validation::Findings;
 use super::fields::{ClientWrite, Scope};
@@ -46,6 +47,7 @@ impl Store {
         super::defaults::daemonset_on_create(def, &mut obj);
         let managed = w.after_update(None, &obj, scope(def, false));
         let obj = self.writing(w.dry_run, |inner| {
+            admit(inner, w, def, "CREATE", ns, (&obj, None), false)?;
             let created = self.create_in(inner, def, ns, obj, Some(managed))?;
             Ok(dry_created(w.dry_run, created))
         })?;
@@ -93,6 +95,15 @@ impl Store {
         }
         let obj = self.writing(w.dry_run, |inner| {
             let current = inner.get(def, ns, name)?;
+            admit(
+                inner,
+                w,
+                def,
+                "UPDATE",
+                ns,
+                (&obj, Some(&current.value)),
+                status,
+            )?;
             let managed = w.after_update(Some(&current.value), &obj, scope(def, status));
             let written = inner.replace(self, def, &current, obj, status, Some(managed))?;
             Ok(super::dry_answer(w.dry_run, &current, written))
@@ -152,6 +163,7 @@ impl Store {
             let managed = meta_mut(&mut merged).remove("managedFields");
             let Some(current) = current else {
                 meta_mut(&mut merged).insert("name".into(), name.into());
+                admit(inner, w, def, "CREATE", ns, (&merged, None), false)?;
                 let obj = self.create_in(inner, def, ns, merged, managed)?;
                 return Ok(Written {
                     obj: dry_created(w.dry_run, obj),
@@ -166,6 +178,15 @@ impl Store {
                     created: false,
                 });
             }
+            admit(
+                inner,
+                w,
+                def,
+                "UPDATE",
+                ns,
+                (&merged, Some(&current.value)),
+                status,
+            )?;
             let obj = inner.replace(self, def, &current, merged, status, managed)?;
             return Ok(Written {
                 obj: super::dry_answer(w.dry_run, &current, obj),
@@ -186,6 +207,15 @@ impl Store {
         if !status {
             decode_defaults::fill(def, &mut next);
         }
+        admit(
+            inner,
+            w,
+            def,
+            "UPDATE",
+            ns,
+            (&next, Some(&current.value)),
+            status,
+        )?;
         let managed = w.after_update(Some(&current.value), &next, scope(def, status));
         let obj = inner.replace(self, def, &current, next, status, Some(managed))?;
         Ok(Written {
@@ -194,6 +224,41 @@ impl Store {
             created: false,
         })
     }
+}
+
+/// Runs the instance's admission policies on a client's write (`object` and the object
+/// it replaces); the simulator's own writes carry no requester and are not admitted.
+fn admit(
+    inner: &super::Inner,
+    w: &ClientWrite,
+    def: &ResourceDef,
+    operation: &'static str,
+    ns: Option<&str>,
+    (object, old): (&Value, Option<&Value>),
+    status: bool,
+) -> ApiResult<()> {
+    let Some(who) = &w.requester else {
+        return Ok(());
+    };
+    let namespace = ns
+        .or_else(|| super::meta::meta_str(object, "namespace"))
+        .filter(|n| def.namespaced && !n.is_empty());
+    let version = w
+        .api_version
+        .rsplit_once('/')
+        .map_or(w.api_version.as_str(), |(_, v)| v);
+    let attempt = admission::Attempt {
+        operation,
+        def,
+        version,
+        namespace,
+        name: super::meta::meta_str(object, "name").unwrap_or_default(),
+        subresource: status.then_some("status"),
+        object,
+        old,
+        dry_run: w.dry_run,
+    };
+    admission::admit(inner, who, &attempt)
 }
 
 /// A dry run's created object carries no resourceVersion: nothing was stored.

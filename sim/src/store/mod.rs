@@ -3,6 +3,7 @@
 //!
 //! Every object is serialized once when written, so LIST and watch only copy bytes.
 
+pub mod admission;
 mod client;
 mod decode_defaults;
 mod defaults;

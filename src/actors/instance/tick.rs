@@ -66,6 +66,7 @@ fn run_controllers(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState, an
         client: state.client.as_ref(),
         connected: state.observed.lifecycle.connected(),
         answering,
+        namespaces: state.caches.as_ref().and_then(|c| c.store(Kind::Namespace)),
         kubeconfig_source: state.kubeconfig_source.as_ref(),
         certificate_inputs: state.certificate_inputs.as_ref(),
         runs: &[],

@@ -47,15 +47,19 @@ impl Instances {
             }
             new.karmada_spec =
                 Some(merged).filter(|m| m.as_object().is_some_and(|o| !o.is_empty()));
-            match (&new.namespace, &old.namespace) {
-                (None, _) => new.namespace = old.namespace.clone(),
-                (Some(n), Some(o)) if n != o => {
+            // An instance made without a namespace lives in the default one: that is the
+            // namespace that cannot change (moving it would orphan its control plane).
+            let default = &self.0.tree.settings().managed_namespace;
+            let o = old.namespace.as_ref().unwrap_or(default);
+            match &new.namespace {
+                None => new.namespace = old.namespace.clone(),
+                Some(n) if n != o => {
                     return Err(ApiError::invalid(
                         "instance.spec.managed_namespace",
                         format!("is {o:?} and cannot change: the control plane lives there"),
                     ))
                 }
-                _ => {}
+                Some(_) => {}
             }
         }
         self.check_managed_spec(&spec)?;

@@ -19,7 +19,7 @@ use crate::proto;
 
 /// The namespace and label selector of `instance`'s components; FAILED_PRECONDITION for an
 /// External instance, whose control plane Kairship does not run.
-pub(super) fn scope(ctx: &ApiContext, instance: &Instance) -> Result<(String, String), ApiError> {
+fn scope(ctx: &ApiContext, instance: &Instance) -> Result<(String, String), ApiError> {
     let name = instance.metadata.name.clone().unwrap_or_default();
     if instance.spec.mode != InstanceMode::Managed {
         return Err(ApiError::FailedPrecondition(format!(
@@ -35,6 +35,34 @@ pub(super) fn scope(ctx: &ApiContext, instance: &Instance) -> Result<(String, St
     let selector =
         format!("app.kubernetes.io/managed-by=karmada-operator,app.kubernetes.io/instance={name}");
     Ok((ns, selector))
+}
+
+/// As [`scope`], once the host shows the instance's `Karmada` object is Kairship's (it
+/// carries `kairship.io/instance=<name>`): a same-named object someone else made in that
+/// namespace is not this instance's, and nothing here reads, restarts or renews it.
+pub(super) async fn owned_scope(
+    ctx: &ApiContext,
+    instance: &Instance,
+) -> Result<(String, String), ApiError> {
+    let (ns, selector) = scope(ctx, instance)?;
+    let name = instance.metadata.name.clone().unwrap_or_default();
+    let karmadas: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        ctx.tree.host().clone(),
+        &ns,
+        &crate::actors::instance::connect::karmada_resource(),
+    );
+    let what = format!("Karmada {ns}/{name}");
+    let karmada = ctx.host_call(&what, karmadas.get_opt(&name)).await?;
+    match karmada {
+        Some(k) if crate::actors::instance::connect::owned(&k, &name) => Ok((ns, selector)),
+        Some(_) => Err(ApiError::FailedPrecondition(format!(
+            "{what} is not Kairship's (it lacks the label {}={name}): Kairship neither reads nor changes its components",
+            crate::actors::host_scope::OWNER_LABEL
+        ))),
+        None => Err(ApiError::FailedPrecondition(format!(
+            "{what} does not exist (yet): the instance has no components to act on"
+        ))),
+    }
 }
 
 /// A component's name: the operator's `app.kubernetes.io/name` label, else the object's.
@@ -223,7 +251,7 @@ pub async fn list(
     req: proto::ListComponentsRequest,
 ) -> Result<proto::ListComponentsResponse, ApiError> {
     let instance = ctx.instance(&req.name)?;
-    let (ns, selector) = scope(ctx, &instance)?;
+    let (ns, selector) = owned_scope(ctx, &instance).await?;
     let (ws, pods) = tokio::join!(
         workloads(ctx, &ns, &selector),
         instance_pods(ctx, &ns, &req.name)
@@ -243,7 +271,7 @@ async fn find(
 ) -> Result<(String, Workload), ApiError> {
     check_name("component", component)?;
     let instance = ctx.instance(name)?;
-    let (ns, selector) = scope(ctx, &instance)?;
+    let (ns, selector) = owned_scope(ctx, &instance).await?;
     let ws = workloads(ctx, &ns, &selector).await?;
     let names: Vec<String> = ws.iter().map(|w| component_name(&w.meta)).collect();
     let w = ws

@@ -2,7 +2,7 @@
 //! instance's certificates (`certificates::renewal`), with Kairship's host identity
 //! once the chain has authorized and audited the request.
 
-use super::instance_components::scope;
+use super::instance_components::owned_scope;
 use crate::api::context::ApiContext;
 use crate::certificates::renewal::{self, RenewalError};
 use crate::crd::operator_certs::RenewError;
@@ -14,7 +14,7 @@ pub async fn renew(
     req: proto::RenewCertificatesRequest,
 ) -> Result<proto::RenewCertificatesResponse, ApiError> {
     let instance = ctx.instance(&req.name)?;
-    let (ns, _) = scope(ctx, &instance)?;
+    let (ns, _) = owned_scope(ctx, &instance).await?;
     let timeout = ctx.tree.settings().host_call_timeout;
     let done = renewal::renew(ctx.tree.host(), &ns, &req.name, timeout)
         .await
@@ -24,9 +24,9 @@ pub async fn renew(
                 source: RenewError::Signing { .. },
                 ..
             } => ApiError::Internal(e.to_string()),
-            RenewalError::Certificates { .. } | RenewalError::Busy { .. } => {
-                ApiError::FailedPrecondition(e.to_string())
-            }
+            RenewalError::Certificates { .. }
+            | RenewalError::Busy { .. }
+            | RenewalError::NotOurs { .. } => ApiError::FailedPrecondition(e.to_string()),
         })?;
     Ok(proto::RenewCertificatesResponse {
         certificates: done

@@ -34,6 +34,8 @@ pub struct ClientWrite {
     pub schema: Option<Schema>,
     /// `dryRun=All`: checked and answered, never stored.
     pub dry_run: bool,
+    /// Who writes, for admission (`None`: the simulator's own controllers).
+    pub requester: Option<crate::store::admission::Requester>,
 }
 
 /// A `meta.k8s.io` options error (`PatchOptions.meta.k8s.io "" is invalid: force: ...`).

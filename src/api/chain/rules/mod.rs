@@ -283,11 +283,11 @@ pub const GRPC: &[(&str, Rule)] = &[
     ),
     (
         "/kairship.v1alpha1.ClusterService/CordonCluster",
-        named(rule(Edit, INSTANCE, "cordon", "clusters"), "name"),
+        named(rule(Admin, INSTANCE, "cordon", "clusters"), "name"),
     ),
     (
         "/kairship.v1alpha1.ClusterService/UncordonCluster",
-        named(rule(Edit, INSTANCE, "uncordon", "clusters"), "name"),
+        named(rule(Admin, INSTANCE, "uncordon", "clusters"), "name"),
     ),
     (
         "/kairship.v1alpha1.ClusterService/ListClusterNodes",
@@ -295,7 +295,7 @@ pub const GRPC: &[(&str, Rule)] = &[
     ),
     (
         "/kairship.v1alpha1.ClusterService/SetClusterTaints",
-        named(rule(Edit, INSTANCE, "update", "clusters/taints"), "name"),
+        named(rule(Admin, INSTANCE, "update", "clusters/taints"), "name"),
     ),
     (
         "/kairship.v1alpha1.WorkloadService/ListWorkloads",
@@ -413,11 +413,35 @@ pub fn http(path: &str) -> Option<Rule> {
     None
 }
 
-/// The rule of a request through the proxy to an instance's own API: reads need `view`;
-/// writes of namespaced objects and of Karmada's cluster-wide policies need `edit`; any
-/// other cluster-scoped write (clusters, namespaces, CRDs, RBAC) needs `admin`. Through
-/// Karmada's cluster proxy, what it reaches on the member decides (the member's own
-/// bindings of Kairship's groups then decide again, there).
+/// The least role for a proxied request: the roles table's where it names the kind
+/// (`kairship_wire::roles`); otherwise reads are view's, writes in workload namespaces
+/// edit's, and the rest admin's. Namespaces an operator labels system ones are the
+/// instance's RBAC's to refuse (this sees the path alone).
+fn need(
+    group: &str,
+    plural: &str,
+    namespace: Option<&str>,
+    namespaced: bool,
+    writes: bool,
+) -> Role {
+    use kairship_wire::roles::{least, Class};
+    let class = match namespaced {
+        true => Class::of(namespace, false),
+        false => Class::Cluster,
+    };
+    if let Some(r) = least(group, plural, class, writes) {
+        return r.into();
+    }
+    match (writes, class) {
+        (false, _) => Role::View,
+        (true, Class::Workload) => Role::Edit,
+        (true, _) => Role::Admin,
+    }
+}
+
+/// The rule of a request through the proxy to an instance's own API, by [`need`].
+/// Through Karmada's cluster proxy, what it reaches on the member decides (the member's
+/// own bindings of Kairship's groups then decide again, there).
 pub fn proxy(method: &Method, path: &str, watching: bool) -> ProxyRule {
     if let Some(on_member) = member_path(path) {
         let mut r = proxy(method, on_member, watching);
@@ -457,18 +481,8 @@ pub fn proxy(method: &Method, path: &str, watching: bool) -> ProxyRule {
         Some("exec" | "attach" | "portforward") => "create",
         _ => verb,
     };
-    let need = match verb {
-        "get" | "list" | "watch" => Role::View,
-        _ if namespaced => Role::Edit,
-        _ if matches!(
-            plural.as_str(),
-            "clusterpropagationpolicies" | "clusteroverridepolicies"
-        ) =>
-        {
-            Role::Edit
-        }
-        _ => Role::Admin,
-    };
+    let writes = !matches!(verb, "get" | "list" | "watch");
+    let need = need(&group, &plural, namespace.as_deref(), namespaced, writes);
     ProxyRule {
         need,
         verb,

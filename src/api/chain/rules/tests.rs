@@ -50,9 +50,46 @@ fn every_method_of_the_api_has_exactly_one_rule() {
 fn proxied_roles_follow_the_verb_and_the_scope() {
     let role = |m: Method, p: &str| proxy(&m, p, false).need;
     assert_eq!(role(Method::GET, "/apis/apps/v1/deployments"), Role::View);
+    // The roles table: Secrets are edit's in workload namespaces, admin's elsewhere;
+    // Works admin's; writes in system namespaces admin's.
     assert_eq!(
         role(Method::GET, "/api/v1/namespaces/x/secrets/s"),
+        Role::Edit
+    );
+    assert_eq!(
+        role(Method::GET, "/api/v1/namespaces/karmada-cluster/secrets/m1"),
+        Role::Admin
+    );
+    assert_eq!(role(Method::GET, "/api/v1/secrets"), Role::Admin);
+    assert_eq!(
+        role(
+            Method::GET,
+            "/apis/work.karmada.io/v1alpha1/namespaces/karmada-es-m1/works"
+        ),
+        Role::Admin
+    );
+    assert_eq!(
+        role(Method::POST, "/api/v1/namespaces/karmada-system/configmaps"),
+        Role::Admin
+    );
+    assert_eq!(
+        role(
+            Method::GET,
+            "/api/v1/namespaces/karmada-system/configmaps/c"
+        ),
         Role::View
+    );
+    // An unnamed kind: reads view's, writes in workload namespaces edit's.
+    assert_eq!(
+        role(Method::POST, "/apis/example.com/v1/namespaces/x/widgets"),
+        Role::Edit
+    );
+    assert_eq!(
+        role(
+            Method::POST,
+            "/apis/example.com/v1/namespaces/kube-system/widgets"
+        ),
+        Role::Admin
     );
     assert_eq!(
         role(Method::POST, "/apis/apps/v1/namespaces/x/deployments"),
@@ -67,7 +104,7 @@ fn proxied_roles_follow_the_verb_and_the_scope() {
             Method::PATCH,
             "/apis/policy.karmada.io/v1alpha1/clusterpropagationpolicies/p"
         ),
-        Role::Edit
+        Role::Admin
     );
     assert_eq!(role(Method::POST, "/api/v1/namespaces"), Role::Admin);
     assert_eq!(
