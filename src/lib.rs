@@ -19,6 +19,7 @@ pub mod cli;
 pub mod controllers;
 pub mod crd;
 pub mod error;
+pub mod member_networks;
 pub mod memory;
 pub mod metrics;
 #[cfg(test)]

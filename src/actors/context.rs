@@ -81,6 +81,10 @@ pub struct Settings {
     /// Shard the instances across replicas by Leases of their own (`None`: every replica
     /// runs every instance, as a single replica does).
     pub shards: Option<super::shards::ShardConfig>,
+    /// Where member clusters a caller names (join, remove) may be.
+    pub member_networks: crate::member_networks::MemberNetworks,
+    /// The plain probes port's `/metrics` shows series naming instances (it asks no token).
+    pub probes_instance_series: bool,
 }
 
 impl Settings {
@@ -133,6 +137,8 @@ impl Default for Settings {
             controllers_off: Default::default(),
             controller_resync: Duration::from_secs(300),
             shards: None,
+            member_networks: Default::default(),
+            probes_instance_series: false,
         }
     }
 }

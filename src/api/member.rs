@@ -10,6 +10,7 @@ use kube::config::KubeConfigOptions;
 
 use crate::actors::instance::connect::{parse_kubeconfig, without_detail};
 use crate::error::ApiError;
+use crate::member_networks::MemberNetworks;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
@@ -24,8 +25,13 @@ pub struct Member {
 }
 
 impl Member {
-    /// `field` names the request field the kubeconfig came in, for errors.
-    pub async fn connect(field: &str, kubeconfig: &str, context: &str) -> Result<Self, ApiError> {
+    /// `field` names the request field the kubeconfig came in, for errors; the server
+    /// must be in none of the networks `networks` refuses.
+    pub async fn connect(
+        field: &str,
+        (kubeconfig, context): (&str, &str),
+        networks: &MemberNetworks,
+    ) -> Result<Self, ApiError> {
         if kubeconfig.trim().is_empty() {
             return Err(ApiError::invalid(
                 field,
@@ -56,6 +62,9 @@ impl Member {
                 "insecure-skip-tls-verify is not accepted: give the member's CA as certificate-authority-data",
             ));
         }
+        pin_address(&mut config, networks)
+            .await
+            .map_err(|why| ApiError::invalid(field, format!("server {url}: {why}")))?;
         config.connect_timeout = Some(CONNECT_TIMEOUT);
         config.read_timeout = Some(CALL_TIMEOUT);
         config.write_timeout = Some(CALL_TIMEOUT);
@@ -82,11 +91,12 @@ impl Member {
             )),
             kube::Error::Api(s) if s.code == 403 => ApiError::PermissionDenied(format!(
                 "the kubeconfig's user may not {what} on the member at {url}: {}",
-                s.message
+                remote_words(&s)
             )),
             kube::Error::Api(s) => ApiError::FailedPrecondition(format!(
-                "the member at {url} answered {what} with {} {}: {}",
-                s.code, s.reason, s.message
+                "the member at {url} answered {what} with {}: {}",
+                s.code,
+                remote_words(&s)
             )),
             other => {
                 let chain = error_chain(&other);
@@ -142,6 +152,60 @@ impl Member {
             ))
         })
     }
+}
+
+/// What a member said, as far as it is a Kubernetes Status and short: a body that is not
+/// one (anything may answer at an address a caller chose) is never echoed.
+fn remote_words(s: &kube::core::Status) -> String {
+    const MAX: usize = 256;
+    // kube names a body it could not read as a Status so.
+    if s.reason.contains("Failed to parse error data") {
+        return "an answer that is not a Kubernetes Status".into();
+    }
+    let mut m: String = s.message.chars().filter(|c| !c.is_control()).take(MAX).collect();
+    if s.message.chars().count() > MAX {
+        m.push('…');
+    }
+    m
+}
+
+/// Resolves the server's host once, refuses it if any of its addresses is in a refused
+/// network, and pins the client to the first address (the certificate is still checked
+/// for the host's name), so a name that resolves elsewhere a moment later (DNS
+/// rebinding) cannot move the call.
+async fn pin_address(config: &mut kube::Config, networks: &MemberNetworks) -> Result<(), String> {
+    let url = config.cluster_url.clone();
+    let host = url
+        .host()
+        .ok_or_else(|| "names no host".to_string())?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port = url.port_u16().unwrap_or(443);
+    let ips: Vec<std::net::IpAddr> = match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => vec![ip],
+        Err(_) => tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::lookup_host((host.as_str(), port)))
+            .await
+            .map_err(|_| format!("resolving {host} took longer than {CONNECT_TIMEOUT:?}"))?
+            .map_err(|e| format!("{host} does not resolve: {e}"))?
+            .map(|a| a.ip())
+            .collect(),
+    };
+    if let Some(why) = ips.iter().find_map(|ip| networks.refusal(*ip)) {
+        return Err(format!("refused: {why}"));
+    }
+    let ip = ips.first().ok_or_else(|| format!("{host} resolves to no address"))?;
+    if host.parse::<std::net::IpAddr>().is_err() {
+        let authority = match ip {
+            std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),
+            v4 => format!("{v4}:{port}"),
+        };
+        let mut parts = url.into_parts();
+        parts.authority = Some(authority.parse().map_err(|e| format!("{e}"))?);
+        config.cluster_url = http::Uri::from_parts(parts).map_err(|e| format!("{e}"))?;
+        config.tls_server_name.get_or_insert(host);
+    }
+    Ok(())
 }
 
 /// An error with its causes, outermost first ("client error (Connect): tcp connect

@@ -1,6 +1,7 @@
 //! The apiserver: gRPC services (tonic) with reflection and health, REST, the kubectl
 //! proxy and the console, every protected request through one handler chain (`chain`),
-//! served by one server (`serve`) with its routes mounted in `mount`. Requests are routed
+//! served by one server (`serve`) with its routes mounted in `mount`, each request decoded
+//! once at its edge (`request_info`). Requests are routed
 //! by instance name to that instance's actor; reads come from its caches, writes go to its
 //! karmada-apiserver.
 
@@ -22,6 +23,7 @@ pub mod override_diff;
 pub mod paging;
 pub mod proxy;
 pub mod request;
+pub mod request_info;
 pub mod rest;
 pub mod serve;
 pub mod transcode;

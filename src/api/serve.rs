@@ -31,6 +31,8 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 pub struct ServerLimits {
     /// Connections open at once; more are closed as they arrive.
     pub max_connections: usize,
+    /// Connections open at once from one client address.
+    pub max_connections_per_client: usize,
     pub handshake_timeout: Duration,
     /// A request's headers must arrive within this of its first byte (HTTP/1.1;
     /// slow-header attacks). Waiting for the next request is the idle timeout's business.
@@ -48,6 +50,7 @@ impl Default for ServerLimits {
     fn default() -> Self {
         Self {
             max_connections: 4096,
+            max_connections_per_client: 512,
             handshake_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(120),
@@ -95,6 +98,19 @@ impl Activity {
             .compare_exchange(0, now, Ordering::AcqRel, Ordering::Acquire);
     }
 
+    /// HTTP/2: a header block began (a HEADERS frame without END_HEADERS).
+    fn head_opened(&self) {
+        let now = self.now();
+        let _ = self
+            .head_since
+            .compare_exchange(0, now, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// HTTP/2: the open header block ended (its CONTINUATION with END_HEADERS).
+    fn head_closed(&self) {
+        self.head_since.store(0, Ordering::Release);
+    }
+
     /// A request's head is complete.
     fn request(&self) {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
@@ -115,6 +131,68 @@ struct Watched<I> {
     inner: I,
     activity: Arc<Activity>,
     first: bool,
+    /// HTTP/2's frames as they are read, once the connection is HTTP/2.
+    frames: Option<H2Frames>,
+}
+
+/// Follows HTTP/2 frame headers in the bytes read, to time header blocks: a HEADERS
+/// frame without END_HEADERS opens one that only a CONTINUATION with END_HEADERS closes,
+/// and hyper holds no request until then, so the header timeout must see it here (a
+/// client sending half a header block was held 40 s; HTTP/1.1's heads are timed by bytes).
+struct H2Frames {
+    /// Bytes of the client preface ("PRI * HTTP/2.0...") still to skip.
+    preface_left: usize,
+    header: [u8; 9],
+    header_len: usize,
+    payload_left: usize,
+}
+
+impl H2Frames {
+    const HEADERS: u8 = 0x1;
+    const CONTINUATION: u8 = 0x9;
+    const END_HEADERS: u8 = 0x4;
+
+    fn new() -> Self {
+        Self {
+            preface_left: 24,
+            header: [0; 9],
+            header_len: 0,
+            payload_left: 0,
+        }
+    }
+
+    fn feed(&mut self, mut bytes: &[u8], activity: &Activity) {
+        while !bytes.is_empty() {
+            if self.preface_left > 0 {
+                let n = self.preface_left.min(bytes.len());
+                self.preface_left -= n;
+                bytes = &bytes[n..];
+                continue;
+            }
+            if self.payload_left > 0 {
+                let n = self.payload_left.min(bytes.len());
+                self.payload_left -= n;
+                bytes = &bytes[n..];
+                continue;
+            }
+            let n = (9 - self.header_len).min(bytes.len());
+            self.header[self.header_len..self.header_len + n].copy_from_slice(&bytes[..n]);
+            self.header_len += n;
+            bytes = &bytes[n..];
+            if self.header_len < 9 {
+                continue;
+            }
+            self.header_len = 0;
+            let h = self.header;
+            self.payload_left = usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
+            let (kind, end) = (h[3], h[4] & Self::END_HEADERS != 0);
+            match (kind, end) {
+                (Self::HEADERS, false) => activity.head_opened(),
+                (Self::CONTINUATION, true) => activity.head_closed(),
+                _ => {}
+            }
+        }
+    }
 }
 
 impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
@@ -129,8 +207,13 @@ impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
         if matches!(polled, Poll::Ready(Ok(()))) && !got.is_empty() {
             if std::mem::take(&mut self.first) && got.starts_with(b"PRI ") {
                 self.activity.http2.store(true, Ordering::Release);
+                self.frames = Some(H2Frames::new());
             }
-            self.activity.read();
+            let this = &mut *self;
+            match this.frames.as_mut() {
+                Some(frames) => frames.feed(got, &this.activity),
+                None => this.activity.read(),
+            }
         }
         polled
     }
@@ -175,6 +258,37 @@ impl Drop for InFlight {
     }
 }
 
+/// Connections open per client address.
+#[derive(Default, Clone)]
+struct PerClient(Arc<parking_lot::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>);
+
+/// One connection of a client, counted until dropped.
+struct ClientSlot(PerClient, std::net::IpAddr);
+
+impl PerClient {
+    fn take(&self, ip: std::net::IpAddr, max: usize) -> Option<ClientSlot> {
+        let mut open = self.0.lock();
+        let n = open.entry(ip).or_default();
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(ClientSlot(self.clone(), ip))
+    }
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        let mut open = self.0 .0.lock();
+        if let Some(n) = open.get_mut(&self.1) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.1);
+            }
+        }
+    }
+}
+
 /// Serves `app` on `listener` (TLS when `tls` is given) until `shutdown` resolves.
 pub async fn serve(
     listener: TcpListener,
@@ -186,6 +300,7 @@ pub async fn serve(
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let clients = PerClient::default();
     let mut connections = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
     loop {
@@ -207,12 +322,17 @@ pub async fn serve(
             drop(tcp);
             continue;
         };
+        let Some(per_client) = clients.take(peer.ip(), limits.max_connections_per_client) else {
+            tracing::debug!(%peer, limit = limits.max_connections_per_client, "too many connections from one address; closed");
+            drop(tcp);
+            continue;
+        };
         // As Go's servers do: a response's last partial segment must not wait for the
         // client's delayed ACK (40 ms).
         let _ = tcp.set_nodelay(true);
         let (acceptor, app, stop) = (acceptor.clone(), app.clone(), stop_rx.clone());
         connections.spawn(async move {
-            let _slot = slot;
+            let _slot = (slot, per_client);
             match acceptor {
                 None => connection(tcp, peer, app, limits, stop).await,
                 Some(acceptor) => {
@@ -262,6 +382,7 @@ async fn connection<I>(
         inner: io,
         activity: activity.clone(),
         first: true,
+        frames: None,
     });
     let svc = {
         let activity = activity.clone();
@@ -270,9 +391,15 @@ async fn connection<I>(
             let held = InFlight(activity.clone());
             let mut req = req.map(axum::body::Body::new);
             req.extensions_mut().insert(Peer(peer));
+            // One decoded request from here on, or a refusal of a path that is not plain.
+            let surface = crate::api::chain::Surface::of(&req);
+            let req = crate::api::request_info::at_edge(req);
             let app = app.clone();
             async move {
-                let resp = app.oneshot(req).await?;
+                let resp = match req {
+                    Ok(req) => app.oneshot(req).await?,
+                    Err(e) => crate::api::chain::refusal(surface, &e),
+                };
                 // In flight until the body is sent: a watch keeps its connection busy.
                 Ok::<_, std::convert::Infallible>(hold_until_done(resp, held))
             }
@@ -322,4 +449,43 @@ async fn connection<I>(
     }
     conn.as_mut().graceful_shutdown();
     let _ = conn.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(kind: u8, flags: u8, payload: usize) -> Vec<u8> {
+        let mut f = vec![
+            (payload >> 16) as u8,
+            (payload >> 8) as u8,
+            payload as u8,
+            kind,
+            flags,
+            0,
+            0,
+            0,
+            1,
+        ];
+        f.extend(std::iter::repeat_n(0u8, payload));
+        f
+    }
+
+    #[test]
+    fn an_unfinished_http2_header_block_is_timed() {
+        let activity = Activity::new();
+        let mut frames = H2Frames::new();
+        let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        bytes.extend(frame(0x4, 0, 6)); // SETTINGS
+        bytes.extend(frame(0x1, 0, 10)); // HEADERS, no END_HEADERS
+        // Split anywhere: frame headers are followed across reads.
+        for chunk in bytes.chunks(5) {
+            frames.feed(chunk, &activity);
+        }
+        assert!(activity.head_for().is_some(), "the open header block is timed");
+        frames.feed(&frame(0x9, 0x4, 3), &activity); // CONTINUATION, END_HEADERS
+        assert!(activity.head_for().is_none());
+        frames.feed(&frame(0x1, 0x4 | 0x1, 3), &activity); // a whole HEADERS frame
+        assert!(activity.head_for().is_none());
+    }
 }

@@ -224,6 +224,12 @@ impl Auth {
             // Only something shaped like a JWT is worth verifying.
             if token.bytes().filter(|b| *b == b'.').count() == 2 {
                 return match oidc.verify(token) {
+                    // One name, one person: an IdP's user who would be a token file's
+                    // user (no prefix, the same email) is not let in as them.
+                    Ok(user) if self.tokens.values().any(|t| t.name == user.name) => {
+                        tracing::warn!(user = %user.name, "OIDC token refused: its username is a token-file user's (set --oidc-username-prefix)");
+                        Err(unauthenticated())
+                    }
                     Ok(user) => self.caller(user),
                     Err(why) => {
                         tracing::debug!(reason = %why, "OIDC token refused");

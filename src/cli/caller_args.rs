@@ -27,6 +27,11 @@ pub struct LimitArgs {
     /// Connections open on each API port at once.
     #[arg(long, default_value_t = LimitArgs::default().max_connections, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
+    /// Connections open on each API port at once from one client address (behind a load
+    /// balancer or ingress that does not keep client addresses, raise it to
+    /// --max-connections).
+    #[arg(long, default_value_t = LimitArgs::default().max_connections_per_client, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections_per_client: u32,
 }
 
 impl Default for LimitArgs {
@@ -41,6 +46,7 @@ impl Default for LimitArgs {
             max_requests_per_caller: n(f.per_caller),
             max_long_running_per_caller: n(f.per_caller_long),
             max_connections: n(s.max_connections),
+            max_connections_per_client: n(s.max_connections_per_client),
         }
     }
 }
@@ -49,6 +55,7 @@ impl LimitArgs {
     pub fn server(&self) -> crate::api::serve::ServerLimits {
         crate::api::serve::ServerLimits {
             max_connections: self.max_connections as usize,
+            max_connections_per_client: self.max_connections_per_client as usize,
             ..Default::default()
         }
     }

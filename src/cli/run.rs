@@ -162,8 +162,8 @@ pub struct RunArgs {
     pub backup_check_secs: u64,
     /// The per-instance controllers to run, as Karmada's own flag says it: `*` is every
     /// controller, `name` turns one on, `-name` turns one off (`*,-clusterpedia`). The
-    /// controllers: registration, member-access, clusterpedia, certificates, renewal,
-    /// components, scheduled-backups.
+    /// controllers: registration, namespace-roles, member-access, clusterpedia,
+    /// certificates, renewal, components, scheduled-backups, phase-events.
     #[arg(long, value_delimiter = ',', default_value = "*")]
     pub controllers: Vec<String>,
     /// Seconds between a controller's checks that what it keeps in place (an instance's
@@ -171,6 +171,20 @@ pub struct RunArgs {
     /// or deleted by hand is put back within this.
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub controller_resync_secs: u64,
+    /// Networks a member cluster's API server may not be in when a caller joins or
+    /// removes one (comma-separated CIDRs; set the host's service and pod networks):
+    /// Kairship would dial them from inside the host. Loopback, link-local, unspecified
+    /// and multicast addresses are refused always.
+    #[arg(long, value_delimiter = ',', value_parser = crate::member_networks::parse_cidr)]
+    pub member_denied_cidrs: Vec<ipnet::IpNet>,
+    /// Networks allowed for member clusters even so (a lab whose members run on loopback).
+    #[arg(long, value_delimiter = ',', value_parser = crate::member_networks::parse_cidr)]
+    pub member_allowed_cidrs: Vec<ipnet::IpNet>,
+    /// Serve the series that name instances on the plain probes port's `/metrics` too
+    /// (only where nothing but Prometheus reaches that port: it asks no token). HTTPS
+    /// `/metrics` serves them to a caller with a role on every instance.
+    #[arg(long)]
+    pub probes_instance_series: bool,
     #[command(flatten)]
     pub sharding: super::shard_args::ShardArgs,
     /// Objects of one instance the caches may keep, every kind together (an Instance's
@@ -396,6 +410,11 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             .off(),
         controller_resync: std::time::Duration::from_secs(args.controller_resync_secs),
         shards,
+        probes_instance_series: args.probes_instance_series,
+        member_networks: crate::member_networks::MemberNetworks {
+            denied: args.member_denied_cidrs.clone(),
+            allowed: args.member_allowed_cidrs.clone(),
+        },
         clusterpedia: args
             .clusterpedia
             .then(|| args.clusterpedia_namespace.clone()),

@@ -22,8 +22,9 @@ pub struct ShardArgs {
     #[arg(long)]
     pub shards: bool,
     /// Where peers reach this replica's HTTPS port; by default `https://$POD_IP:<port of
-    /// --http-addr>` (the chart passes the pod's IP), else the --http-addr itself.
-    #[arg(long)]
+    /// --http-addr>` (the chart passes the pod's IP), else the --http-addr itself. An
+    /// `https://host:port` address: peers dial nothing else.
+    #[arg(long, value_parser = crate::actors::shards::peer_address)]
     pub shard_address: Option<String>,
     /// PEM of the CA that signed the replicas' serving certificate: peers are trusted only
     /// with a certificate it signed. Required with --shards.

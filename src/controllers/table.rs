@@ -130,6 +130,18 @@ impl Selection {
 mod tests {
     use super::*;
 
+    /// The lists of controllers people read (`kairship run --help`, the chart's values)
+    /// name every controller of the table: they are kept by hand, so a test keeps them.
+    #[test]
+    fn help_and_chart_values_name_every_controller() {
+        let help = include_str!("../cli/run.rs");
+        let values = include_str!("../../deploy/chart/kairship/values.yaml");
+        for e in TABLE {
+            assert!(help.contains(e.name), "--controllers' help omits {}", e.name);
+            assert!(values.contains(e.name), "the chart's values omit {}", e.name);
+        }
+    }
+
     #[test]
     fn star_minus_one_turns_only_that_one_off() {
         let s = Selection::parse(&["*,-clusterpedia"]).expect("parses");

@@ -148,6 +148,8 @@ pub fn fast_settings() -> Settings {
         certificate_check_every: Duration::from_secs(1),
         backup_check_every: Duration::from_secs(1),
         controller_resync: Duration::from_secs(1),
+        // The simulated members run on loopback.
+        member_networks: kairship::member_networks::MemberNetworks::allowing_loopback(),
         // The air-gapped mirror the managed-instance tests point at, as an operator of an
         // air-gapped cluster allows theirs.
         scope: kairship::actors::host_scope::HostScope {

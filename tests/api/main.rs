@@ -6,6 +6,7 @@ mod auth;
 mod backups;
 mod budget;
 mod cache_watch;
+mod docs;
 use kairship_test_support::fleet as common;
 mod grpc;
 mod ha_settings;

@@ -1,5 +1,5 @@
 //! The console and the OpenAPI document: the document covers every REST route of the
-//! proto and the README's REST examples; the committed `ui/openapi.json`, generated
+//! proto and the REST examples of docs/api.md; the committed `ui/openapi.json`, generated
 //! client types and `ui/dist` are what the sources rebuild to; and the Playwright suite
 //! (`ui/tests/`) drives Debian's Chromium against the real `kairship demo`.
 
@@ -173,15 +173,15 @@ fn documented(doc: &Value, method: &str, path: &str) -> bool {
 }
 
 #[test]
-fn the_readme_rest_examples_are_in_the_document() {
+fn the_api_docs_rest_examples_are_in_the_document() {
     let doc = document();
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let readme = std::fs::read_to_string(root().join("docs/api.md")).expect("docs/api.md");
     let examples = readme_examples(&readme);
     assert!(examples.len() >= 8, "too few examples found: {examples:?}");
     for (method, path) in &examples {
         assert!(
             documented(&doc, method, path),
-            "README: {method} {path} is not in the document"
+            "docs/api.md: {method} {path} is not in the document"
         );
     }
     // The check itself refuses what is not there.

@@ -223,6 +223,7 @@ pub async fn someone_elses_karmada_object_is_not_adopted(demo: &Demo) {
     })
     .await;
     println!("attack: adopting someone else's Karmada object -> {status}");
+    crate::karmada::components_of_someone_elses_karmada(demo, "victim").await;
     // Not patched: the version mallory asked for is not in it, nor Kairship's mark.
     let after = karmadas.get("victim").await.expect("still there");
     assert!(

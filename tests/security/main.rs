@@ -10,6 +10,7 @@ mod audit;
 mod denial;
 mod deputy;
 mod identity;
+mod karmada;
 mod sessions;
 mod transport;
 
@@ -92,6 +93,7 @@ impl Demo {
                 "-",
                 "--max-long-running-per-caller",
                 "8",
+                "--no-member-loopback",
                 "--max-requests-per-caller",
                 "32",
                 "--oidc-jwks-file",
@@ -139,6 +141,25 @@ impl Demo {
         demo.bind("vera-view", Role::View, &["karmada-1"], "vera")
             .await;
         demo
+    }
+
+    /// Binds `role` on `instances` to the IdP group `group`.
+    pub async fn bind_group(&self, name: &str, role: Role, instances: &[&str], group: &str) {
+        let api: Api<InstanceRoleBinding> = Api::all(self.host.clone());
+        let spec = InstanceRoleBindingSpec {
+            role,
+            instances: instances.iter().map(|s| s.to_string()).collect(),
+            subjects: vec![Subject {
+                kind: SubjectKind::Group,
+                name: group.into(),
+            }],
+        };
+        api.create(
+            &PostParams::default(),
+            &InstanceRoleBinding::new(name, spec),
+        )
+        .await
+        .expect("binding");
     }
 
     async fn bind(&self, name: &str, role: Role, instances: &[&str], user: &str) {
@@ -233,6 +254,20 @@ impl Demo {
     }
 }
 
+/// Runs `check` until it is `Ok` (every 200 ms), failing with its last `Err` after
+/// `within`.
+pub async fn eventually_ok<F, Fut>(within: Duration, what: &str, check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let tried =
+        kairship_test_support::poll(within, Duration::from_millis(200), check).await;
+    if let Err(e) = tried {
+        panic!("{what}: {e}");
+    }
+}
+
 fn rand_suffix() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
@@ -264,6 +299,14 @@ async fn attacks_on_a_running_demo_fail_and_leave_a_trace() {
     denial::a_watch_flood_leaves_reads_alone(&demo).await;
     denial::metrics_are_not_for_strangers(&demo).await;
     denial::a_grpc_stream_that_never_ends_is_answered(&demo).await;
+    denial::http2_headers_that_never_end_are_cut(&demo).await;
+    karmada::a_viewer_reads_no_works(&demo).await;
+    karmada::an_editor_gets_no_member_credentials(&demo).await;
+    karmada::encoded_paths_are_refused(&demo).await;
+    karmada::join_dials_no_internal_address(&demo).await;
+    karmada::a_respelt_webhook_signature_is_a_replay(&demo).await;
+    karmada::viewers_leave_the_admin_a_stream(&demo).await;
+    karmada::refused_strangers_cannot_grow_the_audit_log(&demo).await;
     sessions::exec_and_logs_need_their_roles(&demo).await;
     audit::every_write_and_refusal_left_an_event(&demo).await;
     audit::nothing_leaked(&demo).await;

@@ -1,6 +1,7 @@
 // The console's shell: sign-in with the OIDC provider Kairship trusts (authorization code
-// with PKCE, see oidc.ts) or with a bearer token (typed, or `#token=` in the link the demo
-// prints), hash routes, and polling. The REST API has no watch, so each page is re-read
+// with PKCE, see oidc.ts) or with a bearer token typed into its own form, hash routes, and
+// polling. A token in a link is never taken: whoever sent the link would have the victim
+// act as the sender (login CSRF), e.g. join a member cluster into the sender's instance. The REST API has no watch, so each page is re-read
 // every POLL_MS.
 
 import './style.css';
@@ -19,13 +20,12 @@ const app = document.getElementById('app') as HTMLElement;
 let timer: number | undefined;
 let generation = 0;
 
-function takeTokenFromLink() {
-  const m = /^#token=([^&]+)/.exec(location.hash);
-  if (m) {
-    setToken(decodeURIComponent(m[1]));
-    // Out of the address bar and history.
-    history.replaceState(null, '', `${location.pathname}#/`);
-  }
+/// A `#token=` link signs nobody in: it is dropped from the address bar and history, and
+/// the sign-in form says why.
+function refuseTokenInLink(): string {
+  if (!/^#token=/.test(location.hash)) return '';
+  history.replaceState(null, '', `${location.pathname}#/`);
+  return 'Sign-in links are not accepted: paste your token below, or sign in with your identity provider.';
 }
 
 let provider: oidc.OidcSettings | null = null;
@@ -145,8 +145,13 @@ async function route() {
 }
 
 async function start() {
-  takeTokenFromLink();
+  const refused = refuseTokenInLink();
   provider = await oidc.settings();
+  if (refused) {
+    setToken('');
+    window.addEventListener('hashchange', () => void route());
+    return signIn(refused);
+  }
   try {
     const idToken = await oidc.finish();
     if (idToken) setToken(idToken);

@@ -15,7 +15,9 @@ const viewerInstance: string = endpoints.tokens.viewer_instance;
 test.describe.configure({ mode: 'serial' });
 
 async function signIn(page: Page, token: string) {
-  await page.goto(`${endpoints.http}/ui/#token=${encodeURIComponent(token)}`);
+  await page.goto(`${endpoints.http}/ui/`);
+  await page.locator('#signin input[name="token"]').fill(token);
+  await page.locator('#signin button[type="submit"]').click();
   await expect(page.locator('#instances')).toBeVisible();
 }
 
@@ -31,8 +33,17 @@ async function fault(name: string, body?: object) {
 }
 
 test('a wrong token is refused and the sign-in form stays', async ({ page }) => {
-  await page.goto(`${endpoints.http}/ui/#token=not-a-token`);
+  await page.goto(`${endpoints.http}/ui/`);
+  await page.locator('#signin input[name="token"]').fill('not-a-token');
+  await page.locator('#signin button[type="submit"]').click();
   await expect(page.locator('#signin')).toContainText('That token was not accepted');
+});
+
+test('a token in a link signs nobody in (login CSRF)', async ({ page }) => {
+  await page.goto(`${endpoints.http}/ui/#token=${encodeURIComponent(endpoints.tokens.admin)}`);
+  await expect(page.locator('#signin')).toContainText('Sign-in links are not accepted');
+  await expect(page.locator('#instances')).toHaveCount(0);
+  expect(page.url()).not.toContain('token=');
 });
 
 test('signs in through the OIDC provider and shows who signed in', async ({ page }) => {

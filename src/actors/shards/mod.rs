@@ -43,6 +43,32 @@ pub struct ShardConfig {
 /// The annotation on a shard Lease naming where peers reach its replica.
 pub const ADDRESS_ANNOTATION: &str = "kairship.io/address";
 
+/// A peer's address as peers may dial it: `https://host:port` and nothing more, since
+/// callers' credentials go there (an `http://` address from a Lease, which whoever may
+/// write Leases in Kairship's namespace can set, would send them in clear).
+pub fn peer_address(raw: &str) -> Result<String, String> {
+    // (Checked again where a peer is dialled: `api::forward`.)
+    let uri: http::Uri = raw
+        .parse()
+        .map_err(|e| format!("not a URL ({e})"))?;
+    if uri.scheme_str() != Some("https") {
+        return Err("peers are reached over https only".into());
+    }
+    let authority = uri
+        .authority()
+        .ok_or_else(|| "it names no host".to_string())?;
+    if authority.as_str().contains('@') {
+        return Err("it carries user information".into());
+    }
+    if authority.port_u16().is_none() {
+        return Err("it names no port".into());
+    }
+    if uri.path_and_query().is_some_and(|p| p.as_str() != "/" && !p.as_str().is_empty()) {
+        return Err("it has a path or query".into());
+    }
+    Ok(format!("https://{authority}"))
+}
+
 impl ShardConfig {
     pub fn new(namespace: &str, replica: &str, identity: &str) -> Self {
         let leader = LeaderConfig::new(namespace, "", identity);
@@ -95,7 +121,7 @@ impl Shards {
         ring::owner(instance, &live).map(str::to_string)
     }
 
-    /// Where `replica` said peers reach it.
+    /// Where `replica` said peers reach it (an `https://` address; others are dropped).
     pub fn address(&self, replica: &str) -> Option<String> {
         self.addresses.read().get(replica).cloned()
     }
@@ -186,6 +212,8 @@ pub fn spawn(host: kube::Client, cfg: ShardConfig) -> Running {
     let task = tokio::spawn(async move {
         let api: Api<Lease> = Api::namespaced(host, &cfg.namespace);
         let mut liveness = Liveness::new(&cfg.prefix, cfg.lease_duration);
+        // Addresses refused already, so each is logged once.
+        let mut refused = std::collections::HashSet::new();
         loop {
             let listed = tokio::time::timeout(
                 cfg.retry_period.max(Duration::from_secs(1)),
@@ -219,7 +247,16 @@ pub fn spawn(host: kube::Client, cfg: ShardConfig) -> Running {
                                 .strip_prefix(&format!("{}-", cfg.prefix))?;
                             let address =
                                 l.metadata.annotations.as_ref()?.get(ADDRESS_ANNOTATION)?;
-                            Some((replica.to_string(), address.clone()))
+                            match peer_address(address) {
+                                Ok(a) => Some((replica.to_string(), a)),
+                                Err(why) => {
+                                    // Never dialled: a caller's token would go in clear.
+                                    if refused.insert(address.clone()) {
+                                        warn!(replica, address = %address, "a peer's address is refused: {why}");
+                                    }
+                                    None
+                                }
+                            }
                         })
                         .collect();
                     if !lease.is_leader() {

@@ -31,6 +31,89 @@ pub enum Sink {
     },
 }
 
+/// As kube-apiserver's audit: a longer User-Agent is cut here.
+pub const MAX_USER_AGENT: usize = 1024;
+/// Request URIs in audit events are cut here (the URI of a refused stranger's request is
+/// theirs to choose).
+pub const MAX_URI: usize = 4096;
+
+/// `s` cut at `max` bytes (on a character boundary), saying so.
+fn truncated(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...(truncated)", &s[..end])
+}
+
+/// Refusals of unauthenticated requests are audited at most at this rate (a burst of
+/// `UNAUTHENTICATED_BURST`), off the request path: whoever can reach the port can send
+/// them, and each would otherwise cost a synchronous write of a line they choose. The
+/// next event says how many were left out.
+pub const UNAUTHENTICATED_PER_SECOND: f64 = 20.0;
+pub const UNAUTHENTICATED_BURST: f64 = 100.0;
+
+/// The rate limit and the writes in flight of unauthenticated refusals' events.
+pub struct Unauthenticated {
+    bucket: Mutex<(f64, std::time::Instant)>,
+    left_out: std::sync::atomic::AtomicU64,
+    writing: Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for Unauthenticated {
+    fn default() -> Self {
+        Self {
+            bucket: Mutex::new((UNAUTHENTICATED_BURST, std::time::Instant::now())),
+            left_out: Default::default(),
+            writing: Arc::new(tokio::sync::Semaphore::new(64)),
+        }
+    }
+}
+
+impl Unauthenticated {
+    fn take(&self) -> bool {
+        let mut b = self.bucket.lock();
+        let now = std::time::Instant::now();
+        let refill = now.duration_since(b.1).as_secs_f64() * UNAUTHENTICATED_PER_SECOND;
+        *b = ((b.0 + refill).min(UNAUTHENTICATED_BURST), now);
+        match b.0 >= 1.0 {
+            true => {
+                b.0 -= 1.0;
+                true
+            }
+            false => false,
+        }
+    }
+
+    /// Emits `event` to `sink` on a blocking thread, unless over the rate or too many
+    /// writes are in flight (then it is counted, and the next event says so).
+    pub fn emit(&self, sink: &Arc<Sink>, mut event: Event) {
+        let permit = match self.take() {
+            true => self.writing.clone().try_acquire_owned().ok(),
+            false => None,
+        };
+        let Some(permit) = permit else {
+            self.left_out.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let before = self.left_out.swap(0, Ordering::Relaxed);
+        if before > 0 {
+            event.annotations.insert(
+                "kairship.io/unaudited-unauthenticated".into(),
+                before.to_string(),
+            );
+        }
+        let sink = sink.clone();
+        tokio::task::spawn_blocking(move || {
+            sink.emit(&event);
+            drop(permit);
+        });
+    }
+}
+
 impl Sink {
     /// `-` is standard output, anything else a file opened for appending (created with
     /// mode 0600: events name users and objects).
@@ -308,8 +391,8 @@ impl Record {
             .headers()
             .get(http::header::USER_AGENT)
             .and_then(|v| v.to_str().ok())
-            .map(String::from);
-        Self::new(uri, peer, agent, surface.as_str())
+            .map(|a| truncated(a, MAX_USER_AGENT));
+        Self::new(truncated(&uri, MAX_URI), peer, agent, surface.as_str())
     }
 
     pub fn new(

@@ -1,7 +1,7 @@
 //! Authentication, the chain's first layer after the server's limits: the bearer token of
 //! the `authorization` header (gRPC metadata is the same HTTP/2 header), checked before
 //! any body is read. A missing or bad token is refused with the same words whatever went
-//! wrong, and audited.
+//! wrong, and audited (at a bounded rate, off the request path: `audit::Unauthenticated`).
 
 use std::sync::Arc;
 
@@ -43,7 +43,7 @@ pub async fn layer(State(chain): State<Arc<Chain>>, mut req: Request, next: Next
             };
             let failure = Some(("Unauthorized".to_string(), e.to_string()));
             if let Some(event) = record.event(anonymous, e.http_status(), failure) {
-                chain.sink.emit(&event);
+                chain.unauthenticated.emit(&chain.sink, event);
             }
             refusal(surface, &e)
         }

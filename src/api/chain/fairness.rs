@@ -39,7 +39,8 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             per_caller: 64,
-            per_caller_long: 128,
+            // Below an instance's pass-through streams (100): no one caller holds them all.
+            per_caller_long: 64,
             total: 1024,
             total_long: 4096,
             queue_wait: Duration::from_secs(1),

@@ -39,6 +39,7 @@ use axum::middleware::from_fn_with_state;
 use axum::response::Response;
 
 use crate::api::context::ApiContext;
+use crate::api::request_info::RequestInfo;
 use crate::error::ApiError;
 
 pub use authn::Authenticated;
@@ -115,6 +116,8 @@ pub fn refusal(surface: Surface, e: &ApiError) -> Response {
 pub struct Chain {
     pub ctx: ApiContext,
     pub sink: Arc<audit::Sink>,
+    /// Unauthenticated refusals' events: rate-limited, written off the request path.
+    pub unauthenticated: audit::Unauthenticated,
     pub fairness: fairness::Fairness,
     rest_rules: Vec<crate::api::transcode::rules::Rule>,
 }
@@ -136,6 +139,7 @@ impl Chain {
         Ok(Arc::new(Self {
             ctx,
             sink,
+            unauthenticated: Default::default(),
             fairness: fairness::Fairness::new(limits),
             rest_rules,
         }))
@@ -164,10 +168,11 @@ async fn audit_layer(
     mut req: Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let surface = Surface::of(&req);
+    let info = RequestInfo::of(&req);
+    let surface = info.surface;
     let record = audit::Record::of_request(&req, surface);
     // What the head says already, for refusals made before authorization reads the rest.
-    let instance = proxied(req.uri().path()).map(|(i, _)| i.to_string());
+    let instance = info.proxied.map(|(i, _)| i);
     record.update(|f| {
         f.verb = audit::rough_verb(&req, surface);
         f.instance = instance;
@@ -194,7 +199,8 @@ async fn fairness_layer(
     req: Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let surface = Surface::of(&req);
+    let info = RequestInfo::of(&req);
+    let surface = info.surface;
     let Some(user) = req
         .extensions()
         .get::<Authenticated>()
@@ -202,7 +208,7 @@ async fn fairness_layer(
     else {
         return refusal(surface, &ApiError::Internal("no caller".into()));
     };
-    let long = long_running(&req);
+    let long = info.long_running;
     if let Some(r) = req.extensions().get::<audit::Record>() {
         r.update(|f| f.long_running = long);
     }
@@ -220,42 +226,12 @@ async fn fairness_layer(
 /// A watch through the proxy: `watch` set in the query (anything but `0`/`false`, as
 /// kube-apiserver reads it) or the legacy `/watch/` path.
 pub fn watching<B>(req: &http::Request<B>) -> bool {
-    let on = proxied(req.uri().path()).map_or("", |(_, on)| on);
-    on.contains("/watch/") || query_flag(req, "watch")
+    RequestInfo::of(req).watching
 }
 
-fn query_flag<B>(req: &http::Request<B>, name: &str) -> bool {
-    let query = req.uri().query().unwrap_or_default();
-    serde_urlencoded::from_str::<Vec<(String, String)>>(query)
-        .unwrap_or_default()
-        .iter()
-        .any(|(k, v)| k == name && crate::api::request::query::parse_bool(v) == Some(true))
-}
-
-/// Requests that stay open: watches (query or `/watch/` path), followed logs, exec,
-/// attach and port-forward through the proxy, pod logs over gRPC (and followed ones over
-/// REST), and gRPC reflection's stream.
+/// Requests that stay open (`RequestInfo::long_running`).
 pub fn long_running<B>(req: &http::Request<B>) -> bool {
-    let path = req.uri().path();
-    // A pod's log, which may follow: over gRPC the flag is in the message, so every log
-    // read counts as long-running; over REST, a followed one.
-    if path.starts_with("/grpc.reflection.")
-        || path == "/kairship.v1alpha1.WorkloadService/GetPodLogs"
-        || path == "/kairship.v1alpha1.InstanceService/GetComponentLogs"
-    {
-        return true;
-    }
-    if path.starts_with(crate::api::API_PREFIX)
-        && path.ends_with("/log")
-        && !path.contains("/proxy/")
-    {
-        return query_flag(req, "follow");
-    }
-    let Some((_, on)) = proxied(path) else {
-        return false;
-    };
-    let last = on.rsplit('/').next().unwrap_or_default();
-    matches!(last, "exec" | "attach" | "portforward") || watching(req) || query_flag(req, "follow")
+    RequestInfo::of(req).long_running
 }
 
 #[cfg(test)]

@@ -164,6 +164,8 @@ impl Forwarder {
         let unusable = |e: &dyn std::fmt::Display| {
             ApiError::Internal(format!("a peer's address {address:?}: {e}"))
         };
+        // Callers' credentials go to peers: over https only, whatever a Lease says.
+        crate::actors::shards::peer_address(address).map_err(|e| unusable(&e))?;
         let tls = ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(&self.config.ca_pem))
             .domain_name(self.config.server_name.clone());
@@ -189,6 +191,11 @@ impl Forwarder {
         mut req: Request,
         read: bool,
     ) -> Result<Response, Unsent> {
+        let address = crate::actors::shards::peer_address(address).map_err(|e| {
+            Unsent::Failed(ApiError::Unavailable(format!(
+                "replica {replica:?}'s address {address:?} is refused: {e}"
+            )))
+        })?;
         let path = req
             .uri()
             .path_and_query()

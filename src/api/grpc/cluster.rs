@@ -99,7 +99,8 @@ impl ClusterService for Clusters {
     ) -> Result<Response<proto::Cluster>, Status> {
         let instance = req.get_ref().instance.clone();
         let on = on_instance(&self.0, &req, &instance).await?;
-        let c = super::cluster_join::join(&on, req.into_inner()).await?;
+        let networks = &self.0.tree.settings().member_networks;
+        let c = super::cluster_join::join(&on, req.into_inner(), networks).await?;
         Ok(Response::new(c))
     }
 
@@ -119,7 +120,8 @@ impl ClusterService for Clusters {
     ) -> Result<Response<proto::RemoveClusterResponse>, Status> {
         let instance = req.get_ref().instance.clone();
         let on = on_instance(&self.0, &req, &instance).await?;
-        let r = super::cluster_remove::remove(&on, req.into_inner()).await?;
+        let networks = &self.0.tree.settings().member_networks;
+        let r = super::cluster_remove::remove(&on, req.into_inner(), networks).await?;
         Ok(Response::new(r))
     }
 

@@ -70,6 +70,7 @@ fn apply_params() -> PatchParams {
 pub async fn join(
     on: &OnInstance,
     req: proto::JoinClusterRequest,
+    networks: &crate::member_networks::MemberNetworks,
 ) -> Result<proto::Cluster, ApiError> {
     check_cluster_name(&req.name)?;
     let name = req.name.as_str();
@@ -83,7 +84,7 @@ pub async fn join(
             "cluster {name:?} already exists in instance {instance:?}"
         )));
     }
-    let member = Member::connect("kubeconfig", &req.kubeconfig, &req.context).await?;
+    let member = Member::connect("kubeconfig", (&req.kubeconfig, &req.context), networks).await?;
     // The member's identity, as karmadactl takes it: kube-system's uid.
     let ns_api: Api<Namespace> = Api::all(member.client.clone());
     let id = member

@@ -95,6 +95,7 @@ fn named_few(names: &[String]) -> String {
 pub async fn remove(
     on: &OnInstance,
     req: proto::RemoveClusterRequest,
+    networks: &crate::member_networks::MemberNetworks,
 ) -> Result<proto::RemoveClusterResponse, ApiError> {
     let name = req.name.as_str();
     check_cluster_name(name)?;
@@ -111,7 +112,9 @@ pub async fn remove(
     // Reached first, so a wrong kubeconfig fails before anything is removed.
     let member = match req.kubeconfig.is_empty() {
         true => None,
-        false => Some(Member::connect("kubeconfig", &req.kubeconfig, &req.context).await?),
+        false => Some(
+            Member::connect("kubeconfig", (&req.kubeconfig, &req.context), networks).await?,
+        ),
     };
     let live = objects::get_live(on, Kind::Cluster, None, name).await?;
     if live.data.pointer("/spec/syncMode").and_then(Value::as_str) == Some("Pull") {

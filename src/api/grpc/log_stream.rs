@@ -62,13 +62,32 @@ pub fn query(o: &Options<'_>) -> Result<String, ApiError> {
     serde_urlencoded::to_string(&query).map_err(|e| ApiError::Internal(e.to_string()))
 }
 
+/// The longest unfinished line kept for the next chunk: past it, the line goes out as it
+/// is (a container that never writes a newline would otherwise grow the carry forever).
+/// kubelet itself splits lines at 16 KiB.
+const MAX_CARRY: usize = 64 << 10;
+
 /// Whole lines of `carry` + `chunk`, keeping an unfinished last line (and any split UTF-8
-/// sequence) in `carry` for the next chunk.
+/// sequence) in `carry` for the next chunk, at most `MAX_CARRY` bytes of it.
 fn whole_lines(carry: &mut Vec<u8>, chunk: &[u8]) -> Option<String> {
     carry.extend_from_slice(chunk);
-    let end = carry.iter().rposition(|b| *b == b'\n')? + 1;
+    let end = match carry.iter().rposition(|b| *b == b'\n') {
+        Some(i) => i + 1,
+        None if carry.len() > MAX_CARRY => utf8_boundary(carry),
+        None => return None,
+    };
     let lines: Vec<u8> = carry.drain(..end).collect();
     Some(String::from_utf8_lossy(&lines).into_owned())
+}
+
+/// Where `bytes` may be cut without splitting a UTF-8 sequence (its end, or before a
+/// sequence the next chunk finishes).
+fn utf8_boundary(bytes: &[u8]) -> usize {
+    match std::str::from_utf8(bytes) {
+        Ok(_) => bytes.len(),
+        Err(e) if e.error_len().is_none() => e.valid_up_to(),
+        Err(_) => bytes.len(),
+    }
 }
 
 /// The log in `answer` as a stream of whole-line chunks (an error naming `what` when the
@@ -148,6 +167,13 @@ mod tests {
     fn log_chunks_end_on_whole_lines() {
         let mut carry = Vec::new();
         assert_eq!(whole_lines(&mut carry, b"one\ntw"), Some("one\n".into()));
+        // A line that never ends is sent on once it passes the bound, not held.
+        let mut endless = Vec::new();
+        let block = "é".repeat(MAX_CARRY / 4);
+        assert_eq!(whole_lines(&mut endless, block.as_bytes()), None);
+        let out = whole_lines(&mut endless, block.as_bytes()).expect("sent on");
+        assert!(out.len() > MAX_CARRY && endless.len() < 2);
+        assert!(whole_lines(&mut endless, &[0xc3]).is_none_or(|s| !s.contains('\u{fffd}')));
         // A chunk that ends inside a UTF-8 sequence waits for the rest of it.
         let text = "o \u{e9}\n".as_bytes();
         assert_eq!(whole_lines(&mut carry, &text[..3]), None);

@@ -266,7 +266,7 @@ fn placement(
 }
 
 /// Per-cluster override diffs, read as the caller from the binding's Works in
-/// `karmada-es-<cluster>`.
+/// `karmada-es-<cluster>` (none for callers who may not read Works: admins only).
 async fn overrides(
     on: &OnInstance,
     o: &DynamicObject,
@@ -295,7 +295,15 @@ async fn overrides(
                     kube::Api::namespaced_with(client, &namespace, &works);
                 async move { api.list(&Default::default()).await }
             })
-            .await?;
+            .await;
+        let listed = match listed {
+            Ok(l) => l,
+            // Works carry the manifests they propagate, Secrets' data included: only
+            // admins read them. Others see placement and status from the binding, without
+            // per-cluster override diffs.
+            Err(ApiError::Forbidden(_) | ApiError::PermissionDenied(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
         // Karmada marks each Work with the binding it came from.
         let work = listed.items.into_iter().find(|w| {
             let a = w.metadata.annotations.clone().unwrap_or_default();

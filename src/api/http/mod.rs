@@ -38,10 +38,16 @@ pub fn probes(ctx: ApiContext) -> HttpRouter {
         .merge(crds)
 }
 
-/// `/metrics` in the Prometheus text format.
+/// `/metrics` in the Prometheus text format, on the plain probes port: no token is asked
+/// there, so series naming an instance are left out unless the operator says the port is
+/// Prometheus's alone (`--probes-instance-series`); HTTPS `/metrics` serves them to a
+/// caller with a role on every instance.
 async fn scrape(State(ctx): State<ApiContext>) -> axum::response::Response {
     use axum::response::IntoResponse;
-    let body = ctx.metrics.render(&ctx.tree, &ctx.instances()).await;
+    let mut body = ctx.metrics.render(&ctx.tree, &ctx.instances()).await;
+    if !ctx.tree.settings().probes_instance_series {
+        body = without_instances(&body);
+    }
     (
         [(
             http::header::CONTENT_TYPE,
@@ -50,6 +56,14 @@ async fn scrape(State(ctx): State<ApiContext>) -> axum::response::Response {
         body,
     )
         .into_response()
+}
+
+/// `text` without the samples labelled with an instance.
+fn without_instances(text: &str) -> String {
+    text.lines()
+        .filter(|l| l.starts_with('#') || !l.contains("karmada_instance=\""))
+        .flat_map(|l| [l, "\n"])
+        .collect()
 }
 
 async fn readyz(State(ctx): State<ApiContext>) -> (http::StatusCode, &'static str) {

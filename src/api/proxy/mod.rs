@@ -22,7 +22,8 @@ pub use crate::api::answer::SOURCE_HEADER;
 use crate::api::chain::fairness::hold_until_done;
 use crate::api::chain::Authorized;
 use crate::api::context::ApiContext;
-use crate::api::request::query::{cached_kind, parse_bool};
+use crate::api::request::query::cached_kind;
+use crate::api::request_info::RequestInfo;
 use crate::api::request::OnInstance;
 use crate::error::ApiError;
 
@@ -80,7 +81,12 @@ fn until_closing(resp: Response, ctx: &ApiContext) -> Response {
 }
 
 async fn serve_in_span(ctx: ApiContext, name: String, rest: String, req: Request) -> Response {
-    let path = format!("/{rest}");
+    // The path and flags as the edge decoded them, which the chain decided on.
+    let info = RequestInfo::of(&req);
+    let path = match &info.proxied {
+        Some((_, on)) => on.clone(),
+        None => format!("/{rest}"),
+    };
     // The chain authenticated, audits and authorized the request (`chain::rules::proxy`).
     let authorized = match Authorized::of_http(req.extensions()) {
         Ok(a) => a,
@@ -109,10 +115,7 @@ async fn serve_in_span(ctx: ApiContext, name: String, rest: String, req: Request
             "instance",
         );
     }
-    let watching = query
-        .get("watch")
-        .is_some_and(|v| parse_bool(v) == Some(true))
-        || path.contains("/watch/");
+    let watching = info.watching;
     // Only the head: the body cannot be held across an await by a `Send` handler.
     let (head, body) = req.into_parts();
     match cache_read::answer(&on, &head, &path, &query).await {
@@ -123,10 +126,7 @@ async fn serve_in_span(ctx: ApiContext, name: String, rest: String, req: Request
     }
     // A watch passed through holds a stream of the instance's one connection for as long
     // as it runs: a bounded number of them, so reads always find a stream.
-    let streaming = watching
-        || query
-            .get("follow")
-            .is_some_and(|v| parse_bool(v) == Some(true));
+    let streaming = watching || info.following;
     let stream = match streaming {
         true => match on.open_stream() {
             Ok(slot) => Some(slot),

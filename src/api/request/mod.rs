@@ -47,6 +47,8 @@ pub struct OnInstance {
     pub surface: Surface,
     /// Who the request acts as on the instance; `None` with authorization off.
     identity: Option<Identity>,
+    /// The caller's Kairship role there; `None` with authorization off.
+    role: Option<Role>,
     reader: Arc<InstanceReader>,
     /// The request's audit record, which writes name their object in.
     record: audit::Record,
@@ -87,6 +89,7 @@ impl ApiContext {
         let caller = authorized.caller().clone();
         let (reader, permit) = self.route(instance).await?;
         let identity = identity::on_instance(self, &caller, instance);
+        let role = identity.as_ref().and_then(|_| self.auth.role_on(&caller, instance));
         if let Some(who) = &identity {
             authorized.record().update(|f| {
                 f.impersonated = Some(audit::User {
@@ -100,6 +103,7 @@ impl ApiContext {
             caller,
             surface: authorized.surface(),
             identity,
+            role,
             reader,
             record: authorized.record().clone(),
             _permit: permit,
@@ -443,7 +447,23 @@ impl OnInstance {
     /// as the stream runs; RESOURCE_EXHAUSTED (429) when the instance has as many as it
     /// may, so streams never take the streams reads need.
     pub fn open_stream(&self) -> Result<OwnedSemaphorePermit, ApiError> {
-        self.reader.streams().clone().try_acquire_owned().map_err(|_| {
+        use crate::actors::instance::MAX_PASSTHROUGH_STREAMS as MAX;
+        // The last streams are kept for the roles above the caller's, so viewers' watches
+        // never leave an editor, nor anyone an administrator, without one.
+        let kept = match self.role {
+            Some(Role::View) => 2 * MAX / 5,
+            Some(Role::Edit) => MAX / 5,
+            Some(Role::Admin) | None => 0,
+        };
+        let streams = self.reader.streams();
+        if kept > 0 && streams.available_permits() <= kept {
+            return Err(ApiError::ResourceExhausted(format!(
+                "instance {:?} has the streams (watches) it keeps for your role passed through already ({} of {MAX}; the last {kept} are kept for editors and administrators); watch from the cache (start now or at a cached list's resourceVersion) or retry later",
+                self.reader.name(),
+                MAX - streams.available_permits(),
+            )));
+        }
+        streams.clone().try_acquire_owned().map_err(|_| {
             ApiError::ResourceExhausted(format!(
                 "instance {:?} has {} streams (watches) passed through already, the most it may; watch from the cache (start now or at a cached list's resourceVersion) or retry later",
                 self.reader.name(),

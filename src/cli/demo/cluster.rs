@@ -422,7 +422,7 @@ async fn install_and_serve(
     println!("  pods:        kubectl --kubeconfig {h} -n {NAMESPACE} get pods -o wide");
     println!("  leader:      kubectl --kubeconfig {h} -n {NAMESPACE} get lease kairship-controller-manager");
     println!("  gRPC:        {SERVICE_IP}:50051   HTTPS: {https} (CA: {d}/ca.crt)");
-    println!("  console:     {https}/ui/#token={}", tokens.admin);
+    println!("  console:     {https}/ui/   (sign in with the admin token below)");
     println!("  kubectl:     kubectl --kubeconfig {d}/kubeconfigs/{first}.kubeconfig get clusters");
     println!(
         "  helm:        {} --kubeconfig {h} -n {NAMESPACE} status {RELEASE}",

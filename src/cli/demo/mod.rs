@@ -62,6 +62,10 @@ pub struct DemoArgs {
     /// instance is Degraded (a Karmada CRD missing, a kind Kairship may not list).
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub instance_degraded_after_secs: u64,
+    /// Refuse member clusters on loopback when joining (as `kairship run` does); the
+    /// demo's own members run on loopback, so it allows them by default.
+    #[arg(long)]
+    pub no_member_loopback: bool,
     /// Days before an instance's first certificate expires that its
     /// `CertificatesExpiring` condition turns True (as `kairship run`).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3650))]
@@ -359,6 +363,11 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
             clusterpedia: args
                 .clusterpedia
                 .then(|| CLUSTERPEDIA_NAMESPACE.to_string()),
+            // The demo's members run on loopback.
+            member_networks: match args.no_member_loopback {
+                true => Default::default(),
+                false => crate::member_networks::MemberNetworks::allowing_loopback(),
+            },
             ..Settings::default()
         },
         grpc_addr: args.grpc_addr,
@@ -431,7 +440,7 @@ async fn serve(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<(), E
     );
     println!("  HTTPS:       {https} (CA: {d}/ca.crt)");
     println!(
-        "  console:     {https}/ui/#token={admin}   (signs in as admin; the CA is self-signed)"
+        "  console:     {https}/ui/   (sign in with the admin token below; the CA is self-signed)"
     );
     println!("  OpenAPI:     {https}/openapi.json");
     println!("  endpoints:   {d}/endpoints.json");

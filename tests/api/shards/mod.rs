@@ -493,5 +493,6 @@ async fn any_replica_answers_for_every_instance_as_the_caller() {
         );
     }
     forged::a_forged_peer_gets_no_credentials(&env, &stays).await;
+    forged::a_forged_http_peer_is_never_dialled(&env, &stays).await;
     stays.stop().await;
 }
