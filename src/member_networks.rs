@@ -37,20 +37,24 @@ impl MemberNetworks {
             return None;
         }
         let builtin = match ip {
-            IpAddr::V4(v4) => {
-                (v4.is_loopback() && Some("loopback"))
-                    .or(v4.is_link_local().then_some("link-local"))
-                    .or(v4.is_unspecified().then_some("unspecified"))
-                    .or((v4.is_multicast() || v4.is_broadcast()).then_some("multicast"))
-            }
+            IpAddr::V4(v4) => [
+                (v4.is_loopback(), "loopback"),
+                (v4.is_link_local(), "link-local"),
+                (v4.is_unspecified(), "unspecified"),
+                (v4.is_multicast() || v4.is_broadcast(), "multicast"),
+            ],
             IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
                 Some(v4) => return self.refusal(IpAddr::V4(v4)),
-                None => (v6.is_loopback() && Some("loopback"))
-                    .or(((v6.segments()[0] & 0xffc0) == 0xfe80).then_some("link-local"))
-                    .or(v6.is_unspecified().then_some("unspecified"))
-                    .or(v6.is_multicast().then_some("multicast")),
+                None => [
+                    (v6.is_loopback(), "loopback"),
+                    ((v6.segments()[0] & 0xffc0) == 0xfe80, "link-local"),
+                    (v6.is_unspecified(), "unspecified"),
+                    (v6.is_multicast(), "multicast"),
+                ],
             },
-        };
+        }
+        .into_iter()
+        .find_map(|(is, kind)| is.then_some(kind));
         if let Some(kind) = builtin {
             return Some(format!("{ip} is a {kind} address"));
         }
@@ -104,7 +108,9 @@ mod tests {
         }
         let lab = MemberNetworks::allowing_loopback();
         assert_eq!(lab.refusal("127.0.0.1".parse().expect("ip")), None);
-        assert!(lab.refusal("169.254.169.254".parse().expect("ip")).is_some());
+        assert!(lab
+            .refusal("169.254.169.254".parse().expect("ip"))
+            .is_some());
         assert!(parse_cidrs("10.0.0.0/33").is_err());
     }
 }

@@ -162,7 +162,12 @@ fn remote_words(s: &kube::core::Status) -> String {
     if s.reason.contains("Failed to parse error data") {
         return "an answer that is not a Kubernetes Status".into();
     }
-    let mut m: String = s.message.chars().filter(|c| !c.is_control()).take(MAX).collect();
+    let mut m: String = s
+        .message
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(MAX)
+        .collect();
     if s.message.chars().count() > MAX {
         m.push('…');
     }
@@ -184,17 +189,22 @@ async fn pin_address(config: &mut kube::Config, networks: &MemberNetworks) -> Re
     let port = url.port_u16().unwrap_or(443);
     let ips: Vec<std::net::IpAddr> = match host.parse::<std::net::IpAddr>() {
         Ok(ip) => vec![ip],
-        Err(_) => tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::lookup_host((host.as_str(), port)))
-            .await
-            .map_err(|_| format!("resolving {host} took longer than {CONNECT_TIMEOUT:?}"))?
-            .map_err(|e| format!("{host} does not resolve: {e}"))?
-            .map(|a| a.ip())
-            .collect(),
+        Err(_) => tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            tokio::net::lookup_host((host.as_str(), port)),
+        )
+        .await
+        .map_err(|_| format!("resolving {host} took longer than {CONNECT_TIMEOUT:?}"))?
+        .map_err(|e| format!("{host} does not resolve: {e}"))?
+        .map(|a| a.ip())
+        .collect(),
     };
     if let Some(why) = ips.iter().find_map(|ip| networks.refusal(*ip)) {
         return Err(format!("refused: {why}"));
     }
-    let ip = ips.first().ok_or_else(|| format!("{host} resolves to no address"))?;
+    let ip = ips
+        .first()
+        .ok_or_else(|| format!("{host} resolves to no address"))?;
     if host.parse::<std::net::IpAddr>().is_err() {
         let authority = match ip {
             std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),

@@ -14,8 +14,55 @@
 
 use std::borrow::Cow;
 
-use crate::api::chain::{proxied, Surface};
 use crate::error::ApiError;
+
+/// Where a request came in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Surface {
+    Grpc,
+    Rest,
+    Proxy,
+}
+
+impl Surface {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Grpc => "grpc",
+            Self::Rest => "rest",
+            Self::Proxy => "proxy",
+        }
+    }
+
+    /// gRPC by its content type (on either port), the proxy by its path, REST (and the
+    /// other JSON routes) otherwise.
+    pub fn of<B>(req: &http::Request<B>) -> Self {
+        let grpc = req
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+        if grpc {
+            return Self::Grpc;
+        }
+        match proxied(req.uri().path()) {
+            Some(_) => Self::Proxy,
+            None => Self::Rest,
+        }
+    }
+}
+
+/// The instance and the path on it of a proxied request
+/// (`/apis/kairship.io/v1alpha1/instances/{name}/proxy{path}`).
+pub fn proxied(path: &str) -> Option<(&str, &str)> {
+    let rest = path.strip_prefix(crate::api::API_PREFIX)?;
+    let rest = rest.strip_prefix("/instances/")?;
+    let (name, after) = rest.split_once('/')?;
+    let on = after.strip_prefix("proxy")?;
+    match on {
+        "" => Some((name, "/")),
+        p if p.starts_with('/') => Some((name, p)),
+        _ => None,
+    }
+}
 
 /// What the layers and handlers read of a request, computed once at the edge.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,8 +93,7 @@ impl RequestInfo {
         let query = req.uri().query().unwrap_or_default();
         let proxied = proxied(path).map(|(i, on)| (i.to_string(), on.to_string()));
         let on = proxied.as_ref().map_or("", |(_, on)| on.as_str());
-        let watching =
-            proxied.is_some() && (on.contains("/watch/") || flag(query, "watch"));
+        let watching = proxied.is_some() && (on.contains("/watch/") || flag(query, "watch"));
         let following = flag(query, "follow");
         RequestInfo {
             surface: Surface::of(req),
@@ -84,7 +130,12 @@ fn long_running(path: &str, proxied: bool, on: &str, watching: bool, following: 
 /// Whether `name` is set true in `query` (anything but `0`/`false`, as kube-apiserver
 /// reads a boolean), by its first value, as Go's `url.Values.Get` reads a repeated key.
 pub fn flag(query: &str, name: &str) -> bool {
-    first(query, name).is_some_and(|v| crate::api::request::query::parse_bool(&v) == Some(true))
+    first(query, name).is_some_and(|v| parse_bool(&v) == Some(true))
+}
+
+/// A query boolean as kube-apiserver reads it: anything but `0` or `false` is true.
+pub fn parse_bool(v: &str) -> Option<bool> {
+    Some(!(v == "0" || v.eq_ignore_ascii_case("false")))
 }
 
 /// The first value of `name` in `query`, decoded.
@@ -132,10 +183,9 @@ pub fn canonical_path(raw: &str) -> Result<Cow<'_, str>, ApiError> {
     let decoded: Cow<'_, str> = match raw.contains('%') {
         false => Cow::Borrowed(raw),
         true => {
-            let bytes = decode(raw).ok_or_else(|| refuse("holds a % that is not a percent-escape"))?;
-            Cow::Owned(
-                String::from_utf8(bytes).map_err(|_| refuse("does not decode to UTF-8"))?,
-            )
+            let bytes =
+                decode(raw).ok_or_else(|| refuse("holds a % that is not a percent-escape"))?;
+            Cow::Owned(String::from_utf8(bytes).map_err(|_| refuse("does not decode to UTF-8"))?)
         }
     };
     if let Some(c) = decoded.chars().find(|c| {
@@ -149,7 +199,9 @@ pub fn canonical_path(raw: &str) -> Result<Cow<'_, str>, ApiError> {
         match *s {
             "." | ".." => return Err(refuse("holds a . or .. segment")),
             // A trailing slash is allowed (the proxy's root is `.../proxy/`).
-            "" if i != last && decoded.len() > 1 => return Err(refuse("holds an empty segment (//)")),
+            "" if i != last && decoded.len() > 1 => {
+                return Err(refuse("holds an empty segment (//)"))
+            }
             _ => {}
         }
     }
@@ -192,12 +244,20 @@ mod tests {
 
     #[test]
     fn paths_are_decoded_once_or_refused() {
-        assert_eq!(canonical_path("/api/v1/pods").ok(), Some(Cow::Borrowed("/api/v1/pods")));
         assert_eq!(
-            canonical_path("/api/v1/namespaces/d/configmaps/a%2Db").ok().as_deref(),
+            canonical_path("/api/v1/pods").ok(),
+            Some(Cow::Borrowed("/api/v1/pods"))
+        );
+        assert_eq!(
+            canonical_path("/api/v1/namespaces/d/configmaps/a%2Db")
+                .ok()
+                .as_deref(),
             Some("/api/v1/namespaces/d/configmaps/a-b")
         );
-        assert_eq!(canonical_path(&format!("{P}/")).ok().as_deref(), Some(&*format!("{P}/")));
+        assert_eq!(
+            canonical_path(&format!("{P}/")).ok().as_deref(),
+            Some(&*format!("{P}/"))
+        );
         for bad in [
             "/api/v1/namespaces/d/pods/x%2Fexec",
             "/api/v1/namespaces/d/pods/x%2fexec",
@@ -229,7 +289,11 @@ mod tests {
         let w = info(&format!("{P}/api/v1/watch/configmaps")).expect("read");
         assert!(w.watching);
         // An encoded key is decoded as the instance decodes it.
-        assert!(info(&format!("{P}/api/v1/configmaps?wat%63h=true")).expect("read").watching);
+        assert!(
+            info(&format!("{P}/api/v1/configmaps?wat%63h=true"))
+                .expect("read")
+                .watching
+        );
         let e = info(&format!("{P}/api/v1/namespaces/d/pods/p/exec")).expect("read");
         assert!(e.long_running && !e.watching);
         assert_eq!(
@@ -238,6 +302,10 @@ mod tests {
         );
         let l = info(&format!("{P}/api/v1/namespaces/d/pods/p/log?follow=true")).expect("read");
         assert!(l.long_running && l.following);
-        assert!(!info("/apis/kairship.io/v1alpha1/instances").expect("read").long_running);
+        assert!(
+            !info("/apis/kairship.io/v1alpha1/instances")
+                .expect("read")
+                .long_running
+        );
     }
 }

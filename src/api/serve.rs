@@ -184,7 +184,8 @@ impl H2Frames {
             }
             self.header_len = 0;
             let h = self.header;
-            self.payload_left = usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
+            self.payload_left =
+                usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
             let (kind, end) = (h[3], h[4] & Self::END_HEADERS != 0);
             match (kind, end) {
                 (Self::HEADERS, false) => activity.head_opened(),
@@ -478,11 +479,14 @@ mod tests {
         let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
         bytes.extend(frame(0x4, 0, 6)); // SETTINGS
         bytes.extend(frame(0x1, 0, 10)); // HEADERS, no END_HEADERS
-        // Split anywhere: frame headers are followed across reads.
+                                         // Split anywhere: frame headers are followed across reads.
         for chunk in bytes.chunks(5) {
             frames.feed(chunk, &activity);
         }
-        assert!(activity.head_for().is_some(), "the open header block is timed");
+        assert!(
+            activity.head_for().is_some(),
+            "the open header block is timed"
+        );
         frames.feed(&frame(0x9, 0x4, 3), &activity); // CONTINUATION, END_HEADERS
         assert!(activity.head_for().is_none());
         frames.feed(&frame(0x1, 0x4 | 0x1, 3), &activity); // a whole HEADERS frame

@@ -97,6 +97,7 @@ pub async fn run(args: ChaosArgs) -> Result<(), Error> {
                 chart: PathBuf::new(),
                 leader_elect: false,
                 instance_degraded_after_secs: 60,
+                no_member_loopback: false,
                 certificate_expiry_warning_days: 30,
                 oidc: Default::default(),
                 clusterpedia: false,

@@ -137,8 +137,16 @@ mod tests {
         let help = include_str!("../cli/run.rs");
         let values = include_str!("../../deploy/chart/kairship/values.yaml");
         for e in TABLE {
-            assert!(help.contains(e.name), "--controllers' help omits {}", e.name);
-            assert!(values.contains(e.name), "the chart's values omit {}", e.name);
+            assert!(
+                help.contains(e.name),
+                "--controllers' help omits {}",
+                e.name
+            );
+            assert!(
+                values.contains(e.name),
+                "the chart's values omit {}",
+                e.name
+            );
         }
     }
 

@@ -6,8 +6,21 @@ use std::path::Path;
 
 /// Top-level folders whose paths the docs quote.
 const ROOTS: &[&str] = &[
-    "src/", "tests/", "deploy/", "scripts/", "docs/", "ui/", "wire/", "sim/", "benches/",
-    "proto/", "realfleet/", "test-support/", "chaos/", "heap/", "fuzz/",
+    "src/",
+    "tests/",
+    "deploy/",
+    "scripts/",
+    "docs/",
+    "ui/",
+    "wire/",
+    "sim/",
+    "benches/",
+    "proto/",
+    "realfleet/",
+    "test-support/",
+    "chaos/",
+    "heap/",
+    "fuzz/",
 ];
 
 /// The repository paths quoted in `text`: backticked spans and link targets that start
@@ -19,7 +32,11 @@ fn quoted_paths(text: &str) -> Vec<String> {
         .skip(1)
         .step_by(2)
         .map(str::to_string)
-        .chain(text.split("](").skip(1).filter_map(|s| s.split(')').next().map(str::to_string)));
+        .chain(
+            text.split("](")
+                .skip(1)
+                .filter_map(|s| s.split(')').next().map(str::to_string)),
+        );
     for c in candidates {
         let c = c.trim_start_matches("../").trim_start_matches("./");
         if !ROOTS.iter().any(|r| c.starts_with(r)) {
@@ -60,10 +77,17 @@ fn every_path_the_docs_name_exists() {
             }
         }
     }
-    assert!(missing.is_empty(), "paths the docs name that do not exist:\n{}", missing.join("\n"));
+    assert!(
+        missing.is_empty(),
+        "paths the docs name that do not exist:\n{}",
+        missing.join("\n")
+    );
     let readme = std::fs::read_to_string(root.join("README.md")).expect("README");
     let n = readme.lines().count();
-    assert!(n <= 400, "the README has {n} lines; its details belong in docs/");
+    assert!(
+        n <= 400,
+        "the README has {n} lines; its details belong in docs/"
+    );
 }
 
 #[test]

@@ -134,14 +134,23 @@ pub async fn http2_headers_that_never_end_are_cut(demo: &Demo) {
     let mut s = tls_alpn(demo, b"h2").await;
     let frame = |kind: u8, flags: u8, payload: &[u8]| {
         let n = payload.len();
-        let mut f = vec![(n >> 16) as u8, (n >> 8) as u8, n as u8, kind, flags, 0, 0, 0];
+        let mut f = vec![
+            (n >> 16) as u8,
+            (n >> 8) as u8,
+            n as u8,
+            kind,
+            flags,
+            0,
+            0,
+            0,
+        ];
         f.push(if kind == 0x4 { 0 } else { 1 });
         f.extend_from_slice(payload);
         f
     };
     let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
     bytes.extend(frame(0x4, 0, &[])); // SETTINGS
-    // HEADERS on stream 1, its block begun (:method GET, indexed) and never ended.
+                                      // HEADERS on stream 1, its block begun (:method GET, indexed) and never ended.
     bytes.extend(frame(0x1, 0, &[0x82]));
     s.write_all(&bytes).await.expect("half a header block");
     let started = Instant::now();
@@ -156,7 +165,10 @@ pub async fn http2_headers_that_never_end_are_cut(demo: &Demo) {
     })
     .await;
     // (It was held 40 s before, until the client gave up.)
-    assert!(closed.is_ok(), "the HTTP/2 connection was still open after 30 s");
+    assert!(
+        closed.is_ok(),
+        "the HTTP/2 connection was still open after 30 s"
+    );
     println!(
         "attack: an HTTP/2 header block that never ends -> connection closed after {:?}",
         started.elapsed()

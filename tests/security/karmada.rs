@@ -16,7 +16,12 @@ use tokio::io::AsyncWriteExt;
 
 use crate::{with, Demo};
 
-async fn send(client: &kube::Client, method: &str, path: &str, body: Option<&serde_json::Value>) -> (u16, String) {
+async fn send(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> (u16, String) {
     let mut req = http::Request::builder().method(method).uri(path);
     if body.is_some() {
         req = req.header(http::header::CONTENT_TYPE, "application/json");
@@ -39,8 +44,12 @@ async fn send(client: &kube::Client, method: &str, path: &str, body: Option<&ser
 
 /// The simulated instance's own kubeconfig (its administrator), beside the host's.
 fn direct_kubeconfig(demo: &Demo, instance: &str) -> PathBuf {
-    Path::new(demo.endpoints["host_kubeconfig"].as_str().expect("host kubeconfig"))
-        .with_file_name(format!("{instance}.kubeconfig"))
+    Path::new(
+        demo.endpoints["host_kubeconfig"]
+            .as_str()
+            .expect("host kubeconfig"),
+    )
+    .with_file_name(format!("{instance}.kubeconfig"))
 }
 
 /// Finding: `view` read every Work, and a Work carries the manifest it propagates, a
@@ -65,18 +74,37 @@ pub async fn a_viewer_reads_no_works(demo: &Demo) {
 /// cluster-scoped policies; and a tenant the instance's own RBAC lets write policies,
 /// reaching the instance directly, meets its guardrail policy.
 pub async fn an_editor_gets_no_member_credentials(demo: &Demo) {
-    demo.bind_group("eddie-edit", kairship::crd::Role::Edit, &["karmada-1"], "eddie")
+    demo.bind_group(
+        "editors-edit",
+        kairship::crd::Role::Edit,
+        &["karmada-1"],
+        "editors",
+    )
+    .await;
+    let eddie = demo
+        .proxy("karmada-1", &demo.token("eddie", &["editors"]))
         .await;
-    let eddie = demo.proxy("karmada-1", &demo.token("eddie", &[])).await;
     // The binding arrives by watch: wait until eddie may write where workloads live.
     crate::eventually_ok(Duration::from_secs(20), "eddie's edit role", || async {
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "eddies"}});
-        let (code, body) = send(&eddie, "POST", "/api/v1/namespaces/default/configmaps?dryRun=All", Some(&cm)).await;
+        let (code, body) = send(
+            &eddie,
+            "POST",
+            "/api/v1/namespaces/default/configmaps?dryRun=All",
+            Some(&cm),
+        )
+        .await;
         (code == 201).then_some(()).ok_or(format!("{code} {body}"))
     })
     .await;
     for ns in ["karmada-cluster", "kube-system", "karmada-system"] {
-        let (code, body) = send(&eddie, "GET", &format!("/api/v1/namespaces/{ns}/secrets"), None).await;
+        let (code, body) = send(
+            &eddie,
+            "GET",
+            &format!("/api/v1/namespaces/{ns}/secrets"),
+            None,
+        )
+        .await;
         assert_eq!(code, 403, "eddie lists Secrets in {ns}: {body}");
     }
     let (code, body) = send(&eddie, "GET", "/api/v1/secrets", None).await;
@@ -103,7 +131,10 @@ pub async fn an_editor_gets_no_member_credentials(demo: &Demo) {
         Some(&pp),
     )
     .await;
-    assert_eq!(code, 403, "eddie's PropagationPolicy in karmada-cluster: {body}");
+    assert_eq!(
+        code, 403,
+        "eddie's PropagationPolicy in karmada-cluster: {body}"
+    );
     // Straight at the instance, as a tenant its own RBAC lets write every policy.
     let kubeconfig = direct_kubeconfig(demo, "karmada-1");
     let admin = kairship_test_support::fleet::client_from(&kubeconfig).await;
@@ -134,7 +165,10 @@ pub async fn encoded_paths_are_refused(demo: &Demo) {
         let (code, body) = send(&admin, "GET", path, None).await;
         assert_eq!(code, 400, "{path}: {body}");
         assert!(body.contains("path"), "{path}: {body}");
-        assert!(started.elapsed() < Duration::from_secs(5), "{path} was held");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{path} was held"
+        );
     }
     println!("attack: %2F, %3F, .., // in a proxied path -> 400 at the edge");
 }
@@ -144,7 +178,9 @@ pub async fn encoded_paths_are_refused(demo: &Demo) {
 /// 4xx/5xx, the remote body. Now such addresses are refused before any connection (this
 /// demo runs with --no-member-loopback, as `kairship run` refuses loopback always).
 pub async fn join_dials_no_internal_address(demo: &Demo) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let port = listener.local_addr().expect("addr").port();
     let dialled = tokio::spawn(async move { listener.accept().await.is_ok() });
     let mallory = demo.token("mallory", &[]);
@@ -172,7 +208,10 @@ pub async fn join_dials_no_internal_address(demo: &Demo) {
         assert!(e.message().contains("refused"), "{server}: {}", e.message());
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!dialled.is_finished(), "Kairship connected to the loopback listener");
+    assert!(
+        !dialled.is_finished(),
+        "Kairship connected to the loopback listener"
+    );
     dialled.abort();
     println!("attack: join to loopback, link-local, unspecified -> refused, never dialled");
 }
@@ -180,8 +219,12 @@ pub async fn join_dials_no_internal_address(demo: &Demo) {
 /// Finding: the webhook's replay marker was built from the signature's text, and
 /// `u8::from_str_radix` took `+a` for `0a`: a signed event re-spelt was accepted again.
 pub async fn a_respelt_webhook_signature_is_a_replay(demo: &Demo) {
-    let secret = std::fs::read(demo.endpoints["webhook_secret_file"].as_str().expect("secret file"))
-        .expect("webhook secret");
+    let secret = std::fs::read(
+        demo.endpoints["webhook_secret_file"]
+            .as_str()
+            .expect("secret file"),
+    )
+    .expect("webhook secret");
     let client = demo.client("", "").await;
     let event = json!({"id": "respelt", "type": "bind", "instance": "karmada-1", "role": "view",
         "subject": {"kind": "User", "name": "respelt-user"}})
@@ -198,11 +241,23 @@ pub async fn a_respelt_webhook_signature_is_a_replay(demo: &Demo) {
     let status = |r: Result<http::Response<kube::client::Body>, kube::Error>| {
         r.map(|r| r.status().as_u16()).unwrap_or(0)
     };
-    assert_eq!(status(client.send(post(sig.clone())).await), 200, "the event itself");
+    assert_eq!(
+        status(client.send(post(sig.clone())).await),
+        200,
+        "the event itself"
+    );
     let hex = sig.trim_start_matches("sha256=");
-    assert_eq!(status(client.send(post(sig.clone())).await), 409, "its replay");
+    assert_eq!(
+        status(client.send(post(sig.clone())).await),
+        409,
+        "its replay"
+    );
     let upper = format!("sha256={}", hex.to_ascii_uppercase());
-    assert_eq!(status(client.send(post(upper)).await), 409, "re-spelt in upper case");
+    assert_eq!(
+        status(client.send(post(upper)).await),
+        409,
+        "re-spelt in upper case"
+    );
     let signed = format!("sha256=+{}", &hex[1..]);
     let code = status(client.send(post(signed)).await);
     assert!(code == 401 || code == 409, "re-spelt with a sign: {code}");
@@ -213,7 +268,10 @@ pub async fn a_respelt_webhook_signature_is_a_replay(demo: &Demo) {
 /// written on the request path, without bound. Now refusals of unauthenticated requests
 /// are audited at a bounded rate, off the request path, User-Agents cut at 1 KiB.
 pub async fn refused_strangers_cannot_grow_the_audit_log(demo: &Demo) {
-    let path = demo.endpoints["audit_log"].as_str().expect("audit_log").to_string();
+    let path = demo.endpoints["audit_log"]
+        .as_str()
+        .expect("audit_log")
+        .to_string();
     let before = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
     let agent = "A".repeat(64 << 10);
     let mut refused = 0;
@@ -234,15 +292,24 @@ pub async fn refused_strangers_cannot_grow_the_audit_log(demo: &Demo) {
     let grown = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0) - before;
     // 300 refusals: at most the burst of events, each with its agent cut at 1 KiB.
     let bound = (kairship::api::chain::audit::UNAUTHENTICATED_BURST as u64 + 40) * 2600;
-    assert!(grown < bound, "the audit log grew {grown} B for 300 refusals (bound {bound})");
+    assert!(
+        grown < bound,
+        "the audit log grew {grown} B for 300 refusals (bound {bound})"
+    );
     let text = std::fs::read_to_string(&path).expect("audit log");
     let last = text
         .lines()
         .rev()
         .find(|l| l.contains("system:anonymous"))
         .expect("a refusal's event");
-    assert!(last.contains("...(truncated)"), "{}", &last[..200.min(last.len())]);
-    println!("attack: 300 refused requests with 64 KiB User-Agents -> the audit log grew {grown} B");
+    assert!(
+        last.contains("...(truncated)"),
+        "{}",
+        &last[..200.min(last.len())]
+    );
+    println!(
+        "attack: 300 refused requests with 64 KiB User-Agents -> the audit log grew {grown} B"
+    );
 }
 
 /// Finding: one viewer could hold more long-running requests than an instance has
@@ -250,8 +317,13 @@ pub async fn refused_strangers_cannot_grow_the_audit_log(demo: &Demo) {
 /// Now each role leaves the streams above it: viewers (as many as they are) stop at their
 /// share, and the admin still opens one.
 pub async fn viewers_leave_the_admin_a_stream(demo: &Demo) {
-    demo.bind_group("watchers-view", kairship::crd::Role::View, &["karmada-1"], "watchers")
-        .await;
+    demo.bind_group(
+        "watchers-view",
+        kairship::crd::Role::View,
+        &["karmada-1"],
+        "watchers",
+    )
+    .await;
     let path = "/apis/kairship.io/v1alpha1/instances/karmada-1/proxy/api/v1/namespaces/default/configmaps?watch=1";
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut opened = 0usize;
@@ -262,7 +334,9 @@ pub async fn viewers_leave_the_admin_a_stream(demo: &Demo) {
         let token = demo.token(&format!("watcher-{v}"), &["watchers"]);
         for _ in 0..8 {
             let mut s = crate::denial::tls(demo).await;
-            let req = format!("GET {path} HTTP/1.1\r\nHost: kairship\r\nAuthorization: Bearer {token}\r\n\r\n");
+            let req = format!(
+                "GET {path} HTTP/1.1\r\nHost: kairship\r\nAuthorization: Bearer {token}\r\n\r\n"
+            );
             s.write_all(req.as_bytes()).await.expect("request");
             let head = crate::denial::read_for(&mut s, Duration::from_secs(1)).await;
             if head.starts_with("HTTP/1.1 429") {
@@ -283,10 +357,14 @@ pub async fn viewers_leave_the_admin_a_stream(demo: &Demo) {
     assert!(refused > 0, "viewers opened {opened} watches, none refused");
     let mut s = crate::denial::tls(demo).await;
     let admin = demo.admin_token();
-    let req = format!("GET {path} HTTP/1.1\r\nHost: kairship\r\nAuthorization: Bearer {admin}\r\n\r\n");
+    let req =
+        format!("GET {path} HTTP/1.1\r\nHost: kairship\r\nAuthorization: Bearer {admin}\r\n\r\n");
     s.write_all(req.as_bytes()).await.expect("request");
     let head = crate::denial::read_for(&mut s, Duration::from_secs(2)).await;
-    assert!(!head.starts_with("HTTP/1.1 429"), "the admin's watch: {head:?}");
+    assert!(
+        !head.starts_with("HTTP/1.1 429"),
+        "the admin's watch: {head:?}"
+    );
     let _ = stop.send(true);
     for h in holders {
         let _ = h.await;
@@ -309,13 +387,13 @@ pub async fn components_of_someone_elses_karmada(demo: &Demo, name: &str) {
     let renewed = c
         .renew_certificates(with(
             &mallory,
-            RenewCertificatesRequest {
-                name: name.into(),
-                ..Default::default()
-            },
+            RenewCertificatesRequest { name: name.into() },
         ))
         .await
         .expect_err("someone else's certificates");
-    assert!(renewed.message().contains("is not Kairship's"), "{renewed:?}");
+    assert!(
+        renewed.message().contains("is not Kairship's"),
+        "{renewed:?}"
+    );
     println!("attack: components and certificates of an unlabelled Karmada -> refused");
 }

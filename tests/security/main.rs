@@ -261,8 +261,7 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<(), String>>,
 {
-    let tried =
-        kairship_test_support::poll(within, Duration::from_millis(200), check).await;
+    let tried = kairship_test_support::poll(within, Duration::from_millis(200), check).await;
     if let Err(e) = tried {
         panic!("{what}: {e}");
     }

@@ -48,9 +48,7 @@ pub const ADDRESS_ANNOTATION: &str = "kairship.io/address";
 /// write Leases in Kairship's namespace can set, would send them in clear).
 pub fn peer_address(raw: &str) -> Result<String, String> {
     // (Checked again where a peer is dialled: `api::forward`.)
-    let uri: http::Uri = raw
-        .parse()
-        .map_err(|e| format!("not a URL ({e})"))?;
+    let uri: http::Uri = raw.parse().map_err(|e| format!("not a URL ({e})"))?;
     if uri.scheme_str() != Some("https") {
         return Err("peers are reached over https only".into());
     }
@@ -63,7 +61,10 @@ pub fn peer_address(raw: &str) -> Result<String, String> {
     if authority.port_u16().is_none() {
         return Err("it names no port".into());
     }
-    if uri.path_and_query().is_some_and(|p| p.as_str() != "/" && !p.as_str().is_empty()) {
+    if uri
+        .path_and_query()
+        .is_some_and(|p| p.as_str() != "/" && !p.as_str().is_empty())
+    {
         return Err("it has a path or query".into());
     }
     Ok(format!("https://{authority}"))

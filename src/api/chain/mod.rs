@@ -45,53 +45,7 @@ use crate::error::ApiError;
 pub use authn::Authenticated;
 pub use authz::{Authorized, Transcoded};
 
-/// Where a request came in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Surface {
-    Grpc,
-    Rest,
-    Proxy,
-}
-
-impl Surface {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Grpc => "grpc",
-            Self::Rest => "rest",
-            Self::Proxy => "proxy",
-        }
-    }
-
-    /// gRPC by its content type (on either port), the proxy by its path, REST (and the
-    /// other JSON routes) otherwise.
-    pub fn of<B>(req: &http::Request<B>) -> Self {
-        let grpc = req
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
-        if grpc {
-            return Self::Grpc;
-        }
-        match proxied(req.uri().path()) {
-            Some(_) => Self::Proxy,
-            None => Self::Rest,
-        }
-    }
-}
-
-/// The instance and the path on it of a proxied request
-/// (`/apis/kairship.io/v1alpha1/instances/{name}/proxy{path}`).
-pub fn proxied(path: &str) -> Option<(&str, &str)> {
-    let rest = path.strip_prefix(crate::api::API_PREFIX)?;
-    let rest = rest.strip_prefix("/instances/")?;
-    let (name, after) = rest.split_once('/')?;
-    let on = after.strip_prefix("proxy")?;
-    match on {
-        "" => Some((name, "/")),
-        p if p.starts_with('/') => Some((name, p)),
-        _ => None,
-    }
-}
+pub use crate::api::request_info::{proxied, Surface};
 
 /// A refusal in the words of `surface`.
 pub fn refusal(surface: Surface, e: &ApiError) -> Response {

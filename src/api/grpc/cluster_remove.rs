@@ -112,9 +112,9 @@ pub async fn remove(
     // Reached first, so a wrong kubeconfig fails before anything is removed.
     let member = match req.kubeconfig.is_empty() {
         true => None,
-        false => Some(
-            Member::connect("kubeconfig", (&req.kubeconfig, &req.context), networks).await?,
-        ),
+        false => {
+            Some(Member::connect("kubeconfig", (&req.kubeconfig, &req.context), networks).await?)
+        }
     };
     let live = objects::get_live(on, Kind::Cluster, None, name).await?;
     if live.data.pointer("/spec/syncMode").and_then(Value::as_str) == Some("Pull") {

@@ -34,8 +34,9 @@ const KEPT: std::time::Duration = std::time::Duration::from_secs(30);
 const VERSIONS: usize = 32;
 
 fn found() -> &'static parking_lot::Mutex<std::collections::HashMap<String, Found>> {
-    static FOUND: std::sync::OnceLock<parking_lot::Mutex<std::collections::HashMap<String, Found>>> =
-        std::sync::OnceLock::new();
+    static FOUND: std::sync::OnceLock<
+        parking_lot::Mutex<std::collections::HashMap<String, Found>>,
+    > = std::sync::OnceLock::new();
     FOUND.get_or_init(Default::default)
 }
 
@@ -75,7 +76,13 @@ pub async fn get(State(ctx): State<ApiContext>, Path(version): Path<String>) -> 
                             }
                         }
                         let at = std::time::Instant::now();
-                        f.insert(version.clone(), Found { at, tarball: t.clone() });
+                        f.insert(
+                            version.clone(),
+                            Found {
+                                at,
+                                tarball: t.clone(),
+                            },
+                        );
                         t
                     }
                     // What went wrong is the operator's to read in the log, not a stranger's.
@@ -103,16 +110,22 @@ async fn read(ctx: &ApiContext, version: &str) -> Result<Option<bytes::Bytes>, (
     let ns = ctx.tree.settings().managed_namespace.clone();
     let api: Api<ConfigMap> = Api::namespaced(ctx.tree.host().clone(), &ns);
     let params = ListParams::default().labels(&format!("{LABEL}={version}"));
-    let items = match ctx.host_call(&format!("ConfigMaps in {ns}"), api.list(&params)).await {
+    let items = match ctx
+        .host_call(&format!("ConfigMaps in {ns}"), api.list(&params))
+        .await
+    {
         Ok(l) => l.items,
         Err(e) => {
             tracing::warn!(%version, error = %e, "listing CRD tarball ConfigMaps");
             return Err(());
         }
     };
-    let data = items
-        .iter()
-        .find_map(|cm| cm.binary_data.as_ref()?.get(KEY).map(|b| bytes::Bytes::from(b.0.clone())));
+    let data = items.iter().find_map(|cm| {
+        cm.binary_data
+            .as_ref()?
+            .get(KEY)
+            .map(|b| bytes::Bytes::from(b.0.clone()))
+    });
     if data.is_none() {
         tracing::info!(%version, "no Karmada CRD tarball: create a ConfigMap in {ns} labelled {LABEL}={version} with binaryData {KEY}");
     }

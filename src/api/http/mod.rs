@@ -31,23 +31,34 @@ pub fn probes(ctx: ApiContext) -> HttpRouter {
         .route(karmada_crds::PATH, get(karmada_crds::get))
         .with_state(ctx.clone());
     HttpRouter::new()
-        .route("/metrics", get(scrape))
+        .route("/metrics", get(scrape_probes))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .with_state(ctx)
         .merge(crds)
 }
 
-/// `/metrics` in the Prometheus text format, on the plain probes port: no token is asked
-/// there, so series naming an instance are left out unless the operator says the port is
-/// Prometheus's alone (`--probes-instance-series`); HTTPS `/metrics` serves them to a
-/// caller with a role on every instance.
-async fn scrape(State(ctx): State<ApiContext>) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let mut body = ctx.metrics.render(&ctx.tree, &ctx.instances()).await;
-    if !ctx.tree.settings().probes_instance_series {
-        body = without_instances(&body);
+/// `/metrics` on the plain probes port: no token is asked there, so series naming an
+/// instance are left out unless the operator says the port is Prometheus's alone
+/// (`--probes-instance-series`); HTTPS `/metrics` serves them to a caller with a role on
+/// every instance.
+async fn scrape_probes(State(ctx): State<ApiContext>) -> axum::response::Response {
+    match ctx.tree.settings().probes_instance_series {
+        true => scrape(State(ctx)).await,
+        false => {
+            let body = ctx.metrics.render(&ctx.tree, &ctx.instances()).await;
+            text(without_instances(&body))
+        }
     }
+}
+
+/// `/metrics` in the Prometheus text format.
+async fn scrape(State(ctx): State<ApiContext>) -> axum::response::Response {
+    text(ctx.metrics.render(&ctx.tree, &ctx.instances()).await)
+}
+
+fn text(body: String) -> axum::response::Response {
+    use axum::response::IntoResponse;
     (
         [(
             http::header::CONTENT_TYPE,

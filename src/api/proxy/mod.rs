@@ -23,8 +23,8 @@ use crate::api::chain::fairness::hold_until_done;
 use crate::api::chain::Authorized;
 use crate::api::context::ApiContext;
 use crate::api::request::query::cached_kind;
-use crate::api::request_info::RequestInfo;
 use crate::api::request::OnInstance;
+use crate::api::request_info::RequestInfo;
 use crate::error::ApiError;
 
 /// kube-apiserver's own limit on a request body.

@@ -89,7 +89,9 @@ impl ApiContext {
         let caller = authorized.caller().clone();
         let (reader, permit) = self.route(instance).await?;
         let identity = identity::on_instance(self, &caller, instance);
-        let role = identity.as_ref().and_then(|_| self.auth.role_on(&caller, instance));
+        let role = identity
+            .as_ref()
+            .and_then(|_| self.auth.role_on(&caller, instance));
         if let Some(who) = &identity {
             authorized.record().update(|f| {
                 f.impersonated = Some(audit::User {

@@ -14,9 +14,7 @@ use crate::error::ApiError;
 
 /// A boolean query parameter as kube-apiserver converts it: `0` or `false` in any case is
 /// false, anything else (`True`, `TRUE`, `1`, `t`, even empty) true.
-pub fn parse_bool(v: &str) -> Option<bool> {
-    Some(!(v == "0" || v.eq_ignore_ascii_case("false")))
-}
+pub use crate::api::request_info::parse_bool;
 
 /// The cached kind a resource path names, with the path parsed.
 pub fn cached_kind(path: &str) -> Option<(Kind, ResourcePath)> {

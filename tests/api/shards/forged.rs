@@ -73,7 +73,12 @@ pub(super) async fn a_forged_peer_gets_no_credentials(env: &Env, stays: &Replica
 
 /// A Lease for a "replica" named `name` at `address`, renewed as a live replica's until
 /// the handle is aborted, and karmada-1 recorded for it once `stays` counts it live.
-async fn forge(env: &Env, stays: &Replica, name: &str, address: &str) -> tokio::task::JoinHandle<()> {
+async fn forge(
+    env: &Env,
+    stays: &Replica,
+    name: &str,
+    address: &str,
+) -> tokio::task::JoinHandle<()> {
     let leases: Api<Lease> = Api::namespaced(env.host.clone(), NS);
     let lease_name = format!("kairship-shard-{name}");
     let holder = format!("{name}_1");
@@ -101,7 +106,9 @@ async fn forge(env: &Env, stays: &Replica, name: &str, address: &str) -> tokio::
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 if let Ok(mut l) = leases.get(&lease_name).await {
                     renew(&mut l);
-                    let _ = leases.replace(&lease_name, &PostParams::default(), &l).await;
+                    let _ = leases
+                        .replace(&lease_name, &PostParams::default(), &l)
+                        .await;
                 }
             }
         })
