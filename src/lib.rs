@@ -1,10 +1,24 @@
 //! Kairship: one entry point (gRPC, REST and a kubectl-compatible proxy) for many
 //! Karmada instances, with one supervised actor per instance.
 //!
-//! Layout: [`cli`] holds the subcommands of the `kairship` binary; [`telemetry`] sets up
-//! logging. The Kubernetes wire format (paths, selectors, `Status`, Tables, TLS) is the
-//! `kairship-wire` crate (`wire/`), shared with the Kubernetes-API simulator, the
-//! `kairship-sim` crate (`sim/`), which only the `demo` and `sim` commands use.
+//! The crate's parts, from the request's edge inward:
+//! - [`api`]: the apiserver: the handler chain every request passes (`api::chain`), gRPC,
+//!   REST, the kubectl proxy, the console's files, each request decoded once at its edge;
+//! - [`auth`]: who a caller is (token file, OIDC) and their role on each instance;
+//! - [`actors`]: the supervision tree: the root, the Lease elector, the instance manager
+//!   and one actor per Karmada instance; [`controllers`] are what each instance actor runs
+//!   besides its caches, probes and status; [`cache`] holds an instance's objects;
+//! - [`backups`], [`certificates`]: an instance's backups and the certificates it is
+//!   reached with; [`rollout`]: changing many instances in waves (issue 55);
+//! - [`crd`]: Kairship's resources in the host (`Instance`, `InstanceRoleBinding`, ...);
+//!   [`bootstrap`] installs them; [`member_networks`]: where callers' members may be;
+//! - [`cli`]: the `kairship` binary's subcommands; [`server`]: one process's tree and API;
+//!   [`chaos`]: chaos experiments; [`metrics`], [`telemetry`]: metrics and logging;
+//!   [`memory`], [`open_files`], [`quantity`], [`proto`], [`error`]: small shared parts.
+//!
+//! The Kubernetes wire format (paths, selectors, `Status`, Tables, TLS, the roles table)
+//! is the `kairship-wire` crate (`wire/`), shared with the Kubernetes-API simulator, the
+//! `kairship-sim` crate (`sim/`), which only the `demo`, `sim` and `chaos` commands use.
 
 pub mod actors;
 pub mod api;
@@ -27,6 +41,7 @@ mod module_graph;
 pub mod open_files;
 pub mod proto;
 pub mod quantity;
+pub mod rollout;
 pub mod server;
 pub mod telemetry;
 

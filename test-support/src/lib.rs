@@ -2,10 +2,12 @@
 //! (in async tests and in blocking ones driving kubectl), at one of two poll intervals,
 //! waiting on and stopping a `kairship demo` child ([`process`]), and
 //! starting a simulated fleet ([`fleet`]), Kairship's supervision tree against it
-//! ([`harness`]), and the scenarios both fleets run ([`scenarios`]).
+//! ([`harness`]), one raw request answered as its code and body ([`http`]), and the
+//! scenarios both fleets run ([`scenarios`]).
 
 pub mod fleet;
 pub mod harness;
+pub mod http;
 pub mod process;
 pub mod scenarios;
 

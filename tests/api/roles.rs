@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use kairship::auth::AuthConfig;
 use kairship::crd::{InstanceRoleBinding, InstanceRoleBindingSpec, Role, Subject, SubjectKind};
-use kairship_test_support::scenarios::role_matrix::{self, Namespaces, RoleClients, Target};
+use kairship_test_support::scenarios::role_matrix::{self, RoleClients, Target};
 use kube::api::{Api, PostParams};
 
 use crate::server::Api as KairshipApi;
@@ -94,28 +94,16 @@ async fn each_role_may_do_what_the_roles_table_says() {
     let on_instance = clients(&api, "").await;
     role_matrix::holds(
         &on_instance,
-        &Namespaces {
-            workload: "matrix",
-            system: "karmada-system",
-            execution: Some("karmada-es-member1"),
-        },
+        &role_matrix::ON_INSTANCE,
         Target::Instance,
         Duration::from_secs(30),
     )
     .await;
     // On a member, through Karmada's cluster proxy: the bindings Kairship propagates.
-    let on_member = clients(
-        &api,
-        "/apis/cluster.karmada.io/v1alpha1/clusters/member1/proxy",
-    )
-    .await;
+    let on_member = clients(&api, role_matrix::MEMBER1).await;
     role_matrix::holds(
         &on_member,
-        &Namespaces {
-            workload: "matrix",
-            system: "kube-system",
-            execution: None,
-        },
+        &role_matrix::ON_MEMBER,
         Target::Member { writes: false },
         Duration::from_secs(30),
     )

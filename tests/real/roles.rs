@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use kairship_realfleet::dex::Dex;
 use kairship_test_support::scenarios::guardrails;
-use kairship_test_support::scenarios::role_matrix::{self, Namespaces, RoleClients, Target};
+use kairship_test_support::scenarios::role_matrix::{self, RoleClients, Target};
 
 use crate::identity::{bind, proxy_kubeconfig, CLIENT};
 use crate::Demo;
@@ -69,29 +69,15 @@ pub async fn matrix_and_guardrails(demo: &Demo, dex: &Dex) {
     let on_instance = clients(demo, &instance, "", &editor).await;
     role_matrix::holds(
         &on_instance,
-        &Namespaces {
-            workload: "matrix",
-            system: "karmada-system",
-            execution: Some("karmada-es-member1"),
-        },
+        &role_matrix::ON_INSTANCE,
         Target::Instance,
         Duration::from_secs(60),
     )
     .await;
-    let on_member = clients(
-        demo,
-        &instance,
-        "/apis/cluster.karmada.io/v1alpha1/clusters/member1/proxy",
-        &editor,
-    )
-    .await;
+    let on_member = clients(demo, &instance, role_matrix::MEMBER1, &editor).await;
     role_matrix::holds(
         &on_member,
-        &Namespaces {
-            workload: "matrix",
-            system: "kube-system",
-            execution: None,
-        },
+        &role_matrix::ON_MEMBER,
         Target::Member { writes: true },
         Duration::from_secs(90),
     )

@@ -22,23 +22,9 @@ async fn send(
     path: &str,
     body: Option<&serde_json::Value>,
 ) -> (u16, String) {
-    let mut req = http::Request::builder().method(method).uri(path);
-    if body.is_some() {
-        req = req.header(http::header::CONTENT_TYPE, "application/json");
-    }
-    let body = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
-    let req = req.body(kube::client::Body::from(body)).expect("request");
-    match tokio::time::timeout(Duration::from_secs(20), client.send(req)).await {
-        Ok(Ok(resp)) => {
-            let code = resp.status().as_u16();
-            let bytes = http_body_util::BodyExt::collect(resp.into_body())
-                .await
-                .map(|b| b.to_bytes().to_vec())
-                .unwrap_or_default();
-            (code, String::from_utf8_lossy(&bytes).into_owned())
-        }
-        Ok(Err(e)) => (0, e.to_string()),
-        Err(_) => (0, "no answer within 20s".into()),
+    match body {
+        Some(b) => kairship_test_support::http::json(client, method, path, b).await,
+        None => kairship_test_support::http::send(client, method, path, None).await,
     }
 }
 

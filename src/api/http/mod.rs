@@ -166,3 +166,17 @@ pub async fn serve_plain(
         tracing::error!(error = %e, "the probes and metrics port stopped");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_probes_port_names_no_instance() {
+        let text = "# HELP kairship_instance_phase 1 for the phase each instance is in\n\
+# TYPE kairship_instance_phase gauge\n\
+kairship_instance_phase{karmada_instance=\"payments-prod\",phase=\"Running\"} 1\n\
+kairship_api_requests_total{surface=\"proxy\",method=\"unknown\",code=\"200\"} 3\n";
+        let out = super::without_instances(text);
+        assert!(!out.contains("payments-prod"), "{out}");
+        assert!(out.contains("kairship_api_requests_total") && out.contains("# HELP"));
+    }
+}

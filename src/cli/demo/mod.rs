@@ -363,6 +363,9 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
             clusterpedia: args
                 .clusterpedia
                 .then(|| CLUSTERPEDIA_NAMESPACE.to_string()),
+            // Its probes port is on loopback unless told otherwise: the instances' series
+            // are there for whoever explores the demo.
+            probes_instance_series: args.probes_addr.ip().is_loopback(),
             // The demo's members run on loopback.
             member_networks: match args.no_member_loopback {
                 true => Default::default(),

@@ -24,35 +24,8 @@ async fn impersonating(kubeconfig: &std::path::Path, user: &str, groups: &[&str]
     kube::Client::try_from(config).expect("client")
 }
 
-async fn send(
-    client: &kube::Client,
-    method: &str,
-    path: &str,
-    body: &Value,
-    patch: bool,
-) -> (u16, String) {
-    let ct = if patch {
-        "application/merge-patch+json"
-    } else {
-        "application/json"
-    };
-    let req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header(http::header::CONTENT_TYPE, ct)
-        .body(kube::client::Body::from(body.to_string().into_bytes()))
-        .expect("request");
-    match client.send(req).await {
-        Ok(resp) => {
-            let code = resp.status().as_u16();
-            let bytes = http_body_util::BodyExt::collect(resp.into_body())
-                .await
-                .map(|b| b.to_bytes().to_vec())
-                .unwrap_or_default();
-            (code, String::from_utf8_lossy(&bytes).into_owned())
-        }
-        Err(e) => (0, e.to_string()),
-    }
+async fn send(client: &kube::Client, method: &str, path: &str, body: &Value) -> (u16, String) {
+    crate::http::json(client, method, path, body).await
 }
 
 const CPP: &str = "/apis/policy.karmada.io/v1alpha1/clusterpropagationpolicies";
@@ -90,7 +63,7 @@ pub async fn hold(instance: &Instance<'_>, workload: &str) {
             binding,
         ),
     ] {
-        let (code, body) = send(&instance.admin, "POST", path, &obj, false).await;
+        let (code, body) = send(&instance.admin, "POST", path, &obj).await;
         assert!(code == 201 || code == 409, "{path}: {code} {body}");
     }
     let tenant = impersonating(instance.kubeconfig, "mallory", &["tenants"]).await;
@@ -109,7 +82,7 @@ pub async fn hold(instance: &Instance<'_>, workload: &str) {
     );
     refused(
         "a CPP selecting karmada-cluster's Secrets",
-        send(&tenant, "POST", &dry(CPP), &creds, false).await,
+        send(&tenant, "POST", &dry(CPP), &creds).await,
     );
     let any_secret = cpp(
         "every-secret",
@@ -117,7 +90,7 @@ pub async fn hold(instance: &Instance<'_>, workload: &str) {
     );
     refused(
         "a CPP selecting Secrets",
-        send(&tenant, "POST", &dry(CPP), &any_secret, false).await,
+        send(&tenant, "POST", &dry(CPP), &any_secret).await,
     );
     let everywhere = cpp(
         "everywhere",
@@ -125,7 +98,7 @@ pub async fn hold(instance: &Instance<'_>, workload: &str) {
     );
     refused(
         "a CPP selecting every namespace",
-        send(&tenant, "POST", &dry(CPP), &everywhere, false).await,
+        send(&tenant, "POST", &dry(CPP), &everywhere).await,
     );
     // A policy inside a system namespace.
     refused(
@@ -153,14 +126,14 @@ pub async fn hold(instance: &Instance<'_>, workload: &str) {
         "workload-configmaps",
         json!({"apiVersion": "v1", "kind": "ConfigMap", "namespace": workload}),
     );
-    let (code, body) = send(&tenant, "POST", &dry(CPP), &named, false).await;
+    let (code, body) = send(&tenant, "POST", &dry(CPP), &named).await;
     assert!(code < 300, "a CPP naming {workload}: {code} {body}");
     // The instance's administrators are not held back.
-    let (code, body) = send(&instance.admin, "POST", &dry(CPP), &creds, false).await;
+    let (code, body) = send(&instance.admin, "POST", &dry(CPP), &creds).await;
     assert!(code < 300, "the administrator's CPP: {code} {body}");
     let kairship_admin =
         impersonating(instance.kubeconfig, "ada", &["tenants", "kairship:admin"]).await;
-    let (code, body) = send(&kairship_admin, "POST", &dry(CPP), &everywhere, false).await;
+    let (code, body) = send(&kairship_admin, "POST", &dry(CPP), &everywhere).await;
     assert!(
         code < 300,
         "Kairship's admin's CPP selecting every namespace: {code} {body}"

@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use http_body_util::BodyExt;
 use kairship_wire::roles::{access, Class, Role, TABLE};
 use serde_json::{json, Value};
 
@@ -34,6 +33,24 @@ pub struct Namespaces {
     pub system: &'static str,
     pub execution: Option<&'static str>,
 }
+
+/// The namespaces the matrix uses on an instance (it makes `matrix` and
+/// `karmada-es-member1` there first)...
+pub const ON_INSTANCE: Namespaces = Namespaces {
+    workload: "matrix",
+    system: "karmada-system",
+    execution: Some("karmada-es-member1"),
+};
+
+/// ...and on its member `member1` (Karmada propagates `matrix` there).
+pub const ON_MEMBER: Namespaces = Namespaces {
+    workload: "matrix",
+    system: "kube-system",
+    execution: None,
+};
+
+/// Under an instance's proxy: its member `member1`, through Karmada's cluster proxy.
+pub const MEMBER1: &str = "/apis/cluster.karmada.io/v1alpha1/clusters/member1/proxy";
 
 impl Namespaces {
     fn of(&self, class: Class) -> Option<&'static str> {
@@ -149,30 +166,19 @@ pub fn object(group: &str, resource: &str, namespace: Option<&str>, workload: &s
 
 /// Whether the instance let `client` do it (not 401 or 403), with the answer for the
 /// report.
-async fn allowed(client: &kube::Client, req: http::Request<Vec<u8>>) -> (bool, String) {
-    let what = format!("{} {}", req.method(), req.uri());
-    let req = req.map(kube::client::Body::from);
-    match tokio::time::timeout(Duration::from_secs(20), client.send(req)).await {
-        Ok(Ok(resp)) => {
-            let code = resp.status().as_u16();
-            let body = resp
-                .into_body()
-                .collect()
-                .await
-                .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
-                .unwrap_or_default();
-            let message = serde_json::from_str::<Value>(&body)
-                .ok()
-                .and_then(|v| v["message"].as_str().map(str::to_string))
-                .unwrap_or_default();
-            (
-                code != 401 && code != 403,
-                format!("{what}: {code} {message}"),
-            )
-        }
-        Ok(Err(e)) => (false, format!("{what}: {e}")),
-        Err(_) => (false, format!("{what}: no answer within 20s")),
-    }
+async fn allowed(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    body: Option<String>,
+) -> (bool, String) {
+    let body = body.map(|b| ("application/json", b.into_bytes()));
+    let (code, text) = crate::http::send(client, method, path, body).await;
+    let message = crate::http::message(&text);
+    (
+        code != 0 && code != 401 && code != 403,
+        format!("{method} {path}: {code} {message}"),
+    )
 }
 
 /// Where the matrix runs.
@@ -211,21 +217,20 @@ pub async fn mismatches(clients: &RoleClients, ns: &Namespaces, target: Target) 
                         continue;
                     };
                     let at = path(group, resource, namespace);
-                    let list = http::Request::get(at.as_str())
-                        .body(Vec::new())
-                        .expect("request");
                     let body = object(group, resource, namespace, ns.workload).to_string();
-                    let create = http::Request::post(format!("{at}?dryRun=All"))
-                        .header(http::header::CONTENT_TYPE, "application/json")
-                        .body(body.into_bytes())
-                        .expect("request");
                     let writes_too = !matches!(target, Target::Member { writes: false });
-                    for (writes, req) in [(false, list), (true, create)] {
+                    for writes in [false, true] {
                         if writes && !writes_too {
                             continue;
                         }
                         let want = expected.allows(writes);
-                        let (got, answer) = allowed(clients.of(role), req).await;
+                        let (got, answer) = match writes {
+                            false => allowed(clients.of(role), "GET", &at, None).await,
+                            true => {
+                                let create = format!("{at}?dryRun=All");
+                                allowed(clients.of(role), "POST", &create, Some(body.clone())).await
+                            }
+                        };
                         if got != want {
                             wrong.push(format!(
                                 "{} {} {resource} in a {} namespace: the table says {}, the instance answered {answer}",
@@ -249,10 +254,7 @@ pub async fn mismatches(clients: &RoleClients, ns: &Namespaces, target: Target) 
 pub async fn holds(clients: &RoleClients, ns: &Namespaces, target: Target, within: Duration) {
     let probe = path("", "secrets", Some(ns.workload));
     let bound = crate::poll(within, crate::POLL, || async {
-        let req = http::Request::get(probe.as_str())
-            .body(Vec::new())
-            .expect("request");
-        match allowed(&clients.edit, req).await {
+        match allowed(&clients.edit, "GET", &probe, None).await {
             (true, _) => Ok(()),
             (false, answer) => Err(answer),
         }

@@ -159,20 +159,7 @@ async fn owner(env: &Env, instance: &str) -> Option<String> {
 }
 
 async fn get(client: &kube::Client, path: &str) -> (u16, String) {
-    let req = http::Request::get(path)
-        .body(kube::client::Body::empty())
-        .expect("request");
-    match client.send(req).await {
-        Ok(resp) => {
-            let code = resp.status().as_u16();
-            let body = http_body_util::BodyExt::collect(resp.into_body())
-                .await
-                .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
-                .unwrap_or_default();
-            (code, body)
-        }
-        Err(e) => (0, e.to_string()),
-    }
+    kairship_test_support::http::send(client, "GET", path, None).await
 }
 
 fn proxied(instance: &str, path: &str) -> String {

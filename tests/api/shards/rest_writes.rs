@@ -71,24 +71,8 @@ async fn send(
     path: &str,
     body: Option<&[u8]>,
 ) -> (u16, String) {
-    let mut req = http::Request::builder().method(method).uri(path);
-    if body.is_some() {
-        req = req.header(http::header::CONTENT_TYPE, "application/json");
-    }
-    let req = req
-        .body(kube::client::Body::from(body.unwrap_or_default().to_vec()))
-        .expect("request");
-    match client.send(req).await {
-        Ok(resp) => {
-            let code = resp.status().as_u16();
-            let body = http_body_util::BodyExt::collect(resp.into_body())
-                .await
-                .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
-                .unwrap_or_default();
-            (code, body)
-        }
-        Err(e) => (0, e.to_string()),
-    }
+    let body = body.map(|b| ("application/json", b.to_vec()));
+    kairship_test_support::http::send(client, method, path, body).await
 }
 
 /// What may differ between two instances' answers: the instance's name, and what a
@@ -96,11 +80,7 @@ async fn send(
 fn comparable((code, body): &(u16, String), instance: &str) -> (u16, String) {
     let message = match code {
         200..=299 => String::new(),
-        _ => serde_json::from_str::<serde_json::Value>(body)
-            .ok()
-            .and_then(|v| v["message"].as_str().map(str::to_string))
-            .unwrap_or_else(|| body.clone())
-            .replace(instance, "<instance>"),
+        _ => kairship_test_support::http::message(body).replace(instance, "<instance>"),
     };
     (*code, message)
 }
