@@ -173,11 +173,7 @@ pub fn decide(
         .filter(|n| matches!(of(n).step, Step::Soaking { .. }) && done(n))
         .cloned()
         .collect();
-    let Some((wave, members)) = waves
-        .iter()
-        .enumerate()
-        .find(|(_, w)| !w.iter().all(|n| done(n)))
-    else {
+    let Some((wave, members)) = waves.iter().enumerate().find(|(_, w)| !w.iter().all(&done)) else {
         return d;
     };
     if policy.paused {
@@ -231,9 +227,24 @@ mod tests {
         vec![vec!["a".into()], vec!["b".into(), "c".into(), "d".into()]]
     }
 
+    /// Every instance of `waves` seen pending, healthy, its window open.
+    fn all_pending(waves: &[Vec<String>]) -> BTreeMap<String, Seen> {
+        waves
+            .iter()
+            .flatten()
+            .map(|n| (n.clone(), seen(Step::Pending)))
+            .collect()
+    }
+
     #[test]
     fn the_canary_soaks_before_the_next_wave_starts() {
-        let mut s: BTreeMap<String, Seen> = BTreeMap::new();
+        let mut s = all_pending(&waves());
+        assert!(
+            decide(&waves(), &policy(2), &BTreeMap::new(), t(0))
+                .start
+                .is_empty(),
+            "an instance not seen yet does not start"
+        );
         let d = decide(&waves(), &policy(2), &s, t(0));
         assert_eq!(
             (d.phase.clone(), d.start.clone()),
@@ -329,7 +340,7 @@ mod tests {
     #[test]
     fn waves_stay_ordered_and_bounded() {
         for seed in 1..400u64 {
-            let mut rng = Rng(seed * 0x9E37_79B9_7F4A_7C15);
+            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
             let total = 1 + rng.next(12) as usize;
             let names: Vec<String> = (0..total).map(|i| format!("i{i:02}")).collect();
             let strategy = super::super::plan::Strategy::Progressive {
@@ -338,7 +349,7 @@ mod tests {
             };
             let waves = super::super::plan::waves(&names, &strategy).expect("waves");
             let p = policy(1 + rng.next(3) as usize);
-            let mut s: BTreeMap<String, Seen> = BTreeMap::new();
+            let mut s = all_pending(&waves);
             let mut now = t(0);
             let mut completed = false;
             for _ in 0..2_000 {

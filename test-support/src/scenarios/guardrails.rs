@@ -108,19 +108,11 @@ pub async fn hold(instance: &Instance<'_>, workload: &str) {
             "POST",
             &dry(&pp_path("karmada-cluster")),
             &pp("karmada-cluster"),
-            false,
         )
         .await,
     );
     // What tenants may do: a policy in a workload namespace, a CPP naming one.
-    let (code, body) = send(
-        &tenant,
-        "POST",
-        &dry(&pp_path(workload)),
-        &pp(workload),
-        false,
-    )
-    .await;
+    let (code, body) = send(&tenant, "POST", &dry(&pp_path(workload)), &pp(workload)).await;
     assert!(code < 300, "a PP in {workload}: {code} {body}");
     let named = cpp(
         "workload-configmaps",
