@@ -13,6 +13,7 @@ const PROTOS: &[&str] = &[
     "kairship/v1alpha1/supervisor.proto",
     "kairship/v1alpha1/access.proto",
     "kairship/v1alpha1/search.proto",
+    "kairship/v1alpha1/rollout.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -61,6 +61,7 @@ pub async fn attach_external(
         paused: false,
         cache_budget: None,
         backup_schedule: None,
+        maintenance_window: None,
     };
     create_idempotent(
         &Api::<Instance>::all(host.clone()),

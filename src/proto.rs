@@ -14,7 +14,7 @@ mod tests {
     use prost::Message;
 
     #[test]
-    fn descriptor_holds_the_seven_services_of_the_pinned_package() {
+    fn descriptor_holds_the_eight_services_of_the_pinned_package() {
         let fds = prost_types::FileDescriptorSet::decode(super::FILE_DESCRIPTOR_SET)
             .expect("descriptor decodes");
         let ours: Vec<_> = fds
@@ -37,7 +37,8 @@ mod tests {
                 "PolicyService",
                 "SupervisorService",
                 "AccessService",
-                "SearchService"
+                "SearchService",
+                "RolloutService"
             ]
         );
         let instance = &services[0].1;

@@ -225,6 +225,8 @@ pub fn instance_spec(spec: Option<&proto::InstanceSpec>) -> Result<crd::Instance
         paused: spec.paused,
         // Set on the Instance by whoever runs Kairship, not through the API.
         cache_budget: None,
+        // Set on the Instance (kubectl) until the API carries it.
+        maintenance_window: None,
         backup_schedule: spec
             .backup_schedule
             .as_ref()

@@ -84,6 +84,34 @@ pub struct InstanceSpec {
     /// Backups the leader takes on a schedule (`backups`); unset: only on request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup_schedule: Option<BackupScheduleSpec>,
+    /// When fleet rollouts may change the instance; unset: any time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance_window: Option<MaintenanceWindowSpec>,
+}
+
+/// A weekly maintenance window (`rollout::window`): on `days` (Mon..Sun; none: every
+/// day) from `start` (HH:MM, local to `timeZone`) for `duration` (30m to 24h).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct MaintenanceWindowSpec {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub days: Vec<String>,
+    pub start: String,
+    pub duration: String,
+    /// An IANA time zone (`Europe/Berlin`); default UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+}
+
+impl MaintenanceWindowSpec {
+    pub fn window(&self) -> Result<crate::rollout::window::Window, crate::rollout::window::WindowError> {
+        crate::rollout::window::Window::parse(
+            &self.days,
+            &self.start,
+            &self.duration,
+            self.time_zone.as_deref().unwrap_or("UTC"),
+        )
+    }
 }
 
 /// An instance's scheduled backups.

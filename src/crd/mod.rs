@@ -71,6 +71,7 @@ mod tests {
             paused: false,
             cache_budget: None,
             backup_schedule: None,
+            maintenance_window: None,
         };
         assert!(spec
             .validate()

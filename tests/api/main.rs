@@ -20,6 +20,7 @@ mod rbac;
 mod renewal;
 mod request_path;
 mod rest;
+mod rollouts;
 mod roles;
 mod routing;
 mod search;

@@ -566,6 +566,7 @@ mod tests {
                 paused: false,
                 cache_budget: None,
                 backup_schedule: None,
+                maintenance_window: None,
             },
         );
         let mut scheduled = before.clone();

@@ -68,9 +68,10 @@ impl Instances {
         if spec.external != current.spec.external {
             self.check_secret(caller, &spec).await?;
         }
-        // What the API does not set survives: the cache budget the operator set, and the
-        // backup schedule when the request does not name one.
+        // What the API does not set survives: the cache budget the operator set, the
+        // maintenance window, and the backup schedule when the request does not name one.
         spec.cache_budget = current.spec.cache_budget.clone();
+        spec.maintenance_window = current.spec.maintenance_window.clone();
         if keep_schedule {
             spec.backup_schedule = current.spec.backup_schedule.clone();
         }

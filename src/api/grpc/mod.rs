@@ -15,6 +15,7 @@ mod instance_renewal;
 mod log_stream;
 mod member_proxy;
 mod policy;
+mod rollout;
 mod search;
 mod search_peers;
 mod supervisor;
@@ -107,7 +108,10 @@ pub async fn routes(ctx: ApiContext) -> Result<Routes, RoutesError> {
             access::Access(ctx.clone()),
         ))
         .add_service(proto::search_service_server::SearchServiceServer::new(
-            search::Search(ctx),
+            search::Search(ctx.clone()),
+        ))
+        .add_service(proto::rollout_service_server::RolloutServiceServer::new(
+            rollout::Rollouts(ctx),
         ));
     let api = builder.routes().into_axum_router();
     let health = tonic::service::Routes::new(health).into_axum_router();

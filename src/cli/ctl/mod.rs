@@ -8,6 +8,7 @@ mod clusters;
 mod components;
 mod instances;
 mod pods;
+mod rollouts;
 mod search;
 mod workloads;
 
@@ -99,6 +100,9 @@ pub enum CtlCommand {
     Promote(workloads::PromoteArgs),
     /// Search the fleet: objects in every instance you may view (`-l app=payments`).
     Search(search::SearchArgs),
+    /// Fleet rollouts: `plan` shows what one would do before anything moves.
+    #[command(subcommand)]
+    Rollouts(rollouts::RolloutsCmd),
     /// Who Kairship takes you for, and your role on each instance.
     Whoami,
 }
@@ -388,6 +392,7 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
         CtlCommand::Logs(args) => pods::logs(&conn, args).await,
         CtlCommand::Events(args) => pods::events(&conn, out, args).await,
         CtlCommand::Search(args) => search::run(&conn, out, args).await,
+        CtlCommand::Rollouts(cmd) => rollouts::run(&conn, out, cmd).await,
         CtlCommand::Backups(cmd) => backups::run(&conn, out, cmd).await,
         CtlCommand::Whoami => {
             let mut c = AccessServiceClient::new(conn.channel.clone());

@@ -384,6 +384,12 @@ pub const GRPC: &[(&str, Rule)] = &[
         "/kairship.v1alpha1.SearchService/Search",
         rule(View, Scope::Caller, "list", "search"),
     ),
+    // A rollout plan reads every instance a rollout could select: for callers who see
+    // the whole fleet (a role on every instance); nothing is written.
+    (
+        "/kairship.v1alpha1.RolloutService/PlanRollout",
+        kairship(rule(View, Scope::Fleet, "plan", "rollouts")),
+    ),
     // Server reflection describes the API, holds no data: any authenticated caller.
     (
         "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
