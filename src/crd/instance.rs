@@ -104,7 +104,9 @@ pub struct MaintenanceWindowSpec {
 }
 
 impl MaintenanceWindowSpec {
-    pub fn window(&self) -> Result<crate::rollout::window::Window, crate::rollout::window::WindowError> {
+    pub fn window(
+        &self,
+    ) -> Result<crate::rollout::window::Window, crate::rollout::window::WindowError> {
         crate::rollout::window::Window::parse(
             &self.days,
             &self.start,

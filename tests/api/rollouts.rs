@@ -82,7 +82,12 @@ async fn a_plan_before_anything_moves() {
     assert_eq!(v["waves"].as_array().map(Vec::len), Some(2), "{v}");
     // A plan with no release is refused, naming the field.
     let e = c
-        .plan_rollout(with(ADMIN, PlanRolloutRequest { spec: Some(RolloutSpec::default()) }))
+        .plan_rollout(with(
+            ADMIN,
+            PlanRolloutRequest {
+                spec: Some(RolloutSpec::default()),
+            },
+        ))
         .await
         .expect_err("no release");
     assert_eq!(e.code(), tonic::Code::InvalidArgument);

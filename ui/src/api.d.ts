@@ -516,6 +516,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/apis/kairship.io/v1alpha1/rollouts:plan": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["RolloutService_PlanRollout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/apis/kairship.io/v1alpha1/search": {
         parameters: {
             query?: never;
@@ -867,6 +883,20 @@ export interface components {
             evictions?: components["schemas"]["kairship.v1alpha1.Eviction"][];
             overrides?: components["schemas"]["kairship.v1alpha1.ClusterOverrides"][];
         };
+        "kairship.v1alpha1.PlanRolloutRequest": {
+            spec?: components["schemas"]["kairship.v1alpha1.RolloutSpec"];
+        };
+        "kairship.v1alpha1.PlannedInstance": {
+            blocking?: string[];
+            fromVersion?: string;
+            name?: string;
+            nextWindow?: string;
+            notes?: string[];
+            toVersion?: string;
+        };
+        "kairship.v1alpha1.PlannedWave": {
+            instances?: components["schemas"]["kairship.v1alpha1.PlannedInstance"][];
+        };
         "kairship.v1alpha1.Pod": {
             cluster?: string;
             containerNames?: string[];
@@ -980,6 +1010,25 @@ export interface components {
             resources?: {
                 [key: string]: number;
             };
+        };
+        "kairship.v1alpha1.RolloutGroup": {
+            instances?: string[];
+        };
+        "kairship.v1alpha1.RolloutPlan": {
+            /** Format: int32 */
+            blocked?: number;
+            waves?: components["schemas"]["kairship.v1alpha1.PlannedWave"][];
+        };
+        "kairship.v1alpha1.RolloutSpec": {
+            /** Format: int64 */
+            canary?: number;
+            groups?: components["schemas"]["kairship.v1alpha1.RolloutGroup"][];
+            ignoreWindows?: boolean;
+            karmadaVersion?: string;
+            matchLabels?: {
+                [key: string]: string;
+            };
+            percentages?: number[];
         };
         "kairship.v1alpha1.SearchHit": {
             instance?: string;
@@ -2511,6 +2560,39 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["kairship.v1alpha1.Leader"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    RolloutService_PlanRollout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["kairship.v1alpha1.PlanRolloutRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.RolloutPlan"];
                 };
             };
             /** @description An error as google.rpc.Status */

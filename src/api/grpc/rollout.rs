@@ -167,7 +167,12 @@ mod tests {
     use super::*;
     use crate::crd::{InstanceSpec, InstanceStatus, MaintenanceWindowSpec};
 
-    fn instance(name: &str, mode: InstanceMode, version: &str, labels: &[(&str, &str)]) -> std::sync::Arc<Instance> {
+    fn instance(
+        name: &str,
+        mode: InstanceMode,
+        version: &str,
+        labels: &[(&str, &str)],
+    ) -> std::sync::Arc<Instance> {
         let mut i = Instance::new(
             name,
             InstanceSpec {
@@ -175,7 +180,12 @@ mod tests {
                 ..serde_json::from_value(serde_json::json!({})).expect("spec")
             },
         );
-        i.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+        i.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
         i.status = Some(InstanceStatus {
             phase: Phase::Running,
             karmada_version: Some(version.into()),
@@ -187,7 +197,8 @@ mod tests {
     #[test]
     fn a_plan_names_what_blocks_each_instance() {
         let now: jiff::Timestamp = "2026-12-01T12:00:00Z".parse().expect("time");
-        let mut windowed = (*instance("e", InstanceMode::Managed, "v1.17.1", &[("env", "prod")])).clone();
+        let mut windowed =
+            (*instance("e", InstanceMode::Managed, "v1.17.1", &[("env", "prod")])).clone();
         windowed.spec.maintenance_window = Some(MaintenanceWindowSpec {
             days: vec!["Thu".into()],
             start: "02:00".into(),
@@ -210,7 +221,8 @@ mod tests {
             ..Default::default()
         };
         let plan = plan_of(&spec, &fleet, now).expect("a plan");
-        let all: Vec<&proto::PlannedInstance> = plan.waves.iter().flat_map(|w| &w.instances).collect();
+        let all: Vec<&proto::PlannedInstance> =
+            plan.waves.iter().flat_map(|w| &w.instances).collect();
         let of = |n: &str| all.iter().find(|i| i.name == n).expect(n);
         assert_eq!(plan.waves.len(), 2);
         assert_eq!(plan.waves[0].instances[0].name, "a", "the canary");
@@ -227,7 +239,12 @@ mod tests {
             ..spec.clone()
         };
         let plan = plan_of(&down, &fleet, now).expect("a plan");
-        let a = plan.waves.iter().flat_map(|w| &w.instances).find(|i| i.name == "a").expect("a");
+        let a = plan
+            .waves
+            .iter()
+            .flat_map(|w| &w.instances)
+            .find(|i| i.name == "a")
+            .expect("a");
         assert!(a.blocking[0].contains("downgrade"), "{:?}", a.blocking);
         assert!(plan_of(&proto::RolloutSpec::default(), &fleet, now).is_err());
     }
