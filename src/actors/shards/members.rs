@@ -66,6 +66,41 @@ impl Liveness {
     }
 }
 
+/// Each shard Lease's holder as last watched, to tell the changes that move instances (a
+/// replica joining, or releasing its Lease on a graceful stop) from renewals, which come
+/// every retry period from every replica and change nothing but the renew time.
+#[derive(Debug, Default)]
+pub struct Holders {
+    prefix: String,
+    holders: HashMap<String, Option<String>>,
+}
+
+impl Holders {
+    pub fn new(prefix: &str) -> Self {
+        Self {
+            prefix: format!("{prefix}-"),
+            holders: HashMap::new(),
+        }
+    }
+
+    /// Takes in one watched Lease (`holder` is `None` once it is deleted or released) and
+    /// answers whether the replicas may have changed: a shard Lease's holder is new or
+    /// different.
+    pub fn changed(&mut self, name: &str, holder: Option<&str>) -> bool {
+        if !name.starts_with(&self.prefix) {
+            return false;
+        }
+        let holder = holder.filter(|h| !h.is_empty()).map(str::to_string);
+        match self.holders.get(name) {
+            Some(before) if *before == holder => false,
+            _ => {
+                self.holders.insert(name.to_string(), holder);
+                true
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,5 +146,22 @@ mod tests {
         let live = l.observe(Instant::now(), &[other, lease("b", "b_2", 17)]);
         assert_eq!(live, ["b"].map(String::from).into());
         assert_eq!(t0.elapsed(), Duration::from_secs(16));
+    }
+
+    #[test]
+    fn joins_and_releases_are_changes_and_renewals_are_not() {
+        let mut h = Holders::new("kairship-shard");
+        assert!(h.changed("kairship-shard-a", Some("a_1")), "a joins");
+        assert!(!h.changed("kairship-shard-a", Some("a_1")), "a renews");
+        assert!(h.changed("kairship-shard-a", Some("")), "a releases");
+        assert!(!h.changed("kairship-shard-a", None), "a's release, deleted");
+        assert!(
+            h.changed("kairship-shard-a", Some("a_2")),
+            "a's pod restarted"
+        );
+        assert!(
+            !h.changed("kairship-controller-manager", Some("x")),
+            "not a shard"
+        );
     }
 }

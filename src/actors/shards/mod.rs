@@ -13,8 +13,10 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ListParams};
+use kube::runtime::{watcher, WatchStreamExt};
 use parking_lot::RwLock;
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -145,6 +147,29 @@ impl Shards {
     }
 }
 
+/// Whether a watched Lease event may change who is live (errors are retried by the
+/// watcher with backoff; the listing goes on meanwhile).
+fn joined_or_released(holders: &mut members::Holders, event: WatchResult) -> bool {
+    let holder = |l: &Lease| l.spec.as_ref().and_then(|s| s.holder_identity.clone());
+    let mut changed = |l: &Lease, holder: Option<String>| {
+        holders.changed(
+            l.metadata.name.as_deref().unwrap_or_default(),
+            holder.as_deref(),
+        )
+    };
+    match event {
+        Ok(watcher::Event::Apply(l) | watcher::Event::InitApply(l)) => changed(&l, holder(&l)),
+        Ok(watcher::Event::Delete(l)) => changed(&l, None),
+        Ok(watcher::Event::Init | watcher::Event::InitDone) => false,
+        Err(e) => {
+            tracing::debug!(error = %e, "watching the shard Leases failed; listing goes on");
+            false
+        }
+    }
+}
+
+type WatchResult = Result<watcher::Event<Lease>, watcher::Error>;
+
 /// The running shard machinery: this replica's Lease and the watcher of everyone's.
 pub struct Running {
     pub shards: Shards,
@@ -215,6 +240,14 @@ pub fn spawn(host: kube::Client, cfg: ShardConfig) -> Running {
         let mut liveness = Liveness::new(&cfg.prefix, cfg.lease_duration);
         // Addresses refused already, so each is logged once.
         let mut refused = std::collections::HashSet::new();
+        // Leases are listed every retry period (a dead replica is one whose Lease stops
+        // changing, which no event says), and also at once when a watch shows a replica
+        // join or release its Lease, so instances move without waiting for the next
+        // listing while requests for them wait.
+        let mut holders = members::Holders::new(&cfg.prefix);
+        let mut events = std::pin::pin!(watcher(api.clone(), watcher::Config::default())
+            .default_backoff()
+            .fuse());
         loop {
             let listed = tokio::time::timeout(
                 cfg.retry_period.max(Duration::from_secs(1)),
@@ -273,9 +306,17 @@ pub fn spawn(host: kube::Client, cfg: ShardConfig) -> Running {
                 Ok(Err(e)) => warn!(error = %e, "listing the shard Leases failed"),
                 Err(_) => warn!("listing the shard Leases timed out"),
             }
-            tokio::select! {
-                _ = tokio::time::sleep(cfg.retry_period) => {}
-                _ = stopped.changed() => return,
+            let next = tokio::time::Instant::now() + cfg.retry_period;
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(next) => break,
+                    _ = stopped.changed() => return,
+                    Some(event) = events.next() => {
+                        if joined_or_released(&mut holders, event) {
+                            break;
+                        }
+                    }
+                }
             }
         }
     });
