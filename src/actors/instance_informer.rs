@@ -36,7 +36,8 @@ pub struct InstanceInformer {
     _task: Arc<AbortOnDrop>,
 }
 
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
+/// A task that ends with the last clone of what holds it.
+pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {

@@ -91,6 +91,7 @@ impl Tree {
             .map(|cfg| super::shards::spawn(host.clone(), cfg));
         let ctx = Context {
             instances: super::instance_informer::InstanceInformer::start(&host),
+            rollouts: crate::rollout::runner::FleetRollouts::start(&host),
             shards: shards.as_ref().map(|r| r.shards.clone()),
             host,
             leadership,
@@ -204,6 +205,11 @@ impl TreeHandle {
     /// The process's Instance objects, as its one watch of them sees them.
     pub fn instances(&self) -> &super::instance_informer::InstanceInformer {
         &self.ctx.instances
+    }
+
+    /// The host's FleetRollouts as watched.
+    pub fn rollouts(&self) -> &crate::rollout::runner::FleetRollouts {
+        &self.ctx.rollouts
     }
 
     pub fn settings(&self) -> &Settings {

@@ -18,6 +18,7 @@ pub mod namespace_roles;
 pub mod phase_events;
 pub mod registration;
 pub mod renewal;
+pub mod rollout_steps;
 mod runner;
 pub mod scheduled_backups;
 pub mod table;

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use super::erased::Erased;
 use super::{
     certificates, clusterpedia, components, member_access, namespace_roles, phase_events,
-    registration, renewal, scheduled_backups, Controller,
+    registration, renewal, rollout_steps, scheduled_backups, Controller,
 };
 
 /// One controller of the table.
@@ -48,6 +48,9 @@ pub const TABLE: &[Entry] = &[
     entry::<components::Components>("checks a managed instance's component pods"),
     entry::<scheduled_backups::ScheduledBackups>(
         "takes the instance's scheduled backups and prunes old ones",
+    ),
+    entry::<rollout_steps::RolloutSteps>(
+        "carries out the instance's steps in a FleetRollout: backup, new release, soak, rollback",
     ),
     entry::<phase_events::PhaseEvents>(
         "records a Kubernetes Event on the Instance when its phase changes",

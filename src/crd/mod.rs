@@ -1,16 +1,19 @@
 //! Kairship's own resources in the host cluster (`kairship.io/v1alpha1`): `Instance`,
 //! one per Karmada instance, and `InstanceRegistration`, the record a global management
-//! module binds roles against, and `InstanceRoleBinding`, the roles granted on instances.
+//! module binds roles against, `InstanceRoleBinding`, the roles granted on instances,
+//! and `FleetRollout`, one change rolled across many instances in waves.
 
 mod binding;
 mod instance;
 pub mod karmada_spec;
 pub mod operator_certs;
 mod registration;
+mod rollout;
 
 pub use binding::*;
 pub use instance::*;
 pub use registration::*;
+pub use rollout::*;
 
 use kube::CustomResourceExt;
 
@@ -22,12 +25,13 @@ pub const RESTART_ANNOTATION: &str = "kairship.io/restartedAt";
 
 /// Every CRD Kairship installs.
 pub fn all(
-) -> [k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition; 3]
+) -> [k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition; 4]
 {
     [
         Instance::crd(),
         InstanceRegistration::crd(),
         InstanceRoleBinding::crd(),
+        FleetRollout::crd(),
     ]
 }
 

@@ -1,9 +1,14 @@
 //! Fleet operations (issue 55): rolling a change across many instances in waves, within
-//! their maintenance windows, halting at the first failure. So far the pure parts: the
-//! waves a rollout runs in (`plan`), maintenance windows (`window`), and what a rollout
-//! does next given what Kairship sees of each instance (`decide`). The resources and the
-//! executor that backs up, changes and rolls back instances build on these.
+//! their maintenance windows, halting at the first failure and rolling the failed instance
+//! back. The pure parts: the waves a rollout runs in (`plan`), maintenance windows
+//! (`window`), what a rollout would do to each instance (`findings`), what it does next
+//! given what Kairship sees (`decide`), and a `FleetRollout`'s passes and each instance's
+//! own steps (`engine`). The leader's `runner` writes each pass; each instance's
+//! `rollout-steps` controller (`controllers::rollout_steps`) carries out its steps.
 
 pub mod decide;
+pub mod engine;
+pub mod findings;
 pub mod plan;
+pub mod runner;
 pub mod window;

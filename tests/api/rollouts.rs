@@ -1,12 +1,25 @@
-//! A fleet rollout's plan over gRPC and REST on the simulated fleet: the instances a
+//! Fleet rollouts on the simulated fleet. The plan over gRPC and REST: the instances a
 //! selector picks, in waves, with their maintenance windows and what blocks them (the
-//! simulated instances are External: their owners upgrade them); a caller who does not
-//! see the whole fleet gets no plan.
+//! simulated fleet's own instances are External: their owners upgrade them); a caller who
+//! does not see the whole fleet gets no plan and starts no rollout. A rollout run on
+//! managed instances: backed up, upgraded and soaked wave by wave, the canary first; then
+//! one whose canary goes down while it soaks, halted with nothing else touched and the
+//! canary rolled back to its release.
 
+use std::time::Duration;
+
+use kairship::crd::{FleetRollout, Phase};
+use kairship::proto::instance_service_client::InstanceServiceClient;
 use kairship::proto::rollout_service_client::RolloutServiceClient;
-use kairship::proto::{PlanRolloutRequest, RolloutSpec};
+use kairship::proto::{
+    CreateInstanceRequest, GetInstanceRequest, ListBackupsRequest, PlanRolloutRequest,
+    RolloutName, RolloutOptions, RolloutSpec, StartRolloutRequest,
+};
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
+use tonic::transport::Channel;
+
+use crate::common::eventually;
 
 use crate::auth::{signer, start, ADMIN, VIEWER};
 
@@ -92,11 +105,274 @@ async fn a_plan_before_anything_moves() {
         .expect_err("no release");
     assert_eq!(e.code(), tonic::Code::InvalidArgument);
     assert!(e.message().contains("karmada_version"), "{e:?}");
-    // A viewer of one instance does not see the fleet: no plan.
+    // A viewer of one instance does not see the fleet: no plan, no rollout.
     let e = c
-        .plan_rollout(with(VIEWER, PlanRolloutRequest { spec: Some(spec) }))
+        .plan_rollout(with(VIEWER, PlanRolloutRequest { spec: Some(spec.clone()) }))
         .await
         .expect_err("not the whole fleet");
     assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+    let start = StartRolloutRequest {
+        name: "prod".into(),
+        spec: Some(spec),
+        options: None,
+    };
+    let e = c
+        .start_rollout(with(VIEWER, start.clone()))
+        .await
+        .expect_err("a viewer starts nothing");
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+    // A plan with blocking findings does not start unless forced, saying why.
+    let e = c
+        .start_rollout(with(ADMIN, start))
+        .await
+        .expect_err("blocked");
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    assert!(
+        e.message().contains("karmada-1: External"),
+        "{}",
+        e.message()
+    );
+    let (code, body) = kairship_test_support::http::json(
+        &rest,
+        "POST",
+        "/apis/kairship.io/v1alpha1/rollouts",
+        &json!({"name": "Bad Name", "spec": {"karmadaVersion": "v1.18.2"}}),
+    )
+    .await;
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("name"), "{body}");
+    api.stop().await;
+}
+
+async fn step_of(r: &RolloutServiceClient<Channel>, rollout: &str, instance: &str) -> String {
+    let got = r
+        .clone()
+        .get_rollout(RolloutName {
+            name: rollout.into(),
+        })
+        .await
+        .map(|r| r.into_inner());
+    got.ok()
+        .into_iter()
+        .flat_map(|r| r.waves)
+        .flat_map(|w| w.instances)
+        .find(|i| i.name == instance)
+        .map(|i| i.step)
+        .unwrap_or_default()
+}
+
+async fn running_at(c: &InstanceServiceClient<Channel>, name: &str) -> Option<String> {
+    let i = c
+        .clone()
+        .get_instance(GetInstanceRequest { name: name.into() })
+        .await
+        .ok()?
+        .into_inner();
+    let s = i.status?;
+    (s.phase == "Running").then_some(s.karmada_version)
+}
+
+/// Every (instance, step) a rollout's status showed, in order, from a watch of the host.
+fn record_steps(
+    host: kube::Client,
+    rollout: &str,
+) -> (
+    std::sync::Arc<parking_lot::Mutex<Vec<(String, String)>>>,
+    tokio::task::JoinHandle<()>,
+) {
+    use futures::StreamExt;
+    let seen = std::sync::Arc::new(parking_lot::Mutex::new(Vec::<(String, String)>::new()));
+    let api: kube::Api<FleetRollout> = kube::Api::all(host);
+    let stream = kube::runtime::watcher(
+        api,
+        kube::runtime::watcher::Config::default().fields(&format!("metadata.name={rollout}")),
+    );
+    let out = seen.clone();
+    let task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(kube::runtime::WatchStreamExt::applied_objects(stream));
+        while let Some(Ok(r)) = stream.next().await {
+            for (n, e) in r.status.map(|s| s.instances).unwrap_or_default() {
+                let mut seen = out.lock();
+                let last = seen.iter().rev().find(|(i, _)| *i == n).map(|(_, s)| s);
+                if last != Some(&e.step) {
+                    seen.push((n, e.step));
+                }
+            }
+        }
+    });
+    (seen, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_runs_in_waves_then_halts_and_rolls_back() {
+    let api = crate::server::Api::start(1).await;
+    let c = InstanceServiceClient::new(api.channel.clone());
+    let names = ["team-a", "team-b", "team-c"];
+    for n in names {
+        let mut i = crate::server::managed_instance(n);
+        if let Some(s) = i.spec.as_mut() {
+            s.karmada_version = "v1.12.0".into();
+        }
+        if let Some(m) = i.metadata.as_mut() {
+            m.labels = [("tier".to_string(), "rollout".to_string())].into();
+        }
+        c.clone()
+            .create_instance(CreateInstanceRequest { instance: Some(i) })
+            .await
+            .expect("create");
+    }
+    for n in names {
+        let v = eventually(Duration::from_secs(60), &format!("{n} Running"), || {
+            running_at(&c, n)
+        })
+        .await;
+        assert_eq!(v, "v1.12.0");
+    }
+    let mut r = RolloutServiceClient::new(api.channel.clone());
+    let spec = |v: &str| RolloutSpec {
+        karmada_version: v.into(),
+        match_labels: [("tier".to_string(), "rollout".to_string())].into(),
+        canary: 1,
+        percentages: vec![100],
+        ..Default::default()
+    };
+
+    // To v1.13.0: the canary alone, then the other two at once, each backed up first.
+    let (seen, recorder) = record_steps(api.env.host.clone(), "to-13");
+    let started = r
+        .start_rollout(StartRolloutRequest {
+            name: "to-13".into(),
+            spec: Some(spec("v1.13.0")),
+            options: Some(RolloutOptions {
+                max_unavailable: 2,
+                soak_seconds: 2,
+                progress_deadline_seconds: 60,
+                force: false,
+            }),
+        })
+        .await
+        .expect("started")
+        .into_inner();
+    assert_eq!(started.phase, "Planned");
+    let done = eventually(Duration::from_secs(180), "to-13 Completed", || {
+        let r = r.clone();
+        async move {
+            let got = r
+                .clone()
+                .get_rollout(RolloutName {
+                    name: "to-13".into(),
+                })
+                .await
+                .ok()?
+                .into_inner();
+            (got.phase == "Completed").then_some(got)
+        }
+    })
+    .await;
+    recorder.abort();
+    let order: Vec<(String, String)> = seen.lock().clone();
+    println!("to-13 steps in order: {order:?}");
+    assert_eq!(done.waves.len(), 2, "{done:?}");
+    assert_eq!(done.waves[0].instances[0].name, "team-a", "the canary");
+    for i in done.waves.iter().flat_map(|w| &w.instances) {
+        assert_eq!(i.step, "Done", "{i:?}");
+        assert_eq!(i.from_version, "v1.12.0", "{i:?}");
+        assert!(!i.backup.is_empty(), "a backup before the change: {i:?}");
+        let v = running_at(&c, &i.name).await;
+        assert_eq!(v.as_deref(), Some("v1.13.0"), "{}", i.name);
+        let backups = c
+            .clone()
+            .list_backups(ListBackupsRequest {
+                name: i.name.clone(),
+                ..Default::default()
+            })
+            .await
+            .expect("backups")
+            .into_inner()
+            .backups;
+        let b = backups
+            .iter()
+            .find(|b| b.name == i.backup)
+            .unwrap_or_else(|| panic!("{}'s backup {} listed: {backups:?}", i.name, i.backup));
+        assert_eq!(b.phase, "Completed", "{b:?}");
+        assert_eq!(b.karmada_version, "v1.12.0", "taken before the change: {b:?}");
+    }
+    let at = |n: &str, step: &str| order.iter().position(|(i, s)| i == n && s == step);
+    let canary_done = at("team-a", "Done").expect("the canary's Done seen");
+    for n in ["team-b", "team-c"] {
+        let began = at(n, "BackingUp").expect("backing up seen");
+        assert!(began > canary_done, "{n} began before the canary was done: {order:?}");
+    }
+
+    // To v1.14.0: the canary goes down while it soaks. The rollout halts naming it, the
+    // second wave is never touched, and the canary is rolled back once it answers again.
+    r.start_rollout(StartRolloutRequest {
+        name: "to-14".into(),
+        spec: Some(spec("v1.14.0")),
+        options: Some(RolloutOptions {
+            max_unavailable: 2,
+            soak_seconds: 600,
+            progress_deadline_seconds: 120,
+            force: false,
+        }),
+    })
+    .await
+    .expect("started");
+    eventually(Duration::from_secs(120), "team-a soaking", || {
+        let r = r.clone();
+        async move { (step_of(&r, "to-14", "team-a").await == "Soaking").then_some(()) }
+    })
+    .await;
+    let (code, body) = api.env.sim.set_fault("team-a", json!({"mode": "down"})).await;
+    assert_eq!(code, 200, "{body}");
+    let halted = eventually(Duration::from_secs(60), "to-14 Halted", || {
+        let r = r.clone();
+        async move {
+            let got = r
+                .clone()
+                .get_rollout(RolloutName {
+                    name: "to-14".into(),
+                })
+                .await
+                .ok()?
+                .into_inner();
+            (got.phase == "Halted").then_some(got)
+        }
+    })
+    .await;
+    assert!(halted.reason.contains("team-a"), "{}", halted.reason);
+    for n in ["team-b", "team-c"] {
+        assert_eq!(step_of(&r, "to-14", n).await, "Pending", "{n} untouched");
+        assert_eq!(running_at(&c, n).await.as_deref(), Some("v1.13.0"), "{n}");
+    }
+    api.env.sim.clear_fault("team-a").await;
+    eventually(Duration::from_secs(120), "team-a rolled back", || {
+        let (r, c) = (r.clone(), c.clone());
+        async move {
+            let back = step_of(&r, "to-14", "team-a").await == "RolledBack";
+            let v = running_at(&c, "team-a").await;
+            (back && v.as_deref() == Some("v1.13.0")).then_some(())
+        }
+    })
+    .await;
+    // Aborted: it stays as it is, and says so.
+    let aborted = r
+        .abort_rollout(RolloutName {
+            name: "to-14".into(),
+        })
+        .await
+        .expect("abort")
+        .into_inner();
+    assert!(aborted.aborted);
+    let e = r
+        .resume_rollout(RolloutName {
+            name: "to-14".into(),
+        })
+        .await
+        .expect_err("an aborted rollout does not resume");
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    api.env
+        .wait_phase("team-b", Phase::Running, Duration::from_secs(5))
+        .await;
     api.stop().await;
 }

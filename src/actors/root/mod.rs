@@ -23,6 +23,8 @@ pub struct RootState {
     last_error: Option<String>,
     started: Instant,
     leadership_task: tokio::task::JoinHandle<()>,
+    /// The leader's FleetRollout passes (`rollout::runner`).
+    rollouts_task: tokio::task::JoinHandle<()>,
 }
 
 impl RootSupervisor {
@@ -65,8 +67,10 @@ impl Actor for RootSupervisor {
                 }
             }
         });
+        let rollouts_task = tokio::spawn(crate::rollout::runner::run(ctx.clone()));
         let mut state = RootState {
             ctx,
+            rollouts_task,
             manager: None,
             tracker: RestartTracker::default(),
             last_error: None,
@@ -84,6 +88,7 @@ impl Actor for RootSupervisor {
         state: &mut RootState,
     ) -> Result<(), ActorProcessingErr> {
         state.leadership_task.abort();
+        state.rollouts_task.abort();
         if let Some(m) = state.manager.take() {
             let _ = m
                 .stop_and_wait(

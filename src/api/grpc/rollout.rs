@@ -1,151 +1,146 @@
-//! RolloutService: a fleet rollout's plan, before anything moves (issue 55): the
-//! instances it selects, its waves (`rollout::plan`), when each instance may next be
-//! changed (`rollout::window`), and what blocks it: an External instance (its control
-//! plane is its owner's to upgrade), a downgrade, a skipped minor release, an instance
-//! that is not Running, an unreadable version or window. Answered from the Instance cache;
-//! nothing is written.
+//! RolloutService (issue 55): a fleet rollout's plan before anything moves, as
+//! `rollout::findings` reads it from the Instance cache, and the `FleetRollout`s that run
+//! one: started (its plan is checked first, and a blocked plan is refused unless forced),
+//! listed, read, paused, resumed and aborted. Rollouts are written to the host with
+//! Kairship's identity, for callers the chain let through with a role on every instance.
 
-use std::collections::BTreeMap;
-
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
 use tonic::{Request, Response, Status};
 
 use crate::api::chain::Authorized;
 use crate::api::context::ApiContext;
-use crate::crd::{Instance, InstanceMode, Phase};
-use crate::error::ApiError;
+use crate::crd::{FleetRollout, FleetRolloutSpec};
+use crate::error::{check_name, ApiError};
 use crate::proto::{self, rollout_service_server::RolloutService};
-use crate::rollout::plan::{self, Strategy};
+use crate::rollout::findings::plan_of;
 
 pub struct Rollouts(pub ApiContext);
 
-/// `v1.18.2` as (1, 18, 2).
-fn release(v: &str) -> Option<(u64, u64, u64)> {
-    let mut parts = v.strip_prefix('v')?.splitn(3, '.');
-    let mut next = || parts.next()?.split(['-', '+']).next()?.parse::<u64>().ok();
-    Some((next()?, next()?, next()?))
-}
+impl Rollouts {
+    fn api(&self) -> Api<FleetRollout> {
+        Api::all(self.0.tree.host().clone())
+    }
 
-fn strategy(spec: &proto::RolloutSpec) -> Strategy {
-    match spec.groups.is_empty() {
-        false => Strategy::Groups(spec.groups.iter().map(|g| g.instances.clone()).collect()),
-        true => Strategy::Progressive {
-            canary: spec.canary as usize,
-            percentages: match spec.percentages.is_empty() {
-                true => vec![100],
-                false => spec
-                    .percentages
-                    .iter()
-                    .map(|p| u8::try_from(*p).unwrap_or(u8::MAX))
-                    .collect(),
-            },
-        },
+    fn get(&self, name: &str) -> Result<std::sync::Arc<FleetRollout>, ApiError> {
+        check_name("name", name)?;
+        self.0
+            .tree
+            .rollouts()
+            .store()
+            .get(&kube::runtime::reflector::ObjectRef::new(name))
+            .ok_or_else(|| ApiError::NotFound(format!("rollout {name:?} not found")))
+    }
+
+    /// Sets `paused` or `aborted` on the rollout; the leader's next pass acts on it.
+    async fn set(&self, name: &str, field: &str, value: bool) -> Result<proto::Rollout, ApiError> {
+        let current = self.get(name)?;
+        if current.spec.aborted && field != "aborted" {
+            return Err(ApiError::FailedPrecondition(format!(
+                "rollout {name:?} was aborted; start a new one"
+            )));
+        }
+        let patch = json!({"spec": {field: value}});
+        let call = self
+            .api()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch));
+        let updated = self.host_call(call, name).await?;
+        Ok(to_proto(&updated))
+    }
+
+    async fn host_call<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, kube::Error>>,
+        name: &str,
+    ) -> Result<T, ApiError> {
+        let timeout = self.0.tree.settings().host_call_timeout;
+        match tokio::time::timeout(timeout, call).await {
+            Ok(r) => r.map_err(|e| ApiError::from_kube(e, &format!("rollout {name:?}"))),
+            Err(_) => Err(ApiError::Unavailable(format!(
+                "the host did not answer within {timeout:?}"
+            ))),
+        }
     }
 }
 
-/// What `instance` would do in a rollout to `to`, at `now`.
-fn planned(
-    instance: &Instance,
-    to: &str,
-    ignore_windows: bool,
-    now: jiff::Timestamp,
-) -> proto::PlannedInstance {
-    let name = instance.metadata.name.clone().unwrap_or_default();
-    let status = instance.status.as_ref();
-    let from = status
-        .and_then(|s| s.karmada_version.clone())
-        .unwrap_or_default();
-    let mut p = proto::PlannedInstance {
-        name,
-        from_version: from.clone(),
-        to_version: to.to_string(),
-        ..Default::default()
+/// The FleetRollout a start request asks for, its fields checked.
+fn spec_of(req: &proto::StartRolloutRequest) -> Result<FleetRolloutSpec, ApiError> {
+    let spec = req.spec.clone().unwrap_or_default();
+    let options = req.options.unwrap_or_default();
+    crate::crd::karmada_spec::check_version("spec.karmada_version", &spec.karmada_version)?;
+    for (name, value) in [
+        ("options.soak_seconds", options.soak_seconds),
+        ("options.progress_deadline_seconds", options.progress_deadline_seconds),
+    ] {
+        if value > 7 * 24 * 3600 {
+            return Err(ApiError::invalid(name, "at most a week (604800)"));
+        }
+    }
+    let mut out: FleetRolloutSpec =
+        serde_json::from_value(json!({"karmadaVersion": spec.karmada_version}))
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+    out.match_labels = spec.match_labels.into_iter().collect();
+    out.canary = spec.canary;
+    out.percentages = spec.percentages;
+    out.groups = spec.groups.into_iter().map(|g| g.instances).collect();
+    out.ignore_windows = spec.ignore_windows;
+    out.force = options.force;
+    if options.max_unavailable > 0 {
+        out.max_unavailable = options.max_unavailable;
+    }
+    if options.soak_seconds > 0 {
+        out.soak_seconds = options.soak_seconds;
+    }
+    if options.progress_deadline_seconds > 0 {
+        out.progress_deadline_seconds = options.progress_deadline_seconds;
+    }
+    Ok(out)
+}
+
+fn to_proto(r: &FleetRollout) -> proto::Rollout {
+    let status = r.status.clone().unwrap_or_default();
+    let entry = |n: &String| {
+        let e = status.instances.get(n).cloned().unwrap_or_default();
+        proto::RolloutInstance {
+            name: n.clone(),
+            step: e.step,
+            since: e.since.unwrap_or_default(),
+            reason: e.reason.unwrap_or_default(),
+            from_version: e.from_version.unwrap_or_default(),
+            backup: e.backup.unwrap_or_default(),
+        }
     };
-    if instance.spec.mode != InstanceMode::Managed {
-        p.blocking.push(
-            "External: its control plane runs elsewhere, and is its owner's to upgrade".into(),
-        );
-    }
-    let phase = status.map(|s| s.phase).unwrap_or_default();
-    if phase != Phase::Running {
-        p.blocking.push(format!(
-            "it is {phase:?}: a rollout changes Running instances only"
-        ));
-    }
-    match (release(&from), release(to)) {
-        (_, None) => p
-            .blocking
-            .push(format!("{to:?} is not a Karmada release (vMAJOR.MINOR.PATCH)")),
-        (None, _) => p
-            .blocking
-            .push("its current release is not known yet (its status reports none)".into()),
-        (Some(f), Some(t)) if t < f => p
-            .blocking
-            .push(format!("a downgrade from {from} to {to}: roll back with the backup taken before the upgrade instead")),
-        (Some(f), Some(t)) if t == f => p.notes.push(format!("already at {to}")),
-        (Some(f), Some(t)) if t.0 != f.0 || t.1 > f.1 + 1 => p.blocking.push(format!(
-            "from {from} to {to} skips a minor release: Karmada upgrades one minor release at a time"
-        )),
-        _ => {}
-    }
-    let next = match (&instance.spec.maintenance_window, ignore_windows) {
-        (None, _) | (_, true) => Some(now),
-        (Some(w), false) => match w.window() {
-            Ok(window) => window.next_open(now),
-            Err(e) => {
-                p.blocking
-                    .push(format!("its maintenance window is unreadable: {e}"));
-                None
-            }
+    let s = &r.spec;
+    proto::Rollout {
+        name: r.metadata.name.clone().unwrap_or_default(),
+        spec: Some(crate::rollout::findings::spec_of(s)),
+        options: Some(proto::RolloutOptions {
+            max_unavailable: s.max_unavailable,
+            soak_seconds: s.soak_seconds,
+            progress_deadline_seconds: s.progress_deadline_seconds,
+            force: s.force,
+        }),
+        paused: s.paused,
+        aborted: s.aborted,
+        phase: match status.phase.is_empty() {
+            true => "Planned".into(),
+            false => status.phase.clone(),
         },
-    };
-    p.next_window = next.map(|t| t.to_string()).unwrap_or_default();
-    p
-}
-
-/// The plan of `spec` over `instances`.
-pub fn plan_of(
-    spec: &proto::RolloutSpec,
-    instances: &[std::sync::Arc<Instance>],
-    now: jiff::Timestamp,
-) -> Result<proto::RolloutPlan, ApiError> {
-    if spec.karmada_version.is_empty() {
-        return Err(ApiError::invalid(
-            "spec.karmada_version",
-            "required: the release the instances move to",
-        ));
+        reason: status.reason.clone(),
+        waves: status
+            .waves
+            .iter()
+            .map(|w| proto::RolloutWave {
+                instances: w.iter().map(entry).collect(),
+            })
+            .collect(),
+        created: r
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string())
+            .unwrap_or_default(),
     }
-    let selected: BTreeMap<String, &Instance> = instances
-        .iter()
-        .filter(|i| {
-            let labels = i.metadata.labels.clone().unwrap_or_default();
-            spec.match_labels
-                .iter()
-                .all(|(k, v)| labels.get(k) == Some(v))
-        })
-        .filter_map(|i| Some((i.metadata.name.clone()?, &**i)))
-        .collect();
-    let names: Vec<String> = selected.keys().cloned().collect();
-    let waves = plan::waves(&names, &strategy(spec))
-        .map_err(|e| ApiError::invalid("spec", e.to_string()))?;
-    let waves: Vec<proto::PlannedWave> = waves
-        .iter()
-        .map(|w| proto::PlannedWave {
-            instances: w
-                .iter()
-                .filter_map(|n| selected.get(n))
-                .map(|i| planned(i, &spec.karmada_version, spec.ignore_windows, now))
-                .collect(),
-        })
-        .collect();
-    let blocked = waves
-        .iter()
-        .flat_map(|w| &w.instances)
-        .filter(|i| !i.blocking.is_empty())
-        .count();
-    Ok(proto::RolloutPlan {
-        waves,
-        blocked: i32::try_from(blocked).unwrap_or(i32::MAX),
-    })
 }
 
 #[tonic::async_trait]
@@ -160,92 +155,94 @@ impl RolloutService for Rollouts {
         let plan = plan_of(&spec, &self.0.instances(), jiff::Timestamp::now())?;
         Ok(Response::new(plan))
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::crd::{InstanceSpec, InstanceStatus, MaintenanceWindowSpec};
-
-    fn instance(
-        name: &str,
-        mode: InstanceMode,
-        version: &str,
-        labels: &[(&str, &str)],
-    ) -> std::sync::Arc<Instance> {
-        let mut i = Instance::new(
-            name,
-            InstanceSpec {
-                mode,
-                ..serde_json::from_value(serde_json::json!({})).expect("spec")
-            },
-        );
-        i.metadata.labels = Some(
-            labels
+    async fn start_rollout(
+        &self,
+        req: Request<proto::StartRolloutRequest>,
+    ) -> Result<Response<proto::Rollout>, Status> {
+        let authorized = Authorized::of(&req)?;
+        let by = authorized.caller().user.name.clone();
+        let req = req.into_inner();
+        check_name("name", &req.name)?;
+        let spec = spec_of(&req)?;
+        // Refused now rather than Blocked later: the caller reads why at once.
+        let plan = plan_of(
+            req.spec.as_ref().unwrap_or(&Default::default()),
+            &self.0.instances(),
+            jiff::Timestamp::now(),
+        )?;
+        if plan.waves.is_empty() {
+            return Err(ApiError::FailedPrecondition(
+                "the selector picks no instance".into(),
+            )
+            .into());
+        }
+        if plan.blocked > 0 && !spec.force {
+            let blocked: Vec<String> = plan
+                .waves
                 .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        );
-        i.status = Some(InstanceStatus {
-            phase: Phase::Running,
-            karmada_version: Some(version.into()),
-            ..Default::default()
-        });
-        std::sync::Arc::new(i)
+                .flat_map(|w| &w.instances)
+                .filter(|i| !i.blocking.is_empty())
+                .map(|i| format!("{}: {}", i.name, i.blocking.join("; ")))
+                .collect();
+            return Err(ApiError::FailedPrecondition(format!(
+                "{} instance(s) cannot take the change (options.force leaves them out): {}",
+                blocked.len(),
+                blocked.join(" | ")
+            ))
+            .into());
+        }
+        let mut rollout = FleetRollout::new(&req.name, spec);
+        rollout.metadata.annotations =
+            Some([("kairship.io/started-by".to_string(), by.clone())].into());
+        let created = self
+            .host_call(self.api().create(&PostParams::default(), &rollout), &req.name)
+            .await?;
+        tracing::info!(rollout = %req.name, by = %by, version = %created.spec.karmada_version, "rollout started");
+        Ok(Response::new(to_proto(&created)))
     }
 
-    #[test]
-    fn a_plan_names_what_blocks_each_instance() {
-        let now: jiff::Timestamp = "2026-12-01T12:00:00Z".parse().expect("time");
-        let mut windowed =
-            (*instance("e", InstanceMode::Managed, "v1.17.1", &[("env", "prod")])).clone();
-        windowed.spec.maintenance_window = Some(MaintenanceWindowSpec {
-            days: vec!["Thu".into()],
-            start: "02:00".into(),
-            duration: "2h".into(),
-            time_zone: None,
-        });
-        let fleet = vec![
-            instance("a", InstanceMode::Managed, "v1.17.1", &[("env", "prod")]),
-            instance("b", InstanceMode::External, "v1.17.1", &[("env", "prod")]),
-            instance("c", InstanceMode::Managed, "v1.18.2", &[("env", "prod")]),
-            instance("d", InstanceMode::Managed, "v1.16.0", &[("env", "prod")]),
-            std::sync::Arc::new(windowed),
-            instance("z", InstanceMode::Managed, "v1.17.1", &[("env", "dev")]),
-        ];
-        let spec = proto::RolloutSpec {
-            karmada_version: "v1.18.2".into(),
-            match_labels: [("env".to_string(), "prod".to_string())].into(),
-            canary: 1,
-            percentages: vec![100],
-            ..Default::default()
-        };
-        let plan = plan_of(&spec, &fleet, now).expect("a plan");
-        let all: Vec<&proto::PlannedInstance> =
-            plan.waves.iter().flat_map(|w| &w.instances).collect();
-        let of = |n: &str| all.iter().find(|i| i.name == n).expect(n);
-        assert_eq!(plan.waves.len(), 2);
-        assert_eq!(plan.waves[0].instances[0].name, "a", "the canary");
-        assert!(all.iter().all(|i| i.name != "z"), "not selected");
-        assert!(of("a").blocking.is_empty(), "{:?}", of("a").blocking);
-        assert!(of("b").blocking[0].starts_with("External"));
-        assert!(of("c").blocking.is_empty() && of("c").notes[0].contains("already"));
-        assert!(of("d").blocking[0].contains("skips a minor"));
-        assert_eq!(of("e").next_window, "2026-12-03T02:00:00Z");
-        assert_eq!(of("a").next_window, "2026-12-01T12:00:00Z");
-        assert_eq!(plan.blocked, 2);
-        let down = proto::RolloutSpec {
-            karmada_version: "v1.17.0".into(),
-            ..spec.clone()
-        };
-        let plan = plan_of(&down, &fleet, now).expect("a plan");
-        let a = plan
-            .waves
-            .iter()
-            .flat_map(|w| &w.instances)
-            .find(|i| i.name == "a")
-            .expect("a");
-        assert!(a.blocking[0].contains("downgrade"), "{:?}", a.blocking);
-        assert!(plan_of(&proto::RolloutSpec::default(), &fleet, now).is_err());
+    async fn list_rollouts(
+        &self,
+        req: Request<proto::ListRolloutsRequest>,
+    ) -> Result<Response<proto::ListRolloutsResponse>, Status> {
+        Authorized::of(&req)?;
+        let mut all = self.0.tree.rollouts().store().state();
+        all.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        Ok(Response::new(proto::ListRolloutsResponse {
+            rollouts: all.iter().map(|r| to_proto(r)).collect(),
+        }))
+    }
+
+    async fn get_rollout(
+        &self,
+        req: Request<proto::RolloutName>,
+    ) -> Result<Response<proto::Rollout>, Status> {
+        Authorized::of(&req)?;
+        Ok(Response::new(to_proto(&self.get(&req.get_ref().name)?)))
+    }
+
+    async fn pause_rollout(
+        &self,
+        req: Request<proto::RolloutName>,
+    ) -> Result<Response<proto::Rollout>, Status> {
+        Authorized::of(&req)?;
+        Ok(Response::new(self.set(&req.get_ref().name, "paused", true).await?))
+    }
+
+    async fn resume_rollout(
+        &self,
+        req: Request<proto::RolloutName>,
+    ) -> Result<Response<proto::Rollout>, Status> {
+        Authorized::of(&req)?;
+        Ok(Response::new(self.set(&req.get_ref().name, "paused", false).await?))
+    }
+
+    async fn abort_rollout(
+        &self,
+        req: Request<proto::RolloutName>,
+    ) -> Result<Response<proto::Rollout>, Status> {
+        Authorized::of(&req)?;
+        Ok(Response::new(self.set(&req.get_ref().name, "aborted", true).await?))
     }
 }

@@ -1,6 +1,7 @@
-//! `kairship ctl rollouts plan`: what a fleet rollout would do, before anything moves:
-//! its waves, each instance's release now and after, when it may next be changed, and
-//! what blocks it.
+//! `kairship ctl rollouts`: `plan` shows what a fleet rollout would do before anything
+//! moves (its waves, each instance's release now and after, when it may next be changed,
+//! what blocks it); `start` runs it as a FleetRollout; `list`, `get`, `pause`, `resume`
+//! and `abort` follow and steer it.
 
 use clap::{Args, Subcommand};
 use serde_json::Value;
@@ -13,6 +14,43 @@ use crate::Error;
 pub enum RolloutsCmd {
     /// The plan of a rollout to --version: waves, windows, blocking findings.
     Plan(PlanArgs),
+    /// Starts a rollout to --version: each instance backed up, changed and soaked, wave
+    /// by wave; the first failure halts it and rolls that instance back.
+    Start(StartArgs),
+    /// Every rollout, with its phase.
+    List,
+    /// One rollout: its phase and every instance's step.
+    Get(NameArg),
+    /// Nothing new starts; instances changing carry on.
+    Pause(NameArg),
+    Resume(NameArg),
+    /// Stops for good: nothing new starts, what changed stays changed.
+    Abort(NameArg),
+}
+
+#[derive(Debug, Args)]
+pub struct NameArg {
+    pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    /// The rollout's name.
+    pub name: String,
+    #[command(flatten)]
+    pub plan: PlanArgs,
+    /// Instances of a wave changing at once.
+    #[arg(long, default_value_t = 1)]
+    pub max_unavailable: u32,
+    /// How long an instance stays Running after its change before it counts as done.
+    #[arg(long, default_value_t = 300)]
+    pub soak_seconds: u32,
+    /// How long a change may take before the rollout halts.
+    #[arg(long, default_value_t = 1800)]
+    pub progress_deadline_seconds: u32,
+    /// Start although some instances cannot take the change (they are left out).
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]
@@ -77,8 +115,7 @@ fn rows(j: &Value) -> Vec<Vec<String>> {
     rows
 }
 
-pub(crate) async fn run(conn: &Conn, out: Output, cmd: &RolloutsCmd) -> Result<(), Error> {
-    let RolloutsCmd::Plan(args) = cmd;
+fn spec_of(args: &PlanArgs) -> Result<proto::RolloutSpec, Error> {
     let match_labels = args
         .selector
         .iter()
@@ -88,19 +125,130 @@ pub(crate) async fn run(conn: &Conn, out: Output, cmd: &RolloutsCmd) -> Result<(
                 .ok_or_else(|| Error::Usage(format!("--selector {kv:?}: expected key=value")))
         })
         .collect::<Result<_, _>>()?;
-    let spec = proto::RolloutSpec {
+    Ok(proto::RolloutSpec {
         karmada_version: args.version.clone(),
         match_labels,
         canary: args.canary,
         percentages: args.percentages.clone(),
         ignore_windows: args.ignore_windows,
         ..Default::default()
-    };
+    })
+}
+
+fn list_rows(j: &Value) -> Vec<Vec<String>> {
+    let mut rows = vec![vec![
+        "NAME".into(),
+        "VERSION".into(),
+        "PHASE".into(),
+        "DONE".into(),
+        "REASON".into(),
+    ]];
+    for r in j["rollouts"].as_array().into_iter().flatten() {
+        rows.push(summary(r));
+    }
+    rows
+}
+
+fn summary(r: &Value) -> Vec<String> {
+    let all: Vec<&Value> = r["waves"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|w| w["instances"].as_array().into_iter().flatten())
+        .collect();
+    let done = all.iter().filter(|i| i["step"] == "Done").count();
+    vec![
+        s(r, "/name"),
+        s(r, "/spec/karmadaVersion"),
+        s(r, "/phase"),
+        format!("{done}/{}", all.len()),
+        s(r, "/reason"),
+    ]
+}
+
+fn rollout_rows(r: &Value) -> Vec<Vec<String>> {
+    let mut rows = list_rows(&serde_json::json!({"rollouts": [r]}));
+    rows.push(vec![]);
+    rows.push(vec![
+        "WAVE".into(),
+        "INSTANCE".into(),
+        "STEP".into(),
+        "SINCE".into(),
+        "FROM".into(),
+        "BACKUP".into(),
+        "REASON".into(),
+    ]);
+    for (w, wave) in r["waves"].as_array().into_iter().flatten().enumerate() {
+        for i in wave["instances"].as_array().into_iter().flatten() {
+            rows.push(vec![
+                (w + 1).to_string(),
+                s(i, "/name"),
+                s(i, "/step"),
+                s(i, "/since"),
+                s(i, "/fromVersion"),
+                s(i, "/backup"),
+                s(i, "/reason"),
+            ]);
+        }
+    }
+    rows
+}
+
+pub(crate) async fn run(conn: &Conn, out: Output, cmd: &RolloutsCmd) -> Result<(), Error> {
     let mut c = RolloutServiceClient::new(conn.channel.clone());
-    let plan = c
-        .plan_rollout(conn.request(proto::PlanRolloutRequest { spec: Some(spec) }))
-        .await
-        .map_err(status)?
-        .into_inner();
-    print(out, "kairship.v1alpha1.RolloutPlan", &plan, rows)
+    let name = |n: &NameArg| conn.request(proto::RolloutName { name: n.name.clone() });
+    const ROLLOUT: &str = "kairship.v1alpha1.Rollout";
+    match cmd {
+        RolloutsCmd::Plan(args) => {
+            let spec = spec_of(args)?;
+            let plan = c
+                .plan_rollout(conn.request(proto::PlanRolloutRequest { spec: Some(spec) }))
+                .await
+                .map_err(status)?
+                .into_inner();
+            print(out, "kairship.v1alpha1.RolloutPlan", &plan, rows)
+        }
+        RolloutsCmd::Start(args) => {
+            let req = proto::StartRolloutRequest {
+                name: args.name.clone(),
+                spec: Some(spec_of(&args.plan)?),
+                options: Some(proto::RolloutOptions {
+                    max_unavailable: args.max_unavailable,
+                    soak_seconds: args.soak_seconds,
+                    progress_deadline_seconds: args.progress_deadline_seconds,
+                    force: args.force,
+                }),
+            };
+            let r = c
+                .start_rollout(conn.request(req))
+                .await
+                .map_err(status)?
+                .into_inner();
+            print(out, ROLLOUT, &r, rollout_rows)
+        }
+        RolloutsCmd::List => {
+            let list = c
+                .list_rollouts(conn.request(proto::ListRolloutsRequest {}))
+                .await
+                .map_err(status)?
+                .into_inner();
+            print(out, "kairship.v1alpha1.ListRolloutsResponse", &list, list_rows)
+        }
+        RolloutsCmd::Get(n) => {
+            let r = c.get_rollout(name(n)).await.map_err(status)?.into_inner();
+            print(out, ROLLOUT, &r, rollout_rows)
+        }
+        RolloutsCmd::Pause(n) => {
+            let r = c.pause_rollout(name(n)).await.map_err(status)?.into_inner();
+            print(out, ROLLOUT, &r, rollout_rows)
+        }
+        RolloutsCmd::Resume(n) => {
+            let r = c.resume_rollout(name(n)).await.map_err(status)?.into_inner();
+            print(out, ROLLOUT, &r, rollout_rows)
+        }
+        RolloutsCmd::Abort(n) => {
+            let r = c.abort_rollout(name(n)).await.map_err(status)?.into_inner();
+            print(out, ROLLOUT, &r, rollout_rows)
+        }
+    }
 }

@@ -390,6 +390,32 @@ pub const GRPC: &[(&str, Rule)] = &[
         "/kairship.v1alpha1.RolloutService/PlanRollout",
         kairship(rule(View, Scope::Fleet, "plan", "rollouts")),
     ),
+    // Rollouts change every instance they select: starting, pausing, resuming or aborting
+    // one needs the admin role on every instance; reading them, a role on every instance.
+    (
+        "/kairship.v1alpha1.RolloutService/StartRollout",
+        kairship(named(rule(Admin, Scope::Fleet, "create", "rollouts"), "name")),
+    ),
+    (
+        "/kairship.v1alpha1.RolloutService/ListRollouts",
+        kairship(rule(View, Scope::Fleet, "list", "rollouts")),
+    ),
+    (
+        "/kairship.v1alpha1.RolloutService/GetRollout",
+        kairship(named(rule(View, Scope::Fleet, "get", "rollouts"), "name")),
+    ),
+    (
+        "/kairship.v1alpha1.RolloutService/PauseRollout",
+        kairship(named(rule(Admin, Scope::Fleet, "pause", "rollouts"), "name")),
+    ),
+    (
+        "/kairship.v1alpha1.RolloutService/ResumeRollout",
+        kairship(named(rule(Admin, Scope::Fleet, "resume", "rollouts"), "name")),
+    ),
+    (
+        "/kairship.v1alpha1.RolloutService/AbortRollout",
+        kairship(named(rule(Admin, Scope::Fleet, "abort", "rollouts"), "name")),
+    ),
     // Server reflection describes the API, holds no data: any authenticated caller.
     (
         "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",

@@ -1,0 +1,361 @@
+//! A `FleetRollout`'s engine as pure functions of what it reads, so every transition is
+//! tested without a fleet:
+//!
+//! - [`pass`]: the rollout as a whole, from its spec and status and the instances it
+//!   selects: its waves (planned once, blocked by blocking findings unless forced), then
+//!   what [`decide`](super::decide::decide) says (instances to start, soaked ones done,
+//!   one failed) written back as the next status;
+//! - [`advance`]: one instance's own work in its step: its backup, its new release, its
+//!   soak, or its rollback after a failure.
+//!
+//! The engine that calls them writes what they return: the next status (the leader), and
+//! for an instance its backup and the release in its spec (its controller).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::decide::{self, Decision, Phase as Decided, Policy, Seen, Step};
+use crate::crd::{FleetRolloutSpec, FleetRolloutStatus, Instance, InstanceRollout, Phase};
+
+/// The step as the status spells it.
+pub fn step_of(r: &InstanceRollout) -> Step {
+    let since = r
+        .since
+        .as_deref()
+        .and_then(|s| s.parse::<Timestamp>().ok())
+        .unwrap_or(Timestamp::UNIX_EPOCH);
+    let reason = r.reason.clone().unwrap_or_default();
+    match r.step.as_str() {
+        "BackingUp" => Step::BackingUp { since },
+        "Upgrading" => Step::Upgrading { since },
+        "Soaking" => Step::Soaking { since },
+        "Done" => Step::Done,
+        "Failed" => Step::Failed { reason },
+        "RolledBack" => Step::RolledBack { reason },
+        _ => Step::Pending,
+    }
+}
+
+fn entry(step: &str, since: Timestamp, prior: Option<&InstanceRollout>) -> InstanceRollout {
+    InstanceRollout {
+        step: step.into(),
+        since: Some(since.to_string()),
+        ..prior.cloned().unwrap_or_default()
+    }
+}
+
+/// Healthy enough to soak: Running, and not reporting a degraded component.
+pub fn healthy(i: &Instance) -> bool {
+    i.status.as_ref().is_some_and(|s| s.phase == Phase::Running)
+}
+
+/// The policy of `spec` for [`decide`](super::decide::decide).
+pub fn policy(spec: &FleetRolloutSpec) -> Policy {
+    Policy {
+        max_unavailable: spec.max_unavailable.max(1) as usize,
+        soak: SignedDuration::from_secs(i64::from(spec.soak_seconds)),
+        progress_deadline: SignedDuration::from_secs(i64::from(spec.progress_deadline_seconds)),
+        ignore_windows: spec.ignore_windows,
+        paused: spec.paused,
+        aborted: spec.aborted,
+    }
+}
+
+/// The rollout's next status after one pass at `now`, over the `fleet` as the Instance
+/// cache shows it; `plan` gives the waves and each planned instance's blocking findings
+/// (`api::grpc::rollout` answers it for a plan read by hand too).
+pub fn pass(
+    spec: &FleetRolloutSpec,
+    status: &FleetRolloutStatus,
+    fleet: &[Arc<Instance>],
+    plan: impl Fn() -> Result<(Vec<Vec<String>>, BTreeMap<String, Vec<String>>), String>,
+    now: Timestamp,
+) -> FleetRolloutStatus {
+    let mut next = status.clone();
+    if next.waves.is_empty() {
+        let (waves, blocking) = match plan() {
+            Ok(p) => p,
+            Err(why) => {
+                next.phase = "Blocked".into();
+                next.reason = format!("the rollout cannot be planned: {why}");
+                return next;
+            }
+        };
+        let blocked: Vec<String> = blocking
+            .iter()
+            .filter(|(_, b)| !b.is_empty())
+            .map(|(n, b)| format!("{n}: {}", b.join("; ")))
+            .collect();
+        if !blocked.is_empty() && !spec.force {
+            next.phase = "Blocked".into();
+            next.reason = format!(
+                "{} instance(s) cannot take the change (force the rollout to leave them out): {}",
+                blocked.len(),
+                blocked.join(" | ")
+            );
+            return next;
+        }
+        // Forced: the blocked instances are left out of the waves.
+        next.waves = waves
+            .into_iter()
+            .map(|w| {
+                w.into_iter()
+                    .filter(|n| blocking.get(n).is_none_or(|b| b.is_empty()))
+                    .collect::<Vec<_>>()
+            })
+            .filter(|w: &Vec<String>| !w.is_empty())
+            .collect();
+        for n in next.waves.iter().flatten() {
+            next.instances.entry(n.clone()).or_insert(InstanceRollout {
+                step: "Pending".into(),
+                ..Default::default()
+            });
+        }
+    }
+    let by_name: BTreeMap<&str, &Instance> = fleet
+        .iter()
+        .filter_map(|i| Some((i.metadata.name.as_deref()?, &**i)))
+        .collect();
+    let seen: BTreeMap<String, Seen> = next
+        .instances
+        .iter()
+        .filter_map(|(n, r)| {
+            let i = by_name.get(n.as_str())?;
+            let window_open = match &i.spec.maintenance_window {
+                None => true,
+                Some(w) => w.window().is_ok_and(|w| w.is_open(now)),
+            };
+            Some((
+                n.clone(),
+                Seen {
+                    step: step_of(r),
+                    healthy: healthy(i),
+                    window_open,
+                },
+            ))
+        })
+        .collect();
+    let Decision {
+        phase,
+        start,
+        finish,
+        fail,
+    } = decide::decide(&next.waves, &policy(spec), &seen, now);
+    for n in start {
+        let from = by_name
+            .get(n.as_str())
+            .and_then(|i| i.status.as_ref()?.karmada_version.clone());
+        let prior = next.instances.get(&n).cloned();
+        let mut e = entry("BackingUp", now, prior.as_ref());
+        e.from_version = from;
+        next.instances.insert(n, e);
+    }
+    for n in finish {
+        let prior = next.instances.get(&n).cloned();
+        next.instances.insert(n, entry("Done", now, prior.as_ref()));
+    }
+    if let Some((n, why)) = fail {
+        let prior = next.instances.get(&n).cloned();
+        let mut e = entry("Failed", now, prior.as_ref());
+        e.reason = Some(why);
+        next.instances.insert(n, e);
+    }
+    (next.phase, next.reason) = match phase {
+        Decided::Progressing { wave } => (
+            "Progressing".into(),
+            format!("wave {} of {}", wave + 1, next.waves.len()),
+        ),
+        Decided::Paused { wave } => (
+            "Paused".into(),
+            format!("paused at wave {} of {}", wave + 1, next.waves.len()),
+        ),
+        Decided::Halted { reason } => ("Halted".into(), reason),
+        Decided::Aborted => ("Aborted".into(), "aborted".into()),
+        Decided::Completed => ("Completed".into(), String::new()),
+    };
+    next
+}
+
+/// What an instance's own controller does now for its step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Work {
+    Nothing,
+    /// Take a backup of the instance first.
+    Backup,
+    /// Set the release in the instance's spec (karmada-operator then upgrades it).
+    SetVersion(String),
+}
+
+/// A backup's outcome, as the instance's controller reads its record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackupState {
+    Running,
+    Completed(String),
+    Failed(String),
+}
+
+/// One instance's next entry (when it changes) and work, at `now`, for a rollout to
+/// `target`: `instance` as the cache shows it, `backup` the backup its step started.
+pub fn advance(
+    r: &InstanceRollout,
+    target: &str,
+    instance: &Instance,
+    backup: Option<&BackupState>,
+    now: Timestamp,
+) -> (Option<InstanceRollout>, Work) {
+    let status = instance.status.as_ref();
+    let running_at = |v: &str| {
+        status.is_some_and(|s| s.phase == Phase::Running && s.karmada_version.as_deref() == Some(v))
+    };
+    match (r.step.as_str(), backup) {
+        ("BackingUp", None) => (None, Work::Backup),
+        ("BackingUp", Some(BackupState::Running)) => (None, Work::Nothing),
+        ("BackingUp", Some(BackupState::Completed(name))) => {
+            let mut e = entry("Upgrading", now, Some(r));
+            e.backup = Some(name.clone());
+            (Some(e), Work::SetVersion(target.to_string()))
+        }
+        ("BackingUp", Some(BackupState::Failed(why))) => {
+            let mut e = entry("Failed", now, Some(r));
+            e.reason = Some(format!("its backup failed, so nothing was changed: {why}"));
+            (Some(e), Work::Nothing)
+        }
+        ("Upgrading", _) if running_at(target) => (Some(entry("Soaking", now, Some(r))), Work::Nothing),
+        // Set again until the spec says so (idempotent; a restart may have come between).
+        ("Upgrading", _) => (None, Work::SetVersion(target.to_string())),
+        ("Failed", _) => match r.from_version.as_deref() {
+            // Nothing changed yet (its backup failed, or it never left BackingUp).
+            _ if r.backup.is_none() => (None, Work::Nothing),
+            Some(from) if running_at(from) => {
+                let mut e = entry("RolledBack", now, Some(r));
+                e.reason = r.reason.clone();
+                (Some(e), Work::Nothing)
+            }
+            Some(from) => (None, Work::SetVersion(from.to_string())),
+            None => (None, Work::Nothing),
+        },
+        _ => (None, Work::Nothing),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{InstanceMode, InstanceSpec, InstanceStatus};
+
+    fn t(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + secs).expect("time")
+    }
+
+    fn instance(name: &str, version: &str, phase: Phase) -> Arc<Instance> {
+        let mut i = Instance::new(
+            name,
+            InstanceSpec {
+                mode: InstanceMode::Managed,
+                ..serde_json::from_value(serde_json::json!({})).expect("spec")
+            },
+        );
+        i.status = Some(InstanceStatus {
+            phase,
+            karmada_version: Some(version.into()),
+            ..Default::default()
+        });
+        Arc::new(i)
+    }
+
+    fn spec() -> FleetRolloutSpec {
+        serde_json::from_value(serde_json::json!({"karmadaVersion": "v1.18.2", "canary": 1, "soakSeconds": 60}))
+            .expect("spec")
+    }
+
+    fn plan(names: &[&str]) -> Result<(Vec<Vec<String>>, BTreeMap<String, Vec<String>>), String> {
+        let w = super::super::plan::waves(
+            &names.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            &super::super::plan::Strategy::Progressive {
+                canary: 1,
+                percentages: vec![100],
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        Ok((w, BTreeMap::new()))
+    }
+
+    #[test]
+    fn a_rollout_goes_from_canary_to_done() {
+        let fleet = vec![instance("a", "v1.17.1", Phase::Running), instance("b", "v1.17.1", Phase::Running)];
+        let s0 = FleetRolloutStatus::default();
+        let s1 = pass(&spec(), &s0, &fleet, || plan(&["a", "b"]), t(0));
+        assert_eq!(s1.waves, [vec!["a".to_string()], vec!["b".to_string()]]);
+        assert_eq!(s1.instances["a"].step, "BackingUp");
+        assert_eq!(s1.instances["a"].from_version.as_deref(), Some("v1.17.1"));
+        assert_eq!(s1.instances["b"].step, "Pending");
+        assert_eq!((s1.phase.as_str(), s1.reason.as_str()), ("Progressing", "wave 1 of 2"));
+        // The canary's own controller: back up, then set the release, then soak.
+        let a = &fleet[0];
+        let (e, w) = advance(&s1.instances["a"], "v1.18.2", a, None, t(1));
+        assert_eq!((e, w), (None, Work::Backup));
+        let done = BackupState::Completed("a-backup".into());
+        let (e, w) = advance(&s1.instances["a"], "v1.18.2", a, Some(&done), t(5));
+        let upgrading = e.expect("upgrading");
+        assert_eq!((upgrading.step.as_str(), w), ("Upgrading", Work::SetVersion("v1.18.2".into())));
+        let upgraded = instance("a", "v1.18.2", Phase::Running);
+        let (e, _) = advance(&upgrading, "v1.18.2", &upgraded, None, t(30));
+        let soaking = e.expect("soaking");
+        assert_eq!(soaking.step, "Soaking");
+        let mut s2 = s1.clone();
+        s2.instances.insert("a".into(), soaking);
+        let fleet = vec![upgraded, fleet[1].clone()];
+        let s3 = pass(&spec(), &s2, &fleet, || plan(&["a", "b"]), t(60));
+        assert_eq!(s3.instances["b"].step, "Pending", "still soaking");
+        let s4 = pass(&spec(), &s3, &fleet, || plan(&["a", "b"]), t(95));
+        assert_eq!(s4.instances["a"].step, "Done");
+        assert_eq!(s4.instances["b"].step, "BackingUp", "the next wave once the canary soaked");
+    }
+
+    #[test]
+    fn blocked_plans_wait_for_force_and_failures_roll_back() {
+        let fleet = vec![instance("a", "v1.17.1", Phase::Running), instance("x", "v1.17.1", Phase::Running)];
+        let blocked = || {
+            let (w, _) = plan(&["a", "x"])?;
+            Ok((w, [("x".to_string(), vec!["External".to_string()])].into()))
+        };
+        let s = pass(&spec(), &FleetRolloutStatus::default(), &fleet, blocked, t(0));
+        assert_eq!(s.phase, "Blocked");
+        assert!(s.reason.contains("x: External"), "{}", s.reason);
+        let forced = FleetRolloutSpec { force: true, ..spec() };
+        let s = pass(&forced, &FleetRolloutStatus::default(), &fleet, blocked, t(0));
+        assert_eq!(s.waves, [vec!["a".to_string()]], "x left out");
+        // Upgrading past the deadline: failed, and its controller rolls it back.
+        let mut s = s;
+        s.instances.insert(
+            "a".into(),
+            InstanceRollout {
+                step: "Upgrading".into(),
+                since: Some(t(0).to_string()),
+                from_version: Some("v1.17.1".into()),
+                backup: Some("a-backup".into()),
+                ..Default::default()
+            },
+        );
+        let failed = pass(&spec(), &s, &fleet, || plan(&["a"]), t(1801));
+        assert_eq!(failed.phase, "Halted");
+        let a = &failed.instances["a"];
+        assert_eq!(a.step, "Failed");
+        let stuck = instance("a", "v1.18.2", Phase::Upgrading);
+        let (e, w) = advance(a, "v1.18.2", &stuck, None, t(1802));
+        assert_eq!((e, w), (None, Work::SetVersion("v1.17.1".into())));
+        let back = instance("a", "v1.17.1", Phase::Running);
+        let (e, _) = advance(a, "v1.18.2", &back, None, t(1900));
+        assert_eq!(e.map(|e| e.step), Some("RolledBack".into()));
+        // A failed backup changes nothing.
+        let backing = InstanceRollout {
+            step: "BackingUp".into(),
+            ..Default::default()
+        };
+        let (e, w) = advance(&backing, "v1.18.2", &back, Some(&BackupState::Failed("full".into())), t(0));
+        assert_eq!(w, Work::Nothing);
+        assert!(e.is_some_and(|e| e.step == "Failed" && e.reason.is_some_and(|r| r.contains("nothing was changed"))));
+    }
+}
