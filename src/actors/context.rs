@@ -168,6 +168,6 @@ pub struct Context {
     pub instances: super::instance_informer::InstanceInformer,
     /// This replica's share of the instances, when sharded.
     pub shards: Option<super::shards::Shards>,
-    /// The host's FleetRollouts (`rollout::runner`).
-    pub rollouts: crate::rollout::runner::FleetRollouts,
+    /// The host's FleetRollouts (`rollout::store`).
+    pub rollouts: crate::rollout::store::FleetRollouts,
 }

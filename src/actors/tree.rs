@@ -91,7 +91,7 @@ impl Tree {
             .map(|cfg| super::shards::spawn(host.clone(), cfg));
         let ctx = Context {
             instances: super::instance_informer::InstanceInformer::start(&host),
-            rollouts: crate::rollout::runner::FleetRollouts::start(&host),
+            rollouts: crate::rollout::store::FleetRollouts::start(&host),
             shards: shards.as_ref().map(|r| r.shards.clone()),
             host,
             leadership,
@@ -208,7 +208,7 @@ impl TreeHandle {
     }
 
     /// The host's FleetRollouts as watched.
-    pub fn rollouts(&self) -> &crate::rollout::runner::FleetRollouts {
+    pub fn rollouts(&self) -> &crate::rollout::store::FleetRollouts {
         &self.ctx.rollouts
     }
 

@@ -15,7 +15,7 @@ use crate::backups::take::{self, Request};
 use crate::backups::{Phase as BackupPhase, Store};
 use crate::crd::{karmada_spec, FleetRollout, Instance, InstanceRollout};
 use crate::rollout::engine::{self, BackupState, Work as Step};
-use crate::rollout::runner::{entry_patch, TICK};
+use crate::rollout::store::{entry_patch, TICK};
 
 #[derive(Default)]
 pub struct RolloutSteps;

@@ -11,4 +11,5 @@ pub mod engine;
 pub mod findings;
 pub mod plan;
 pub mod runner;
+pub mod store;
 pub mod window;

@@ -516,6 +516,86 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/apis/kairship.io/v1alpha1/rollouts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["RolloutService_ListRollouts"];
+        put?: never;
+        post: operations["RolloutService_StartRollout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/apis/kairship.io/v1alpha1/rollouts/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["RolloutService_GetRollout"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/apis/kairship.io/v1alpha1/rollouts/{name}:abort": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["RolloutService_AbortRollout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/apis/kairship.io/v1alpha1/rollouts/{name}:pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["RolloutService_PauseRollout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/apis/kairship.io/v1alpha1/rollouts/{name}:resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["RolloutService_ResumeRollout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/apis/kairship.io/v1alpha1/rollouts:plan": {
         parameters: {
             query?: never;
@@ -848,6 +928,9 @@ export interface components {
             nextPageToken?: string;
             policies?: components["schemas"]["kairship.v1alpha1.Policy"][];
         };
+        "kairship.v1alpha1.ListRolloutsResponse": {
+            rollouts?: components["schemas"]["kairship.v1alpha1.Rollout"][];
+        };
         "kairship.v1alpha1.ListWorkloadEventsResponse": {
             events?: components["schemas"]["kairship.v1alpha1.WorkloadEvent"][];
             unavailable?: string[];
@@ -1011,8 +1094,39 @@ export interface components {
                 [key: string]: number;
             };
         };
+        "kairship.v1alpha1.Rollout": {
+            aborted?: boolean;
+            created?: string;
+            name?: string;
+            options?: components["schemas"]["kairship.v1alpha1.RolloutOptions"];
+            paused?: boolean;
+            phase?: string;
+            reason?: string;
+            spec?: components["schemas"]["kairship.v1alpha1.RolloutSpec"];
+            waves?: components["schemas"]["kairship.v1alpha1.RolloutWave"][];
+        };
         "kairship.v1alpha1.RolloutGroup": {
             instances?: string[];
+        };
+        "kairship.v1alpha1.RolloutInstance": {
+            backup?: string;
+            fromVersion?: string;
+            name?: string;
+            reason?: string;
+            since?: string;
+            step?: string;
+        };
+        "kairship.v1alpha1.RolloutName": {
+            name?: string;
+        };
+        "kairship.v1alpha1.RolloutOptions": {
+            force?: boolean;
+            /** Format: int64 */
+            maxUnavailable?: number;
+            /** Format: int64 */
+            progressDeadlineSeconds?: number;
+            /** Format: int64 */
+            soakSeconds?: number;
         };
         "kairship.v1alpha1.RolloutPlan": {
             /** Format: int32 */
@@ -1029,6 +1143,9 @@ export interface components {
                 [key: string]: string;
             };
             percentages?: number[];
+        };
+        "kairship.v1alpha1.RolloutWave": {
+            instances?: components["schemas"]["kairship.v1alpha1.RolloutInstance"][];
         };
         "kairship.v1alpha1.SearchHit": {
             instance?: string;
@@ -1060,6 +1177,11 @@ export interface components {
             instance?: string;
             name?: string;
             taints?: components["schemas"]["kairship.v1alpha1.Taint"][];
+        };
+        "kairship.v1alpha1.StartRolloutRequest": {
+            name?: string;
+            options?: components["schemas"]["kairship.v1alpha1.RolloutOptions"];
+            spec?: components["schemas"]["kairship.v1alpha1.RolloutSpec"];
         };
         "kairship.v1alpha1.Taint": {
             effect?: string;
@@ -2560,6 +2682,204 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["kairship.v1alpha1.Leader"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    RolloutService_ListRollouts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.ListRolloutsResponse"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    RolloutService_StartRollout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["kairship.v1alpha1.StartRolloutRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.Rollout"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    RolloutService_GetRollout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.Rollout"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    RolloutService_AbortRollout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["kairship.v1alpha1.RolloutName"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.Rollout"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    RolloutService_PauseRollout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["kairship.v1alpha1.RolloutName"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.Rollout"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    RolloutService_ResumeRollout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["kairship.v1alpha1.RolloutName"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.Rollout"];
                 };
             };
             /** @description An error as google.rpc.Status */

@@ -41,10 +41,10 @@ impl Rollouts {
             )));
         }
         let patch = json!({"spec": {field: value}});
-        let call = self
-            .api()
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch));
-        let updated = self.host_call(call, name).await?;
+        let (api, params, patch) = (self.api(), PatchParams::default(), Patch::Merge(&patch));
+        let updated = self
+            .host_call(api.patch(name, &params, &patch), name)
+            .await?;
         Ok(to_proto(&updated))
     }
 
@@ -219,7 +219,8 @@ impl RolloutService for Rollouts {
         req: Request<proto::RolloutName>,
     ) -> Result<Response<proto::Rollout>, Status> {
         Authorized::of(&req)?;
-        Ok(Response::new(to_proto(&self.get(&req.get_ref().name)?)))
+        let rollout = self.get(&req.get_ref().name)?;
+        Ok(Response::new(to_proto(&rollout)))
     }
 
     async fn pause_rollout(
