@@ -156,7 +156,10 @@ impl Job {
     ) -> Result<T, String> {
         match tokio::time::timeout(self.host_timeout, call).await {
             Ok(r) => r.map_err(|e| e.to_string()),
-            Err(_) => Err(format!("no answer from the host in {:?}", self.host_timeout)),
+            Err(_) => Err(format!(
+                "no answer from the host in {:?}",
+                self.host_timeout
+            )),
         }
     }
 }

@@ -19,6 +19,9 @@ use jiff::{SignedDuration, Timestamp};
 use super::decide::{self, Decision, Phase as Decided, Policy, Seen, Step};
 use crate::crd::{FleetRolloutSpec, FleetRolloutStatus, Instance, InstanceRollout, Phase};
 
+/// A rollout's waves, and each planned instance's blocking findings.
+pub type Planned = (Vec<Vec<String>>, BTreeMap<String, Vec<String>>);
+
 /// The step as the status spells it.
 pub fn step_of(r: &InstanceRollout) -> Step {
     let since = r
@@ -70,7 +73,7 @@ pub fn pass(
     spec: &FleetRolloutSpec,
     status: &FleetRolloutStatus,
     fleet: &[Arc<Instance>],
-    plan: impl Fn() -> Result<(Vec<Vec<String>>, BTreeMap<String, Vec<String>>), String>,
+    plan: impl Fn() -> Result<Planned, String>,
     now: Timestamp,
 ) -> FleetRolloutStatus {
     let mut next = status.clone();
@@ -222,7 +225,9 @@ pub fn advance(
             e.reason = Some(format!("its backup failed, so nothing was changed: {why}"));
             (Some(e), Work::Nothing)
         }
-        ("Upgrading", _) if running_at(target) => (Some(entry("Soaking", now, Some(r))), Work::Nothing),
+        ("Upgrading", _) if running_at(target) => {
+            (Some(entry("Soaking", now, Some(r))), Work::Nothing)
+        }
         // Set again until the spec says so (idempotent; a restart may have come between).
         ("Upgrading", _) => (None, Work::SetVersion(target.to_string())),
         ("Failed", _) => match r.from_version.as_deref() {
@@ -266,11 +271,13 @@ mod tests {
     }
 
     fn spec() -> FleetRolloutSpec {
-        serde_json::from_value(serde_json::json!({"karmadaVersion": "v1.18.2", "canary": 1, "soakSeconds": 60}))
-            .expect("spec")
+        serde_json::from_value(
+            serde_json::json!({"karmadaVersion": "v1.18.2", "canary": 1, "soakSeconds": 60}),
+        )
+        .expect("spec")
     }
 
-    fn plan(names: &[&str]) -> Result<(Vec<Vec<String>>, BTreeMap<String, Vec<String>>), String> {
+    fn plan(names: &[&str]) -> Result<Planned, String> {
         let w = super::super::plan::waves(
             &names.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
             &super::super::plan::Strategy::Progressive {
@@ -284,14 +291,20 @@ mod tests {
 
     #[test]
     fn a_rollout_goes_from_canary_to_done() {
-        let fleet = vec![instance("a", "v1.17.1", Phase::Running), instance("b", "v1.17.1", Phase::Running)];
+        let fleet = vec![
+            instance("a", "v1.17.1", Phase::Running),
+            instance("b", "v1.17.1", Phase::Running),
+        ];
         let s0 = FleetRolloutStatus::default();
         let s1 = pass(&spec(), &s0, &fleet, || plan(&["a", "b"]), t(0));
         assert_eq!(s1.waves, [vec!["a".to_string()], vec!["b".to_string()]]);
         assert_eq!(s1.instances["a"].step, "BackingUp");
         assert_eq!(s1.instances["a"].from_version.as_deref(), Some("v1.17.1"));
         assert_eq!(s1.instances["b"].step, "Pending");
-        assert_eq!((s1.phase.as_str(), s1.reason.as_str()), ("Progressing", "wave 1 of 2"));
+        assert_eq!(
+            (s1.phase.as_str(), s1.reason.as_str()),
+            ("Progressing", "wave 1 of 2")
+        );
         // The canary's own controller: back up, then set the release, then soak.
         let a = &fleet[0];
         let (e, w) = advance(&s1.instances["a"], "v1.18.2", a, None, t(1));
@@ -299,7 +312,10 @@ mod tests {
         let done = BackupState::Completed("a-backup".into());
         let (e, w) = advance(&s1.instances["a"], "v1.18.2", a, Some(&done), t(5));
         let upgrading = e.expect("upgrading");
-        assert_eq!((upgrading.step.as_str(), w), ("Upgrading", Work::SetVersion("v1.18.2".into())));
+        assert_eq!(
+            (upgrading.step.as_str(), w),
+            ("Upgrading", Work::SetVersion("v1.18.2".into()))
+        );
         let upgraded = instance("a", "v1.18.2", Phase::Running);
         let (e, _) = advance(&upgrading, "v1.18.2", &upgraded, None, t(30));
         let soaking = e.expect("soaking");
@@ -311,21 +327,42 @@ mod tests {
         assert_eq!(s3.instances["b"].step, "Pending", "still soaking");
         let s4 = pass(&spec(), &s3, &fleet, || plan(&["a", "b"]), t(95));
         assert_eq!(s4.instances["a"].step, "Done");
-        assert_eq!(s4.instances["b"].step, "BackingUp", "the next wave once the canary soaked");
+        assert_eq!(
+            s4.instances["b"].step, "BackingUp",
+            "the next wave once the canary soaked"
+        );
     }
 
     #[test]
     fn blocked_plans_wait_for_force_and_failures_roll_back() {
-        let fleet = vec![instance("a", "v1.17.1", Phase::Running), instance("x", "v1.17.1", Phase::Running)];
+        let fleet = vec![
+            instance("a", "v1.17.1", Phase::Running),
+            instance("x", "v1.17.1", Phase::Running),
+        ];
         let blocked = || {
             let (w, _) = plan(&["a", "x"])?;
             Ok((w, [("x".to_string(), vec!["External".to_string()])].into()))
         };
-        let s = pass(&spec(), &FleetRolloutStatus::default(), &fleet, blocked, t(0));
+        let s = pass(
+            &spec(),
+            &FleetRolloutStatus::default(),
+            &fleet,
+            blocked,
+            t(0),
+        );
         assert_eq!(s.phase, "Blocked");
         assert!(s.reason.contains("x: External"), "{}", s.reason);
-        let forced = FleetRolloutSpec { force: true, ..spec() };
-        let s = pass(&forced, &FleetRolloutStatus::default(), &fleet, blocked, t(0));
+        let forced = FleetRolloutSpec {
+            force: true,
+            ..spec()
+        };
+        let s = pass(
+            &forced,
+            &FleetRolloutStatus::default(),
+            &fleet,
+            blocked,
+            t(0),
+        );
         assert_eq!(s.waves, [vec!["a".to_string()]], "x left out");
         // Upgrading past the deadline: failed, and its controller rolls it back.
         let mut s = s;
@@ -354,8 +391,16 @@ mod tests {
             step: "BackingUp".into(),
             ..Default::default()
         };
-        let (e, w) = advance(&backing, "v1.18.2", &back, Some(&BackupState::Failed("full".into())), t(0));
+        let (e, w) = advance(
+            &backing,
+            "v1.18.2",
+            &back,
+            Some(&BackupState::Failed("full".into())),
+            t(0),
+        );
         assert_eq!(w, Work::Nothing);
-        assert!(e.is_some_and(|e| e.step == "Failed" && e.reason.is_some_and(|r| r.contains("nothing was changed"))));
+        assert!(e
+            .is_some_and(|e| e.step == "Failed"
+                && e.reason.is_some_and(|r| r.contains("nothing was changed"))));
     }
 }

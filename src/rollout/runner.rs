@@ -2,19 +2,16 @@
 //! [`engine::pass`] over the Instance cache and what changed is written to its status
 //! (`store::status_patch`).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kube::api::{Api, Patch, PatchParams};
 use tracing::{info, warn};
 
+use super::engine::{self, Planned};
+use super::findings;
 use super::store::{status_patch, TICK};
-use super::{engine, findings};
 use crate::actors::context::Context;
 use crate::crd::{FleetRollout, FleetRolloutSpec, Instance};
-
-/// The waves and each planned instance's blocking findings, for [`engine::pass`].
-pub type Planned = (Vec<Vec<String>>, BTreeMap<String, Vec<String>>);
 
 /// The plan of `spec` over `fleet` at `now`, as `PlanRollout` would answer it.
 pub fn plan(

@@ -83,10 +83,7 @@ impl FleetRollouts {
 
 /// The merge patch that takes `before` to `after`: the rollout-wide fields, and only the
 /// instance entries that differ.
-pub fn status_patch(
-    before: &FleetRolloutStatus,
-    after: &FleetRolloutStatus,
-) -> Option<Value> {
+pub fn status_patch(before: &FleetRolloutStatus, after: &FleetRolloutStatus) -> Option<Value> {
     let changed: serde_json::Map<String, Value> = after
         .instances
         .iter()
@@ -127,7 +124,11 @@ mod tests {
         let before = FleetRolloutStatus {
             phase: "Progressing".into(),
             waves: vec![vec!["a".into()], vec!["b".into()]],
-            instances: [("a".into(), entry("Soaking")), ("b".into(), entry("Pending"))].into(),
+            instances: [
+                ("a".into(), entry("Soaking")),
+                ("b".into(), entry("Pending")),
+            ]
+            .into(),
             ..Default::default()
         };
         assert_eq!(status_patch(&before, &before), None, "nothing changed");
@@ -135,7 +136,11 @@ mod tests {
         after.instances.insert("b".into(), entry("BackingUp"));
         let patch = status_patch(&before, &after).expect("a change");
         let instances = patch["status"]["instances"].as_object().expect("instances");
-        assert_eq!(instances.len(), 1, "a's entry is left to its controller: {patch}");
+        assert_eq!(
+            instances.len(),
+            1,
+            "a's entry is left to its controller: {patch}"
+        );
         assert_eq!(instances["b"]["step"], "BackingUp");
     }
 }

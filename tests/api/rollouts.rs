@@ -12,8 +12,8 @@ use kairship::crd::{FleetRollout, Phase};
 use kairship::proto::instance_service_client::InstanceServiceClient;
 use kairship::proto::rollout_service_client::RolloutServiceClient;
 use kairship::proto::{
-    CreateInstanceRequest, GetInstanceRequest, ListBackupsRequest, PlanRolloutRequest,
-    RolloutName, RolloutOptions, RolloutSpec, StartRolloutRequest,
+    CreateInstanceRequest, GetInstanceRequest, ListBackupsRequest, PlanRolloutRequest, RolloutName,
+    RolloutOptions, RolloutSpec, StartRolloutRequest,
 };
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
@@ -107,7 +107,12 @@ async fn a_plan_before_anything_moves() {
     assert!(e.message().contains("karmada_version"), "{e:?}");
     // A viewer of one instance does not see the fleet: no plan, no rollout.
     let e = c
-        .plan_rollout(with(VIEWER, PlanRolloutRequest { spec: Some(spec.clone()) }))
+        .plan_rollout(with(
+            VIEWER,
+            PlanRolloutRequest {
+                spec: Some(spec.clone()),
+            },
+        ))
         .await
         .expect_err("not the whole fleet");
     assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
@@ -172,14 +177,10 @@ async fn running_at(c: &InstanceServiceClient<Channel>, name: &str) -> Option<St
     (s.phase == "Running").then_some(s.karmada_version)
 }
 
+type Steps = std::sync::Arc<parking_lot::Mutex<Vec<(String, String)>>>;
+
 /// Every (instance, step) a rollout's status showed, in order, from a watch of the host.
-fn record_steps(
-    host: kube::Client,
-    rollout: &str,
-) -> (
-    std::sync::Arc<parking_lot::Mutex<Vec<(String, String)>>>,
-    tokio::task::JoinHandle<()>,
-) {
+fn record_steps(host: kube::Client, rollout: &str) -> (Steps, tokio::task::JoinHandle<()>) {
     use futures::StreamExt;
     let seen = std::sync::Arc::new(parking_lot::Mutex::new(Vec::<(String, String)>::new()));
     let api: kube::Api<FleetRollout> = kube::Api::all(host);
@@ -284,7 +285,6 @@ async fn a_rollout_runs_in_waves_then_halts_and_rolls_back() {
             .clone()
             .list_backups(ListBackupsRequest {
                 name: i.name.clone(),
-                ..Default::default()
             })
             .await
             .expect("backups")
@@ -295,13 +295,19 @@ async fn a_rollout_runs_in_waves_then_halts_and_rolls_back() {
             .find(|b| b.name == i.backup)
             .unwrap_or_else(|| panic!("{}'s backup {} listed: {backups:?}", i.name, i.backup));
         assert_eq!(b.phase, "Completed", "{b:?}");
-        assert_eq!(b.karmada_version, "v1.12.0", "taken before the change: {b:?}");
+        assert_eq!(
+            b.karmada_version, "v1.12.0",
+            "taken before the change: {b:?}"
+        );
     }
     let at = |n: &str, step: &str| order.iter().position(|(i, s)| i == n && s == step);
     let canary_done = at("team-a", "Done").expect("the canary's Done seen");
     for n in ["team-b", "team-c"] {
         let began = at(n, "BackingUp").expect("backing up seen");
-        assert!(began > canary_done, "{n} began before the canary was done: {order:?}");
+        assert!(
+            began > canary_done,
+            "{n} began before the canary was done: {order:?}"
+        );
     }
 
     // To v1.14.0: the canary goes down while it soaks. The rollout halts naming it, the
@@ -323,7 +329,11 @@ async fn a_rollout_runs_in_waves_then_halts_and_rolls_back() {
         async move { (step_of(&r, "to-14", "team-a").await == "Soaking").then_some(()) }
     })
     .await;
-    let (code, body) = api.env.sim.set_fault("team-a", json!({"mode": "down"})).await;
+    let (code, body) = api
+        .env
+        .sim
+        .set_fault("team-a", json!({"mode": "down"}))
+        .await;
     assert_eq!(code, 200, "{body}");
     let halted = eventually(Duration::from_secs(60), "to-14 Halted", || {
         let r = r.clone();

@@ -70,7 +70,10 @@ fn spec_of(req: &proto::StartRolloutRequest) -> Result<FleetRolloutSpec, ApiErro
     crate::crd::karmada_spec::check_version("spec.karmada_version", &spec.karmada_version)?;
     for (name, value) in [
         ("options.soak_seconds", options.soak_seconds),
-        ("options.progress_deadline_seconds", options.progress_deadline_seconds),
+        (
+            "options.progress_deadline_seconds",
+            options.progress_deadline_seconds,
+        ),
     ] {
         if value > 7 * 24 * 3600 {
             return Err(ApiError::invalid(name, "at most a week (604800)"));
@@ -172,10 +175,9 @@ impl RolloutService for Rollouts {
             jiff::Timestamp::now(),
         )?;
         if plan.waves.is_empty() {
-            return Err(ApiError::FailedPrecondition(
-                "the selector picks no instance".into(),
-            )
-            .into());
+            return Err(
+                ApiError::FailedPrecondition("the selector picks no instance".into()).into(),
+            );
         }
         if plan.blocked > 0 && !spec.force {
             let blocked: Vec<String> = plan
@@ -196,7 +198,10 @@ impl RolloutService for Rollouts {
         rollout.metadata.annotations =
             Some([("kairship.io/started-by".to_string(), by.clone())].into());
         let created = self
-            .host_call(self.api().create(&PostParams::default(), &rollout), &req.name)
+            .host_call(
+                self.api().create(&PostParams::default(), &rollout),
+                &req.name,
+            )
             .await?;
         tracing::info!(rollout = %req.name, by = %by, version = %created.spec.karmada_version, "rollout started");
         Ok(Response::new(to_proto(&created)))
@@ -228,7 +233,9 @@ impl RolloutService for Rollouts {
         req: Request<proto::RolloutName>,
     ) -> Result<Response<proto::Rollout>, Status> {
         Authorized::of(&req)?;
-        Ok(Response::new(self.set(&req.get_ref().name, "paused", true).await?))
+        Ok(Response::new(
+            self.set(&req.get_ref().name, "paused", true).await?,
+        ))
     }
 
     async fn resume_rollout(
@@ -236,7 +243,9 @@ impl RolloutService for Rollouts {
         req: Request<proto::RolloutName>,
     ) -> Result<Response<proto::Rollout>, Status> {
         Authorized::of(&req)?;
-        Ok(Response::new(self.set(&req.get_ref().name, "paused", false).await?))
+        Ok(Response::new(
+            self.set(&req.get_ref().name, "paused", false).await?,
+        ))
     }
 
     async fn abort_rollout(
@@ -244,6 +253,8 @@ impl RolloutService for Rollouts {
         req: Request<proto::RolloutName>,
     ) -> Result<Response<proto::Rollout>, Status> {
         Authorized::of(&req)?;
-        Ok(Response::new(self.set(&req.get_ref().name, "aborted", true).await?))
+        Ok(Response::new(
+            self.set(&req.get_ref().name, "aborted", true).await?,
+        ))
     }
 }

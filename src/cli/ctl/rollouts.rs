@@ -196,7 +196,11 @@ fn rollout_rows(r: &Value) -> Vec<Vec<String>> {
 
 pub(crate) async fn run(conn: &Conn, out: Output, cmd: &RolloutsCmd) -> Result<(), Error> {
     let mut c = RolloutServiceClient::new(conn.channel.clone());
-    let name = |n: &NameArg| conn.request(proto::RolloutName { name: n.name.clone() });
+    let name = |n: &NameArg| {
+        conn.request(proto::RolloutName {
+            name: n.name.clone(),
+        })
+    };
     const ROLLOUT: &str = "kairship.v1alpha1.Rollout";
     match cmd {
         RolloutsCmd::Plan(args) => {
@@ -232,7 +236,12 @@ pub(crate) async fn run(conn: &Conn, out: Output, cmd: &RolloutsCmd) -> Result<(
                 .await
                 .map_err(status)?
                 .into_inner();
-            print(out, "kairship.v1alpha1.ListRolloutsResponse", &list, list_rows)
+            print(
+                out,
+                "kairship.v1alpha1.ListRolloutsResponse",
+                &list,
+                list_rows,
+            )
         }
         RolloutsCmd::Get(n) => {
             let r = c.get_rollout(name(n)).await.map_err(status)?.into_inner();
@@ -243,7 +252,11 @@ pub(crate) async fn run(conn: &Conn, out: Output, cmd: &RolloutsCmd) -> Result<(
             print(out, ROLLOUT, &r, rollout_rows)
         }
         RolloutsCmd::Resume(n) => {
-            let r = c.resume_rollout(name(n)).await.map_err(status)?.into_inner();
+            let r = c
+                .resume_rollout(name(n))
+                .await
+                .map_err(status)?
+                .into_inner();
             print(out, ROLLOUT, &r, rollout_rows)
         }
         RolloutsCmd::Abort(n) => {

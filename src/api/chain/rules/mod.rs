@@ -394,7 +394,10 @@ pub const GRPC: &[(&str, Rule)] = &[
     // one needs the admin role on every instance; reading them, a role on every instance.
     (
         "/kairship.v1alpha1.RolloutService/StartRollout",
-        kairship(named(rule(Admin, Scope::Fleet, "create", "rollouts"), "name")),
+        kairship(named(
+            rule(Admin, Scope::Fleet, "create", "rollouts"),
+            "name",
+        )),
     ),
     (
         "/kairship.v1alpha1.RolloutService/ListRollouts",
@@ -406,15 +409,24 @@ pub const GRPC: &[(&str, Rule)] = &[
     ),
     (
         "/kairship.v1alpha1.RolloutService/PauseRollout",
-        kairship(named(rule(Admin, Scope::Fleet, "pause", "rollouts"), "name")),
+        kairship(named(
+            rule(Admin, Scope::Fleet, "pause", "rollouts"),
+            "name",
+        )),
     ),
     (
         "/kairship.v1alpha1.RolloutService/ResumeRollout",
-        kairship(named(rule(Admin, Scope::Fleet, "resume", "rollouts"), "name")),
+        kairship(named(
+            rule(Admin, Scope::Fleet, "resume", "rollouts"),
+            "name",
+        )),
     ),
     (
         "/kairship.v1alpha1.RolloutService/AbortRollout",
-        kairship(named(rule(Admin, Scope::Fleet, "abort", "rollouts"), "name")),
+        kairship(named(
+            rule(Admin, Scope::Fleet, "abort", "rollouts"),
+            "name",
+        )),
     ),
     // Server reflection describes the API, holds no data: any authenticated caller.
     (
