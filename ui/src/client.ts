@@ -4,7 +4,7 @@
 
 import type { components } from './api';
 
-type S = components['schemas'];
+export type S = components['schemas'];
 export type Instance = S['kairship.v1alpha1.Instance'];
 export type Condition = S['kairship.v1alpha1.Condition'];
 export type Cluster = S['kairship.v1alpha1.Cluster'];
@@ -107,6 +107,10 @@ export const api = {
     call<S['kairship.v1alpha1.RenewCertificatesResponse']>('POST', `/instances/${seg(inst)}/certificates:renew`, {}),
   restartComponent: (inst: string, component: string) =>
     call<Component>('POST', `/instances/${seg(inst)}/components/${seg(component)}:restart`, {}),
+  rollouts: () =>
+    call<S['kairship.v1alpha1.ListRolloutsResponse']>('GET', '/rollouts').then((r) => r.rollouts ?? []),
+  steerRollout: (name: string, action: 'pause' | 'resume' | 'abort') =>
+    call<S['kairship.v1alpha1.Rollout']>('POST', `/rollouts/${seg(name)}:${action}`, {}),
   registrationToken: (inst: string) =>
     call<S['kairship.v1alpha1.RegistrationToken']>('POST', `/instances/${seg(inst)}/registrationtokens`, {}),
   removeCluster: (inst: string, name: string, force: boolean) =>

@@ -12,6 +12,7 @@ import { instancePage } from './instance';
 import { actorsTable } from './actors';
 import { createForm } from './create';
 import { chaosPage } from './chaos';
+import { rolloutsView } from './rollouts';
 import * as oidc from './oidc';
 import { searchBox, searchPage } from './search';
 
@@ -75,7 +76,7 @@ function shell(roles: Roles) {
       'header',
       {},
       h('strong', {}, 'Kairship'),
-      h('nav', {}, h('a', { href: '#/' }, 'Fleet'), h('a', { href: '#/actors' }, 'Actors'), roles.fleet && h('a', { href: '#/chaos' }, 'Chaos'), admin && h('a', { href: '#/new' }, 'New instance')),
+      h('nav', {}, h('a', { href: '#/' }, 'Fleet'), h('a', { href: '#/actors' }, 'Actors'), roles.fleet && h('a', { href: '#/rollouts' }, 'Rollouts'), roles.fleet && h('a', { href: '#/chaos' }, 'Chaos'), admin && h('a', { href: '#/new' }, 'New instance')),
       searchBox(),
       h('span', { class: 'who', id: 'who', 'data-role': roles.fleet }, `${roles.name} · ${roles.fleet ? `${roles.fleet} on every instance` : 'limited to some instances'}`),
       h('button', { class: 'small', onclick: () => { setToken(''); signIn(); } }, 'Sign out'),
@@ -127,6 +128,18 @@ async function route() {
         report(e);
       }
     });
+  } else if (hash === '/rollouts') {
+    const slot = h('div');
+    mount(page, h('h2', {}, 'Rollouts'), h('p', { class: 'muted' }, 'Changes rolled across the fleet in waves: each instance backed up, changed and soaked; the first failure halts the rollout and rolls that instance back.'), slot);
+    const admin = atLeast(roles.fleet, 'admin');
+    const load = async () => {
+      try {
+        mount(slot, rolloutsView(await api.rollouts(), admin, () => void load(), report));
+      } catch (e) {
+        report(e);
+      }
+    };
+    poll(load);
   } else if (hash === '/chaos') {
     chaosPage(page);
   } else if (hash === '/new') {

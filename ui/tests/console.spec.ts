@@ -329,6 +329,51 @@ test('create a managed instance, see the server refuse a bad name, then delete i
   await expect(page.locator('#instances tr[data-instance="console-e2e"]')).toHaveCount(0, { timeout: 60_000 });
 });
 
+test('a rollout on the rollouts page: every step of its waves, then paused, resumed and aborted', async ({ page }) => {
+  await signIn(page, endpoints.tokens.admin);
+  const headers = { authorization: `Bearer ${endpoints.tokens.admin}` };
+  const base = `${endpoints.http}/apis/kairship.io/v1alpha1`;
+  const created = await page.request.post(`${base}/instances`, {
+    headers,
+    data: { metadata: { name: 'roll-e2e', labels: { rollout: 'console' } }, spec: { mode: 'INSTANCE_MODE_MANAGED', karmadaVersion: 'v1.12.0' } },
+  });
+  expect(created.ok(), await created.text()).toBeTruthy();
+  await expect(phaseOf(page, 'roll-e2e')).toHaveText('Running', { timeout: 60_000 });
+  const start = async (name: string, version: string, soakSeconds: number) =>
+    // Refused until the instance reports the release it runs (the plan blocks it).
+    expect(async () => {
+      const r = await page.request.post(`${base}/rollouts`, {
+        headers,
+        data: { name, spec: { karmadaVersion: version, matchLabels: { rollout: 'console' } }, options: { soakSeconds } },
+      });
+      expect(r.ok(), await r.text()).toBeTruthy();
+    }).toPass({ timeout: 30_000 });
+  await start('console-13', 'v1.13.0', 1);
+  await page.click('header a[href="#/rollouts"]');
+  const done = page.locator('#rollouts [data-rollout="console-13"]');
+  await expect(done.locator('[data-col="phase"]')).toHaveText('Completed', { timeout: 90_000 });
+  const step = done.locator('tr[data-instance="roll-e2e"]');
+  await expect(step.locator('[data-col="step"]')).toHaveText('Done');
+  await expect(step).toContainText('v1.12.0');
+  await expect(done.locator('button')).toHaveCount(0);
+  // A rollout soaking for ten minutes: paused, resumed, then aborted after a confirmation.
+  await start('console-14', 'v1.14.0', 600);
+  const soaking = page.locator('#rollouts [data-rollout="console-14"]');
+  await expect(soaking.locator('tr[data-instance="roll-e2e"] [data-col="step"]')).toHaveText('Soaking', { timeout: 90_000 });
+  await soaking.locator('button', { hasText: 'Pause' }).click();
+  await expect(soaking.locator('[data-col="phase"]')).toHaveText('Paused', { timeout: 15_000 });
+  await soaking.locator('button', { hasText: 'Resume' }).click();
+  await expect(soaking.locator('[data-col="phase"]')).toHaveText('Progressing', { timeout: 15_000 });
+  await soaking.locator('button', { hasText: 'Abort' }).click();
+  await page.getByRole('dialog', { name: 'Abort rollout console-14?' }).locator('button', { hasText: 'Abort' }).click();
+  await expect(soaking.locator('[data-col="phase"]')).toHaveText('Aborted', { timeout: 15_000 });
+  await expect(soaking.locator('button')).toHaveCount(0);
+  const gone = await page.request.delete(`${base}/instances/roll-e2e`, { headers });
+  expect(gone.ok(), await gone.text()).toBeTruthy();
+  await page.click('header a[href="#/"]');
+  await expect(page.locator('#instances tr[data-instance="roll-e2e"]')).toHaveCount(0, { timeout: 60_000 });
+});
+
 test('the viewer sees only its instance and no admin actions', async ({ page }) => {
   await signIn(page, endpoints.tokens.viewer);
   await expect(page.locator('#instances tbody tr')).toHaveCount(1);
@@ -350,7 +395,8 @@ test('the viewer sees only its instance and no admin actions', async ({ page }) 
   const nginx = page.locator('#workloads tr[data-workload="default/nginx"]');
   await nginx.locator('.placement[data-cluster="member2"] button', { hasText: 'Pods' }).click();
   await expect(nginx.locator('.placement[data-cluster="member2"] ul.pods li[data-status="Running"]')).toHaveCount(1);
-  // The chaos report covers every instance: no link, and the API refuses.
+  // Rollouts and the chaos report cover every instance: no links, and the API refuses.
+  await expect(page.locator('header a[href="#/rollouts"]')).toHaveCount(0);
   await expect(page.locator('header a[href="#/chaos"]')).toHaveCount(0);
   await page.goto(`${endpoints.http}/ui/#/chaos`);
   await expect(page.locator('#chaos-missing')).toContainText('may not get chaosreports: it covers every instance');
