@@ -58,6 +58,7 @@ pub async fn attach_external(
             },
         }),
         managed: None,
+        class_name: None,
         paused: false,
         cache_budget: None,
         backup_schedule: None,

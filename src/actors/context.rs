@@ -170,4 +170,6 @@ pub struct Context {
     pub shards: Option<super::shards::Shards>,
     /// The host's FleetRollouts (`rollout::store`).
     pub rollouts: crate::rollout::store::FleetRollouts,
+    /// The host's InstanceClasses.
+    pub classes: super::watched::Watched<crate::crd::InstanceClass>,
 }

@@ -13,3 +13,4 @@ pub mod routes;
 pub mod shards;
 pub mod supervision;
 pub mod tree;
+pub mod watched;

@@ -92,6 +92,7 @@ impl Tree {
         let ctx = Context {
             instances: super::instance_informer::InstanceInformer::start(&host),
             rollouts: crate::rollout::store::FleetRollouts::start(&host),
+            classes: super::watched::Watched::start(&host),
             shards: shards.as_ref().map(|r| r.shards.clone()),
             host,
             leadership,
@@ -205,6 +206,11 @@ impl TreeHandle {
     /// The process's Instance objects, as its one watch of them sees them.
     pub fn instances(&self) -> &super::instance_informer::InstanceInformer {
         &self.ctx.instances
+    }
+
+    /// The host's InstanceClasses as watched.
+    pub fn classes(&self) -> &super::watched::Watched<crate::crd::InstanceClass> {
+        &self.ctx.classes
     }
 
     /// The host's FleetRollouts as watched.

@@ -103,6 +103,16 @@ pub fn instance(i: &crd::Instance) -> proto::Instance {
             .as_ref()
             .map(|b| b.completed.clone())
             .unwrap_or_default(),
+        drift: s
+            .drift
+            .iter()
+            .map(|d| proto::ClassDrift {
+                field: d.field.clone(),
+                class_value: d.class.clone(),
+                instance_value: d.instance.clone(),
+                overridden: d.overridden,
+            })
+            .collect(),
     });
     proto::Instance {
         metadata: Some(meta(&i.metadata)),
@@ -155,6 +165,7 @@ pub fn instance(i: &crd::Instance) -> proto::Instance {
                     interval_minutes: b.interval_minutes as i32,
                     keep: b.keep() as i32,
                 }),
+            class_name: spec.class_name.clone().unwrap_or_default(),
         }),
         status,
     }
@@ -200,6 +211,7 @@ pub fn instance_spec(spec: Option<&proto::InstanceSpec>) -> Result<crd::Instance
         crd::InstanceMode::Managed => Some(crd::ManagedSpec {
             namespace: Some(spec.managed_namespace.clone()).filter(|n| !n.is_empty()),
             karmada_spec: managed_fragment(spec)?,
+            overrides: None,
         }),
         crd::InstanceMode::External => {
             let managed_only = [
@@ -209,6 +221,7 @@ pub fn instance_spec(spec: Option<&proto::InstanceSpec>) -> Result<crd::Instance
                 ("crd_tarball_url", spec.crd_tarball_url.is_empty()),
                 ("component_replicas", spec.component_replicas.is_empty()),
             ];
+            let managed_only = [managed_only.as_slice(), &[("class_name", spec.class_name.is_empty())]].concat();
             if let Some((field, _)) = managed_only.iter().find(|(_, empty)| !empty) {
                 return Err(ApiError::invalid(
                     format!("instance.spec.{field}"),
@@ -218,7 +231,11 @@ pub fn instance_spec(spec: Option<&proto::InstanceSpec>) -> Result<crd::Instance
             None
         }
     };
+    if !spec.class_name.is_empty() {
+        crate::error::check_name("instance.spec.class_name", &spec.class_name)?;
+    }
     Ok(crd::InstanceSpec {
+        class_name: Some(spec.class_name.clone()).filter(|c| !c.is_empty()),
         mode,
         external,
         managed,

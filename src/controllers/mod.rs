@@ -10,6 +10,7 @@
 //! policy: exponential backoff from one second up to the controller's `RETRY_MAX`.
 
 pub mod certificates;
+pub mod class_drift;
 pub mod clusterpedia;
 pub mod components;
 mod erased;

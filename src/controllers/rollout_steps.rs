@@ -1,19 +1,20 @@
 //! An instance's own steps in a `FleetRollout` (`rollout::engine::advance`): once the
-//! leader's pass starts it, its backup (with Kairship's credentials), then its new release
-//! in the Instance's Karmada spec (karmada-operator carries it out), then its soak once it
-//! runs the release; after a failure, its old release back. Its entry in the rollout's
-//! status is written here, and only here after it started.
+//! leader's pass starts it, its backup (with Kairship's credentials, its Karmada spec
+//! recorded beside it), then the change in the Instance's Karmada spec (a release, or its
+//! class's spec with what the instance sets itself kept), which karmada-operator carries
+//! out, then its soak once it runs it; after a failure, its Karmada spec as it was before.
+//! Its entry in the rollout's status is written here, and only here after it started.
 
 use std::sync::Arc;
 
 use kube::api::{Api, Patch, PatchParams};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::{Controller, Scope, Work};
 use crate::actors::instance::status::Observed;
 use crate::backups::take::{self, Request};
 use crate::backups::{Phase as BackupPhase, Store};
-use crate::crd::{karmada_spec, FleetRollout, Instance, InstanceRollout};
+use crate::crd::{applied, karmada_spec, FleetRollout, Instance, InstanceClassSpec, InstanceRollout};
 use crate::rollout::engine::{self, BackupState, Work as Step};
 use crate::rollout::store::{entry_patch, TICK};
 
@@ -26,11 +27,15 @@ impl Controller for RolloutSteps {
     type Found = ();
 
     fn reconcile(&mut self, scope: &Scope<'_>, _observed: &mut Observed) -> Option<Work<()>> {
-        let (rollout, target, entry) = scope.ctx.rollouts.active_for(scope.name)?;
+        let (rollout, entry) = scope.ctx.rollouts.active_for(scope.name)?;
         if !scope.due(Self::NAME, TICK) {
             return None;
         }
         let instance = scope.latest()?;
+        let class = match rollout.spec.class_name.as_deref() {
+            Some(c) => Some(scope.ctx.classes.get(c)?.spec.clone()),
+            None => None,
+        };
         let settings = &scope.ctx.settings;
         let job = Job {
             host: scope.ctx.host.clone(),
@@ -40,12 +45,54 @@ impl Controller for RolloutSteps {
             host_timeout: settings.host_call_timeout,
             instance_timeout: settings.instance_call_timeout,
         };
-        Some(Box::pin(async move {
-            job.step(&rollout, &target, &entry, instance).await
-        }))
+        let change = Change {
+            rollout: rollout.metadata.name.clone().unwrap_or_default(),
+            version: class
+                .as_ref()
+                .and_then(|c| c.karmada_version.clone())
+                .unwrap_or_else(|| rollout.spec.karmada_version.clone()),
+            class,
+        };
+        Some(Box::pin(async move { job.step(&change, &entry, instance).await }))
     }
 
     fn record(&mut self, _found: (), _observed: &mut Observed) {}
+}
+
+/// What the rollout changes.
+struct Change {
+    rollout: String,
+    /// The release the instance moves to.
+    version: String,
+    /// A class rollout's class: its spec goes in too.
+    class: Option<InstanceClassSpec>,
+}
+
+impl Change {
+    /// The Karmada spec `instance` has with the change made.
+    fn wanted(&self, instance: &Instance, defaults: &karmada_spec::Defaults) -> Value {
+        let managed = instance.spec.managed.as_ref();
+        let own = karmada_spec_of(instance);
+        match &self.class {
+            Some(c) => applied(c, &own, managed.and_then(|m| m.overrides.as_ref())),
+            None => {
+                let mut change = karmada_spec::for_version(&self.version);
+                defaults.follow_version(&own, &mut change);
+                let mut out = own;
+                karmada_spec::merge(&mut out, &change);
+                out
+            }
+        }
+    }
+}
+
+fn karmada_spec_of(instance: &Instance) -> Value {
+    instance
+        .spec
+        .managed
+        .as_ref()
+        .and_then(|m| m.karmada_spec.clone())
+        .unwrap_or_else(|| json!({}))
 }
 
 /// What one step needs, owned by its task.
@@ -61,18 +108,26 @@ struct Job {
 impl Job {
     async fn step(
         &self,
-        rollout: &str,
-        target: &str,
+        change: &Change,
         entry: &InstanceRollout,
         instance: Arc<Instance>,
     ) -> Result<(), String> {
+        let rollout = change.rollout.as_str();
         let name = instance.metadata.name.clone().unwrap_or_default();
         let backup = match (entry.step.as_str(), entry.backup.as_deref()) {
             ("BackingUp", Some(b)) => Some(self.backup_state(&name, b).await),
             _ => None,
         };
+        let now_spec = karmada_spec_of(&instance);
+        let wanted = change.wanted(&instance, &self.defaults);
+        let before = entry.from_spec.clone();
+        let in_spec = match entry.step.as_str() {
+            "Failed" => before.as_ref().is_none_or(|b| *b == now_spec),
+            _ => wanted == now_spec,
+        };
         let now = jiff::Timestamp::now();
-        let (next, work) = engine::advance(entry, target, &instance, backup.as_ref(), now);
+        let (next, work) =
+            engine::advance(entry, &change.version, &instance, backup.as_ref(), in_spec, now);
         match work {
             Step::Nothing => {}
             Step::Backup => {
@@ -93,9 +148,20 @@ impl Job {
                 tracing::info!(rollout, backup = %record.name, "backup before the rollout's change started");
                 let mut started = entry.clone();
                 started.backup = Some(record.name);
+                started.from_spec = Some(now_spec);
                 self.write_entry(rollout, &name, &started).await?;
             }
-            Step::SetVersion(v) => self.set_version(&instance, &v).await?,
+            Step::Change => {
+                tracing::info!(rollout, version = %change.version, "making the rollout's change");
+                self.set_spec(&name, &wanted).await?;
+            }
+            Step::Restore => {
+                let Some(before) = before else {
+                    return Ok(());
+                };
+                tracing::info!(rollout, "putting the Karmada spec from before the change back");
+                self.set_spec(&name, &before).await?;
+            }
         }
         if let Some(e) = next {
             tracing::info!(rollout, step = %e.step, "rollout step");
@@ -115,24 +181,16 @@ impl Job {
         }
     }
 
-    /// Puts `version` into the Instance's Karmada spec, unless it asks for it already.
-    async fn set_version(&self, instance: &Instance, version: &str) -> Result<(), String> {
-        let name = instance.metadata.name.as_deref().unwrap_or_default();
-        let own = instance
-            .spec
-            .managed
-            .as_ref()
-            .and_then(|m| m.karmada_spec.clone())
-            .unwrap_or_else(|| json!({}));
-        let mut change = karmada_spec::for_version(version);
-        if karmada_spec::contains(&own, &change) {
-            return Ok(());
-        }
-        self.defaults.follow_version(&own, &mut change);
-        let patch = json!({"spec": {"managed": {"karmadaSpec": change}}});
+    /// Replaces the Instance's Karmada spec with `spec` (a JSON patch: fields the
+    /// change added are removed again on a restore).
+    async fn set_spec(&self, name: &str, spec: &Value) -> Result<(), String> {
+        let patch: json_patch::Patch = serde_json::from_value(json!([
+            {"op": "add", "path": "/spec/managed/karmadaSpec", "value": spec}
+        ]))
+        .map_err(|e| e.to_string())?;
         let api: Api<Instance> = Api::all(self.host.clone());
-        tracing::info!(version, "setting the instance's release for its rollout");
-        self.host_call(api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)))
+        let (params, patch) = (PatchParams::default(), Patch::Json::<()>(patch));
+        self.host_call(api.patch(name, &params, &patch))
             .await
             .map(drop)
     }

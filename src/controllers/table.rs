@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use super::erased::Erased;
 use super::{
-    certificates, clusterpedia, components, member_access, namespace_roles, phase_events,
+    certificates, class_drift, clusterpedia, components, member_access, namespace_roles, phase_events,
     registration, renewal, rollout_steps, scheduled_backups, Controller,
 };
 
@@ -48,6 +48,9 @@ pub const TABLE: &[Entry] = &[
     entry::<components::Components>("checks a managed instance's component pods"),
     entry::<scheduled_backups::ScheduledBackups>(
         "takes the instance's scheduled backups and prunes old ones",
+    ),
+    entry::<class_drift::ClassDrift>(
+        "lists, field by field, where a managed instance differs from its InstanceClass",
     ),
     entry::<rollout_steps::RolloutSteps>(
         "carries out the instance's steps in a FleetRollout: backup, new release, soak, rollback",

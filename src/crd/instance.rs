@@ -40,9 +40,14 @@ pub struct ManagedSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "preserve_unknown")]
     pub karmada_spec: Option<serde_json::Value>,
+    /// With a class: what the instance set itself over its class (part of `karmadaSpec`
+    /// too); a rollout of the class never changes these fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserve_unknown")]
+    pub overrides: Option<serde_json::Value>,
 }
 
-fn preserve_unknown(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+pub(super) fn preserve_unknown(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
 }
 
@@ -84,9 +89,12 @@ pub struct InstanceSpec {
     /// Backups the leader takes on a schedule (`backups`); unset: only on request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup_schedule: Option<BackupScheduleSpec>,
-    /// When fleet rollouts may change the instance; unset: any time.
+    /// When fleet rollouts may change the instance; unset: its class's, or any time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maintenance_window: Option<MaintenanceWindowSpec>,
+    /// The InstanceClass it was made from (`crd::class`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class_name: Option<String>,
 }
 
 /// A weekly maintenance window (`rollout::window`): on `days` (Mon..Sun; none: every
@@ -236,6 +244,9 @@ pub struct InstanceStatus {
     /// The newest completed backup, while backups are scheduled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_backup: Option<LastBackup>,
+    /// Where its Karmada spec differs from its class's, field by field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drift: Vec<super::ClassDrift>,
 }
 
 /// A completed backup, as the Instance's status names it.

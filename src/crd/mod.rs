@@ -1,9 +1,11 @@
 //! Kairship's own resources in the host cluster (`kairship.io/v1alpha1`): `Instance`,
 //! one per Karmada instance, and `InstanceRegistration`, the record a global management
 //! module binds roles against, `InstanceRoleBinding`, the roles granted on instances,
-//! and `FleetRollout`, one change rolled across many instances in waves.
+//! `InstanceClass`, what many instances share, and `FleetRollout`, one change rolled
+//! across many instances in waves.
 
 mod binding;
+mod class;
 mod instance;
 pub mod karmada_spec;
 pub mod operator_certs;
@@ -11,6 +13,7 @@ mod registration;
 mod rollout;
 
 pub use binding::*;
+pub use class::*;
 pub use instance::*;
 pub use registration::*;
 pub use rollout::*;
@@ -25,13 +28,14 @@ pub const RESTART_ANNOTATION: &str = "kairship.io/restartedAt";
 
 /// Every CRD Kairship installs.
 pub fn all(
-) -> [k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition; 4]
+) -> [k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition; 5]
 {
     [
         Instance::crd(),
         InstanceRegistration::crd(),
         InstanceRoleBinding::crd(),
         FleetRollout::crd(),
+        InstanceClass::crd(),
     ]
 }
 
@@ -76,6 +80,7 @@ mod tests {
             cache_budget: None,
             backup_schedule: None,
             maintenance_window: None,
+            class_name: None,
         };
         assert!(spec
             .validate()

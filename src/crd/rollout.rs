@@ -40,8 +40,13 @@ fn half_an_hour() -> u32 {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct FleetRolloutSpec {
-    /// The Karmada release the instances move to (v1.18.2).
+    /// The Karmada release the instances move to (v1.18.2); with `className`, the class's.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub karmada_version: String,
+    /// Roll an InstanceClass out: its instances (and only those) get its release and
+    /// spec, what each sets itself kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class_name: Option<String>,
     /// Which instances: those whose labels match all of these (none: every instance).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub match_labels: BTreeMap<String, String>,
@@ -115,4 +120,8 @@ pub struct InstanceRollout {
     /// The backup taken before its change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<String>,
+    /// Its Karmada spec before its change, put back if it fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::instance::preserve_unknown")]
+    pub from_spec: Option<serde_json::Value>,
 }

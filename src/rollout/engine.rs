@@ -187,8 +187,11 @@ pub enum Work {
     Nothing,
     /// Take a backup of the instance first.
     Backup,
-    /// Set the release in the instance's spec (karmada-operator then upgrades it).
-    SetVersion(String),
+    /// Put the rollout's change into the instance's Karmada spec (a release, or its
+    /// class's spec); karmada-operator carries it out.
+    Change,
+    /// Put back the Karmada spec it had before its change.
+    Restore,
 }
 
 /// A backup's outcome, as the instance's controller reads its record.
@@ -199,18 +202,26 @@ pub enum BackupState {
     Failed(String),
 }
 
-/// One instance's next entry (when it changes) and work, at `now`, for a rollout to
-/// `target`: `instance` as the cache shows it, `backup` the backup its step started.
+/// One instance's next entry (when it changes) and work, at `now`, for a rollout to the
+/// release `target`: `instance` as the cache shows it, `backup` the backup its step
+/// started, `in_spec` whether its Karmada spec already says what the step wants (the
+/// change while it is Upgrading, what it had before once it Failed).
 pub fn advance(
     r: &InstanceRollout,
     target: &str,
     instance: &Instance,
     backup: Option<&BackupState>,
+    in_spec: bool,
     now: Timestamp,
 ) -> (Option<InstanceRollout>, Work) {
     let status = instance.status.as_ref();
-    let running_at = |v: &str| {
-        status.is_some_and(|s| s.phase == Phase::Running && s.karmada_version.as_deref() == Some(v))
+    // Running at `v`, and reported for the spec as it is now (not the one before it).
+    let settled_at = |v: &str| {
+        status.is_some_and(|s| {
+            s.phase == Phase::Running
+                && s.karmada_version.as_deref() == Some(v)
+                && s.observed_generation == instance.metadata.generation
+        })
     };
     match (r.step.as_str(), backup) {
         ("BackingUp", None) => (None, Work::Backup),
@@ -218,28 +229,28 @@ pub fn advance(
         ("BackingUp", Some(BackupState::Completed(name))) => {
             let mut e = entry("Upgrading", now, Some(r));
             e.backup = Some(name.clone());
-            (Some(e), Work::SetVersion(target.to_string()))
+            (Some(e), Work::Change)
         }
         ("BackingUp", Some(BackupState::Failed(why))) => {
             let mut e = entry("Failed", now, Some(r));
             e.reason = Some(format!("its backup failed, so nothing was changed: {why}"));
             (Some(e), Work::Nothing)
         }
-        ("Upgrading", _) if running_at(target) => {
+        // Set again until the spec says so (idempotent; a restart may have come between).
+        ("Upgrading", _) if !in_spec => (None, Work::Change),
+        ("Upgrading", _) if settled_at(target) => {
             (Some(entry("Soaking", now, Some(r))), Work::Nothing)
         }
-        // Set again until the spec says so (idempotent; a restart may have come between).
-        ("Upgrading", _) => (None, Work::SetVersion(target.to_string())),
+        // Nothing changed yet (its backup failed, or it never left BackingUp).
+        ("Failed", _) if r.backup.is_none() => (None, Work::Nothing),
+        ("Failed", _) if !in_spec => (None, Work::Restore),
         ("Failed", _) => match r.from_version.as_deref() {
-            // Nothing changed yet (its backup failed, or it never left BackingUp).
-            _ if r.backup.is_none() => (None, Work::Nothing),
-            Some(from) if running_at(from) => {
+            Some(from) if settled_at(from) => {
                 let mut e = entry("RolledBack", now, Some(r));
                 e.reason = r.reason.clone();
                 (Some(e), Work::Nothing)
             }
-            Some(from) => (None, Work::SetVersion(from.to_string())),
-            None => (None, Work::Nothing),
+            _ => (None, Work::Nothing),
         },
         _ => (None, Work::Nothing),
     }
@@ -307,17 +318,20 @@ mod tests {
         );
         // The canary's own controller: back up, then set the release, then soak.
         let a = &fleet[0];
-        let (e, w) = advance(&s1.instances["a"], "v1.18.2", a, None, t(1));
+        let (e, w) = advance(&s1.instances["a"], "v1.18.2", a, None, false, t(1));
         assert_eq!((e, w), (None, Work::Backup));
         let done = BackupState::Completed("a-backup".into());
-        let (e, w) = advance(&s1.instances["a"], "v1.18.2", a, Some(&done), t(5));
+        let (e, w) = advance(&s1.instances["a"], "v1.18.2", a, Some(&done), false, t(5));
         let upgrading = e.expect("upgrading");
         assert_eq!(
             (upgrading.step.as_str(), w),
-            ("Upgrading", Work::SetVersion("v1.18.2".into()))
+            ("Upgrading", Work::Change)
         );
         let upgraded = instance("a", "v1.18.2", Phase::Running);
-        let (e, _) = advance(&upgrading, "v1.18.2", &upgraded, None, t(30));
+        // Changed in its spec but still reporting the old release: it waits.
+        let (e, w) = advance(&upgrading, "v1.18.2", a, None, true, t(20));
+        assert_eq!((e, w), (None, Work::Nothing));
+        let (e, _) = advance(&upgrading, "v1.18.2", &upgraded, None, true, t(30));
         let soaking = e.expect("soaking");
         assert_eq!(soaking.step, "Soaking");
         let mut s2 = s1.clone();
@@ -381,10 +395,10 @@ mod tests {
         let a = &failed.instances["a"];
         assert_eq!(a.step, "Failed");
         let stuck = instance("a", "v1.18.2", Phase::Upgrading);
-        let (e, w) = advance(a, "v1.18.2", &stuck, None, t(1802));
-        assert_eq!((e, w), (None, Work::SetVersion("v1.17.1".into())));
+        let (e, w) = advance(a, "v1.18.2", &stuck, None, false, t(1802));
+        assert_eq!((e, w), (None, Work::Restore));
         let back = instance("a", "v1.17.1", Phase::Running);
-        let (e, _) = advance(a, "v1.18.2", &back, None, t(1900));
+        let (e, _) = advance(a, "v1.18.2", &back, None, true, t(1900));
         assert_eq!(e.map(|e| e.step), Some("RolledBack".into()));
         // A failed backup changes nothing.
         let backing = InstanceRollout {
@@ -396,6 +410,7 @@ mod tests {
             "v1.18.2",
             &back,
             Some(&BackupState::Failed("full".into())),
+            false,
             t(0),
         );
         assert_eq!(w, Work::Nothing);

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::plan::{self, Strategy};
-use crate::crd::{FleetRolloutSpec, Instance, InstanceMode, Phase};
+use crate::crd::{FleetRolloutSpec, Instance, InstanceClassSpec, InstanceMode, Phase};
 use crate::error::ApiError;
 use crate::proto;
 
@@ -111,6 +111,10 @@ pub fn plan_of(
     let selected: BTreeMap<String, &Instance> = instances
         .iter()
         .filter(|i| {
+            spec.class_name.is_empty()
+                || i.spec.class_name.as_deref() == Some(spec.class_name.as_str())
+        })
+        .filter(|i| {
             let labels = i.metadata.labels.clone().unwrap_or_default();
             spec.match_labels
                 .iter()
@@ -142,6 +146,37 @@ pub fn plan_of(
     })
 }
 
+/// A rollout of a class moves its instances to the class's release: `spec` with the
+/// release filled in from `class` (the class `spec.class_name` names, if found).
+pub fn with_class(
+    mut spec: proto::RolloutSpec,
+    class: Option<&InstanceClassSpec>,
+) -> Result<proto::RolloutSpec, ApiError> {
+    if spec.class_name.is_empty() {
+        return Ok(spec);
+    }
+    let class = class.ok_or_else(|| {
+        ApiError::invalid(
+            "spec.class_name",
+            format!("no InstanceClass {:?}", spec.class_name),
+        )
+    })?;
+    let version = class.karmada_version.clone().ok_or_else(|| {
+        ApiError::invalid(
+            "spec.class_name",
+            format!("InstanceClass {:?} names no karmadaVersion", spec.class_name),
+        )
+    })?;
+    if !spec.karmada_version.is_empty() && spec.karmada_version != version {
+        return Err(ApiError::invalid(
+            "spec.karmada_version",
+            format!("a class rollout moves to its class's release ({version}): leave it empty"),
+        ));
+    }
+    spec.karmada_version = version;
+    Ok(spec)
+}
+
 /// A `FleetRollout`'s spec as the plan reads it.
 pub fn spec_of(spec: &FleetRolloutSpec) -> proto::RolloutSpec {
     proto::RolloutSpec {
@@ -157,6 +192,7 @@ pub fn spec_of(spec: &FleetRolloutSpec) -> proto::RolloutSpec {
             })
             .collect(),
         ignore_windows: spec.ignore_windows,
+        class_name: spec.class_name.clone().unwrap_or_default(),
     }
 }
 

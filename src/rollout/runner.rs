@@ -11,15 +11,18 @@ use super::engine::{self, Planned};
 use super::findings;
 use super::store::{status_patch, TICK};
 use crate::actors::context::Context;
-use crate::crd::{FleetRollout, FleetRolloutSpec, Instance};
+use crate::crd::{FleetRollout, FleetRolloutSpec, Instance, InstanceClassSpec};
 
-/// The plan of `spec` over `fleet` at `now`, as `PlanRollout` would answer it.
+/// The plan of `spec` over `fleet` at `now`, as `PlanRollout` would answer it (`class`:
+/// the class a class rollout names, if found).
 pub fn plan(
     spec: &FleetRolloutSpec,
+    class: Option<&InstanceClassSpec>,
     fleet: &[Arc<Instance>],
     now: jiff::Timestamp,
 ) -> Result<Planned, String> {
-    let p = findings::plan_of(&findings::spec_of(spec), fleet, now).map_err(|e| e.to_string())?;
+    let wanted = findings::with_class(findings::spec_of(spec), class).map_err(|e| e.to_string())?;
+    let p = findings::plan_of(&wanted, fleet, now).map_err(|e| e.to_string())?;
     let waves = p
         .waves
         .iter()
@@ -44,7 +47,15 @@ async fn pass_all(ctx: &Context) {
             continue;
         };
         let before = r.status.clone().unwrap_or_default();
-        let mut after = engine::pass(&r.spec, &before, &fleet, || plan(&r.spec, &fleet, now), now);
+        let class = r.spec.class_name.as_deref().and_then(|c| ctx.classes.get(c));
+        let class = class.as_ref().map(|c| &c.spec);
+        let mut after = engine::pass(
+            &r.spec,
+            &before,
+            &fleet,
+            || plan(&r.spec, class, &fleet, now),
+            now,
+        );
         after.observed_generation = r.metadata.generation;
         let Some(patch) = status_patch(&before, &after) else {
             continue;

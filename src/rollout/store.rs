@@ -6,14 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
-use kube::api::Api;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{watcher, WatchStreamExt};
 use serde_json::{json, Value};
-use tracing::warn;
 
-use crate::actors::instance_informer::AbortOnDrop;
+use crate::actors::watched::Watched;
 use crate::crd::{FleetRollout, FleetRolloutStatus, InstanceRollout};
 
 /// How often the leader looks at every rollout, and each instance's controller at its
@@ -22,61 +17,28 @@ pub const TICK: Duration = Duration::from_secs(2);
 
 /// The host's FleetRollouts, watched once per process.
 #[derive(Clone)]
-pub struct FleetRollouts {
-    store: Store<FleetRollout>,
-    _task: Arc<AbortOnDrop>,
-}
+pub struct FleetRollouts(pub Watched<FleetRollout>);
 
 impl FleetRollouts {
-    /// Starts watching (relisting with backoff on errors, such as a host without the CRD).
     pub fn start(host: &kube::Client) -> Self {
-        let api: Api<FleetRollout> = Api::all(host.clone());
-        let (store, writer) = reflector::store();
-        let stream = reflector::reflector(
-            writer,
-            watcher(api, watcher::Config::default()).default_backoff(),
-        );
-        let task = tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            let mut failing = false;
-            while let Some(ev) = stream.next().await {
-                match ev {
-                    Err(e) if !failing => {
-                        failing = true;
-                        warn!(error = %e, "watching FleetRollouts failed; retrying with backoff");
-                    }
-                    Err(_) => {}
-                    Ok(_) => failing = false,
-                }
-            }
-        });
-        Self {
-            store,
-            _task: Arc::new(AbortOnDrop(task)),
-        }
+        Self(Watched::start(host))
     }
 
-    pub fn store(&self) -> &Store<FleetRollout> {
-        &self.store
+    pub fn store(&self) -> &kube::runtime::reflector::Store<FleetRollout> {
+        self.0.store()
     }
 
-    /// The step `instance` is at in a rollout that still has work for it (backing up,
-    /// upgrading, or failed and not yet rolled back), with that rollout's target release
-    /// and name. A rollout halted or aborted keeps rolling back what failed.
-    pub fn active_for(&self, instance: &str) -> Option<(String, String, InstanceRollout)> {
-        let mut all = self.store.state();
+    /// The rollout that still has work for `instance` (backing up, upgrading, or failed
+    /// and not yet rolled back), with its entry. A rollout halted or aborted keeps
+    /// rolling back what failed.
+    pub fn active_for(&self, instance: &str) -> Option<(Arc<FleetRollout>, InstanceRollout)> {
+        let mut all = self.store().state();
         all.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        all.iter().find_map(|r| {
-            let entry = r.status.as_ref()?.instances.get(instance)?;
+        all.into_iter().find_map(|r| {
+            let entry = r.status.as_ref()?.instances.get(instance)?.clone();
             let working = matches!(entry.step.as_str(), "BackingUp" | "Upgrading")
                 || (entry.step == "Failed" && entry.backup.is_some());
-            working.then(|| {
-                (
-                    r.metadata.name.clone().unwrap_or_default(),
-                    r.spec.karmada_version.clone(),
-                    entry.clone(),
-                )
-            })
+            working.then_some((r, entry))
         })
     }
 }

@@ -47,6 +47,7 @@ impl MemoryHost {
             cache_budget: None,
             backup_schedule: None,
             maintenance_window: None,
+            class_name: None,
         };
         let mut i = serde_json::to_value(Instance::new("karmada-1", spec)).unwrap_or_default();
         i["metadata"]["resourceVersion"] = json!("1");

@@ -703,6 +703,12 @@ export interface components {
             notBefore?: string;
             subject?: string;
         };
+        "kairship.v1alpha1.ClassDrift": {
+            classValue?: string;
+            field?: string;
+            instanceValue?: string;
+            overridden?: boolean;
+        };
         "kairship.v1alpha1.Cluster": {
             allocatable?: components["schemas"]["kairship.v1alpha1.ResourceList"];
             allocated?: components["schemas"]["kairship.v1alpha1.ResourceList"];
@@ -827,6 +833,7 @@ export interface components {
         };
         "kairship.v1alpha1.InstanceSpec": {
             backupSchedule?: components["schemas"]["kairship.v1alpha1.BackupSchedule"];
+            className?: string;
             componentImages?: {
                 [key: string]: components["schemas"]["kairship.v1alpha1.ComponentImage"];
             };
@@ -876,6 +883,7 @@ export interface components {
         "kairship.v1alpha1.InstanceStatus": {
             certificates?: components["schemas"]["kairship.v1alpha1.Certificate"][];
             conditions?: components["schemas"]["kairship.v1alpha1.Condition"][];
+            drift?: components["schemas"]["kairship.v1alpha1.ClassDrift"][];
             karmadaVersion?: string;
             kubernetesVersion?: string;
             lastBackup?: string;
@@ -1136,6 +1144,7 @@ export interface components {
         "kairship.v1alpha1.RolloutSpec": {
             /** Format: int64 */
             canary?: number;
+            className?: string;
             groups?: components["schemas"]["kairship.v1alpha1.RolloutGroup"][];
             ignoreWindows?: boolean;
             karmadaVersion?: string;

@@ -25,6 +25,8 @@ pub struct Observed {
     pub components: Option<Option<String>>,
     /// The scheduled backups at the last check; `None` without a schedule.
     pub backups: Option<crate::backups::schedule::Seen>,
+    /// Where the instance differs from its class (`controllers::class_drift`).
+    pub drift: Vec<crate::crd::ClassDrift>,
 }
 
 /// What Clusterpedia says of the instance: its `Ready` condition, or nothing yet.
@@ -306,6 +308,7 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
             .or_else(|| prev.and_then(|p| p.stats.clone())),
         last_sync_time,
         certificates,
+        drift: o.drift.clone(),
     }
 }
 
@@ -329,6 +332,7 @@ pub fn changed(prev: Option<&InstanceStatus>, next: &InstanceStatus) -> bool {
                 last_sync_time: _,
                 certificates,
                 last_backup,
+                drift,
             } = p;
             *phase != next.phase
                 || *conditions != next.conditions
@@ -341,6 +345,7 @@ pub fn changed(prev: Option<&InstanceStatus>, next: &InstanceStatus) -> bool {
                 || *stats != next.stats
                 || *certificates != next.certificates
                 || *last_backup != next.last_backup
+                || *drift != next.drift
         }
     }
 }

@@ -567,6 +567,7 @@ mod tests {
                 cache_budget: None,
                 backup_schedule: None,
                 maintenance_window: None,
+                class_name: None,
             },
         );
         let mut scheduled = before.clone();

@@ -47,6 +47,8 @@ impl Instances {
             }
             new.karmada_spec =
                 Some(merged).filter(|m| m.as_object().is_some_and(|o| !o.is_empty()));
+            // What the instance set itself over its class stays so.
+            new.overrides = old.overrides.clone();
             // An instance made without a namespace lives in the default one: that is the
             // namespace that cannot change (moving it would orphan its control plane).
             let default = &self.0.tree.settings().managed_namespace;
@@ -72,6 +74,13 @@ impl Instances {
         // maintenance window, and the backup schedule when the request does not name one.
         spec.cache_budget = current.spec.cache_budget.clone();
         spec.maintenance_window = current.spec.maintenance_window.clone();
+        if spec.class_name.is_some() && spec.class_name != current.spec.class_name {
+            return Err(ApiError::invalid(
+                "instance.spec.class_name",
+                "is set when the instance is created; a FleetRollout of the class brings it in line",
+            ));
+        }
+        spec.class_name = current.spec.class_name.clone();
         if keep_schedule {
             spec.backup_schedule = current.spec.backup_schedule.clone();
         }
@@ -200,15 +209,35 @@ impl InstanceService for Instances {
         let caller = authorized.caller();
         let mut spec = convert::instance_spec(inst.spec.as_ref())?;
         self.check_scope(inst.spec.as_ref(), &spec)?;
+        let class = match spec.class_name.as_deref() {
+            Some(c) => Some(self.0.tree.classes().get(c).ok_or_else(|| {
+                ApiError::invalid(
+                    "instance.spec.class_name",
+                    format!("no InstanceClass {c:?} (kubectl get instanceclasses)"),
+                )
+            })?),
+            None => None,
+        };
         if let Some(m) = spec.managed.as_mut() {
-            // The defaults written into the Instance, so it describes itself.
+            // The defaults and the class written into the Instance, so it describes
+            // itself; what the request sets wins over both and stays its own.
             let defaults = &self.0.tree.settings().managed_defaults;
             let own = m
                 .karmada_spec
                 .take()
                 .unwrap_or_else(|| serde_json::json!({}));
-            let full = defaults.under(&own)?;
+            let mut wanted = class
+                .as_ref()
+                .map_or_else(|| serde_json::json!({}), |c| c.spec.fragment());
+            crate::crd::karmada_spec::merge(&mut wanted, &own);
+            let full = defaults.under(&wanted)?;
             m.karmada_spec = Some(full).filter(|f| f.as_object().is_some_and(|o| !o.is_empty()));
+            if class.is_some() {
+                m.overrides = Some(own).filter(|o| o.as_object().is_some_and(|o| !o.is_empty()));
+            }
+        }
+        if let Some(c) = &class {
+            spec.maintenance_window = c.spec.maintenance_window.clone();
         }
         self.check_managed_spec(&spec)?;
         self.check_secret(caller, &spec).await?;

@@ -13,7 +13,7 @@ use crate::api::context::ApiContext;
 use crate::crd::{FleetRollout, FleetRolloutSpec};
 use crate::error::{check_name, ApiError};
 use crate::proto::{self, rollout_service_server::RolloutService};
-use crate::rollout::findings::plan_of;
+use crate::rollout::findings::{plan_of, with_class};
 
 pub struct Rollouts(pub ApiContext);
 
@@ -33,6 +33,12 @@ impl Rollouts {
     }
 
     /// Sets `paused` or `aborted` on the rollout; the leader's next pass acts on it.
+    /// `spec` with a class rollout's release filled in from its class.
+    fn resolved(&self, spec: proto::RolloutSpec) -> Result<proto::RolloutSpec, ApiError> {
+        let class = self.0.tree.classes().get(&spec.class_name);
+        with_class(spec, class.as_ref().map(|c| &c.spec))
+    }
+
     async fn set(&self, name: &str, field: &str, value: bool) -> Result<proto::Rollout, ApiError> {
         let current = self.get(name)?;
         if current.spec.aborted && field != "aborted" {
@@ -67,7 +73,11 @@ impl Rollouts {
 fn spec_of(req: &proto::StartRolloutRequest) -> Result<FleetRolloutSpec, ApiError> {
     let spec = req.spec.clone().unwrap_or_default();
     let options = req.options.unwrap_or_default();
-    crate::crd::karmada_spec::check_version("spec.karmada_version", &spec.karmada_version)?;
+    if spec.class_name.is_empty() {
+        crate::crd::karmada_spec::check_version("spec.karmada_version", &spec.karmada_version)?;
+    } else {
+        check_name("spec.class_name", &spec.class_name)?;
+    }
     for (name, value) in [
         ("options.soak_seconds", options.soak_seconds),
         (
@@ -87,6 +97,7 @@ fn spec_of(req: &proto::StartRolloutRequest) -> Result<FleetRolloutSpec, ApiErro
     out.percentages = spec.percentages;
     out.groups = spec.groups.into_iter().map(|g| g.instances).collect();
     out.ignore_windows = spec.ignore_windows;
+    out.class_name = Some(spec.class_name).filter(|c| !c.is_empty());
     out.force = options.force;
     if options.max_unavailable > 0 {
         out.max_unavailable = options.max_unavailable;
@@ -154,7 +165,7 @@ impl RolloutService for Rollouts {
     ) -> Result<Response<proto::RolloutPlan>, Status> {
         // The chain let a caller with a role on every instance through.
         Authorized::of(&req)?;
-        let spec = req.into_inner().spec.unwrap_or_default();
+        let spec = self.resolved(req.into_inner().spec.unwrap_or_default())?;
         let plan = plan_of(&spec, &self.0.instances(), jiff::Timestamp::now())?;
         Ok(Response::new(plan))
     }
@@ -169,11 +180,8 @@ impl RolloutService for Rollouts {
         check_name("name", &req.name)?;
         let spec = spec_of(&req)?;
         // Refused now rather than Blocked later: the caller reads why at once.
-        let plan = plan_of(
-            req.spec.as_ref().unwrap_or(&Default::default()),
-            &self.0.instances(),
-            jiff::Timestamp::now(),
-        )?;
+        let wanted = self.resolved(req.spec.clone().unwrap_or_default())?;
+        let plan = plan_of(&wanted, &self.0.instances(), jiff::Timestamp::now())?;
         if plan.waves.is_empty() {
             return Err(
                 ApiError::FailedPrecondition("the selector picks no instance".into()).into(),

@@ -56,8 +56,11 @@ pub struct StartArgs {
 #[derive(Debug, Args)]
 pub struct PlanArgs {
     /// The Karmada release the instances move to (v1.18.2).
+    #[arg(long, required_unless_present = "class", conflicts_with = "class")]
+    pub version: Option<String>,
+    /// Or an InstanceClass to roll out: its instances get its release and spec.
     #[arg(long)]
-    pub version: String,
+    pub class: Option<String>,
     /// Only instances with these labels (`env=prod`, repeat or comma-separate).
     #[arg(short = 'l', long = "selector", value_delimiter = ',')]
     pub selector: Vec<String>,
@@ -126,7 +129,8 @@ fn spec_of(args: &PlanArgs) -> Result<proto::RolloutSpec, Error> {
         })
         .collect::<Result<_, _>>()?;
     Ok(proto::RolloutSpec {
-        karmada_version: args.version.clone(),
+        karmada_version: args.version.clone().unwrap_or_default(),
+        class_name: args.class.clone().unwrap_or_default(),
         match_labels,
         canary: args.canary,
         percentages: args.percentages.clone(),
