@@ -221,7 +221,11 @@ pub fn instance_spec(spec: Option<&proto::InstanceSpec>) -> Result<crd::Instance
                 ("crd_tarball_url", spec.crd_tarball_url.is_empty()),
                 ("component_replicas", spec.component_replicas.is_empty()),
             ];
-            let managed_only = [managed_only.as_slice(), &[("class_name", spec.class_name.is_empty())]].concat();
+            let managed_only = [
+                managed_only.as_slice(),
+                &[("class_name", spec.class_name.is_empty())],
+            ]
+            .concat();
             if let Some((field, _)) = managed_only.iter().find(|(_, empty)| !empty) {
                 return Err(ApiError::invalid(
                     format!("instance.spec.{field}"),

@@ -14,7 +14,9 @@ use super::{Controller, Scope, Work};
 use crate::actors::instance::status::Observed;
 use crate::backups::take::{self, Request};
 use crate::backups::{Phase as BackupPhase, Store};
-use crate::crd::{applied, karmada_spec, FleetRollout, Instance, InstanceClassSpec, InstanceRollout};
+use crate::crd::{
+    applied, karmada_spec, FleetRollout, Instance, InstanceClassSpec, InstanceRollout,
+};
 use crate::rollout::engine::{self, BackupState, Work as Step};
 use crate::rollout::store::{entry_patch, TICK};
 
@@ -53,7 +55,9 @@ impl Controller for RolloutSteps {
                 .unwrap_or_else(|| rollout.spec.karmada_version.clone()),
             class,
         };
-        Some(Box::pin(async move { job.step(&change, &entry, instance).await }))
+        Some(Box::pin(async move {
+            job.step(&change, &entry, instance).await
+        }))
     }
 
     fn record(&mut self, _found: (), _observed: &mut Observed) {}
@@ -126,8 +130,14 @@ impl Job {
             _ => wanted == now_spec,
         };
         let now = jiff::Timestamp::now();
-        let (next, work) =
-            engine::advance(entry, &change.version, &instance, backup.as_ref(), in_spec, now);
+        let (next, work) = engine::advance(
+            entry,
+            &change.version,
+            &instance,
+            backup.as_ref(),
+            in_spec,
+            now,
+        );
         match work {
             Step::Nothing => {}
             Step::Backup => {
@@ -159,7 +169,10 @@ impl Job {
                 let Some(before) = before else {
                     return Ok(());
                 };
-                tracing::info!(rollout, "putting the Karmada spec from before the change back");
+                tracing::info!(
+                    rollout,
+                    "putting the Karmada spec from before the change back"
+                );
                 self.set_spec(&name, &before).await?;
             }
         }

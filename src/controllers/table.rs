@@ -4,8 +4,8 @@ use std::collections::BTreeSet;
 
 use super::erased::Erased;
 use super::{
-    certificates, class_drift, clusterpedia, components, member_access, namespace_roles, phase_events,
-    registration, renewal, rollout_steps, scheduled_backups, Controller,
+    certificates, class_drift, clusterpedia, components, member_access, namespace_roles,
+    phase_events, registration, renewal, rollout_steps, scheduled_backups, Controller,
 };
 
 /// One controller of the table.

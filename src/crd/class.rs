@@ -90,7 +90,11 @@ fn leaves(v: &Value, at: &str, out: &mut Vec<(String, Value)>) {
 
 /// Where the Karmada spec `spec` differs from what `class` gives, field by field; a field
 /// `overrides` sets is marked as the instance's own.
-pub fn drift(class: &InstanceClassSpec, spec: &Value, overrides: Option<&Value>) -> Vec<ClassDrift> {
+pub fn drift(
+    class: &InstanceClassSpec,
+    spec: &Value,
+    overrides: Option<&Value>,
+) -> Vec<ClassDrift> {
     let mut wanted = Vec::new();
     leaves(&class.fragment(), "", &mut wanted);
     wanted
@@ -137,8 +141,14 @@ mod tests {
     fn drift_lists_each_field_and_a_rollout_keeps_the_instances_own() {
         let own = json!({"components": {"karmadaScheduler": {"replicas": 3}}});
         let mut spec = applied(&class(), &json!({}), Some(&own));
-        assert_eq!(spec["components"]["karmadaScheduler"]["replicas"], 3, "the instance wins");
-        assert_eq!(spec["components"]["karmadaScheduler"]["imageTag"], "v1.18.2");
+        assert_eq!(
+            spec["components"]["karmadaScheduler"]["replicas"], 3,
+            "the instance wins"
+        );
+        assert_eq!(
+            spec["components"]["karmadaScheduler"]["imageTag"],
+            "v1.18.2"
+        );
         let d = drift(&class(), &spec, Some(&own));
         assert_eq!(d.len(), 1, "{d:?}");
         assert_eq!(d[0].field, "/components/karmadaScheduler/replicas");
@@ -147,11 +157,23 @@ mod tests {
         // class turns it on again while the instance's own replicas stay.
         spec["featureGates"]["Failover"] = json!(false);
         let d = drift(&class(), &spec, Some(&own));
-        let gate = d.iter().find(|x| x.field == "/featureGates/Failover").expect("the gate");
-        assert_eq!((gate.class.as_str(), gate.instance.as_str(), gate.overridden), ("true", "false", false));
+        let gate = d
+            .iter()
+            .find(|x| x.field == "/featureGates/Failover")
+            .expect("the gate");
+        assert_eq!(
+            (gate.class.as_str(), gate.instance.as_str(), gate.overridden),
+            ("true", "false", false)
+        );
         let back = applied(&class(), &spec, Some(&own));
         assert_eq!(back["featureGates"]["Failover"], true);
         assert_eq!(back["components"]["karmadaScheduler"]["replicas"], 3);
-        assert_eq!(drift(&class(), &back, Some(&own)).iter().filter(|x| !x.overridden).count(), 0);
+        assert_eq!(
+            drift(&class(), &back, Some(&own))
+                .iter()
+                .filter(|x| !x.overridden)
+                .count(),
+            0
+        );
     }
 }

@@ -244,8 +244,9 @@ pub struct InstanceStatus {
     /// The newest completed backup, while backups are scheduled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_backup: Option<LastBackup>,
-    /// Where its Karmada spec differs from its class's, field by field.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Where its Karmada spec differs from its class's, field by field. Always written,
+    /// empty too: the status is merge-patched, and an absent list would keep the old one.
+    #[serde(default)]
     pub drift: Vec<super::ClassDrift>,
 }
 

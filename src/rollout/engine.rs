@@ -323,10 +323,7 @@ mod tests {
         let done = BackupState::Completed("a-backup".into());
         let (e, w) = advance(&s1.instances["a"], "v1.18.2", a, Some(&done), false, t(5));
         let upgrading = e.expect("upgrading");
-        assert_eq!(
-            (upgrading.step.as_str(), w),
-            ("Upgrading", Work::Change)
-        );
+        assert_eq!((upgrading.step.as_str(), w), ("Upgrading", Work::Change));
         let upgraded = instance("a", "v1.18.2", Phase::Running);
         // Changed in its spec but still reporting the old release: it waits.
         let (e, w) = advance(&upgrading, "v1.18.2", a, None, true, t(20));

@@ -164,7 +164,10 @@ pub fn with_class(
     let version = class.karmada_version.clone().ok_or_else(|| {
         ApiError::invalid(
             "spec.class_name",
-            format!("InstanceClass {:?} names no karmadaVersion", spec.class_name),
+            format!(
+                "InstanceClass {:?} names no karmadaVersion",
+                spec.class_name
+            ),
         )
     })?;
     if !spec.karmada_version.is_empty() && spec.karmada_version != version {

@@ -47,7 +47,11 @@ async fn pass_all(ctx: &Context) {
             continue;
         };
         let before = r.status.clone().unwrap_or_default();
-        let class = r.spec.class_name.as_deref().and_then(|c| ctx.classes.get(c));
+        let class = r
+            .spec
+            .class_name
+            .as_deref()
+            .and_then(|c| ctx.classes.get(c));
         let class = class.as_ref().map(|c| &c.spec);
         let mut after = engine::pass(
             &r.spec,

@@ -6,6 +6,7 @@ mod auth;
 mod backups;
 mod budget;
 mod cache_watch;
+mod classes;
 mod docs;
 use kairship_test_support::fleet as common;
 mod grpc;
