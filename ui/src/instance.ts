@@ -349,6 +349,34 @@ function certificatesSection(i: Instance, canAdmin: boolean, done: () => void, r
   ];
 }
 
+/** The instance's class, and where it differs from it, as a diff: the class's value
+ *  struck through, the instance's beside it; its own settings (which a class rollout
+ *  keeps) marked. */
+function classSection(i: Instance) {
+  const cls = i.spec?.className;
+  if (!cls) return null;
+  const drift = i.status?.drift ?? [];
+  return [
+    h('h3', {}, `Class ${cls}`),
+    drift.length === 0
+      ? h('p', { class: 'muted', id: 'class-drift' }, 'In line with its class.')
+      : table(
+          'class-drift',
+          ['Field', 'Class', 'Instance', ''],
+          drift.map((d) =>
+            h(
+              'tr',
+              { 'data-field': d.field ?? '' },
+              h('td', {}, h('code', {}, d.field ?? '')),
+              h('td', {}, h('del', {}, d.classValue ?? '')),
+              h('td', {}, h('ins', {}, d.instanceValue ?? '')),
+              h('td', { class: 'muted' }, d.overridden ? 'its own setting (kept by class rollouts)' : 'drift: a rollout of the class sets it'),
+            ),
+          ),
+        ),
+  ];
+}
+
 /** Renews a managed instance's leaf certificates after a confirmation, then says what was
  * renewed and which components roll onto them. */
 async function renewCertificates(inst: string, done: () => void, report: (e: unknown) => void) {
@@ -473,6 +501,7 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
         h('p', {}, phaseBadge(i.status?.phase), ' ', h('span', { class: 'why' }, explanation(i.status?.conditions))),
         h('h3', {}, 'Member clusters'),
         table('clusters', ['Cluster', 'Ready', 'Version', 'Nodes', 'Allocated / allocatable', 'Taints', ''], clusterRows(inst, clusters, canAdmin, removals, () => void refresh(), report)),
+        classSection(i),
         componentsSlot,
         certificatesSection(i, canAdmin, () => void refresh(), report),
         backupsSlot,
@@ -500,6 +529,7 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
           live,
           h('p', {}, phaseBadge(i.status?.phase), ' ', h('span', { class: 'why' }, explanation(i.status?.conditions))),
           h('p', { class: 'error' }, (e as Error).message),
+          classSection(i),
           componentsSlot,
           // Expired certificates are one reason an instance cannot serve: shown, and renewable.
           certificatesSection(i, canAdmin, () => void refresh(), report),

@@ -333,11 +333,23 @@ test('a rollout on the rollouts page: every step of its waves, then paused, resu
   await signIn(page, endpoints.tokens.admin);
   const headers = { authorization: `Bearer ${endpoints.tokens.admin}` };
   const base = `${endpoints.http}/apis/kairship.io/v1alpha1`;
-  const created = await page.request.post(`${base}/instances`, {
-    headers,
-    data: { metadata: { name: 'roll-e2e', labels: { rollout: 'console' } }, spec: { mode: 'INSTANCE_MODE_MANAGED', karmadaVersion: 'v1.12.0' } },
+  // An InstanceClass, written to the host as a platform team would (kubectl apply).
+  const kc = readFileSync(endpoints.host_kubeconfig, 'utf8');
+  // (JSON or YAML: the server's and the token's values, quoted or not.)
+  const hostServer = /"?server"?:\s*"?([^"\s,]+)/.exec(kc)?.[1] ?? '';
+  const hostToken = /"?token"?:\s*"?([^"\s,]+)/.exec(kc)?.[1] ?? '';
+  const cls = await page.request.post(`${hostServer}/apis/kairship.io/v1alpha1/instanceclasses`, {
+    headers: { authorization: `Bearer ${hostToken}` },
+    data: { apiVersion: 'kairship.io/v1alpha1', kind: 'InstanceClass', metadata: { name: 'console-class' }, spec: { karmadaVersion: 'v1.12.0', karmadaSpec: { featureGates: { Failover: true } } } },
   });
-  expect(created.ok(), await created.text()).toBeTruthy();
+  expect(cls.ok(), await cls.text()).toBeTruthy();
+  await expect(async () => {
+    const created = await page.request.post(`${base}/instances`, {
+      headers,
+      data: { metadata: { name: 'roll-e2e', labels: { rollout: 'console' } }, spec: { mode: 'INSTANCE_MODE_MANAGED', className: 'console-class' } },
+    });
+    expect(created.ok(), await created.text()).toBeTruthy();
+  }).toPass({ timeout: 15_000 });
   await expect(phaseOf(page, 'roll-e2e')).toHaveText('Running', { timeout: 60_000 });
   const start = async (name: string, version: string, soakSeconds: number) =>
     // Refused until the instance reports the release it runs (the plan blocks it).
@@ -356,6 +368,13 @@ test('a rollout on the rollouts page: every step of its waves, then paused, resu
   await expect(step.locator('[data-col="step"]')).toHaveText('Done');
   await expect(step).toContainText('v1.12.0');
   await expect(done.locator('button')).toHaveCount(0);
+  // Its page: moved past its class's release, shown as a diff against the class.
+  await step.locator('a').click();
+  const drift = page.locator('#class-drift tr[data-field="/components/karmadaScheduler/imageTag"]');
+  await expect(drift).toContainText('"v1.12.0"', { timeout: 30_000 });
+  await expect(drift.locator('ins')).toHaveText('"v1.13.0"');
+  await expect(page.locator('#class-drift tr[data-field="/featureGates/Failover"]')).toHaveCount(0);
+  await page.click('header a[href="#/rollouts"]');
   // A rollout soaking for ten minutes: paused, resumed, then aborted after a confirmation.
   await start('console-14', 'v1.14.0', 600);
   const soaking = page.locator('#rollouts [data-rollout="console-14"]');
