@@ -9,8 +9,8 @@ use kairship::crd::{InstanceClass, InstanceClassSpec};
 use kairship::proto::instance_service_client::InstanceServiceClient;
 use kairship::proto::rollout_service_client::RolloutServiceClient;
 use kairship::proto::{
-    ClassDrift, CreateInstanceRequest, GetInstanceRequest, PlanRolloutRequest, RolloutName,
-    RolloutOptions, RolloutSpec, StartRolloutRequest,
+    ClassDrift, CreateInstanceRequest, GetInstanceRequest, PlanRolloutRequest, RolloutOptions,
+    RolloutSpec, StartRolloutRequest,
 };
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -212,21 +212,7 @@ async fn instances_from_a_class_show_their_drift_and_a_class_rollout_brings_them
     })
     .await
     .expect("started");
-    eventually(Duration::from_secs(180), "standard-2 Completed", || {
-        let r = r.clone();
-        async move {
-            let got = r
-                .clone()
-                .get_rollout(RolloutName {
-                    name: "standard-2".into(),
-                })
-                .await
-                .ok()?
-                .into_inner();
-            (got.phase == "Completed").then_some(())
-        }
-    })
-    .await;
+    crate::rollouts::rollout_in(&r, "standard-2", "Completed", Duration::from_secs(180)).await;
     for n in ["std-a", "std-b"] {
         let i = instances.get(n).await.expect(n);
         let ks = i.spec.managed.and_then(|m| m.karmada_spec).expect("spec");

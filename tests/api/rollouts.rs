@@ -12,14 +12,15 @@ use kairship::crd::{FleetRollout, Phase};
 use kairship::proto::instance_service_client::InstanceServiceClient;
 use kairship::proto::rollout_service_client::RolloutServiceClient;
 use kairship::proto::{
-    CreateInstanceRequest, GetInstanceRequest, ListBackupsRequest, PlanRolloutRequest, RolloutName,
-    RolloutOptions, RolloutSpec, StartRolloutRequest,
+    CreateInstanceRequest, ListBackupsRequest, PlanRolloutRequest, RolloutName, RolloutOptions,
+    RolloutSpec, StartRolloutRequest,
 };
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use tonic::transport::Channel;
 
 use crate::common::eventually;
+use crate::upgrade::status_version;
 
 use crate::auth::{signer, start, ADMIN, VIEWER};
 
@@ -166,15 +167,26 @@ async fn step_of(r: &RolloutServiceClient<Channel>, rollout: &str, instance: &st
         .unwrap_or_default()
 }
 
-async fn running_at(c: &InstanceServiceClient<Channel>, name: &str) -> Option<String> {
-    let i = c
-        .clone()
-        .get_instance(GetInstanceRequest { name: name.into() })
-        .await
-        .ok()?
-        .into_inner();
-    let s = i.status?;
-    (s.phase == "Running").then_some(s.karmada_version)
+/// The rollout `name` once it is in `phase`, waiting up to `within`.
+pub(crate) async fn rollout_in(
+    r: &RolloutServiceClient<Channel>,
+    name: &str,
+    phase: &str,
+    within: Duration,
+) -> kairship::proto::Rollout {
+    eventually(within, &format!("{name} {phase}"), || {
+        let r = r.clone();
+        async move {
+            let got = r
+                .clone()
+                .get_rollout(RolloutName { name: name.into() })
+                .await
+                .ok()?
+                .into_inner();
+            (got.phase == phase).then_some(got)
+        }
+    })
+    .await
 }
 
 type Steps = std::sync::Arc<parking_lot::Mutex<Vec<(String, String)>>>;
@@ -224,7 +236,7 @@ async fn a_rollout_runs_in_waves_then_halts_and_rolls_back() {
     }
     for n in names {
         let v = eventually(Duration::from_secs(60), &format!("{n} Running"), || {
-            running_at(&c, n)
+            status_version(&c, n)
         })
         .await;
         assert_eq!(v, "v1.12.0");
@@ -255,21 +267,7 @@ async fn a_rollout_runs_in_waves_then_halts_and_rolls_back() {
         .expect("started")
         .into_inner();
     assert_eq!(started.phase, "Planned");
-    let done = eventually(Duration::from_secs(180), "to-13 Completed", || {
-        let r = r.clone();
-        async move {
-            let got = r
-                .clone()
-                .get_rollout(RolloutName {
-                    name: "to-13".into(),
-                })
-                .await
-                .ok()?
-                .into_inner();
-            (got.phase == "Completed").then_some(got)
-        }
-    })
-    .await;
+    let done = rollout_in(&r, "to-13", "Completed", Duration::from_secs(180)).await;
     recorder.abort();
     let order: Vec<(String, String)> = seen.lock().clone();
     println!("to-13 steps in order: {order:?}");
@@ -279,7 +277,7 @@ async fn a_rollout_runs_in_waves_then_halts_and_rolls_back() {
         assert_eq!(i.step, "Done", "{i:?}");
         assert_eq!(i.from_version, "v1.12.0", "{i:?}");
         assert!(!i.backup.is_empty(), "a backup before the change: {i:?}");
-        let v = running_at(&c, &i.name).await;
+        let v = status_version(&c, &i.name).await;
         assert_eq!(v.as_deref(), Some("v1.13.0"), "{}", i.name);
         let backups = c
             .clone()
@@ -335,32 +333,22 @@ async fn a_rollout_runs_in_waves_then_halts_and_rolls_back() {
         .set_fault("team-a", json!({"mode": "down"}))
         .await;
     assert_eq!(code, 200, "{body}");
-    let halted = eventually(Duration::from_secs(60), "to-14 Halted", || {
-        let r = r.clone();
-        async move {
-            let got = r
-                .clone()
-                .get_rollout(RolloutName {
-                    name: "to-14".into(),
-                })
-                .await
-                .ok()?
-                .into_inner();
-            (got.phase == "Halted").then_some(got)
-        }
-    })
-    .await;
+    let halted = rollout_in(&r, "to-14", "Halted", Duration::from_secs(60)).await;
     assert!(halted.reason.contains("team-a"), "{}", halted.reason);
     for n in ["team-b", "team-c"] {
         assert_eq!(step_of(&r, "to-14", n).await, "Pending", "{n} untouched");
-        assert_eq!(running_at(&c, n).await.as_deref(), Some("v1.13.0"), "{n}");
+        assert_eq!(
+            status_version(&c, n).await.as_deref(),
+            Some("v1.13.0"),
+            "{n}"
+        );
     }
     api.env.sim.clear_fault("team-a").await;
     eventually(Duration::from_secs(120), "team-a rolled back", || {
         let (r, c) = (r.clone(), c.clone());
         async move {
             let back = step_of(&r, "to-14", "team-a").await == "RolledBack";
-            let v = running_at(&c, "team-a").await;
+            let v = status_version(&c, "team-a").await;
             (back && v.as_deref() == Some("v1.13.0")).then_some(())
         }
     })

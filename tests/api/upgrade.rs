@@ -23,7 +23,8 @@ fn managed(name: &str, version: &str) -> Instance {
     i
 }
 
-async fn status_version(
+/// The release `name` runs, once it is Running.
+pub(crate) async fn status_version(
     c: &InstanceServiceClient<tonic::transport::Channel>,
     name: &str,
 ) -> Option<String> {
