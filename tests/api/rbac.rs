@@ -189,6 +189,7 @@ async fn deploy_manifests_are_valid_and_rbac_covers_exactly_the_calls_made() {
         (s.phase == "Running" && s.karmada_version == "v1.13.0").then_some(())
     })
     .await;
+    rollout_with_the_charts_role(&api).await;
     // The managed instance's components: listed, a Deployment and the StatefulSet
     // restarted, a log read.
     let components = c
@@ -433,4 +434,59 @@ async fn component_crash_loop_degrades_the_instance(
             .filter(|(p, _, ok)| p == "Running" && ok == "True")
     })
     .await;
+}
+
+/// A rollout started, paused and resumed through the API, then run by the leader and
+/// the instance's rollout-steps controller (backup, release, soak), with the chart's role.
+async fn rollout_with_the_charts_role(api: &KairshipApi) {
+    use kairship::proto::rollout_service_client::RolloutServiceClient;
+    let mut r = RolloutServiceClient::with_interceptor(
+        api.channel.clone(),
+        |mut req: tonic::Request<()>| {
+            req.metadata_mut().insert(
+                "authorization",
+                tonic::metadata::MetadataValue::from_static("Bearer rbac-admin-token"),
+            );
+            Ok(req)
+        },
+    );
+    let started = r
+        .start_rollout(StartRolloutRequest {
+            name: "team-m-14".into(),
+            spec: Some(RolloutSpec {
+                karmada_version: "v1.14.0".into(),
+                groups: vec![RolloutGroup {
+                    instances: vec!["team-m".into()],
+                }],
+                ..Default::default()
+            }),
+            // The External instances form a last wave that cannot take it: left out.
+            options: Some(RolloutOptions {
+                soak_seconds: 1,
+                force: true,
+                ..Default::default()
+            }),
+        })
+        .await
+        .expect("started with the chart's role")
+        .into_inner();
+    let name = RolloutName {
+        name: started.name.clone(),
+    };
+    r.pause_rollout(name.clone()).await.expect("paused");
+    r.resume_rollout(name.clone()).await.expect("resumed");
+    let done = eventually(Duration::from_secs(60), "team-m-14 Completed", || {
+        let (mut r, name) = (r.clone(), name.clone());
+        async move {
+            let got = r.get_rollout(name).await.ok()?.into_inner();
+            (got.phase == "Completed").then_some(got)
+        }
+    })
+    .await;
+    let team_m = &done.waves[0].instances[0];
+    assert_eq!(
+        (team_m.name.as_str(), team_m.step.as_str()),
+        ("team-m", "Done")
+    );
+    assert!(!team_m.backup.is_empty(), "{team_m:?}");
 }
