@@ -32,14 +32,25 @@ impl FleetRollouts {
     /// and not yet rolled back), with its entry. A rollout halted or aborted keeps
     /// rolling back what failed.
     pub fn active_for(&self, instance: &str) -> Option<(Arc<FleetRollout>, InstanceRollout)> {
-        let mut all = self.store().state();
-        all.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        all.into_iter().find_map(|r| {
-            let entry = r.status.as_ref()?.instances.get(instance)?.clone();
-            let working = matches!(entry.step.as_str(), "BackingUp" | "Upgrading")
-                || (entry.step == "Failed" && entry.backup.is_some());
-            working.then_some((r, entry))
-        })
+        // Asked at every tick of every instance: no copy of an entry that is not working,
+        // and the first rollout by name when several are (none should be).
+        self.store()
+            .state()
+            .into_iter()
+            .filter(|r| {
+                r.status
+                    .as_ref()
+                    .and_then(|s| s.instances.get(instance))
+                    .is_some_and(|e| {
+                        matches!(e.step.as_str(), "BackingUp" | "Upgrading")
+                            || (e.step == "Failed" && e.backup.is_some())
+                    })
+            })
+            .min_by(|a, b| a.metadata.name.cmp(&b.metadata.name))
+            .and_then(|r| {
+                let entry = r.status.as_ref()?.instances.get(instance)?.clone();
+                Some((r, entry))
+            })
     }
 }
 

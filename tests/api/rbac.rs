@@ -56,16 +56,7 @@ async fn deploy_manifests_are_valid_and_rbac_covers_exactly_the_calls_made() {
         )
         .await
         .expect("binding");
-    let mut c = InstanceServiceClient::with_interceptor(
-        api.channel.clone(),
-        |mut req: tonic::Request<()>| {
-            req.metadata_mut().insert(
-                "authorization",
-                tonic::metadata::MetadataValue::from_static("Bearer rbac-admin-token"),
-            );
-            Ok(req)
-        },
-    );
+    let mut c = InstanceServiceClient::with_interceptor(api.channel.clone(), as_rbac_admin);
     eventually(Duration::from_secs(10), "the admin binding cached", || {
         let mut c = c.clone();
         async move {
@@ -440,16 +431,7 @@ async fn component_crash_loop_degrades_the_instance(
 /// the instance's rollout-steps controller (backup, release, soak), with the chart's role.
 async fn rollout_with_the_charts_role(api: &KairshipApi) {
     use kairship::proto::rollout_service_client::RolloutServiceClient;
-    let mut r = RolloutServiceClient::with_interceptor(
-        api.channel.clone(),
-        |mut req: tonic::Request<()>| {
-            req.metadata_mut().insert(
-                "authorization",
-                tonic::metadata::MetadataValue::from_static("Bearer rbac-admin-token"),
-            );
-            Ok(req)
-        },
-    );
+    let mut r = RolloutServiceClient::with_interceptor(api.channel.clone(), as_rbac_admin);
     let started = r
         .start_rollout(StartRolloutRequest {
             name: "team-m-14".into(),
@@ -489,4 +471,13 @@ async fn rollout_with_the_charts_role(api: &KairshipApi) {
         ("team-m", "Done")
     );
     assert!(!team_m.backup.is_empty(), "{team_m:?}");
+}
+
+/// The test's admin token on every gRPC call.
+fn as_rbac_admin(mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+    req.metadata_mut().insert(
+        "authorization",
+        tonic::metadata::MetadataValue::from_static("Bearer rbac-admin-token"),
+    );
+    Ok(req)
 }
