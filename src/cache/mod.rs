@@ -3,7 +3,8 @@
 //! [`store::ObjectStore`] of serialized [`object::CachedObject`]s within its
 //! [`budget`]); the API reads through the [`InstanceReader`] the actor publishes, which
 //! answers from the stores, asks the instance for access decisions ([`access`]) and
-//! printer columns ([`printers`]), and reads its own writes ([`write_marks`]).
+//! printer columns ([`printers`]), reads its own writes ([`write_marks`]) and counts what
+//! the proxy answered ([`traffic`]).
 //!
 //! A new cached kind is a `Kind` in `caches.rs` (its resource and how it is printed).
 
@@ -15,6 +16,7 @@ pub mod object;
 pub mod printers;
 pub mod reader;
 pub mod store;
+pub mod traffic;
 pub mod watch_health;
 pub mod write_marks;
 

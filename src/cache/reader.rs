@@ -38,6 +38,8 @@ pub struct InstanceReader {
     pub(crate) watch_restarts: Arc<AtomicU64>,
     /// The endpoint and CA the instance is reached with, once connected.
     pub(crate) trust: Option<Arc<crate::certificates::Inputs>>,
+    /// What the proxy answered for the instance (live).
+    pub(crate) traffic: Arc<super::traffic::Traffic>,
 }
 
 impl InstanceReader {

@@ -81,6 +81,8 @@ pub struct Scope<'a> {
     pub kubeconfig_source: Option<&'a KubeconfigSource>,
     /// What its certificates are read from, once connected.
     pub certificate_inputs: Option<&'a crate::certificates::Inputs>,
+    /// What the proxy answered for the instance since its actor started.
+    pub traffic: &'a crate::cache::traffic::Traffic,
     pub(crate) runs: &'a [runner::Times],
 }
 

@@ -14,6 +14,7 @@ use super::{Controller, Scope, Work};
 use crate::actors::instance::status::Observed;
 use crate::backups::take::{self, Request};
 use crate::backups::{Phase as BackupPhase, Store};
+use crate::cache::traffic::Counts;
 use crate::crd::{
     applied, karmada_spec, FleetRollout, Instance, InstanceClassSpec, InstanceRollout,
 };
@@ -21,7 +22,47 @@ use crate::rollout::engine::{self, BackupState, Work as Step};
 use crate::rollout::store::{entry_patch, TICK};
 
 #[derive(Default)]
-pub struct RolloutSteps;
+pub struct RolloutSteps {
+    /// The proxy's counts when the instance's current soak began (rollout, soak start).
+    soak: Option<((String, Option<String>), Counts)>,
+    /// The counts at the last look while it was Upgrading: its soak counts from there,
+    /// as the step to Soaking is written right after such a look.
+    upgrading: Option<Counts>,
+}
+
+impl RolloutSteps {
+    /// Why the instance fails its soak on the requests the proxy answered for it since
+    /// the soak began, if it does (`engine::failed_share`).
+    fn soak_failure(
+        &mut self,
+        rollout: &FleetRollout,
+        entry: &InstanceRollout,
+        now: Counts,
+    ) -> Option<String> {
+        if entry.step != "Soaking" {
+            self.soak = None;
+            self.upgrading = (entry.step == "Upgrading").then_some(now);
+            return None;
+        }
+        let key = (
+            rollout.metadata.name.clone().unwrap_or_default(),
+            entry.since.clone(),
+        );
+        let base = match &self.soak {
+            Some((k, base)) if *k == key => *base,
+            // A new soak: from its last look while Upgrading, else (a new actor) from now.
+            _ => self.upgrading.take().unwrap_or(now),
+        };
+        let Some(since) = now.since(base) else {
+            // A new actor counts from zero: count from now.
+            self.soak = Some((key, now));
+            return None;
+        };
+        self.soak = Some((key, base));
+        let spec = &rollout.spec;
+        engine::failed_share(since, spec.max_failed_request_percent, spec.min_requests)
+    }
+}
 
 impl Controller for RolloutSteps {
     const NAME: &'static str = "rollout-steps";
@@ -33,6 +74,7 @@ impl Controller for RolloutSteps {
         if !scope.due(Self::NAME, TICK) {
             return None;
         }
+        let soak_failure = self.soak_failure(&rollout, &entry, scope.traffic.counts());
         let instance = scope.latest()?;
         let class = match rollout.spec.class_name.as_deref() {
             Some(c) => Some(scope.ctx.classes.get(c)?.spec.clone()),
@@ -56,6 +98,12 @@ impl Controller for RolloutSteps {
             class,
         };
         Some(Box::pin(async move {
+            if let Some(why) = soak_failure {
+                let name = instance.metadata.name.clone().unwrap_or_default();
+                tracing::warn!(rollout = %change.rollout, reason = %why, "the instance failed its soak");
+                let failed = engine::soak_failed(&entry, why, jiff::Timestamp::now());
+                return job.write_entry(&change.rollout, &name, &failed).await;
+            }
             job.step(&change, &entry, instance).await
         }))
     }

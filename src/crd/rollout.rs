@@ -23,6 +23,14 @@ fn half_an_hour() -> u32 {
     1800
 }
 
+fn five() -> u32 {
+    5
+}
+
+fn twenty() -> u32 {
+    20
+}
+
 /// A change rolled across the instances a selector picks.
 #[derive(CustomResource, Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[kube(
@@ -68,6 +76,13 @@ pub struct FleetRolloutSpec {
     /// How long a change may take before the rollout halts.
     #[serde(default = "half_an_hour")]
     pub progress_deadline_seconds: u32,
+    /// Halt when more than this share (percent) of the requests Kairship's proxy answered
+    /// for an instance while it soaks failed with a server error (5xx); 100: never.
+    #[serde(default = "five")]
+    pub max_failed_request_percent: u32,
+    /// The requests an instance must have had while it soaks before that share counts.
+    #[serde(default = "twenty")]
+    pub min_requests: u32,
     /// Change instances whose maintenance window is closed too.
     #[serde(default)]
     pub ignore_windows: bool,

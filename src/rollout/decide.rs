@@ -56,8 +56,8 @@ impl Step {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Seen {
     pub step: Step,
-    /// Running, its components healthy.
-    pub healthy: bool,
+    /// Why it is not healthy (not Running, a component failing); `None` when it is.
+    pub trouble: Option<String>,
     /// Its maintenance window is open now (or it has none).
     pub window_open: bool,
 }
@@ -113,7 +113,7 @@ pub fn decide(
 ) -> Decision {
     let pending = Seen {
         step: Step::Pending,
-        healthy: false,
+        trouble: Some("Kairship does not see it".into()),
         window_open: false,
     };
     let of = |n: &String| seen.get(n).unwrap_or(&pending);
@@ -150,9 +150,10 @@ pub fn decide(
                 "it has been changing for longer than the progress deadline ({:?})",
                 policy.progress_deadline
             )),
-            (Step::Soaking { .. }, _) if !s.healthy => {
-                Some("it turned unhealthy while soaking after its change".to_string())
-            }
+            (Step::Soaking { .. }, _) if s.trouble.is_some() => Some(format!(
+                "it turned unhealthy while soaking after its change: {}",
+                s.trouble.as_deref().unwrap_or_default()
+            )),
             _ => None,
         };
         if let Some(why) = why {
@@ -218,7 +219,7 @@ mod tests {
     fn seen(step: Step) -> Seen {
         Seen {
             step,
-            healthy: true,
+            trouble: None,
             window_open: true,
         }
     }
@@ -289,7 +290,7 @@ mod tests {
         s.insert(
             "a".into(),
             Seen {
-                healthy: false,
+                trouble: Some("Degraded".into()),
                 ..seen(Step::Soaking { since: t(0) })
             },
         );

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 
 use super::decide::{self, Decision, Phase as Decided, Policy, Seen, Step};
+use crate::cache::traffic::Counts;
 use crate::crd::{FleetRolloutSpec, FleetRolloutStatus, Instance, InstanceRollout, Phase};
 
 /// A rollout's waves, and each planned instance's blocking findings.
@@ -49,9 +50,24 @@ fn entry(step: &str, since: Timestamp, prior: Option<&InstanceRollout>) -> Insta
     }
 }
 
-/// Healthy enough to soak: Running, and not reporting a degraded component.
-pub fn healthy(i: &Instance) -> bool {
-    i.status.as_ref().is_some_and(|s| s.phase == Phase::Running)
+/// Why `i` is not healthy enough to soak (not Running, or a component failing, each
+/// with what its condition says); `None` when it is.
+pub fn trouble(i: &Instance) -> Option<String> {
+    let Some(s) = i.status.as_ref() else {
+        return Some("it has no status yet".into());
+    };
+    let said = |kind: &str| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == kind && c.status == "False")
+            .map(|c| c.message.clone())
+    };
+    if s.phase != Phase::Running {
+        let why = said("Ready").map(|m| format!(": {m}")).unwrap_or_default();
+        return Some(format!("it is {:?}{why}", s.phase));
+    }
+    said(crate::actors::instance::status::COMPONENTS_CONDITION)
+        .map(|m| format!("a component is failing: {m}"))
 }
 
 /// The policy of `spec` for [`decide`](super::decide::decide).
@@ -134,7 +150,7 @@ pub fn pass(
                 n.clone(),
                 Seen {
                     step: step_of(r),
-                    healthy: healthy(i),
+                    trouble: trouble(i),
                     window_open,
                 },
             ))
@@ -254,6 +270,30 @@ pub fn advance(
         },
         _ => (None, Work::Nothing),
     }
+}
+
+/// Why an instance fails its soak on the requests Kairship's proxy answered for it since
+/// the soak began (`traffic`): more than `max_percent` of at least `min_requests` failed
+/// with a server error. `None` while that holds (or at 100%: never).
+pub fn failed_share(traffic: Counts, max_percent: u32, min_requests: u32) -> Option<String> {
+    let Counts { requests, failed } = traffic;
+    if max_percent >= 100 || requests == 0 || requests < u64::from(min_requests) {
+        return None;
+    }
+    (failed * 100 > u64::from(max_percent) * requests).then(|| {
+        format!(
+            "{failed} of the {requests} requests Kairship's proxy answered for it while it \
+             soaked failed with a server error ({}%; the rollout allows {max_percent}%)",
+            failed * 100 / requests
+        )
+    })
+}
+
+/// The entry of an instance that failed its soak for `why`: it is rolled back next.
+pub fn soak_failed(r: &InstanceRollout, why: String, now: Timestamp) -> InstanceRollout {
+    let mut e = entry("Failed", now, Some(r));
+    e.reason = Some(why);
+    e
 }
 
 #[cfg(test)]
@@ -414,5 +454,64 @@ mod tests {
         assert!(e
             .is_some_and(|e| e.step == "Failed"
                 && e.reason.is_some_and(|r| r.contains("nothing was changed"))));
+    }
+
+    #[test]
+    fn trouble_names_the_phase_or_the_failing_component() {
+        use crate::crd::Condition;
+        let cond = |kind: &str, message: &str| Condition {
+            type_: kind.into(),
+            status: "False".into(),
+            reason: "x".into(),
+            message: message.into(),
+            last_transition_time: String::new(),
+            observed_generation: None,
+        };
+        let ok = instance("a", "v1.18.2", Phase::Running);
+        assert_eq!(trouble(&ok), None);
+        let mut degraded = (*instance("a", "v1.18.2", Phase::Degraded)).clone();
+        if let Some(s) = degraded.status.as_mut() {
+            s.conditions = vec![cond("Ready", "the Cluster watch keeps failing")];
+        }
+        assert_eq!(
+            trouble(&degraded).as_deref(),
+            Some("it is Degraded: the Cluster watch keeps failing")
+        );
+        let mut failing = (*ok).clone();
+        if let Some(s) = failing.status.as_mut() {
+            s.conditions = vec![cond(
+                "ComponentsHealthy",
+                "karmada-scheduler: CrashLoopBackOff",
+            )];
+        }
+        assert_eq!(
+            trouble(&failing).as_deref(),
+            Some("a component is failing: karmada-scheduler: CrashLoopBackOff")
+        );
+    }
+
+    #[test]
+    fn a_soak_fails_on_the_share_of_failed_requests_once_there_are_enough() {
+        let c = |requests, failed| Counts { requests, failed };
+        assert_eq!(failed_share(c(19, 19), 5, 20), None, "too few to judge");
+        assert_eq!(failed_share(c(20, 1), 5, 20), None, "5% is allowed");
+        let why = failed_share(c(20, 2), 5, 20).expect("10% fails");
+        assert!(
+            why.contains("2 of the 20 requests") && why.contains("(10%;"),
+            "{why}"
+        );
+        assert_eq!(failed_share(c(100, 100), 100, 20), None, "100: never");
+        assert!(failed_share(c(1, 1), 0, 0).is_some(), "0%: any failure");
+        let soaking = InstanceRollout {
+            step: "Soaking".into(),
+            backup: Some("a-backup".into()),
+            from_version: Some("v1.17.1".into()),
+            ..Default::default()
+        };
+        let failed = soak_failed(&soaking, why, t(10));
+        assert_eq!(failed.step, "Failed");
+        let stuck = instance("a", "v1.18.2", Phase::Running);
+        let (_, w) = advance(&failed, "v1.18.2", &stuck, None, false, t(11));
+        assert_eq!(w, Work::Restore, "rolled back like any failure");
     }
 }

@@ -28,8 +28,8 @@ impl FleetRollouts {
         self.0.store()
     }
 
-    /// The rollout that still has work for `instance` (backing up, upgrading, or failed
-    /// and not yet rolled back), with its entry. A rollout halted or aborted keeps
+    /// The rollout that still has work for `instance` (backing up, upgrading, soaking
+    /// while its requests are judged, or failed and not yet rolled back), with its entry. A rollout halted or aborted keeps
     /// rolling back what failed.
     pub fn active_for(&self, instance: &str) -> Option<(Arc<FleetRollout>, InstanceRollout)> {
         // Asked at every tick of every instance: no copy of an entry that is not working,
@@ -42,7 +42,7 @@ impl FleetRollouts {
                     .as_ref()
                     .and_then(|s| s.instances.get(instance))
                     .is_some_and(|e| {
-                        matches!(e.step.as_str(), "BackingUp" | "Upgrading")
+                        matches!(e.step.as_str(), "BackingUp" | "Upgrading" | "Soaking")
                             || (e.step == "Failed" && e.backup.is_some())
                     })
             })

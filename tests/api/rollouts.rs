@@ -261,6 +261,7 @@ async fn a_rollout_runs_in_waves_then_halts_and_rolls_back() {
                 soak_seconds: 2,
                 progress_deadline_seconds: 60,
                 force: false,
+                ..Default::default()
             }),
         })
         .await
@@ -318,6 +319,7 @@ async fn a_rollout_runs_in_waves_then_halts_and_rolls_back() {
             soak_seconds: 600,
             progress_deadline_seconds: 120,
             force: false,
+            ..Default::default()
         }),
     })
     .await
@@ -372,5 +374,100 @@ async fn a_rollout_runs_in_waves_then_halts_and_rolls_back() {
     api.env
         .wait_phase("team-b", Phase::Running, Duration::from_secs(5))
         .await;
+    api.stop().await;
+}
+
+/// A canary that answers Kairship's proxy with server errors while it soaks halts the
+/// rollout with the share that failed, and is rolled back. Probes here tolerate a long
+/// run of failures, so the instance stays Running and only the requests' failures can
+/// halt it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_whose_requests_fail_while_it_soaks_halts_the_rollout() {
+    let settings = kairship::actors::context::Settings {
+        unreachable_after: 1000,
+        degraded_after: Duration::from_secs(600),
+        ..crate::harness::fast_settings()
+    };
+    let api = crate::server::Api::start_settings(1, None, None, settings).await;
+    let c = InstanceServiceClient::new(api.channel.clone());
+    let names = ["soak-a", "soak-b"];
+    for n in names {
+        let mut i = crate::server::managed_instance(n);
+        if let Some(s) = i.spec.as_mut() {
+            s.karmada_version = "v1.12.0".into();
+        }
+        if let Some(m) = i.metadata.as_mut() {
+            m.labels = [("tier".to_string(), "soak".to_string())].into();
+        }
+        c.clone()
+            .create_instance(CreateInstanceRequest { instance: Some(i) })
+            .await
+            .expect("create");
+    }
+    for n in names {
+        eventually(Duration::from_secs(60), &format!("{n} Running"), || {
+            status_version(&c, n)
+        })
+        .await;
+    }
+    let mut r = RolloutServiceClient::new(api.channel.clone());
+    r.start_rollout(StartRolloutRequest {
+        name: "soak-errors".into(),
+        spec: Some(RolloutSpec {
+            karmada_version: "v1.13.0".into(),
+            match_labels: [("tier".to_string(), "soak".to_string())].into(),
+            canary: 1,
+            percentages: vec![100],
+            ..Default::default()
+        }),
+        options: Some(RolloutOptions {
+            soak_seconds: 600,
+            progress_deadline_seconds: 120,
+            max_failed_request_percent: 10,
+            min_requests: 20,
+            ..Default::default()
+        }),
+    })
+    .await
+    .expect("started");
+    eventually(Duration::from_secs(120), "soak-a soaking", || {
+        let r = r.clone();
+        async move { (step_of(&r, "soak-errors", "soak-a").await == "Soaking").then_some(()) }
+    })
+    .await;
+    // Requests that pass through to the instance (writes), every one answered 500 or 503.
+    let (code, body) = api
+        .env
+        .sim
+        .set_fault("soak-a", json!({"mode": "errors", "error_rate": 1.0}))
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let client = api.https_client_once("unused").await;
+    let path =
+        "/apis/kairship.io/v1alpha1/instances/soak-a/proxy/api/v1/namespaces/default/configmaps";
+    for i in 0..30 {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("soak-{i}")}});
+        let (code, body) = kairship_test_support::http::json(&client, "POST", path, &cm).await;
+        assert!(code >= 500, "answered with a server error: {code} {body}");
+    }
+    api.env.sim.clear_fault("soak-a").await;
+    let halted = rollout_in(&r, "soak-errors", "Halted", Duration::from_secs(30)).await;
+    assert!(
+        halted.reason.contains("soak-a")
+            && halted.reason.contains("requests Kairship's proxy answered")
+            && halted.reason.contains("allows 10%"),
+        "{}",
+        halted.reason
+    );
+    assert_eq!(step_of(&r, "soak-errors", "soak-b").await, "Pending");
+    eventually(Duration::from_secs(120), "soak-a rolled back", || {
+        let (r, c) = (r.clone(), c.clone());
+        async move {
+            let back = step_of(&r, "soak-errors", "soak-a").await == "RolledBack";
+            let v = status_version(&c, "soak-a").await;
+            (back && v.as_deref() == Some("v1.12.0")).then_some(())
+        }
+    })
+    .await;
     api.stop().await;
 }

@@ -169,6 +169,26 @@ impl Api {
             .expect("kubectl runs")
     }
 
+    /// As [`Api::https_client`], without kube's retries of 429 and 503 answers (15 of
+    /// them, backing off up to minutes), for a test that counts each answer.
+    pub async fn https_client_once(&self, token: &str) -> kube::Client {
+        let _ = self.https_client(token).await;
+        let digest: String = token.bytes().take(8).map(|b| format!("{b:02x}")).collect();
+        let path = self
+            .env
+            .sim
+            .dir
+            .path()
+            .join(format!("rest-{digest}.kubeconfig"));
+        let kc = kube::config::Kubeconfig::read_from(&path).expect("kubeconfig reads");
+        let options = kube::config::KubeConfigOptions::default();
+        let mut config = kube::Config::from_custom_kubeconfig(kc, &options)
+            .await
+            .expect("kubeconfig is valid");
+        config.default_retry = false;
+        kube::Client::try_from(config).expect("client builds")
+    }
+
     /// An HTTPS client of Kairship's REST API trusting its CA, sending `token`.
     pub async fn https_client(&self, token: &str) -> kube::Client {
         let kc = kairship_wire::kubeconfig::build("rest", &self.https, &self.ca_pem, token);

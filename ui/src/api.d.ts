@@ -1130,7 +1130,11 @@ export interface components {
         "kairship.v1alpha1.RolloutOptions": {
             force?: boolean;
             /** Format: int64 */
+            maxFailedRequestPercent?: number;
+            /** Format: int64 */
             maxUnavailable?: number;
+            /** Format: int64 */
+            minRequests?: number;
             /** Format: int64 */
             progressDeadlineSeconds?: number;
             /** Format: int64 */

@@ -82,6 +82,8 @@ pub struct InstanceState {
     access: crate::cache::access::AccessReviews,
     /// Versions written through the proxy, for read-your-writes from the cache.
     writes: crate::cache::write_marks::WriteMarks,
+    /// What the proxy answered for it, which a rollout's soak is judged on.
+    traffic: std::sync::Arc<crate::cache::traffic::Traffic>,
     printers: crate::cache::printers::Printers,
     /// Bounds concurrent API requests to this instance, so a slow one cannot take all workers.
     limiter: std::sync::Arc<tokio::sync::Semaphore>,
@@ -162,6 +164,7 @@ impl InstanceState {
                 .map(|c| c.watch_restarts.clone())
                 .unwrap_or_default(),
             trust: self.certificate_inputs.clone().map(std::sync::Arc::new),
+            traffic: self.traffic.clone(),
         }
     }
 
@@ -269,6 +272,7 @@ impl Actor for InstanceActor {
             streams: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_PASSTHROUGH_STREAMS)),
             access: crate::cache::access::AccessReviews::new(call_timeout),
             writes: crate::cache::write_marks::WriteMarks::default(),
+            traffic: Default::default(),
             printers: crate::cache::printers::Printers::new(call_timeout),
             published: None,
             stats_inputs: None,

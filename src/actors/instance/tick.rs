@@ -69,6 +69,7 @@ fn run_controllers(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState, an
         namespaces: state.caches.as_ref().and_then(|c| c.store(Kind::Namespace)),
         kubeconfig_source: state.kubeconfig_source.as_ref(),
         certificate_inputs: state.certificate_inputs.as_ref(),
+        traffic: &state.traffic,
         runs: &[],
     };
     let me = myself.clone();

@@ -89,6 +89,12 @@ fn spec_of(req: &proto::StartRolloutRequest) -> Result<FleetRolloutSpec, ApiErro
             return Err(ApiError::invalid(name, "at most a week (604800)"));
         }
     }
+    if options.max_failed_request_percent > 100 {
+        return Err(ApiError::invalid(
+            "options.max_failed_request_percent",
+            "a percentage, at most 100",
+        ));
+    }
     let mut out: FleetRolloutSpec =
         serde_json::from_value(json!({"karmadaVersion": spec.karmada_version}))
             .map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -107,6 +113,12 @@ fn spec_of(req: &proto::StartRolloutRequest) -> Result<FleetRolloutSpec, ApiErro
     }
     if options.progress_deadline_seconds > 0 {
         out.progress_deadline_seconds = options.progress_deadline_seconds;
+    }
+    if options.max_failed_request_percent > 0 {
+        out.max_failed_request_percent = options.max_failed_request_percent;
+    }
+    if options.min_requests > 0 {
+        out.min_requests = options.min_requests;
     }
     Ok(out)
 }
@@ -133,6 +145,8 @@ fn to_proto(r: &FleetRollout) -> proto::Rollout {
             soak_seconds: s.soak_seconds,
             progress_deadline_seconds: s.progress_deadline_seconds,
             force: s.force,
+            max_failed_request_percent: s.max_failed_request_percent,
+            min_requests: s.min_requests,
         }),
         paused: s.paused,
         aborted: s.aborted,

@@ -96,6 +96,19 @@ async fn serve_in_span(ctx: ApiContext, name: String, rest: String, req: Request
         Ok(on) => on,
         Err(e) => return status_response(&e),
     };
+    let resp = answer_on(&ctx, &on, &info, &path, req).await;
+    on.count_answer(resp.status());
+    resp
+}
+
+/// The answer for an instance the request was routed to.
+async fn answer_on(
+    ctx: &ApiContext,
+    on: &OnInstance,
+    info: &RequestInfo,
+    path: &str,
+    req: Request,
+) -> Response {
     let query: HashMap<String, String> = match req.uri().query() {
         Some(q) => match serde_urlencoded::from_str(q) {
             Ok(q) => q,
@@ -110,16 +123,13 @@ async fn serve_in_span(ctx: ApiContext, name: String, rest: String, req: Request
     };
     if upgrade::requested(&req) {
         let within = ctx.tree.settings().request_timeout;
-        return tagged(
-            upgrade::pass(&ctx, &on, req, &path, within).await,
-            "instance",
-        );
+        return tagged(upgrade::pass(ctx, on, req, path, within).await, "instance");
     }
     let watching = info.watching;
     // Only the head: the body cannot be held across an await by a `Send` handler.
     let (head, body) = req.into_parts();
-    match cache_read::answer(&on, &head, &path, &query).await {
-        Some(Ok(resp)) if watching => return tagged(until_closing(resp, &ctx), "cache"),
+    match cache_read::answer(on, &head, path, &query).await {
+        Some(Ok(resp)) if watching => return tagged(until_closing(resp, ctx), "cache"),
         Some(Ok(resp)) => return tagged(resp, "cache"),
         Some(Err(refused)) => return refused,
         None => {}
@@ -137,13 +147,13 @@ async fn serve_in_span(ctx: ApiContext, name: String, rest: String, req: Request
     let req = Request::from_parts(head, body);
     // Requests other than watches must be answered within the actors' request bound.
     let within = (!watching).then(|| ctx.tree.settings().request_timeout);
-    let answer = pass_through(&on, req, &path, within).await;
+    let answer = pass_through(on, req, path, within).await;
     let answer = match (answer, stream) {
         (Ok(r), Some(slot)) => Ok(hold_until_done(r, slot)),
         (other, _) => other,
     };
     match answer {
-        Ok(r) if watching => tagged(until_closing(r, &ctx), "instance"),
+        Ok(r) if watching => tagged(until_closing(r, ctx), "instance"),
         Ok(r) => tagged(r, "instance"),
         Err(e) => status_response(&e),
     }

@@ -1,6 +1,6 @@
 //! `kairship ctl rollouts`: `plan` shows what a fleet rollout would do before anything
 //! moves (its waves, each instance's release now and after, when it may next be changed,
-//! what blocks it); `start` runs it as a FleetRollout; `list`, `get`, `pause`, `resume`
+//! what blocks it); `start` (or `create`) runs it as a FleetRollout; `list`, `get`, `pause`, `resume`
 //! and `abort` follow and steer it.
 
 use clap::{Args, Subcommand};
@@ -16,6 +16,7 @@ pub enum RolloutsCmd {
     Plan(PlanArgs),
     /// Starts a rollout to --version: each instance backed up, changed and soaked, wave
     /// by wave; the first failure halts it and rolls that instance back.
+    #[command(visible_alias = "create")]
     Start(StartArgs),
     /// Every rollout, with its phase.
     List,
@@ -51,6 +52,13 @@ pub struct StartArgs {
     /// Start although some instances cannot take the change (they are left out).
     #[arg(long)]
     pub force: bool,
+    /// Halt when more than this percentage of the requests through Kairship to an
+    /// instance fail (5xx) while it soaks (100: never).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub max_failed_request_percent: u32,
+    /// ... once it had at least this many requests while it soaks.
+    #[arg(long, default_value_t = 20)]
+    pub min_requests: u32,
 }
 
 #[derive(Debug, Args)]
@@ -225,6 +233,8 @@ pub(crate) async fn run(conn: &Conn, out: Output, cmd: &RolloutsCmd) -> Result<(
                     soak_seconds: args.soak_seconds,
                     progress_deadline_seconds: args.progress_deadline_seconds,
                     force: args.force,
+                    max_failed_request_percent: args.max_failed_request_percent,
+                    min_requests: args.min_requests,
                 }),
             };
             let r = c
