@@ -192,7 +192,10 @@ pub(crate) async fn rollout_in(
 type Steps = std::sync::Arc<parking_lot::Mutex<Vec<(String, String)>>>;
 
 /// Every (instance, step) a rollout's status showed, in order, from a watch of the host.
-fn record_steps(host: kube::Client, rollout: &str) -> (Steps, tokio::task::JoinHandle<()>) {
+pub(crate) fn record_steps(
+    host: kube::Client,
+    rollout: &str,
+) -> (Steps, tokio::task::JoinHandle<()>) {
     use futures::StreamExt;
     let seen = std::sync::Arc::new(parking_lot::Mutex::new(Vec::<(String, String)>::new()));
     let api: kube::Api<FleetRollout> = kube::Api::all(host);

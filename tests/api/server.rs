@@ -203,6 +203,30 @@ impl Api {
         crate::common::client_from(&path).await
     }
 
+    /// Kairship stops and starts again (a new tree and API, authorization off, fast
+    /// settings) against the same host and fleet, as a restarted process would.
+    pub async fn restart(&mut self) {
+        if let Some(s) = self.serving.take() {
+            s.stop().await;
+        }
+        let kc_path = self.env.sim.dir.path().join("kairship-host.kubeconfig");
+        let as_kairship = crate::common::client_from(&kc_path).await;
+        let settings = crate::harness::fast_settings();
+        let tree = Tree::start(as_kairship, None, "kairship-test", settings)
+            .await
+            .expect("tree starts again");
+        let old = std::mem::replace(&mut self.tree, tree);
+        old.shutdown().await;
+        let cert = kairship_wire::tls::generate("kairship").expect("cert");
+        let ctx = ApiContext::with_auth(self.tree.handle(), Auth::disabled());
+        let served = serve(ctx, &cert, &self.audit, Some(self.chaos_dir()), None).await;
+        self.channel = served.channel;
+        self.grpc_addr = served.grpc_addr;
+        self.https = served.https;
+        self.ca_pem = cert.ca_pem;
+        self.serving = Some(served.serving);
+    }
+
     pub async fn stop(mut self) {
         if let Some(s) = self.serving.take() {
             s.stop().await;
