@@ -93,7 +93,7 @@ async fn fifty_instances_in_four_waves_survive_a_restart_mid_wave() {
         .patch("fleet", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .expect("class changed");
-    let mut r = RolloutServiceClient::new(api.channel.clone());
+    let r = RolloutServiceClient::new(api.channel.clone());
     eventually(Duration::from_secs(10), "the rollout started", || {
         let r = r.clone();
         async move {
