@@ -48,6 +48,18 @@ struct CertificateLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RolloutPhaseLabels {
+    rollout: String,
+    phase: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RolloutStepLabels {
+    rollout: String,
+    step: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LeaderLabels {
     name: String,
 }
@@ -78,6 +90,8 @@ pub struct Metrics {
     backup_interval: Family<InstanceLabels, Gauge>,
     backup_failing: Family<InstanceLabels, Gauge>,
     leader: Family<LeaderLabels, Gauge>,
+    rollout_phase: Family<RolloutPhaseLabels, Gauge>,
+    rollout_instances: Family<RolloutStepLabels, Gauge>,
     status_writes: Counter,
     /// The tree's count at the last scrape: the counter grows by the difference.
     status_writes_seen: std::sync::atomic::AtomicU64,
@@ -93,6 +107,26 @@ const PHASES: [&str; 7] = [
     "Degraded",
     "Unreachable",
     "Terminating",
+];
+
+const ROLLOUT_PHASES: [&str; 7] = [
+    "Planned",
+    "Blocked",
+    "Progressing",
+    "Paused",
+    "Halted",
+    "Aborted",
+    "Completed",
+];
+
+const ROLLOUT_STEPS: [&str; 7] = [
+    "Pending",
+    "BackingUp",
+    "Upgrading",
+    "Soaking",
+    "Done",
+    "Failed",
+    "RolledBack",
 ];
 
 impl Metrics {
@@ -168,6 +202,18 @@ impl Metrics {
             "1 when this replica holds the lease",
             leader.clone(),
         );
+        let rollout_phase = Family::<RolloutPhaseLabels, Gauge>::default();
+        registry.register(
+            "kairship_rollout_phase",
+            "1 for the phase each FleetRollout is in",
+            rollout_phase.clone(),
+        );
+        let rollout_instances = Family::<RolloutStepLabels, Gauge>::default();
+        registry.register(
+            "kairship_rollout_instances",
+            "Instances of each FleetRollout by their step",
+            rollout_instances.clone(),
+        );
         let status_writes = Counter::default();
         registry.register(
             "kairship_instance_status_writes",
@@ -197,6 +243,8 @@ impl Metrics {
             backup_interval,
             backup_failing,
             leader,
+            rollout_phase,
+            rollout_instances,
             status_writes,
             status_writes_seen: Default::default(),
             requests,
@@ -218,6 +266,37 @@ impl Metrics {
                 method: method.into(),
             })
             .observe(took.as_secs_f64());
+    }
+
+    /// The FleetRollout gauges, from the host's rollouts as watched.
+    fn rollouts(&self, tree: &TreeHandle) {
+        self.rollout_phase.clear();
+        self.rollout_instances.clear();
+        for r in tree.rollouts().store().state() {
+            let rollout = r.metadata.name.clone().unwrap_or_default();
+            let status = r.status.clone().unwrap_or_default();
+            let phase = match status.phase.as_str() {
+                "" => "Planned",
+                p => p,
+            };
+            for p in ROLLOUT_PHASES {
+                self.rollout_phase
+                    .get_or_create(&RolloutPhaseLabels {
+                        rollout: rollout.clone(),
+                        phase: p.into(),
+                    })
+                    .set(i64::from(p == phase));
+            }
+            for step in ROLLOUT_STEPS {
+                let n = status.instances.values().filter(|e| e.step == step).count();
+                self.rollout_instances
+                    .get_or_create(&RolloutStepLabels {
+                        rollout: rollout.clone(),
+                        step: step.into(),
+                    })
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+        }
     }
 
     /// Refreshes the instance gauges from `instances` (the host's Instance objects) and the
@@ -327,6 +406,7 @@ impl Metrics {
                 }
             }
         }
+        self.rollouts(tree);
         self.leader
             .get_or_create(&LeaderLabels {
                 name: "kairship-controller-manager".into(),

@@ -66,34 +66,62 @@ impl Controller for PhaseEvents {
 
 /// The Event for a change from `before` to `phase`.
 fn event(scope: &Scope<'_>, before: Phase, phase: Phase, why: Option<String>) -> Event {
-    let now = jiff::Timestamp::now();
-    let at = now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
     let warning = matches!(phase, Phase::Degraded | Phase::Unreachable);
     let message = match why {
         Some(why) => format!("{before:?} to {phase:?}: {why}"),
         None => format!("{before:?} to {phase:?}"),
     };
+    let about = About {
+        kind: "Instance",
+        name: scope.name,
+        uid: scope.instance.metadata.uid.as_deref(),
+    };
+    event_on(
+        &about,
+        &format!("{phase:?}"),
+        &message,
+        warning,
+        scope.ctx.leadership.identity(),
+    )
+}
+
+/// A cluster-scoped Kairship object an Event is about.
+pub struct About<'a> {
+    pub kind: &'a str,
+    pub name: &'a str,
+    pub uid: Option<&'a str>,
+}
+
+/// An Event on `about` (in [`NAMESPACE`]), reported by this replica (`reporter`).
+pub fn event_on(
+    about: &About<'_>,
+    reason: &str,
+    message: &str,
+    warning: bool,
+    reporter: &str,
+) -> Event {
+    let now = jiff::Timestamp::now();
+    let at = now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
     // kube-apiserver refuses an Event whose message passes 1 KiB... in bytes, so cut on a
     // character boundary below it.
     let message: String = message.chars().take(1000).collect();
-    let name = scope.name;
     let value = json!({
         "metadata": {
-            "name": format!("{name}.{:x}", now.as_nanosecond()),
+            "name": format!("{}.{:x}", about.name, now.as_nanosecond()),
             "namespace": NAMESPACE,
         },
         "involvedObject": {
             "apiVersion": "kairship.io/v1alpha1",
-            "kind": "Instance",
-            "name": name,
-            "uid": scope.instance.metadata.uid,
+            "kind": about.kind,
+            "name": about.name,
+            "uid": about.uid,
         },
-        "reason": format!("{phase:?}"),
+        "reason": reason,
         "message": message,
         "type": if warning { "Warning" } else { "Normal" },
         "source": {"component": COMPONENT},
         "reportingComponent": COMPONENT,
-        "reportingInstance": scope.ctx.leadership.identity(),
+        "reportingInstance": reporter,
         "firstTimestamp": at,
         "lastTimestamp": at,
         "count": 1,

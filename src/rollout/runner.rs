@@ -4,14 +4,17 @@
 
 use std::sync::Arc;
 
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use tracing::{info, warn};
 
 use super::engine::{self, Planned};
 use super::findings;
 use super::store::{status_patch, TICK};
 use crate::actors::context::Context;
-use crate::crd::{FleetRollout, FleetRolloutSpec, Instance, InstanceClassSpec};
+use crate::actors::host_error::fenced;
+use crate::controllers::phase_events::{event_on, About, NAMESPACE};
+use crate::crd::{FleetRollout, FleetRolloutSpec, FleetRolloutStatus, Instance, InstanceClassSpec};
 
 /// The plan of `spec` over `fleet` at `now`, as `PlanRollout` would answer it (`class`:
 /// the class a class rollout names, if found).
@@ -64,6 +67,8 @@ async fn pass_all(ctx: &Context) {
         let Some(patch) = status_patch(&before, &after) else {
             continue;
         };
+        let moved = (before.phase != after.phase || before.reason != after.reason)
+            .then(|| moved_event(&r, &after, ctx.leadership.identity()));
         if before.phase != after.phase {
             info!(rollout = name, phase = %after.phase, reason = %after.reason, "rollout moved");
         }
@@ -71,9 +76,48 @@ async fn pass_all(ctx: &Context) {
         let write = api.patch_status(name, &params, &patch);
         match tokio::time::timeout(ctx.settings.host_call_timeout, write).await {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => warn!(rollout = name, error = %e, "writing the rollout's status failed"),
-            Err(_) => warn!(rollout = name, "writing the rollout's status timed out"),
+            Ok(Err(e)) => {
+                warn!(rollout = name, error = %e, "writing the rollout's status failed");
+                continue;
+            }
+            Err(_) => {
+                warn!(rollout = name, "writing the rollout's status timed out");
+                continue;
+            }
         }
+        if let Some(event) = moved {
+            record(ctx, name, event).await;
+        }
+    }
+}
+
+/// The Event for a rollout that moved to `after`'s phase (or, Progressing, to its next
+/// wave), for `kubectl describe fleetrollout` and `kubectl get events`.
+fn moved_event(r: &FleetRollout, after: &FleetRolloutStatus, reporter: &str) -> Event {
+    let about = About {
+        kind: "FleetRollout",
+        name: r.metadata.name.as_deref().unwrap_or_default(),
+        uid: r.metadata.uid.as_deref(),
+    };
+    let message = match after.reason.is_empty() {
+        true => after.phase.clone(),
+        false => format!("{}: {}", after.phase, after.reason),
+    };
+    let warning = matches!(after.phase.as_str(), "Halted" | "Blocked");
+    event_on(&about, &after.phase, &message, warning, reporter)
+}
+
+/// Records `event`, fenced to the leader's term; a failure is logged and not retried
+/// (the status says the same).
+async fn record(ctx: &Context, rollout: &str, event: Event) {
+    let api: Api<Event> = Api::namespaced(ctx.host.clone(), NAMESPACE);
+    let timeout = ctx.settings.host_call_timeout;
+    let write = ctx
+        .leadership
+        .fenced(timeout, api.create(&PostParams::default(), &event))
+        .await;
+    if let Err(e) = fenced(format!("recording an event of rollout {rollout}"), write) {
+        warn!(rollout, error = %e, "recording the rollout's event failed");
     }
 }
 

@@ -189,6 +189,21 @@ pub(crate) async fn rollout_in(
     .await
 }
 
+/// The (type, message) of every Event on the rollout `name`, oldest first.
+async fn rollout_events(host: &kube::Client, name: &str) -> Vec<(String, String)> {
+    let api: kube::Api<k8s_openapi::api::core::v1::Event> =
+        kube::Api::namespaced(host.clone(), "default");
+    let mut list = api.list(&Default::default()).await.expect("events").items;
+    list.sort_by_key(|e| e.metadata.name.clone());
+    list.into_iter()
+        .filter(|e| {
+            e.involved_object.kind.as_deref() == Some("FleetRollout")
+                && e.involved_object.name.as_deref() == Some(name)
+        })
+        .map(|e| (e.type_.unwrap_or_default(), e.message.unwrap_or_default()))
+        .collect()
+}
+
 type Steps = std::sync::Arc<parking_lot::Mutex<Vec<(String, String)>>>;
 
 /// Every (instance, step) a rollout's status showed, in order, from a watch of the host.
@@ -340,6 +355,25 @@ async fn a_rollout_runs_in_waves_then_halts_and_rolls_back() {
     assert_eq!(code, 200, "{body}");
     let halted = rollout_in(&r, "to-14", "Halted", Duration::from_secs(60)).await;
     assert!(halted.reason.contains("team-a"), "{}", halted.reason);
+    // Each move is an Event on the rollout, as `kubectl describe` shows it.
+    let events = rollout_events(&api.env.host, "to-13").await;
+    for wanted in [
+        "Progressing: wave 1 of 2",
+        "Progressing: wave 2 of 2",
+        "Completed",
+    ] {
+        assert!(
+            events.iter().any(|(t, m)| t == "Normal" && m == wanted),
+            "{wanted:?} in {events:?}"
+        );
+    }
+    let events = rollout_events(&api.env.host, "to-14").await;
+    assert!(
+        events
+            .iter()
+            .any(|(t, m)| t == "Warning" && m.starts_with("Halted: instance \"team-a\" failed")),
+        "{events:?}"
+    );
     for n in ["team-b", "team-c"] {
         assert_eq!(step_of(&r, "to-14", n).await, "Pending", "{n} untouched");
         assert_eq!(

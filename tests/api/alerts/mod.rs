@@ -143,6 +143,17 @@ async fn alert_rules_and_dashboard_query_what_kairship_exports() {
     .body(Vec::new())
     .expect("request");
     client.request_text(proxy).await.expect("proxy answers");
+    // A rollout (Blocked: karmada-1 is External), so the rollout families have samples.
+    let rollouts: kube::Api<kairship::crd::FleetRollout> = kube::Api::all(api.env.host.clone());
+    let rollout: kairship::crd::FleetRollout = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kairship.io/v1alpha1", "kind": "FleetRollout",
+        "metadata": {"name": "alerts"}, "spec": {"karmadaVersion": "v1.18.2"}
+    }))
+    .expect("a rollout");
+    rollouts
+        .create(&Default::default(), &rollout)
+        .await
+        .expect("rollout created");
     // A backup schedule, so the backup families have samples.
     let c = InstanceServiceClient::new(api.channel.clone());
     crate::backups::schedule(&c, "karmada-1", 60, 1).await;
@@ -163,7 +174,8 @@ async fn alert_rules_and_dashboard_query_what_kairship_exports() {
                 l.starts_with("kairship_backup_last_completed_timestamp_seconds{")
                     && !l.ends_with(" 0")
             });
-            (e.contains_key("kairship_instance_certificate_expiry_seconds") && completed)
+            let rollout = e.contains_key("kairship_rollout_phase");
+            (e.contains_key("kairship_instance_certificate_expiry_seconds") && completed && rollout)
                 .then_some(e)
         },
     )
