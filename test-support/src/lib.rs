@@ -2,9 +2,10 @@
 //! (in async tests and in blocking ones driving kubectl), at one of two poll intervals,
 //! waiting on and stopping a `kairship demo` child ([`process`]), and
 //! starting a simulated fleet ([`fleet`]), Kairship's supervision tree against it
-//! ([`harness`]), one raw request answered as its code and body ([`http`]), and the
+//! ([`harness`]) and its API on loopback ports ([`api`]), one raw request answered as its code and body ([`http`]), and the
 //! scenarios both fleets run ([`scenarios`]).
 
+pub mod api;
 pub mod fleet;
 pub mod harness;
 pub mod http;

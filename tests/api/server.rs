@@ -1,7 +1,6 @@
 //! Kairship's API (gRPC and HTTPS) over real sockets, on a tree over the simulated fleet.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use kairship::actors::leader::LeaderConfig;
 use kairship::actors::tree::Tree;
@@ -235,66 +234,7 @@ impl Api {
     }
 }
 
-/// One replica's API on real sockets: gRPC in plain text, HTTPS with `cert`.
-pub struct Served {
-    pub serving: kairship::api::mount::Serving,
-    pub grpc_addr: std::net::SocketAddr,
-    pub https: String,
-    pub channel: Channel,
-}
-
-/// Serves `ctx` (once ready) on two loopback ports (HTTPS on `https_listener` when given),
-/// auditing to `audit`.
-pub async fn serve(
-    ctx: ApiContext,
-    cert: &kairship_wire::tls::ServingCert,
-    audit: &std::path::Path,
-    chaos_dir: Option<PathBuf>,
-    https_listener: Option<tokio::net::TcpListener>,
-) -> Served {
-    ctx.ready().await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let https_listener = match https_listener {
-        Some(l) => l,
-        None => tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind"),
-    };
-    let https = format!("https://{}", https_listener.local_addr().expect("addr"));
-    let serving = kairship::api::mount::start(
-        ctx,
-        kairship::api::mount::ApiConfig {
-            https: https_listener,
-            grpc: listener,
-            tls: cert.server_config.clone(),
-            grpc_tls: None,
-            audit: std::sync::Arc::new(
-                kairship::api::chain::audit::Sink::open(audit).expect("audit log"),
-            ),
-            limits: Default::default(),
-            fairness: Default::default(),
-            chaos_reports: chaos_dir,
-        },
-    )
-    .await
-    .expect("the API starts");
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .expect("uri")
-        .connect_timeout(Duration::from_secs(5))
-        .timeout(Duration::from_secs(15))
-        .connect()
-        .await
-        .expect("connect");
-    Served {
-        serving,
-        grpc_addr: addr,
-        https,
-        channel,
-    }
-}
+pub use kairship_test_support::api::{serve, Served};
 
 /// A managed instance as the API creates it, in the harness's namespace.
 pub fn managed_instance(name: &str) -> kairship::proto::Instance {

@@ -1,0 +1,252 @@
+//! A fleet rollout at scale (issue 55): 500 managed simulated instances moved to a new
+//! release in 10 waves. Prints the time to plan it (PlanRollout over gRPC), the time to
+//! roll it to Completed, what it adds per instance (the rollout's own status, CPU of the
+//! process during the roll, simulator included), and the API's latency for other callers
+//! (a cached gRPC GetInstance and a proxied LIST on an external instance) measured with no
+//! rollout and then during it, side by side in one run. Figures only; asserts nothing
+//! about speed. Run: `cargo bench --bench rollout_scale` (INSTANCES=n, WAVES=n).
+
+use std::time::{Duration, Instant};
+
+#[allow(dead_code)]
+mod common;
+use common::{cpu_time, rss_kib};
+use kairship::api::context::ApiContext;
+use kairship::auth::Auth;
+use kairship::crd::{FleetRollout, Instance, Phase};
+use kairship::proto::instance_service_client::InstanceServiceClient;
+use kairship::proto::rollout_service_client::RolloutServiceClient;
+use kairship::proto::{
+    CreateInstanceRequest, GetInstanceRequest, InstanceMode, InstanceSpec, ObjectMeta,
+    PlanRolloutRequest, RolloutOptions, RolloutSpec, StartRolloutRequest,
+};
+use kairship_test_support::harness::{fast_settings, Env, NS};
+use tonic::transport::Channel;
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    match sorted.len() {
+        0 => Duration::ZERO,
+        n => sorted[((n as f64 - 1.0) * p).round() as usize],
+    }
+}
+
+/// Instances Running at `version`.
+async fn at(api: &kube::Api<Instance>, version: &str) -> usize {
+    api.list(&Default::default())
+        .await
+        .map(|l| {
+            l.items
+                .iter()
+                .filter(|i| {
+                    i.status.as_ref().is_some_and(|s| {
+                        s.phase == Phase::Running && s.karmada_version.as_deref() == Some(version)
+                    })
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Other callers for `within`: a cached gRPC read and a proxied LIST, one after the
+/// other; the latency of each, sorted, and the failures.
+async fn callers(
+    channel: Channel,
+    proxy: kube::Client,
+    within: Duration,
+) -> (Vec<Duration>, Vec<Duration>, usize) {
+    let mut c = InstanceServiceClient::new(channel);
+    let (mut grpc, mut listed, mut failed) = (Vec::new(), Vec::new(), 0);
+    let end = Instant::now() + within;
+    while Instant::now() < end {
+        let t = Instant::now();
+        let got = c
+            .get_instance(GetInstanceRequest {
+                name: "karmada-1".into(),
+            })
+            .await;
+        grpc.push(t.elapsed());
+        failed += usize::from(got.is_err());
+        let t = Instant::now();
+        let path = "/apis/kairship.io/v1alpha1/instances/karmada-2/proxy/api/v1/namespaces";
+        let (code, _) = kairship_test_support::http::send(&proxy, "GET", path, None).await;
+        listed.push(t.elapsed());
+        failed += usize::from(code != 200);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    grpc.sort();
+    listed.sort();
+    (grpc, listed, failed)
+}
+
+fn line(what: &str, grpc: &[Duration], listed: &[Duration], failed: usize) {
+    println!(
+        "  {what:<16} GetInstance p50 {:>8.2?} p99 {:>8.2?} | proxied LIST p50 {:>8.2?} p99 {:>8.2?} | {} calls, {failed} failed",
+        percentile(grpc, 0.5),
+        percentile(grpc, 0.99),
+        percentile(listed, 0.5),
+        percentile(listed, 0.99),
+        grpc.len() + listed.len()
+    );
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let n = env_or("INSTANCES", 500);
+    let waves = env_or("WAVES", 10).max(1);
+    println!("fleet rollout at scale: {n} managed simulated instances, {waves} waves, 2-core machine (simulator in the same process)");
+    let env = Env::start(2).await;
+    let settings = kairship::actors::context::Settings {
+        tick: Duration::from_secs(1),
+        degraded_after: Duration::from_secs(60),
+        status_refresh: Duration::from_secs(5),
+        ..fast_settings()
+    };
+    let tree = env.start_tree_with(settings, None, "bench").await;
+    env.attach_all(2).await;
+    let cert = kairship_wire::tls::generate("kairship").expect("cert");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let served = kairship_test_support::api::serve(
+        ApiContext::with_auth(tree.handle(), Auth::disabled()),
+        &cert,
+        &dir.path().join("audit.log"),
+        None,
+        None,
+    )
+    .await;
+    let kc = kairship_wire::kubeconfig::build("bench", &served.https, &cert.ca_pem, "bench");
+    let kc_path = dir.path().join("bench.kubeconfig");
+    kairship_wire::kubeconfig::write(&kc_path, &kc).expect("kubeconfig");
+    let proxy = kairship_test_support::fleet::client_from(&kc_path).await;
+
+    let t = Instant::now();
+    let c = InstanceServiceClient::new(served.channel.clone());
+    for i in 0..n {
+        let instance = kairship::proto::Instance {
+            metadata: Some(ObjectMeta {
+                name: format!("team-{i:04}"),
+                labels: [("rollout".to_string(), "bench".to_string())].into(),
+                ..Default::default()
+            }),
+            spec: Some(InstanceSpec {
+                mode: InstanceMode::Managed as i32,
+                managed_namespace: NS.into(),
+                karmada_version: "v1.12.0".into(),
+                ..Default::default()
+            }),
+            status: None,
+        };
+        c.clone()
+            .create_instance(CreateInstanceRequest {
+                instance: Some(instance),
+            })
+            .await
+            .expect("created");
+    }
+    let instances = env.instances();
+    while at(&instances, "v1.12.0").await < n {
+        assert!(t.elapsed() < Duration::from_secs(900), "not all Running");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    println!(
+        "{n} managed instances created and Running at v1.12.0 in {:.1?}",
+        t.elapsed()
+    );
+    common::settle().await;
+
+    let step = 100 / waves as u32;
+    let spec = RolloutSpec {
+        karmada_version: "v1.13.0".into(),
+        match_labels: [("rollout".to_string(), "bench".to_string())].into(),
+        canary: 0,
+        percentages: (1..=waves as u32)
+            .map(|k| if k == waves as u32 { 100 } else { k * step })
+            .collect(),
+        ..Default::default()
+    };
+    let mut r = RolloutServiceClient::new(served.channel.clone());
+    let mut plans = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let plan = r
+            .plan_rollout(PlanRolloutRequest {
+                spec: Some(spec.clone()),
+            })
+            .await
+            .expect("a plan")
+            .into_inner();
+        plans.push(t.elapsed());
+        assert_eq!(plan.waves.len(), waves, "{waves} waves planned");
+    }
+    plans.sort();
+    println!(
+        "plan of {n} instances in {waves} waves (PlanRollout over gRPC): p50 {:.1?}, max {:.1?} over 5",
+        percentile(&plans, 0.5),
+        percentile(&plans, 1.0)
+    );
+
+    println!("other callers' latency, 20 s each:");
+    let (g, l, f) = callers(served.channel.clone(), proxy.clone(), Duration::from_secs(20)).await;
+    line("no rollout", &g, &l, f);
+
+    let rss_before = rss_kib();
+    let cpu_before = cpu_time();
+    let t = Instant::now();
+    r.start_rollout(StartRolloutRequest {
+        name: "bench".into(),
+        spec: Some(spec),
+        options: Some(RolloutOptions {
+            max_unavailable: (n / waves).max(1) as u32,
+            soak_seconds: 5,
+            progress_deadline_seconds: 600,
+            ..Default::default()
+        }),
+    })
+    .await
+    .expect("started");
+    let load = tokio::spawn(callers(
+        served.channel.clone(),
+        proxy.clone(),
+        Duration::from_secs(20),
+    ));
+    let rollouts: kube::Api<FleetRollout> = kube::Api::all(env.host.clone());
+    let done = loop {
+        let got = rollouts.get("bench").await.ok();
+        let status = got.as_ref().and_then(|r| r.status.clone()).unwrap_or_default();
+        match status.phase.as_str() {
+            "Completed" => break got,
+            "Halted" | "Blocked" => panic!("the rollout stopped: {}", status.reason),
+            _ => {}
+        }
+        assert!(t.elapsed() < Duration::from_secs(1800), "not Completed in 30 min");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let took = t.elapsed();
+    let cpu = cpu_time().saturating_sub(cpu_before);
+    let (g, l, f) = load.await.expect("callers");
+    line("during rollout", &g, &l, f);
+    println!(
+        "rolled {n} instances in {waves} waves (each backed up, changed, 5 s soak) in {took:.1?}: {:.0} ms of wall time per instance",
+        took.as_secs_f64() * 1000.0 / n as f64
+    );
+    let bytes = done
+        .and_then(|r| serde_json::to_vec(&r).ok())
+        .map_or(0, |b| b.len());
+    println!(
+        "added cost per instance: {:.0} B of the FleetRollout's status, {:.1} ms of CPU (this process, simulator and its backups included), resident {:+} KiB over the roll",
+        bytes as f64 / n as f64,
+        cpu.as_secs_f64() * 1000.0 / n as f64,
+        (rss_kib() as i64 - rss_before as i64) / n as i64
+    );
+    while at(&instances, "v1.13.0").await < n {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    served.serving.stop().await;
+    tree.shutdown().await;
+}
