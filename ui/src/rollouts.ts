@@ -36,6 +36,45 @@ function steps(r: Rollout) {
   );
 }
 
+/** The waves as a picture: a row per wave, a square per instance coloured by its step
+ * (named in its title and label), the wave under way marked. */
+function picture(r: Rollout) {
+  const waves = r.waves ?? [];
+  const current = waves.findIndex((w) => (w.instances ?? []).some((x) => x.step !== 'Done'));
+  return h(
+    'div',
+    { class: 'waves', 'data-waves': r.name ?? '', role: 'img', 'aria-label': `${r.name}: ${waves.length} waves` },
+    waves.map((w, i) => {
+      const xs = w.instances ?? [];
+      const done = xs.filter((x) => x.step === 'Done').length;
+      return h(
+        'div',
+        { class: i === current ? 'wave current' : 'wave', 'data-wave': String(i + 1) },
+        h('span', { class: 'wave-label' }, `Wave ${i + 1} · ${done}/${xs.length}`),
+        h(
+          'span',
+          { class: 'cells' },
+          xs.map((x) =>
+            h('span', {
+              class: `cell step-${(x.step ?? 'Pending').toLowerCase()}`,
+              'data-cell': x.name ?? '',
+              'data-step': x.step ?? '',
+              title: `${x.name}: ${x.step}${x.reason ? ` (${x.reason})` : ''}`,
+            }),
+          ),
+        ),
+      );
+    }),
+    h(
+      'p',
+      { class: 'legend muted' },
+      ['Pending', 'BackingUp', 'Upgrading', 'Soaking', 'Done', 'Failed', 'RolledBack'].map((s) =>
+        h('span', {}, h('span', { class: `cell step-${s.toLowerCase()}` }), ` ${s} `),
+      ),
+    ),
+  );
+}
+
 /** The rollouts, each with its steps; `admin`: may steer them. */
 export function rolloutsView(rollouts: Rollout[], admin: boolean, after: () => void, report: (e: unknown) => void) {
   if (!rollouts.length) return h('p', { class: 'muted', id: 'rollouts' }, 'No rollouts. Plan and start one with kairship ctl rollouts plan | start.');
@@ -80,6 +119,7 @@ export function rolloutsView(rollouts: Rollout[], admin: boolean, after: () => v
             ' ',
             h('button', { class: 'small danger', onclick: () => void steer(r, 'abort') }, 'Abort'),
           ),
+        picture(r),
         steps(r),
       );
     }),

@@ -367,6 +367,10 @@ test('a rollout on the rollouts page: every step of its waves, then paused, resu
   const step = done.locator('tr[data-instance="roll-e2e"]');
   await expect(step.locator('[data-col="step"]')).toHaveText('Done');
   await expect(step).toContainText('v1.12.0');
+  // The waves as a picture: one wave, its instance's square Done.
+  await expect(done.locator('[data-waves] [data-wave]')).toHaveCount(1);
+  await expect(done.locator('[data-waves] [data-wave="1"] .wave-label')).toHaveText('Wave 1 · 1/1');
+  await expect(done.locator('[data-waves] [data-cell="roll-e2e"]')).toHaveAttribute('data-step', 'Done');
   await expect(done.locator('button')).toHaveCount(0);
   // Its page: moved past its class's release, shown as a diff against the class.
   await step.locator('a').click();
@@ -379,6 +383,8 @@ test('a rollout on the rollouts page: every step of its waves, then paused, resu
   await start('console-14', 'v1.14.0', 600);
   const soaking = page.locator('#rollouts [data-rollout="console-14"]');
   await expect(soaking.locator('tr[data-instance="roll-e2e"] [data-col="step"]')).toHaveText('Soaking', { timeout: 90_000 });
+  await expect(soaking.locator('[data-waves] [data-wave="1"]')).toHaveClass(/current/);
+  await expect(soaking.locator('[data-waves] [data-cell="roll-e2e"]')).toHaveAttribute('title', 'roll-e2e: Soaking');
   await soaking.locator('button', { hasText: 'Pause' }).click();
   await expect(soaking.locator('[data-col="phase"]')).toHaveText('Paused', { timeout: 15_000 });
   await soaking.locator('button', { hasText: 'Resume' }).click();
