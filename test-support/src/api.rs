@@ -67,4 +67,3 @@ pub async fn serve(
         channel,
     }
 }
-
