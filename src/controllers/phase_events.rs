@@ -11,6 +11,7 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use super::{Controller, Scope, Work};
+use crate::actors::context::Context;
 use crate::actors::host_error::fenced;
 use crate::actors::instance::status::Observed;
 use crate::crd::Phase;
@@ -44,17 +45,7 @@ impl Controller for PhaseEvents {
         let event = event(scope, before, phase, why);
         let (ctx, name) = (scope.ctx.clone(), scope.name.to_string());
         Some(Box::pin(async move {
-            let api: Api<Event> = Api::namespaced(ctx.host.clone(), NAMESPACE);
-            let timeout = ctx.settings.host_call_timeout;
-            let write = ctx
-                .leadership
-                .fenced(timeout, api.create(&PostParams::default(), &event))
-                .await;
-            fenced(
-                format!("recording the phase event of instance {name}"),
-                write,
-            )
-            .map_err(|e| e.to_string())?;
+            create(&ctx, event, &format!("the phase event of instance {name}")).await?;
             Ok(phase)
         }))
     }
@@ -83,6 +74,19 @@ fn event(scope: &Scope<'_>, before: Phase, phase: Phase, why: Option<String>) ->
         warning,
         scope.ctx.leadership.identity(),
     )
+}
+
+/// Records `event`, fenced to the leader's term; `what` names it in the error.
+pub async fn create(ctx: &Context, event: Event, what: &str) -> Result<(), String> {
+    let api: Api<Event> = Api::namespaced(ctx.host.clone(), NAMESPACE);
+    let timeout = ctx.settings.host_call_timeout;
+    let write = ctx
+        .leadership
+        .fenced(timeout, api.create(&PostParams::default(), &event))
+        .await;
+    fenced(format!("recording {what}"), write)
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 /// A cluster-scoped Kairship object an Event is about.

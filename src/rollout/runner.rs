@@ -5,15 +5,14 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use tracing::{info, warn};
 
 use super::engine::{self, Planned};
 use super::findings;
 use super::store::{status_patch, TICK};
 use crate::actors::context::Context;
-use crate::actors::host_error::fenced;
-use crate::controllers::phase_events::{event_on, About, NAMESPACE};
+use crate::controllers::phase_events::{event_on, About};
 use crate::crd::{FleetRollout, FleetRolloutSpec, FleetRolloutStatus, Instance, InstanceClassSpec};
 
 /// The plan of `spec` over `fleet` at `now`, as `PlanRollout` would answer it (`class`:
@@ -107,16 +106,10 @@ fn moved_event(r: &FleetRollout, after: &FleetRolloutStatus, reporter: &str) -> 
     event_on(&about, &after.phase, &message, warning, reporter)
 }
 
-/// Records `event`, fenced to the leader's term; a failure is logged and not retried
-/// (the status says the same).
+/// Records `event`; a failure is logged and not retried (the status says the same).
 async fn record(ctx: &Context, rollout: &str, event: Event) {
-    let api: Api<Event> = Api::namespaced(ctx.host.clone(), NAMESPACE);
-    let timeout = ctx.settings.host_call_timeout;
-    let write = ctx
-        .leadership
-        .fenced(timeout, api.create(&PostParams::default(), &event))
-        .await;
-    if let Err(e) = fenced(format!("recording an event of rollout {rollout}"), write) {
+    let what = format!("an event of rollout {rollout}");
+    if let Err(e) = crate::controllers::phase_events::create(ctx, event, &what).await {
         warn!(rollout, error = %e, "recording the rollout's event failed");
     }
 }

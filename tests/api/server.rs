@@ -171,15 +171,8 @@ impl Api {
     /// As [`Api::https_client`], without kube's retries of 429 and 503 answers (15 of
     /// them, backing off up to minutes), for a test that counts each answer.
     pub async fn https_client_once(&self, token: &str) -> kube::Client {
-        let _ = self.https_client(token).await;
-        let digest: String = token.bytes().take(8).map(|b| format!("{b:02x}")).collect();
-        let path = self
-            .env
-            .sim
-            .dir
-            .path()
-            .join(format!("rest-{digest}.kubeconfig"));
-        let kc = kube::config::Kubeconfig::read_from(&path).expect("kubeconfig reads");
+        let kc = kube::config::Kubeconfig::read_from(self.rest_kubeconfig(token))
+            .expect("kubeconfig reads");
         let options = kube::config::KubeConfigOptions::default();
         let mut config = kube::Config::from_custom_kubeconfig(kc, &options)
             .await
@@ -190,6 +183,11 @@ impl Api {
 
     /// An HTTPS client of Kairship's REST API trusting its CA, sending `token`.
     pub async fn https_client(&self, token: &str) -> kube::Client {
+        crate::common::client_from(&self.rest_kubeconfig(token)).await
+    }
+
+    /// A kubeconfig for Kairship's REST API sending `token`, written once per token.
+    fn rest_kubeconfig(&self, token: &str) -> PathBuf {
         let kc = kairship_wire::kubeconfig::build("rest", &self.https, &self.ca_pem, token);
         let digest: String = token.bytes().take(8).map(|b| format!("{b:02x}")).collect();
         let path = self
@@ -199,7 +197,7 @@ impl Api {
             .path()
             .join(format!("rest-{digest}.kubeconfig"));
         kairship_wire::kubeconfig::write(&path, &kc).expect("write");
-        crate::common::client_from(&path).await
+        path
     }
 
     /// Kairship stops and starts again (a new tree and API, authorization off, fast
