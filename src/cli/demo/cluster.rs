@@ -24,7 +24,7 @@ pub const SERVICE_IP: &str = "10.96.0.50";
 pub const RELEASE: &str = "kairship";
 /// `helm install --wait`: the image is local, so this covers scheduling, probes and the
 /// first leader election with room to spare.
-const INSTALL_TIMEOUT: Duration = Duration::from_secs(300);
+const INSTALL_TIMEOUT: Duration = Duration::from_secs(480);
 
 const TOTAL: usize = 6;
 
@@ -164,6 +164,70 @@ fn oidc_values(oidc: &crate::cli::run::OidcArgs) -> Vec<String> {
 
 /// karmada-operator from its own manifests, and Karmada's CRD tarballs (both releases) in
 /// ConfigMaps Kairship serves to it: the node has no way out, as an air-gapped cluster.
+/// Each pod of the namespace with its phase and every container's state, then the
+/// namespace's latest Warning events: what an SRE would look at after a failed install.
+async fn pods_report(host: &kube::Client) -> String {
+    use k8s_openapi::api::core::v1::{Event, Pod};
+    use kube::api::ListParams;
+    let mut out = format!("pods in {NAMESPACE}:");
+    match Api::<Pod>::namespaced(host.clone(), NAMESPACE)
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(pods) => {
+            for pod in pods {
+                let name = pod.metadata.name.unwrap_or_default();
+                let status = pod.status.unwrap_or_default();
+                out.push_str(&format!(
+                    "\n  {name}: {}",
+                    status.phase.as_deref().unwrap_or("Unknown")
+                ));
+                for c in status.container_statuses.unwrap_or_default() {
+                    let state = c.state.unwrap_or_default();
+                    let what = if let Some(w) = state.waiting {
+                        format!(
+                            "waiting {} {}",
+                            w.reason.unwrap_or_default(),
+                            w.message.unwrap_or_default()
+                        )
+                    } else if let Some(t) = state.terminated {
+                        format!(
+                            "terminated {} (exit {})",
+                            t.reason.unwrap_or_default(),
+                            t.exit_code
+                        )
+                    } else {
+                        "running".to_string()
+                    };
+                    out.push_str(&format!(
+                        "\n    {}: {what}, ready {}, {} restart(s)",
+                        c.name, c.ready, c.restart_count
+                    ));
+                }
+            }
+        }
+        Err(e) => out.push_str(&format!(" (listing them failed: {e})")),
+    }
+    out.push_str("\nlatest Warning events:");
+    if let Ok(events) = Api::<Event>::namespaced(host.clone(), NAMESPACE)
+        .list(&ListParams::default().fields("type=Warning"))
+        .await
+    {
+        let mut items = events.items;
+        items.sort_by_key(|e| e.last_timestamp.clone().map(|t| t.0));
+        for e in items.iter().rev().take(10) {
+            out.push_str(&format!(
+                "\n  {} {}: {} ({}x)",
+                e.involved_object.name.as_deref().unwrap_or(""),
+                e.reason.as_deref().unwrap_or(""),
+                e.message.as_deref().unwrap_or(""),
+                e.count.unwrap_or(1)
+            ));
+        }
+    }
+    out
+}
+
 async fn operator(host: &kube::Client) -> Result<(), Error> {
     use kairship_realfleet::operator;
     let bin = kairship_realfleet::default_bin_dir();
@@ -349,13 +413,18 @@ async fn install_and_serve(
             .into_iter()
             .flat_map(|v| ["--set".to_string(), v]),
     );
-    let out = helm(
+    let out = match helm(
         &pre.helm,
         &host_kubeconfig,
         &install,
         INSTALL_TIMEOUT + Duration::from_secs(30),
     )
-    .await?;
+    .await
+    {
+        Ok(out) => out,
+        // helm's "context deadline exceeded" says nothing of why: say what the pods do.
+        Err(e) => return Err(usage(format!("{e}\n{}", pods_report(&host).await))),
+    };
     for line in out
         .lines()
         .filter(|l| l.starts_with("STATUS") || l.starts_with("REVISION"))
