@@ -158,7 +158,13 @@ impl Fleet {
         managed_by: Option<(String, String)>,
     ) -> Result<Arc<Instance>, Error> {
         let inst = self.start_instance(name, clusters, managed_by).await?;
-        self.write_state()?;
+        // Its own kubeconfig and endpoints.json: rewriting every instance's file on each
+        // add made a burst of N instances write N^2 files.
+        if let Some(p) = self.kubeconfig_path(name) {
+            kubeconfig::write(&p, &inst.kubeconfig())
+                .map_err(Error::io(format!("writing {}", p.display())))?;
+        }
+        self.write_endpoints()?;
         Ok(inst)
     }
 
@@ -268,9 +274,9 @@ impl Fleet {
 
     /// Writes kubeconfigs and endpoints.json into the state directory, if there is one.
     pub fn write_state(&self) -> Result<(), Error> {
-        let Some(dir) = &self.inner.config.state_dir else {
+        if self.inner.config.state_dir.is_none() {
             return Ok(());
-        };
+        }
         let io = |p: &PathBuf| Error::io(format!("writing {}", p.display()));
         for inst in self.instances() {
             if let Some(p) = self.kubeconfig_path(&inst.name) {
@@ -280,6 +286,14 @@ impl Fleet {
         if let Some(p) = self.kubeconfig_path("host") {
             kubeconfig::write(&p, &self.host_kubeconfig()).map_err(io(&p))?;
         }
+        self.write_endpoints()
+    }
+
+    fn write_endpoints(&self) -> Result<(), Error> {
+        let Some(dir) = &self.inner.config.state_dir else {
+            return Ok(());
+        };
+        let io = |p: &PathBuf| Error::io(format!("writing {}", p.display()));
         // Before the admin API is up there is nothing complete to advertise yet.
         if self.inner.admin_addr.lock().is_some() {
             let p = dir.join("endpoints.json");

@@ -24,22 +24,57 @@ pub fn build(name: &str, server: &str, ca_pem: &str, token: &str) -> Value {
 /// kubeconfigs and endpoints files carry bearer tokens.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    // A leftover keeps its mode through a truncating open: start from none.
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
+    // A name of its own per writer (created 0600): two writers of one file must not
+    // rename each other's temporary file away.
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut f = tempfile::Builder::new()
+        .prefix(".kairship-")
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
     f.write_all(contents)?;
-    drop(f);
-    std::fs::rename(&tmp, path)
+    f.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 pub fn write(path: &Path, config: &Value) -> std::io::Result<()> {
     let text = serde_json::to_vec_pretty(config).map_err(std::io::Error::other)?;
     write_atomic(path, &text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrent_writers_of_one_file_all_succeed_and_leave_it_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("a.kubeconfig");
+        let writers: Vec<_> = (0..8)
+            .map(|i| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    (0..50)
+                        .map(|_| write_atomic(&path, format!("writer {i}").as_bytes()))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().expect("writer").expect("every write succeeds");
+        }
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(text.starts_with("writer "), "{text}");
+        let mode = std::fs::metadata(&path).expect("stat").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("ls")
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(left.len(), 1, "no temporary file left behind: {left:?}");
+    }
 }
