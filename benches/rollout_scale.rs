@@ -175,8 +175,14 @@ async fn main() {
             .filter_map(|i| {
                 let s = i.status.clone().unwrap_or_default();
                 (s.phase != Phase::Running).then(|| {
+                    let why = s
+                        .conditions
+                        .iter()
+                        .find(|c| c.type_ == "Ready")
+                        .map(|c| c.message.clone())
+                        .unwrap_or_default();
                     format!(
-                        "{} {:?}",
+                        "{} {:?} ({why})",
                         i.metadata.name.clone().unwrap_or_default(),
                         s.phase
                     )

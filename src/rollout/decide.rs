@@ -58,6 +58,9 @@ pub struct Seen {
     pub step: Step,
     /// Why it is not healthy (not Running, a component failing); `None` when it is.
     pub trouble: Option<String>,
+    /// A component that has not been able to run for a while (an image that does not
+    /// pull, a crash loop): an upgrade showing it fails without waiting for its deadline.
+    pub broken: Option<String>,
     /// Its maintenance window is open now (or it has none).
     pub window_open: bool,
 }
@@ -114,6 +117,7 @@ pub fn decide(
     let pending = Seen {
         step: Step::Pending,
         trouble: Some("Kairship does not see it".into()),
+        broken: None,
         window_open: false,
     };
     let of = |n: &String| seen.get(n).unwrap_or(&pending);
@@ -149,6 +153,10 @@ pub fn decide(
             (_, true) => Some(format!(
                 "it has been changing for longer than the progress deadline ({:?})",
                 policy.progress_deadline
+            )),
+            (Step::Upgrading { .. }, _) if s.broken.is_some() => Some(format!(
+                "its change cannot run: {}",
+                s.broken.as_deref().unwrap_or_default()
             )),
             (Step::Soaking { .. }, _) if s.trouble.is_some() => Some(format!(
                 "it turned unhealthy while soaking after its change: {}",
@@ -220,6 +228,7 @@ mod tests {
         Seen {
             step,
             trouble: None,
+            broken: None,
             window_open: true,
         }
     }
@@ -285,6 +294,28 @@ mod tests {
         assert_eq!(d.fail.as_ref().map(|f| f.0.as_str()), Some("a"));
         assert!(
             matches!(&d.phase, Phase::Halted { reason } if reason.contains("progress deadline"))
+        );
+        // A component that cannot run fails an upgrade well before its deadline; one
+        // that is only unhealthy (still starting) does not.
+        s.insert(
+            "a".into(),
+            Seen {
+                trouble: Some("it is Upgrading".into()),
+                ..seen(Step::Upgrading { since: t(0) })
+            },
+        );
+        assert!(decide(&waves(), &policy(1), &s, t(120)).fail.is_none());
+        s.insert(
+            "a".into(),
+            Seen {
+                broken: Some("component karmada-scheduler: ImagePullBackOff".into()),
+                ..seen(Step::Upgrading { since: t(0) })
+            },
+        );
+        let d = decide(&waves(), &policy(1), &s, t(120));
+        assert!(
+            matches!(&d.phase, Phase::Halted { reason } if reason.contains("cannot run: component karmada-scheduler: ImagePullBackOff")),
+            "{d:?}"
         );
         // Unhealthy while soaking.
         s.insert(

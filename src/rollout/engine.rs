@@ -70,6 +70,25 @@ pub fn trouble(i: &Instance) -> Option<String> {
         .map(|m| format!("a component is failing: {m}"))
 }
 
+/// How long a component must have been failing before an upgrade showing it fails: a
+/// new pod may crash once while its control plane restarts around it; an image that
+/// does not pull or a crash loop is still there a minute later.
+pub const COMPONENT_FAILING_FOR: SignedDuration = SignedDuration::from_secs(60);
+
+/// The failing component `i` reports (its `ComponentsHealthy` condition False) if it has
+/// been failing for [`COMPONENT_FAILING_FOR`] at `now`.
+pub fn broken(i: &Instance, now: Timestamp) -> Option<String> {
+    let c = i
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == crate::actors::instance::status::COMPONENTS_CONDITION)?;
+    let since = c.last_transition_time.parse::<Timestamp>().ok()?;
+    (c.status == "False" && now.duration_since(since) >= COMPONENT_FAILING_FOR)
+        .then(|| c.message.clone())
+}
+
 /// The policy of `spec` for [`decide`](super::decide::decide).
 pub fn policy(spec: &FleetRolloutSpec) -> Policy {
     Policy {
@@ -151,6 +170,7 @@ pub fn pass(
                 Seen {
                     step: step_of(r),
                     trouble: trouble(i),
+                    broken: broken(i, now),
                     window_open,
                 },
             ))
@@ -488,6 +508,16 @@ mod tests {
             trouble(&failing).as_deref(),
             Some("a component is failing: karmada-scheduler: CrashLoopBackOff")
         );
+        // Broken only once it has been failing for a minute.
+        if let Some(s) = failing.status.as_mut() {
+            s.conditions[0].last_transition_time = t(0).to_string();
+        }
+        assert_eq!(broken(&failing, t(59)), None);
+        assert_eq!(
+            broken(&failing, t(60)).as_deref(),
+            Some("karmada-scheduler: CrashLoopBackOff")
+        );
+        assert_eq!(broken(&ok, t(600)), None);
     }
 
     #[test]

@@ -30,10 +30,6 @@ async fn status(host: &kube::Client, name: &str) -> kairship::crd::FleetRolloutS
         .unwrap_or_default()
 }
 
-// Off in the suite until managed instances created in a burst reliably leave
-// Provisioning (see docs/rollouts.md): beside the API tier's other tests, some of the 50
-// stayed Provisioning and starved the other rollout test. Run it alone with `--ignored`.
-#[ignore]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_instances_in_four_waves_survive_a_restart_mid_wave() {
     let mut api = crate::server::Api::start(1).await;

@@ -26,9 +26,14 @@ pub enum ConnectError {
     /// The managed control plane is still being installed.
     #[error("provisioning Karmada {0}")]
     Provisioning(String),
-    /// karmada-operator is moving an installed control plane to a new spec.
-    #[error("upgrading Karmada {0}")]
-    Upgrading(String),
+    /// karmada-operator is moving an installed control plane to a new spec; `failing`
+    /// names a component whose new pods cannot run (an image that does not pull, a crash
+    /// loop), which no amount of waiting fixes.
+    #[error("upgrading Karmada {what}")]
+    Upgrading {
+        what: String,
+        failing: Option<String>,
+    },
     #[error("{0}")]
     Failed(String),
 }
@@ -182,10 +187,14 @@ fn not_ready(
     karmada: &DynamicObject,
     ns: &str,
     name: &str,
-    rolling: Option<String>,
+    rolling: Option<Rolling>,
 ) -> ConnectError {
+    let failing = rolling.as_ref().and_then(|r| r.failing.clone());
     let progress = rolling
-        .map(|r| format!(": rolling out {r}"))
+        .map(|r| match r.failing {
+            Some(f) => format!(": rolling out {}; {f}", r.deployments),
+            None => format!(": rolling out {}", r.deployments),
+        })
         .or_else(|| {
             ready_condition(karmada).map(|c| {
                 let (reason, message) = (
@@ -202,22 +211,29 @@ fn not_ready(
         .as_ref()
         .and_then(|s| s.karmada_version.as_deref())
     {
-        Some(from) => ConnectError::Upgrading(format!(
-            "{}{progress}",
-            upgrade_message(Some(from), ns, name, spec)
-        )),
+        Some(from) => ConnectError::Upgrading {
+            what: format!("{}{progress}", upgrade_message(Some(from), ns, name, spec)),
+            failing,
+        },
         None => ConnectError::Provisioning(format!("{ns}/{name}{progress}")),
     }
 }
 
+/// Deployments of a managed instance still rolling out, and a component that cannot run.
+struct Rolling {
+    deployments: String,
+    failing: Option<String>,
+}
+
 /// The operator's Deployments of instance `name` that have not rolled out their current
-/// spec (as `kubectl rollout status` judges), named with their progress; None when all
-/// have. A host that refuses the list (an older chart's RBAC) does not hold the instance.
+/// spec (as `kubectl rollout status` judges), named with their progress, and the first
+/// of the instance's pods that cannot run; None when all have rolled. A host that
+/// refuses the list (an older chart's RBAC) does not hold the instance.
 async fn rolling_components(
     ctx: &Context,
     ns: &str,
     name: &str,
-) -> Result<Option<String>, ConnectError> {
+) -> Result<Option<Rolling>, ConnectError> {
     use k8s_openapi::api::apps::v1::Deployment;
     let api: Api<Deployment> = Api::namespaced(ctx.host.clone(), ns);
     let params = kube::api::ListParams::default().labels(&format!(
@@ -251,7 +267,28 @@ async fn rolling_components(
             })
         })
         .collect();
-    Ok(Some(rolling.join(", ")).filter(|r| !r.is_empty()))
+    if rolling.is_empty() {
+        return Ok(None);
+    }
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(ctx.host.clone(), ns);
+    let params =
+        kube::api::ListParams::default().labels(&format!("app.kubernetes.io/instance={name}"));
+    // Only a hint: a refused or slow list leaves the rollout to its progress deadline.
+    let failing = match bounded(ctx, pods.list(&params)).await {
+        Ok(Ok(list)) => {
+            let pods: Vec<Value> = list
+                .items
+                .into_iter()
+                .filter_map(|p| serde_json::to_value(p).ok())
+                .collect();
+            crate::controllers::components::first_failure(&pods)
+        }
+        _ => None,
+    };
+    Ok(Some(Rolling {
+        deployments: rolling.join(", "),
+        failing,
+    }))
 }
 
 fn upgrade_message(from: Option<&str>, ns: &str, name: &str, spec: Option<&Value>) -> String {
@@ -365,12 +402,10 @@ async fn ensure_karmada(
                 .status
                 .as_ref()
                 .and_then(|s| s.karmada_version.as_deref());
-            return Err(ConnectError::Upgrading(upgrade_message(
-                from,
-                ns,
-                name,
-                wanted.as_ref(),
-            )));
+            return Err(ConnectError::Upgrading {
+                what: upgrade_message(from, ns, name, wanted.as_ref()),
+                failing: None,
+            });
         }
         return Ok(k);
     }

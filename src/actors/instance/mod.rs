@@ -352,9 +352,14 @@ impl Actor for InstanceActor {
                 let delay = reconnect_delay(state.observed.lifecycle.connect_attempts());
                 let wait = match e {
                     connect::ConnectError::Provisioning(_) => Wait::Provisioning,
-                    connect::ConnectError::Upgrading(_) => Wait::Upgrading,
+                    connect::ConnectError::Upgrading { .. } => Wait::Upgrading,
                     connect::ConnectError::Failed(_) => Wait::Dialing,
                 };
+                // What the components controller would say, were the instance answering:
+                // the rollout engine fails an upgrade whose new pods cannot run.
+                if let connect::ConnectError::Upgrading { failing, .. } = &e {
+                    state.observed.components = Some(failing.clone());
+                }
                 if wait == Wait::Dialing {
                     warn!(error = %e, retry_in = ?delay, "cannot connect to instance");
                     state.last_error = Some(e.to_string());
