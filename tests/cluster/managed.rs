@@ -6,7 +6,8 @@
 //! on it; upgraded to the pinned release (Upgrading from/to, then Running on the new
 //! images, the workload still placed); a failure (a CRD tarball that does not exist) shown
 //! with the operator's message and fixed by an update; deleted, with nothing left but the
-//! namespace. Timings are printed, not asserted.
+//! namespace. Timings are printed, not asserted. The upgrade is a FleetRollout of the
+//! instance's class (`managed_rollouts`).
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -291,18 +292,10 @@ pub async fn lifecycle(demo: &ClusterDemo) {
 
     // Create at the previous minor: Kairship's chart defaults fill in registry, tags and
     // the CRD tarball's URL (this node has no way to GitHub or a registry).
-    let created = ctl_ok(
-        demo,
-        &[
-            "instances",
-            "create",
-            NAME,
-            "--mode",
-            "managed",
-            "--karmada-version",
-            PREVIOUS,
-        ],
-    );
+    // Both of one class at the previous release: a FleetRollout of the class upgrades them.
+    crate::managed_rollouts::set_class(demo, PREVIOUS, Value::Null).await;
+    let created = crate::managed_rollouts::create(demo, NAME).await;
+    crate::managed_rollouts::create(demo, crate::managed_rollouts::SECOND).await;
     assert_eq!(
         created["spec"]["imageRegistry"],
         kairship_realfleet::operator::REGISTRY
@@ -443,17 +436,9 @@ pub async fn lifecycle(demo: &ClusterDemo) {
     .await
     .unwrap_or_else(|on| panic!("the workload was not placed on member1 (on {on:?})"));
 
-    // Upgrade to the pinned release: Upgrading from/to, then Running on the new images.
-    let updated = ctl_ok(
-        demo,
-        &["instances", "update", NAME, "--karmada-version", CURRENT],
-    );
-    assert!(
-        updated["spec"]["crdTarballUrl"]
-            .as_str()
-            .is_some_and(|u| u.contains(&format!("/{CURRENT}/"))),
-        "the default CRD tarball follows the version: {updated}"
-    );
+    // Upgrade to the pinned release by a rollout of the class, this instance its canary:
+    // Upgrading from/to, then Running on the new images.
+    let rollout = crate::managed_rollouts::start_upgrade(demo, CURRENT).await;
     let mut upgrade = Vec::new();
     let took = watch_until(
         demo,
@@ -469,6 +454,14 @@ pub async fn lifecycle(demo: &ClusterDemo) {
             .iter()
             .any(|(p, m)| p == "Upgrading" && m.contains(&format!("from {PREVIOUS} to {CURRENT}"))),
         "{upgrade:?}"
+    );
+    crate::managed_rollouts::upgrade_completed(demo, NAME, CURRENT, rollout).await;
+    let updated = ctl_ok(demo, &["instances", "get", NAME, "-o", "json"]);
+    assert!(
+        updated["spec"]["crdTarballUrl"]
+            .as_str()
+            .is_some_and(|u| u.contains(&format!("/{CURRENT}/"))),
+        "the default CRD tarball follows the version: {updated}"
     );
     crate::managed_components::health_logs_and_restart(demo, NAME).await;
     let images = component_images(demo);
@@ -498,6 +491,7 @@ pub async fn lifecycle(demo: &ClusterDemo) {
     if let Err(on) = survived {
         panic!("placement survives the upgrade: on {on:?}");
     }
+    crate::managed_rollouts::bad_image_halts_at_the_canary(demo, NAME, CURRENT).await;
     crate::managed_backups::restored_after_loss(demo, NAME).await;
 
     // A failure: a CRD tarball nobody serves. The instance says what the operator says,
@@ -541,6 +535,7 @@ pub async fn lifecycle(demo: &ClusterDemo) {
     crate::managed_components::certificates_renewed(demo, NAME).await;
 
     // Delete: the operator removes the control plane; the Karmada object goes.
+    crate::managed_rollouts::delete_second(demo).await;
     let started = Instant::now();
     run(Command::new(env!("CARGO_BIN_EXE_kairship"))
         .args(["ctl", "--state-dir"])

@@ -106,12 +106,21 @@ pub async fn connect(ctx: &Context, instance: &Instance) -> Result<Connected, Co
             let spec = karmada.data.get("spec").unwrap_or(&Value::Null);
             let secret = karmada.data.pointer("/status/secretRef").cloned();
             let (true, Some(secret)) = (ready(&karmada), secret) else {
-                return Err(not_ready(instance, &karmada, &ns, &name, None));
+                let failing = failing_component(ctx, &ns, &name).await;
+                return Err(not_ready(instance, &karmada, &ns, &name, None, failing));
             };
             // The operator reports Ready once it has written the Deployments, not once
             // they have rolled: an upgrade is done when every component runs the new spec.
             if let Some(rolling) = rolling_components(ctx, &ns, &name).await? {
-                return Err(not_ready(instance, &karmada, &ns, &name, Some(rolling)));
+                let failing = failing_component(ctx, &ns, &name).await;
+                return Err(not_ready(
+                    instance,
+                    &karmada,
+                    &ns,
+                    &name,
+                    Some(rolling),
+                    failing,
+                ));
             }
             let sns = secret["namespace"].as_str().unwrap_or(&ns).to_string();
             // The operator writes the admin kubeconfig beside the Karmada object; a
@@ -187,14 +196,11 @@ fn not_ready(
     karmada: &DynamicObject,
     ns: &str,
     name: &str,
-    rolling: Option<Rolling>,
+    rolling: Option<String>,
+    failing: Option<String>,
 ) -> ConnectError {
-    let failing = rolling.as_ref().and_then(|r| r.failing.clone());
     let progress = rolling
-        .map(|r| match r.failing {
-            Some(f) => format!(": rolling out {}; {f}", r.deployments),
-            None => format!(": rolling out {}", r.deployments),
-        })
+        .map(|r| format!(": rolling out {r}"))
         .or_else(|| {
             ready_condition(karmada).map(|c| {
                 let (reason, message) = (
@@ -205,6 +211,10 @@ fn not_ready(
             })
         })
         .unwrap_or_else(|| ": karmada-operator has not reported on this spec yet".into());
+    let progress = match &failing {
+        Some(f) => format!("{progress}; {f}"),
+        None => progress,
+    };
     let spec = karmada.data.get("spec");
     match instance
         .status
@@ -219,21 +229,14 @@ fn not_ready(
     }
 }
 
-/// Deployments of a managed instance still rolling out, and a component that cannot run.
-struct Rolling {
-    deployments: String,
-    failing: Option<String>,
-}
-
 /// The operator's Deployments of instance `name` that have not rolled out their current
-/// spec (as `kubectl rollout status` judges), named with their progress, and the first
-/// of the instance's pods that cannot run; None when all have rolled. A host that
-/// refuses the list (an older chart's RBAC) does not hold the instance.
+/// spec (as `kubectl rollout status` judges), named with their progress; None when all
+/// have. A host that refuses the list (an older chart's RBAC) does not hold the instance.
 async fn rolling_components(
     ctx: &Context,
     ns: &str,
     name: &str,
-) -> Result<Option<Rolling>, ConnectError> {
+) -> Result<Option<String>, ConnectError> {
     use k8s_openapi::api::apps::v1::Deployment;
     let api: Api<Deployment> = Api::namespaced(ctx.host.clone(), ns);
     let params = kube::api::ListParams::default().labels(&format!(
@@ -267,28 +270,24 @@ async fn rolling_components(
             })
         })
         .collect();
-    if rolling.is_empty() {
-        return Ok(None);
-    }
+    Ok(Some(rolling.join(", ")).filter(|r| !r.is_empty()))
+}
+
+/// The first of a not-yet-ready managed instance's pods that cannot run (an image that
+/// does not pull, a crash loop), as the components controller words it. The operator
+/// may wait minutes for such a component before it says anything; this says it now.
+/// Only a hint: a refused or slow list says nothing.
+async fn failing_component(ctx: &Context, ns: &str, name: &str) -> Option<String> {
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(ctx.host.clone(), ns);
     let params =
         kube::api::ListParams::default().labels(&format!("app.kubernetes.io/instance={name}"));
-    // Only a hint: a refused or slow list leaves the rollout to its progress deadline.
-    let failing = match bounded(ctx, pods.list(&params)).await {
-        Ok(Ok(list)) => {
-            let pods: Vec<Value> = list
-                .items
-                .into_iter()
-                .filter_map(|p| serde_json::to_value(p).ok())
-                .collect();
-            crate::controllers::components::first_failure(&pods)
-        }
-        _ => None,
-    };
-    Ok(Some(Rolling {
-        deployments: rolling.join(", "),
-        failing,
-    }))
+    let list = bounded(ctx, pods.list(&params)).await.ok()?.ok()?;
+    let pods: Vec<Value> = list
+        .items
+        .into_iter()
+        .filter_map(|p| serde_json::to_value(p).ok())
+        .collect();
+    crate::controllers::components::first_failure(&pods)
 }
 
 fn upgrade_message(from: Option<&str>, ns: &str, name: &str, spec: Option<&Value>) -> String {

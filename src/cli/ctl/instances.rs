@@ -22,6 +22,10 @@ pub enum InstancesCmd {
         /// NAMESPACE/NAME[:KEY] of the kubeconfig Secret (External).
         #[arg(long)]
         secret: Option<String>,
+        /// The InstanceClass it follows (its release and Karmada spec, what the instance
+        /// sets itself winning); fixed at creation, changed by a class's FleetRollout.
+        #[arg(long)]
+        class: Option<String>,
         #[command(flatten)]
         managed: ManagedFlags,
     },
@@ -187,11 +191,13 @@ pub(crate) async fn run(conn: &Conn, out: Output, cmd: &InstancesCmd) -> Result<
             name,
             mode,
             secret,
+            class,
             managed,
         } => {
             let spec = match mode.as_str() {
                 "external" => {
-                    if let Some(flag) = managed.set_flag() {
+                    let class_flag = class.as_ref().map(|_| "--class");
+                    if let Some(flag) = managed.set_flag().or(class_flag) {
                         return Err(Error::Usage(format!(
                             "{flag} is for --mode managed (an external instance runs what it runs)"
                         )));
@@ -217,7 +223,10 @@ pub(crate) async fn run(conn: &Conn, out: Output, cmd: &InstancesCmd) -> Result<
                         ..Default::default()
                     }
                 }
-                _ => managed.spec(),
+                _ => proto::InstanceSpec {
+                    class_name: class.clone().unwrap_or_default(),
+                    ..managed.spec()
+                },
             };
             let r = c
                 .create_instance(conn.request(proto::CreateInstanceRequest {
