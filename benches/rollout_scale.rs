@@ -1,18 +1,20 @@
 //! A fleet rollout at scale (issue 55): 500 managed simulated instances moved to a new
 //! release in 10 waves. Prints the time to plan it (PlanRollout over gRPC), the time to
-//! roll it to Completed, what it adds per instance (the rollout's own status, CPU of the
-//! process during the roll, simulator included), and the API's latency for other callers
+//! roll it to Completed, what it adds per instance (the rollout's own status, CPU of both
+//! processes during the roll), and the API's latency for other callers
 //! (a cached gRPC GetInstance and a proxied LIST on an external instance) measured with no
 //! rollout and then during it, side by side in one run. Figures only; asserts nothing
-//! about speed. Run: `cargo bench --bench rollout_scale` (INSTANCES=n, WAVES=n).
+//! about speed. `kairship sim` and `kairship run` each run in their own process, as
+//! `fleet_scale`'s do. Run: `cargo bench --bench rollout_scale` (INSTANCES=n, WAVES=n).
 
 use std::time::{Duration, Instant};
 
 #[allow(dead_code)]
 mod common;
-use common::{cpu_time, rss_kib};
-use kairship::api::context::ApiContext;
-use kairship::auth::Auth;
+use std::path::Path;
+
+use common::procs::{free_port, kairship, settle_process, usage, Proc, ServingFiles, SimFleet};
+use kairship::crd::InstanceMode as Mode;
 use kairship::crd::{FleetRollout, Instance, Phase};
 use kairship::proto::instance_service_client::InstanceServiceClient;
 use kairship::proto::rollout_service_client::RolloutServiceClient;
@@ -20,7 +22,7 @@ use kairship::proto::{
     CreateInstanceRequest, GetInstanceRequest, InstanceMode, InstanceSpec, ObjectMeta,
     PlanRolloutRequest, RolloutOptions, RolloutSpec, StartRolloutRequest,
 };
-use kairship_test_support::harness::{fast_settings, Env, NS};
+const NS: &str = "kairship-system";
 use tonic::transport::Channel;
 
 fn env_or(name: &str, default: usize) -> usize {
@@ -35,6 +37,20 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
         0 => Duration::ZERO,
         n => sorted[((n as f64 - 1.0) * p).round() as usize],
     }
+}
+
+/// External instances Running.
+async fn external_running(api: &kube::Api<Instance>) -> usize {
+    api.list(&Default::default())
+        .await
+        .map(|l| {
+            l.items
+                .iter()
+                .filter(|i| i.spec.mode == Mode::External)
+                .filter(|i| i.status.as_ref().is_some_and(|s| s.phase == Phase::Running))
+                .count()
+        })
+        .unwrap_or(0)
 }
 
 /// Instances Running at `version`.
@@ -96,37 +112,105 @@ fn line(what: &str, grpc: &[Duration], listed: &[Duration], failed: usize) {
     );
 }
 
+/// `kairship run` (both roles, one replica) against the simulator's host: gRPC in plain
+/// text on loopback, HTTPS with a generated certificate, every caller an anonymous
+/// admin (the handler chain still runs).
+struct Kairship {
+    proc: Proc,
+    channel: Channel,
+    proxy: kube::Client,
+}
+
+async fn kairship_run(dir: &Path, host_kubeconfig: &Path) -> Kairship {
+    let files = ServingFiles::write(dir, "unused");
+    let (grpc, https) = (free_port(), free_port());
+    let path = |p: &Path| p.to_str().expect("utf-8 path").to_string();
+    let args: Vec<String> = [
+        "run",
+        "--kubeconfig",
+        &path(host_kubeconfig),
+        "--namespace",
+        NS,
+        "--leader-elect-namespace",
+        NS,
+        "--insecure-disable-auth",
+        "--grpc-insecure",
+        "--grpc-addr",
+        &format!("127.0.0.1:{grpc}"),
+        "--http-addr",
+        &format!("127.0.0.1:{https}"),
+        "--probes-addr",
+        &format!("127.0.0.1:{}", free_port()),
+        "--tls-cert-file",
+        &path(&files.cert),
+        "--tls-key-file",
+        &path(&files.key),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let log = dir.join("run.log");
+    let proc = kairship(&args, &log);
+    let endpoint = Channel::from_shared(format!("http://127.0.0.1:{grpc}")).expect("endpoint");
+    let t = Instant::now();
+    let channel = loop {
+        match endpoint.connect().await {
+            Ok(c) => break c,
+            Err(e) => {
+                assert!(
+                    t.elapsed() < Duration::from_secs(60),
+                    "kairship run did not serve gRPC in a minute ({e}); see {}",
+                    log.display()
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    let kc = kairship_wire::kubeconfig::build(
+        "bench",
+        &format!("https://127.0.0.1:{https}"),
+        &files.ca_pem,
+        "unused",
+    );
+    let kc_path = dir.join("bench.kubeconfig");
+    kairship_wire::kubeconfig::write(&kc_path, &kc).expect("kubeconfig");
+    let proxy = kairship_test_support::fleet::client_from(&kc_path).await;
+    Kairship {
+        proc,
+        channel,
+        proxy,
+    }
+}
+
+/// CPU ticks (10 ms) both processes have used so far.
+fn ticks(pids: [u32; 2]) -> u64 {
+    pids.iter().map(|&p| usage(p).1).sum()
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let n = env_or("INSTANCES", 500);
     let waves = env_or("WAVES", 10).max(1);
-    println!("fleet rollout at scale: {n} managed simulated instances, {waves} waves, 2-core machine (simulator in the same process)");
-    let env = Env::start(2).await;
-    let settings = kairship::actors::context::Settings {
-        tick: Duration::from_secs(1),
-        degraded_after: Duration::from_secs(60),
-        status_refresh: Duration::from_secs(5),
-        ..fast_settings()
-    };
-    let tree = env.start_tree_with(settings, None, "bench").await;
-    env.attach_all(2).await;
-    let cert = kairship_wire::tls::generate("kairship").expect("cert");
+    println!("fleet rollout at scale: {n} managed simulated instances, {waves} waves, 2-core machine; `kairship sim` and `kairship run` each in its own process (this one only calls)");
     let dir = tempfile::tempdir().expect("tempdir");
-    let served = kairship_test_support::api::serve(
-        ApiContext::with_auth(tree.handle(), Auth::disabled()),
-        &cert,
-        &dir.path().join("audit.log"),
-        None,
-        None,
-    )
-    .await;
-    let kc = kairship_wire::kubeconfig::build("bench", &served.https, &cert.ca_pem, "bench");
-    let kc_path = dir.path().join("bench.kubeconfig");
-    kairship_wire::kubeconfig::write(&kc_path, &kc).expect("kubeconfig");
-    let proxy = kairship_test_support::fleet::client_from(&kc_path).await;
+    // Two External instances for the other callers, attached with Kairship's roles.
+    let fleet = SimFleet::start(dir.path(), 2, 2, 0).await;
+    let kairship = kairship_run(dir.path(), &fleet.host_kubeconfig()).await;
+    let pids = [kairship.proc.0.id(), fleet.proc.0.id()];
+    let instances: kube::Api<Instance> = kube::Api::all(fleet.host.clone());
+    let t = Instant::now();
+    while external_running(&instances).await < 2 {
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "the two External instances are not Running"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let (channel, proxy) = (kairship.channel.clone(), kairship.proxy.clone());
 
     let t = Instant::now();
-    let c = InstanceServiceClient::new(served.channel.clone());
+    let c = InstanceServiceClient::new(channel.clone());
     for i in 0..n {
         let instance = kairship::proto::Instance {
             metadata: Some(ObjectMeta {
@@ -149,12 +233,11 @@ async fn main() {
             .await
             .expect("created");
     }
-    let instances = env.instances();
-    // Every instance Running, or after 3 minutes those that are (the others named, and
+    // Every instance Running, or after 10 minutes those that are (the others named, and
     // left out of the rollout by its plan).
     let running = loop {
         let r = at(&instances, "v1.12.0").await;
-        if r == n || t.elapsed() > Duration::from_secs(180) {
+        if r == n || t.elapsed() > Duration::from_secs(600) {
             break r;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -171,7 +254,7 @@ async fn main() {
         let behind: Vec<String> = list
             .items
             .iter()
-            .filter(|i| i.spec.mode == kairship::crd::InstanceMode::Managed)
+            .filter(|i| i.spec.mode == Mode::Managed)
             .filter_map(|i| {
                 let s = i.status.clone().unwrap_or_default();
                 (s.phase != Phase::Running).then(|| {
@@ -191,7 +274,7 @@ async fn main() {
             .collect();
         println!("  not Running (left out by the plan, the rollout forced): {behind:?}");
     }
-    common::settle().await;
+    settle_process(pids[0]).await;
 
     let step = 100 / waves as u32;
     let spec = RolloutSpec {
@@ -203,7 +286,7 @@ async fn main() {
             .collect(),
         ..Default::default()
     };
-    let mut r = RolloutServiceClient::new(served.channel.clone());
+    let mut r = RolloutServiceClient::new(channel.clone());
     let mut plans = Vec::new();
     for _ in 0..5 {
         let t = Instant::now();
@@ -225,16 +308,11 @@ async fn main() {
     );
 
     println!("other callers' latency, 20 s each:");
-    let (g, l, f) = callers(
-        served.channel.clone(),
-        proxy.clone(),
-        Duration::from_secs(20),
-    )
-    .await;
+    let (g, l, f) = callers(channel.clone(), proxy.clone(), Duration::from_secs(20)).await;
     line("no rollout", &g, &l, f);
 
-    let rss_before = rss_kib();
-    let cpu_before = cpu_time();
+    let rss_before = usage(pids[0]).0;
+    let cpu_before = ticks(pids);
     let t = Instant::now();
     r.start_rollout(StartRolloutRequest {
         name: "bench".into(),
@@ -250,11 +328,11 @@ async fn main() {
     .await
     .expect("started");
     let load = tokio::spawn(callers(
-        served.channel.clone(),
+        channel.clone(),
         proxy.clone(),
         Duration::from_secs(20),
     ));
-    let rollouts: kube::Api<FleetRollout> = kube::Api::all(env.host.clone());
+    let rollouts: kube::Api<FleetRollout> = kube::Api::all(fleet.host.clone());
     let done = loop {
         let got = rollouts.get("bench").await.ok();
         let status = got
@@ -273,7 +351,7 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     let took = t.elapsed();
-    let cpu = cpu_time().saturating_sub(cpu_before);
+    let cpu = Duration::from_millis(ticks(pids).saturating_sub(cpu_before) * 10);
     let (g, l, f) = load.await.expect("callers");
     line("during rollout", &g, &l, f);
     println!(
@@ -284,11 +362,9 @@ async fn main() {
         .and_then(|r| serde_json::to_vec(&r).ok())
         .map_or(0, |b| b.len());
     println!(
-        "added cost per instance: {:.0} B of the FleetRollout's status, {:.1} ms of CPU (this process, simulator and its backups included), resident {:+} KiB over the roll",
+        "added cost per instance: {:.0} B of the FleetRollout's status, {:.1} ms of CPU (kairship run and the simulator with its operator double and backups), kairship run resident {:+} KiB over the roll",
         bytes as f64 / running as f64,
         cpu.as_secs_f64() * 1000.0 / running as f64,
-        (rss_kib() as i64 - rss_before as i64) / running.max(1) as i64
+        (usage(pids[0]).0 as i64 - rss_before as i64) / running.max(1) as i64
     );
-    served.serving.stop().await;
-    tree.shutdown().await;
 }

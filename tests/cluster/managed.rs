@@ -456,7 +456,7 @@ pub async fn lifecycle(demo: &ClusterDemo) {
         "{upgrade:?}"
     );
     crate::managed_rollouts::upgrade_completed(demo, NAME, CURRENT, rollout).await;
-    let updated = ctl_ok(demo, &["instances", "get", NAME, "-o", "json"]);
+    let updated = ctl_ok(demo, &["instances", "get", NAME]);
     assert!(
         updated["spec"]["crdTarballUrl"]
             .as_str()

@@ -65,7 +65,7 @@ fn rollout(demo: &ClusterDemo, name: &str) -> Value {
 
 /// Starts a rollout of the class: a canary, then the rest, a short soak.
 fn start(demo: &ClusterDemo, name: &str) {
-    let plan = ctl_ok(demo, &["rollouts", "plan", "--class", CLASS, "-o", "json"]);
+    let plan = ctl_ok(demo, &["rollouts", "plan", "--class", CLASS]);
     println!("rollout {name}: plan {plan}");
     ctl_ok(
         demo,
@@ -83,8 +83,6 @@ fn start(demo: &ClusterDemo, name: &str) {
             "20",
             "--progress-deadline-seconds",
             "900",
-            "-o",
-            "json",
         ],
     );
 }
@@ -113,7 +111,7 @@ async fn until_phase(demo: &ClusterDemo, name: &str, phases: &[&str], within: Du
 
 /// The start time of backup `backup` of `instance`.
 fn backup_started(demo: &ClusterDemo, instance: &str, backup: &str) -> String {
-    let list = ctl_ok(demo, &["backups", "list", instance, "-o", "json"]);
+    let list = ctl_ok(demo, &["backups", "list", instance]);
     list["backups"]
         .as_array()
         .into_iter()
@@ -162,7 +160,7 @@ pub async fn upgrade_completed(demo: &ClusterDemo, first: &str, to: &str, starte
         canary_done <= second_started,
         "{SECOND} was backed up at {second_started}, before the canary was done at {canary_done}"
     );
-    let second = ctl_ok(demo, &["instances", "get", SECOND, "-o", "json"]);
+    let second = ctl_ok(demo, &["instances", "get", SECOND]);
     assert_eq!(second["status"]["karmadaVersion"], to, "{second}");
     assert_eq!(second["status"]["phase"], "Running", "{second}");
     println!(
@@ -206,7 +204,7 @@ pub async fn bad_image_halts_at_the_canary(demo: &ClusterDemo, first: &str, vers
     // Rolled back: the scheduler runs the release's image again, the instance Running.
     let back = poll(Duration::from_secs(600), PROCESS_POLL * 2, || {
         let r = rollout(demo, "cluster-bad-image");
-        let i = ctl_ok(demo, &["instances", "get", first, "-o", "json"]);
+        let i = ctl_ok(demo, &["instances", "get", first]);
         let step = r["status"]["instances"][first]["step"].clone();
         let ok = step == "RolledBack"
             && i["status"]["phase"] == "Running"
@@ -261,7 +259,12 @@ pub async fn bad_image_halts_at_the_canary(demo: &ClusterDemo, first: &str, vers
 
 /// The second instance deleted, and gone.
 pub async fn delete_second(demo: &ClusterDemo) {
-    ctl_ok(demo, &["instances", "delete", SECOND, "-o", "json"]);
+    let out = ctl(demo, &["instances", "delete", SECOND]);
+    assert!(
+        out.status.success(),
+        "deleting {SECOND}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     poll(Duration::from_secs(180), PROCESS_POLL, || {
         let gone = !ctl(demo, &["instances", "get", SECOND]).status.success();
         async move { gone.then_some(()).ok_or(()) }
