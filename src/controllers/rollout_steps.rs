@@ -15,9 +15,7 @@ use crate::actors::instance::status::Observed;
 use crate::backups::take::{self, Request};
 use crate::backups::{Phase as BackupPhase, Store};
 use crate::cache::traffic::Counts;
-use crate::crd::{
-    applied, karmada_spec, FleetRollout, Instance, InstanceClassSpec, InstanceRollout,
-};
+use crate::crd::{karmada_spec, FleetRollout, Instance, InstanceClassSpec, InstanceRollout};
 use crate::rollout::engine::{self, BackupState, Work as Step};
 use crate::rollout::store::{entry_patch, TICK};
 
@@ -125,16 +123,75 @@ impl Change {
     fn wanted(&self, instance: &Instance, defaults: &karmada_spec::Defaults) -> Value {
         let managed = instance.spec.managed.as_ref();
         let own = karmada_spec_of(instance);
-        match &self.class {
-            Some(c) => applied(c, &own, managed.and_then(|m| m.overrides.as_ref())),
-            None => {
-                let mut change = karmada_spec::for_version(&self.version);
-                defaults.follow_version(&own, &mut change);
-                let mut out = own;
-                karmada_spec::merge(&mut out, &change);
-                out
+        let mut change = match &self.class {
+            // The class's spec, what the instance sets itself over it.
+            Some(c) => {
+                let mut change = c.fragment();
+                if let Some(o) = managed.and_then(|m| m.overrides.as_ref()) {
+                    karmada_spec::merge(&mut change, o);
+                }
+                change
             }
+            None => karmada_spec::for_version(&self.version),
+        };
+        // A CRD tarball Kairship's defaults chose moves with the release, or the new
+        // components would run against the old release's CRDs (karmada #6776).
+        defaults.follow_version(&own, &mut change);
+        let mut out = own;
+        karmada_spec::merge(&mut out, &change);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_class_rollout_moves_the_default_crd_tarball_with_the_release() {
+        let defaults = karmada_spec::Defaults {
+            crd_tarball_url: Some("http://kairship/karmada-crds/{version}/crds.tar.gz".into()),
+            ..Default::default()
+        };
+        let mut own = karmada_spec::for_version("v1.17.1");
+        karmada_spec::merge(
+            &mut own,
+            &json!({"crdTarball": {"httpSource": {"url": "http://kairship/karmada-crds/v1.17.1/crds.tar.gz"}}}),
+        );
+        let mut instance: Instance = serde_json::from_value(json!({
+            "apiVersion": "kairship.io/v1alpha1", "kind": "Instance", "metadata": {"name": "a"},
+            "spec": {"mode": "Managed", "managed": {"karmadaSpec": own}}}))
+        .expect("an Instance");
+        let class = InstanceClassSpec {
+            karmada_version: Some("v1.18.2".into()),
+            ..Default::default()
+        };
+        let change = Change {
+            rollout: "r".into(),
+            version: "v1.18.2".into(),
+            class: Some(class),
+        };
+        let wanted = change.wanted(&instance, &defaults);
+        assert_eq!(
+            karmada_spec::crd_tarball_of(&wanted).as_deref(),
+            Some("http://kairship/karmada-crds/v1.18.2/crds.tar.gz")
+        );
+        assert_eq!(
+            karmada_spec::version_of(&wanted).as_deref(),
+            Some("v1.18.2")
+        );
+        // A URL the instance set itself stays.
+        if let Some(m) = instance.spec.managed.as_mut() {
+            m.karmada_spec = Some(
+                json!({"components": {"karmadaScheduler": {"imageTag": "v1.17.1"}},
+                "crdTarball": {"httpSource": {"url": "https://mirror/crds.tar.gz"}}}),
+            );
         }
+        let wanted = change.wanted(&instance, &defaults);
+        assert_eq!(
+            karmada_spec::crd_tarball_of(&wanted).as_deref(),
+            Some("https://mirror/crds.tar.gz")
+        );
     }
 }
 
