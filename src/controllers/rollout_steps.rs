@@ -143,58 +143,6 @@ impl Change {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_class_rollout_moves_the_default_crd_tarball_with_the_release() {
-        let defaults = karmada_spec::Defaults {
-            crd_tarball_url: Some("http://kairship/karmada-crds/{version}/crds.tar.gz".into()),
-            ..Default::default()
-        };
-        let mut own = karmada_spec::for_version("v1.17.1");
-        karmada_spec::merge(
-            &mut own,
-            &json!({"crdTarball": {"httpSource": {"url": "http://kairship/karmada-crds/v1.17.1/crds.tar.gz"}}}),
-        );
-        let mut instance: Instance = serde_json::from_value(json!({
-            "apiVersion": "kairship.io/v1alpha1", "kind": "Instance", "metadata": {"name": "a"},
-            "spec": {"mode": "Managed", "managed": {"karmadaSpec": own}}}))
-        .expect("an Instance");
-        let class = InstanceClassSpec {
-            karmada_version: Some("v1.18.2".into()),
-            ..Default::default()
-        };
-        let change = Change {
-            rollout: "r".into(),
-            version: "v1.18.2".into(),
-            class: Some(class),
-        };
-        let wanted = change.wanted(&instance, &defaults);
-        assert_eq!(
-            karmada_spec::crd_tarball_of(&wanted).as_deref(),
-            Some("http://kairship/karmada-crds/v1.18.2/crds.tar.gz")
-        );
-        assert_eq!(
-            karmada_spec::version_of(&wanted).as_deref(),
-            Some("v1.18.2")
-        );
-        // A URL the instance set itself stays.
-        if let Some(m) = instance.spec.managed.as_mut() {
-            m.karmada_spec = Some(
-                json!({"components": {"karmadaScheduler": {"imageTag": "v1.17.1"}},
-                "crdTarball": {"httpSource": {"url": "https://mirror/crds.tar.gz"}}}),
-            );
-        }
-        let wanted = change.wanted(&instance, &defaults);
-        assert_eq!(
-            karmada_spec::crd_tarball_of(&wanted).as_deref(),
-            Some("https://mirror/crds.tar.gz")
-        );
-    }
-}
-
 fn karmada_spec_of(instance: &Instance) -> Value {
     instance
         .spec
@@ -337,5 +285,57 @@ impl Job {
                 self.host_timeout
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_class_rollout_moves_the_default_crd_tarball_with_the_release() {
+        let defaults = karmada_spec::Defaults {
+            crd_tarball_url: Some("http://kairship/karmada-crds/{version}/crds.tar.gz".into()),
+            ..Default::default()
+        };
+        let mut own = karmada_spec::for_version("v1.17.1");
+        karmada_spec::merge(
+            &mut own,
+            &json!({"crdTarball": {"httpSource": {"url": "http://kairship/karmada-crds/v1.17.1/crds.tar.gz"}}}),
+        );
+        let mut instance: Instance = serde_json::from_value(json!({
+            "apiVersion": "kairship.io/v1alpha1", "kind": "Instance", "metadata": {"name": "a"},
+            "spec": {"mode": "Managed", "managed": {"karmadaSpec": own}}}))
+        .expect("an Instance");
+        let class = InstanceClassSpec {
+            karmada_version: Some("v1.18.2".into()),
+            ..Default::default()
+        };
+        let change = Change {
+            rollout: "r".into(),
+            version: "v1.18.2".into(),
+            class: Some(class),
+        };
+        let wanted = change.wanted(&instance, &defaults);
+        assert_eq!(
+            karmada_spec::crd_tarball_of(&wanted).as_deref(),
+            Some("http://kairship/karmada-crds/v1.18.2/crds.tar.gz")
+        );
+        assert_eq!(
+            karmada_spec::version_of(&wanted).as_deref(),
+            Some("v1.18.2")
+        );
+        // A URL the instance set itself stays.
+        if let Some(m) = instance.spec.managed.as_mut() {
+            m.karmada_spec = Some(
+                json!({"components": {"karmadaScheduler": {"imageTag": "v1.17.1"}},
+                "crdTarball": {"httpSource": {"url": "https://mirror/crds.tar.gz"}}}),
+            );
+        }
+        let wanted = change.wanted(&instance, &defaults);
+        assert_eq!(
+            karmada_spec::crd_tarball_of(&wanted).as_deref(),
+            Some("https://mirror/crds.tar.gz")
+        );
     }
 }
