@@ -7,6 +7,7 @@
 mod binding;
 mod class;
 mod instance;
+pub mod karmada_crds;
 pub mod karmada_spec;
 pub mod operator_certs;
 mod registration;

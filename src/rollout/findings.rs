@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use super::crd_diff;
 use super::plan::{self, Strategy};
 use crate::crd::{FleetRolloutSpec, Instance, InstanceClassSpec, InstanceMode, Phase};
 use crate::error::ApiError;
@@ -143,6 +144,7 @@ pub fn plan_of(
     Ok(proto::RolloutPlan {
         waves,
         blocked: i32::try_from(blocked).unwrap_or(i32::MAX),
+        crd_changes: Vec::new(),
     })
 }
 
@@ -197,6 +199,85 @@ pub fn spec_of(spec: &FleetRolloutSpec) -> proto::RolloutSpec {
         ignore_windows: spec.ignore_windows,
         class_name: spec.class_name.clone().unwrap_or_default(),
     }
+}
+
+/// The pairs of releases (from, to) the plan moves instances between.
+pub fn release_pairs(plan: &proto::RolloutPlan) -> std::collections::BTreeSet<(String, String)> {
+    plan.waves
+        .iter()
+        .flat_map(|w| &w.instances)
+        .filter(|i| {
+            matches!((release(&i.from_version), release(&i.to_version)), (Some(f), Some(t)) if f < t)
+        })
+        .map(|i| (i.from_version.clone(), i.to_version.clone()))
+        .collect()
+}
+
+/// What changes in Karmada's CRDs between each pair of releases, or why it is not known.
+pub type CrdChanges = BTreeMap<(String, String), Result<Vec<crd_diff::Change>, String>>;
+
+/// Changes shown per instance before the rest are summed up.
+const SHOWN: usize = 5;
+
+/// `plan` with the CRD changes of each instance's move: a CRD removed or a version no
+/// longer served blocks it; dropped fields and changed defaults are notes; the whole
+/// list of each pair of releases is in `plan.crd_changes`.
+pub fn with_crd_changes(plan: &mut proto::RolloutPlan, changes: &CrdChanges) {
+    for i in plan.waves.iter_mut().flat_map(|w| &mut w.instances) {
+        let Some(found) = changes.get(&(i.from_version.clone(), i.to_version.clone())) else {
+            continue;
+        };
+        match found {
+            Ok(list) => {
+                for c in list.iter().filter(|c| c.blocking()) {
+                    i.blocking.push(format!(
+                        "{c} in {}: what still uses it breaks",
+                        i.to_version
+                    ));
+                }
+                let rest: Vec<String> = list
+                    .iter()
+                    .filter(|c| !c.blocking())
+                    .map(ToString::to_string)
+                    .collect();
+                if !rest.is_empty() {
+                    let mut note = format!(
+                        "CRD changes to {}: {}",
+                        i.to_version,
+                        rest[..rest.len().min(SHOWN)].join("; ")
+                    );
+                    if rest.len() > SHOWN {
+                        note.push_str(&format!(" and {} more", rest.len() - SHOWN));
+                    }
+                    i.notes.push(note);
+                }
+            }
+            Err(why) => i.notes.push(format!(
+                "the CRD changes from {} to {} are not known: {why}",
+                i.from_version, i.to_version
+            )),
+        }
+    }
+    plan.blocked = i32::try_from(
+        plan.waves
+            .iter()
+            .flat_map(|w| &w.instances)
+            .filter(|i| !i.blocking.is_empty())
+            .count(),
+    )
+    .unwrap_or(i32::MAX);
+    plan.crd_changes = changes
+        .iter()
+        .map(|((from, to), found)| proto::ReleaseCrdChanges {
+            from_version: from.clone(),
+            to_version: to.clone(),
+            changes: found
+                .as_ref()
+                .map(|l| l.iter().map(ToString::to_string).collect())
+                .unwrap_or_default(),
+            unknown: found.as_ref().err().cloned().unwrap_or_default(),
+        })
+        .collect();
 }
 
 #[cfg(test)]

@@ -16,15 +16,17 @@ use crate::controllers::phase_events::{event_on, About};
 use crate::crd::{FleetRollout, FleetRolloutSpec, FleetRolloutStatus, Instance, InstanceClassSpec};
 
 /// The plan of `spec` over `fleet` at `now`, as `PlanRollout` would answer it (`class`:
-/// the class a class rollout names, if found).
+/// the class a class rollout names, if found; `crd`: the CRD changes of its releases).
 pub fn plan(
     spec: &FleetRolloutSpec,
     class: Option<&InstanceClassSpec>,
     fleet: &[Arc<Instance>],
+    crd: &findings::CrdChanges,
     now: jiff::Timestamp,
 ) -> Result<Planned, String> {
     let wanted = findings::with_class(findings::spec_of(spec), class).map_err(|e| e.to_string())?;
-    let p = findings::plan_of(&wanted, fleet, now).map_err(|e| e.to_string())?;
+    let mut p = findings::plan_of(&wanted, fleet, now).map_err(|e| e.to_string())?;
+    findings::with_crd_changes(&mut p, crd);
     let waves = p
         .waves
         .iter()
@@ -37,6 +39,29 @@ pub fn plan(
         .map(|i| (i.name.clone(), i.blocking.clone()))
         .collect();
     Ok((waves, blocking))
+}
+
+/// The CRD changes of the releases a rollout about to be planned moves between.
+async fn crd_changes(
+    ctx: &Context,
+    spec: &FleetRolloutSpec,
+    class: Option<&InstanceClassSpec>,
+    fleet: &[Arc<Instance>],
+    now: jiff::Timestamp,
+) -> findings::CrdChanges {
+    let Ok(wanted) = findings::with_class(findings::spec_of(spec), class) else {
+        return findings::CrdChanges::new();
+    };
+    let Ok(p) = findings::plan_of(&wanted, fleet, now) else {
+        return findings::CrdChanges::new();
+    };
+    super::crd_diff::between(
+        &ctx.host,
+        &ctx.settings.managed_namespace,
+        findings::release_pairs(&p),
+        ctx.settings.host_call_timeout,
+    )
+    .await
 }
 
 /// One pass over every rollout, on the leader.
@@ -55,11 +80,16 @@ async fn pass_all(ctx: &Context) {
             .as_deref()
             .and_then(|c| ctx.classes.get(c));
         let class = class.as_ref().map(|c| &c.spec);
+        // Planned once, at its start: the CRD changes of the releases it moves between.
+        let crd = match before.waves.is_empty() {
+            true => crd_changes(ctx, &r.spec, class, &fleet, now).await,
+            false => findings::CrdChanges::new(),
+        };
         let mut after = engine::pass(
             &r.spec,
             &before,
             &fleet,
-            || plan(&r.spec, class, &fleet, now),
+            || plan(&r.spec, class, &fleet, &crd, now),
             now,
         );
         after.observed_generation = r.metadata.generation;

@@ -22,6 +22,7 @@ mod renewal;
 mod request_path;
 mod rest;
 mod roles;
+mod rollout_crds;
 mod rollout_fleet;
 mod rollouts;
 mod routing;

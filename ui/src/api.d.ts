@@ -1042,6 +1042,12 @@ export interface components {
             registerCommand?: string;
             token?: string;
         };
+        "kairship.v1alpha1.ReleaseCrdChanges": {
+            changes?: string[];
+            fromVersion?: string;
+            toVersion?: string;
+            unknown?: string;
+        };
         "kairship.v1alpha1.RemoveClusterRequest": {
             context?: string;
             force?: boolean;
@@ -1143,6 +1149,7 @@ export interface components {
         "kairship.v1alpha1.RolloutPlan": {
             /** Format: int32 */
             blocked?: number;
+            crdChanges?: components["schemas"]["kairship.v1alpha1.ReleaseCrdChanges"][];
             waves?: components["schemas"]["kairship.v1alpha1.PlannedWave"][];
         };
         "kairship.v1alpha1.RolloutSpec": {

@@ -13,7 +13,7 @@ use crate::api::context::ApiContext;
 use crate::crd::{FleetRollout, FleetRolloutSpec};
 use crate::error::{check_name, ApiError};
 use crate::proto::{self, rollout_service_server::RolloutService};
-use crate::rollout::findings::{plan_of, with_class};
+use crate::rollout::findings::{plan_of, release_pairs, with_class, with_crd_changes};
 
 pub struct Rollouts(pub ApiContext);
 
@@ -32,13 +32,28 @@ impl Rollouts {
             .ok_or_else(|| ApiError::NotFound(format!("rollout {name:?} not found")))
     }
 
-    /// Sets `paused` or `aborted` on the rollout; the leader's next pass acts on it.
     /// `spec` with a class rollout's release filled in from its class.
     fn resolved(&self, spec: proto::RolloutSpec) -> Result<proto::RolloutSpec, ApiError> {
         let class = self.0.tree.classes().get(&spec.class_name);
         with_class(spec, class.as_ref().map(|c| &c.spec))
     }
 
+    /// The plan of `spec` now, with the CRD changes of the releases it moves between.
+    async fn planned(&self, spec: &proto::RolloutSpec) -> Result<proto::RolloutPlan, ApiError> {
+        let mut plan = plan_of(spec, &self.0.instances(), jiff::Timestamp::now())?;
+        let settings = self.0.tree.settings();
+        let changes = crate::rollout::crd_diff::between(
+            self.0.tree.host(),
+            &settings.managed_namespace,
+            release_pairs(&plan),
+            settings.host_call_timeout,
+        )
+        .await;
+        with_crd_changes(&mut plan, &changes);
+        Ok(plan)
+    }
+
+    /// Sets `paused` or `aborted` on the rollout; the leader's next pass acts on it.
     async fn set(&self, name: &str, field: &str, value: bool) -> Result<proto::Rollout, ApiError> {
         let current = self.get(name)?;
         if current.spec.aborted && field != "aborted" {
@@ -180,7 +195,7 @@ impl RolloutService for Rollouts {
         // The chain let a caller with a role on every instance through.
         Authorized::of(&req)?;
         let spec = self.resolved(req.into_inner().spec.unwrap_or_default())?;
-        let plan = plan_of(&spec, &self.0.instances(), jiff::Timestamp::now())?;
+        let plan = self.planned(&spec).await?;
         Ok(Response::new(plan))
     }
 
@@ -195,7 +210,7 @@ impl RolloutService for Rollouts {
         let spec = spec_of(&req)?;
         // Refused now rather than Blocked later: the caller reads why at once.
         let wanted = self.resolved(req.spec.clone().unwrap_or_default())?;
-        let plan = plan_of(&wanted, &self.0.instances(), jiff::Timestamp::now())?;
+        let plan = self.planned(&wanted).await?;
         if plan.waves.is_empty() {
             return Err(
                 ApiError::FailedPrecondition("the selector picks no instance".into()).into(),

@@ -8,14 +8,11 @@
 
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ListParams};
 
 use crate::api::context::ApiContext;
+pub use crate::crd::karmada_crds::{KEY, LABEL};
 
 pub const PATH: &str = "/karmada-crds/{version}/crds.tar.gz";
-pub const LABEL: &str = "kairship.io/karmada-crds";
-pub const KEY: &str = "crds.tar.gz";
 
 fn refuse(code: http::StatusCode, message: String) -> Response {
     (code, message + "\n").into_response()
@@ -108,24 +105,20 @@ pub async fn get(State(ctx): State<ApiContext>, Path(version): Path<String>) -> 
 /// The tarball of `version` from the ConfigMaps in the managed namespace.
 async fn read(ctx: &ApiContext, version: &str) -> Result<Option<bytes::Bytes>, ()> {
     let ns = ctx.tree.settings().managed_namespace.clone();
-    let api: Api<ConfigMap> = Api::namespaced(ctx.tree.host().clone(), &ns);
-    let params = ListParams::default().labels(&format!("{LABEL}={version}"));
-    let items = match ctx
-        .host_call(&format!("ConfigMaps in {ns}"), api.list(&params))
+    let host = ctx.tree.host().clone();
+    let data = match ctx
+        .host_call(
+            &format!("ConfigMaps in {ns}"),
+            crate::crd::karmada_crds::find(&host, &ns, version),
+        )
         .await
     {
-        Ok(l) => l.items,
+        Ok(d) => d,
         Err(e) => {
             tracing::warn!(%version, error = %e, "listing CRD tarball ConfigMaps");
             return Err(());
         }
     };
-    let data = items.iter().find_map(|cm| {
-        cm.binary_data
-            .as_ref()?
-            .get(KEY)
-            .map(|b| bytes::Bytes::from(b.0.clone()))
-    });
     if data.is_none() {
         tracing::info!(%version, "no Karmada CRD tarball: create a ConfigMap in {ns} labelled {LABEL}={version} with binaryData {KEY}");
     }

@@ -123,6 +123,21 @@ fn rows(j: &Value) -> Vec<Vec<String>> {
             "({blocked} instance(s) blocked: the rollout would not start unless forced)"
         )]);
     }
+    for c in j["crdChanges"].as_array().into_iter().flatten() {
+        let (from, to) = (s(c, "/fromVersion"), s(c, "/toVersion"));
+        let changes: Vec<&str> = c["changes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let line = match (s(c, "/unknown"), changes.is_empty()) {
+            (why, _) if !why.is_empty() => format!("not known: {why}"),
+            (_, true) => "none".to_string(),
+            (_, false) => changes.join("; "),
+        };
+        rows.push(vec![format!("CRD changes {from} -> {to}: {line}")]);
+    }
     rows
 }
 
