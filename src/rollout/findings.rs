@@ -41,6 +41,7 @@ fn strategy(spec: &proto::RolloutSpec) -> Strategy {
 fn planned(
     instance: &Instance,
     to: &str,
+    class: Option<&str>,
     ignore_windows: bool,
     now: jiff::Timestamp,
 ) -> proto::PlannedInstance {
@@ -76,7 +77,10 @@ fn planned(
         (Some(f), Some(t)) if t < f => p
             .blocking
             .push(format!("a downgrade from {from} to {to}: roll back with the backup taken before the upgrade instead")),
-        (Some(f), Some(t)) if t == f => p.notes.push(format!("already at {to}")),
+        (Some(f), Some(t)) if t == f => p.notes.push(match class {
+            Some(c) => format!("already at {to}: the change is InstanceClass {c:?}'s Karmada spec"),
+            None => format!("already at {to}"),
+        }),
         (Some(f), Some(t)) if t.0 != f.0 || t.1 > f.1 + 1 => p.blocking.push(format!(
             "from {from} to {to} skips a minor release: Karmada upgrades one minor release at a time"
         )),
@@ -132,7 +136,10 @@ pub fn plan_of(
             instances: w
                 .iter()
                 .filter_map(|n| selected.get(n))
-                .map(|i| planned(i, &spec.karmada_version, spec.ignore_windows, now))
+                .map(|i| {
+                    let class = Some(spec.class_name.as_str()).filter(|c| !c.is_empty());
+                    planned(i, &spec.karmada_version, class, spec.ignore_windows, now)
+                })
                 .collect(),
         })
         .collect();

@@ -63,8 +63,8 @@ fn rollout(demo: &ClusterDemo, name: &str) -> Value {
     demo.json(&["get", "fleetrollout", name])
 }
 
-/// Starts a rollout of the class: a canary, then the rest, a short soak.
-fn start(demo: &ClusterDemo, name: &str) {
+/// Starts a rollout of the class: a canary, then the rest, a short soak; its plan.
+fn start(demo: &ClusterDemo, name: &str) -> Value {
     let plan = ctl_ok(demo, &["rollouts", "plan", "--class", CLASS]);
     println!("rollout {name}: plan {plan}");
     ctl_ok(
@@ -85,6 +85,7 @@ fn start(demo: &ClusterDemo, name: &str) {
             "900",
         ],
     );
+    plan
 }
 
 /// Waits until the rollout's phase is one of `phases`; its status.
@@ -124,7 +125,17 @@ fn backup_started(demo: &ClusterDemo, instance: &str, backup: &str) -> String {
 /// The class moved to `to`, and its rollout started (the caller watches the canary).
 pub async fn start_upgrade(demo: &ClusterDemo, to: &str) -> Instant {
     set_class(demo, to, Value::Null).await;
-    start(demo, "cluster-upgrade");
+    let plan = start(demo, "cluster-upgrade");
+    // Both releases' CRD tarballs are on the host: their differences are known, and
+    // v1.17.1 to v1.18.2 only adds (the reverse would drop overflowAffinities).
+    let crd = plan["crdChanges"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["toVersion"] == to)
+        .unwrap_or_else(|| panic!("no CRD changes in the plan: {plan}"));
+    assert!(crd.get("unknown").is_none_or(|u| u == ""), "{crd}");
+    assert!(crd.get("changes").is_none_or(|c| c == &json!([])), "{crd}");
     Instant::now()
 }
 
