@@ -110,10 +110,10 @@ pub fn from_tarball(gz: &[u8]) -> Result<Schemas, String> {
         entry
             .read_to_string(&mut text)
             .map_err(|e| format!("reading {path}: {e}"))?;
-        let docs = yaml_rust2::YamlLoader::load_from_str(&text)
-            .map_err(|e| format!("{path} is not YAML: {e}"))?;
-        for doc in docs {
-            let v = to_json(&doc, 0);
+        // Budgeted against alias bombs by serde-saphyr's defaults.
+        let docs: Vec<Value> =
+            serde_saphyr::from_multiple(&text).map_err(|e| format!("{path} is not YAML: {e}"))?;
+        for v in docs {
             if v["kind"] == "CustomResourceDefinition" {
                 if let Some((name, crd)) = crd_of(&v) {
                     out.insert(name, crd);
@@ -125,38 +125,6 @@ pub fn from_tarball(gz: &[u8]) -> Result<Schemas, String> {
         return Err("the tarball holds no CustomResourceDefinition".into());
     }
     Ok(out)
-}
-
-fn to_json(y: &yaml_rust2::Yaml, depth: usize) -> Value {
-    use yaml_rust2::Yaml;
-    if depth > MAX_DEPTH {
-        return Value::Null;
-    }
-    match y {
-        Yaml::Real(s) => s
-            .parse::<f64>()
-            .ok()
-            .and_then(serde_json::Number::from_f64)
-            .map_or(Value::Null, Value::Number),
-        Yaml::Integer(i) => Value::from(*i),
-        Yaml::String(s) => Value::String(s.clone()),
-        Yaml::Boolean(b) => Value::Bool(*b),
-        Yaml::Array(a) => Value::Array(a.iter().map(|x| to_json(x, depth + 1)).collect()),
-        Yaml::Hash(h) => Value::Object(
-            h.iter()
-                .filter_map(|(k, v)| {
-                    let key = match k {
-                        Yaml::String(s) => s.clone(),
-                        Yaml::Integer(i) => i.to_string(),
-                        Yaml::Boolean(b) => b.to_string(),
-                        _ => return None,
-                    };
-                    Some((key, to_json(v, depth + 1)))
-                })
-                .collect(),
-        ),
-        _ => Value::Null,
-    }
 }
 
 /// A CRD document's name, served versions and fields.
