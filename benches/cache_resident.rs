@@ -58,21 +58,12 @@ async fn measure(
         "kairship-system",
         "--leader-elect-namespace",
         "kairship-system",
-        "--grpc-addr",
-        &format!("127.0.0.1:{}", free_port()),
-        "--http-addr",
-        &format!("127.0.0.1:{https}"),
-        "--probes-addr",
-        &format!("127.0.0.1:{}", free_port()),
-        "--tls-cert-file",
-        &path(&files.cert),
-        "--tls-key-file",
-        &path(&files.key),
         "--token-auth-file",
         &path(&files.tokens),
     ]
     .iter()
     .map(|s| s.to_string())
+    .chain(files.listen_args(free_port(), https, free_port()))
     .collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut child = kairship_with_env(&args, env, &dir.join(format!("run-{row}.log")));

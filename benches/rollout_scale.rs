@@ -135,19 +135,10 @@ async fn kairship_run(dir: &Path, host_kubeconfig: &Path) -> Kairship {
         NS,
         "--insecure-disable-auth",
         "--grpc-insecure",
-        "--grpc-addr",
-        &format!("127.0.0.1:{grpc}"),
-        "--http-addr",
-        &format!("127.0.0.1:{https}"),
-        "--probes-addr",
-        &format!("127.0.0.1:{}", free_port()),
-        "--tls-cert-file",
-        &path(&files.cert),
-        "--tls-key-file",
-        &path(&files.key),
     ]
     .iter()
     .map(|s| s.to_string())
+    .chain(files.listen_args(grpc, https, free_port()))
     .collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let log = dir.join("run.log");

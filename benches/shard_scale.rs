@@ -76,16 +76,6 @@ async fn replica(shared: &Shared, name: &str) -> Replica {
         &renew,
         "--leader-elect-retry-period-secs",
         "2",
-        "--grpc-addr",
-        &format!("127.0.0.1:{grpc}"),
-        "--http-addr",
-        &format!("127.0.0.1:{https}"),
-        "--probes-addr",
-        &format!("127.0.0.1:{probes}"),
-        "--tls-cert-file",
-        &path(&shared.files.cert),
-        "--tls-key-file",
-        &path(&shared.files.key),
         "--token-auth-file",
         &path(&shared.files.tokens),
         "--shards",
@@ -96,6 +86,7 @@ async fn replica(shared: &Shared, name: &str) -> Replica {
     ]
     .iter()
     .map(|s| s.to_string())
+    .chain(shared.files.listen_args(grpc, https, probes))
     .collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let proc = kairship(&args, &shared.dir.join(format!("{name}.log")));

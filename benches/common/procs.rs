@@ -195,6 +195,26 @@ impl ServingFiles {
     }
 }
 
+impl ServingFiles {
+    /// `kairship run`'s listeners on loopback (gRPC, HTTPS, probes) and its TLS files.
+    pub fn listen_args(&self, grpc: u16, https: u16, probes: u16) -> Vec<String> {
+        let path = |p: &Path| p.to_string_lossy().into_owned();
+        [
+            "--grpc-addr".to_string(),
+            format!("127.0.0.1:{grpc}"),
+            "--http-addr".into(),
+            format!("127.0.0.1:{https}"),
+            "--probes-addr".into(),
+            format!("127.0.0.1:{probes}"),
+            "--tls-cert-file".into(),
+            path(&self.cert),
+            "--tls-key-file".into(),
+            path(&self.key),
+        ]
+        .into()
+    }
+}
+
 /// Makes group `ops` an admin of every instance (an InstanceRoleBinding on the host).
 pub async fn grant_ops_admin(host: &kube::Client) {
     use kairship::crd::{InstanceRoleBinding, InstanceRoleBindingSpec, Role, Subject, SubjectKind};

@@ -229,29 +229,9 @@ pub async fn bad_image_halts_at_the_canary(demo: &ClusterDemo, first: &str, vers
             demo.kubectl(&["-n", NS, "get", "pods", "-o", "wide"])
         );
     }
-    let deployment = demo.json(&[
-        "-n",
-        NS,
-        "get",
-        "deployment",
-        &format!("{first}-karmada-scheduler"),
-    ]);
-    let image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    assert!(image.ends_with(&format!(":{version}")), "{image}");
     for n in [first, SECOND] {
-        let d = demo.json(&[
-            "-n",
-            NS,
-            "get",
-            "deployment",
-            &format!("{n}-karmada-scheduler"),
-        ]);
-        let image = d["spec"]["template"]["spec"]["containers"][0]["image"]
-            .as_str()
-            .unwrap_or_default();
+        let image = scheduler_image(demo, n);
+        assert!(image.ends_with(&format!(":{version}")), "{n} runs {image}");
         assert!(!image.contains(bad), "{n} still runs {image}");
     }
     let on = poll(Duration::from_secs(120), PROCESS_POLL, || {
@@ -266,6 +246,21 @@ pub async fn bad_image_halts_at_the_canary(demo: &ClusterDemo, first: &str, vers
     );
     // The class back as it was, so the instances do not drift from it.
     set_class(demo, version, Value::Null).await;
+}
+
+/// The image the operator's karmada-scheduler Deployment of `instance` runs.
+fn scheduler_image(demo: &ClusterDemo, instance: &str) -> String {
+    let d = demo.json(&[
+        "-n",
+        NS,
+        "get",
+        "deployment",
+        &format!("{instance}-karmada-scheduler"),
+    ]);
+    d["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// The second instance deleted, and gone.
