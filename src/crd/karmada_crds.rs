@@ -10,19 +10,32 @@ use kube::api::{Api, ListParams};
 pub const LABEL: &str = "kairship.io/karmada-crds";
 pub const KEY: &str = "crds.tar.gz";
 
+/// A release's tarball as found on the host.
+pub struct Found {
+    /// The ConfigMap's uid and resourceVersion: names these bytes, host and edit included.
+    pub key: String,
+    pub tarball: bytes::Bytes,
+}
+
 /// The tarball of release `version` in namespace `ns`, if a ConfigMap holds it.
 pub async fn find(
     host: &kube::Client,
     ns: &str,
     version: &str,
-) -> Result<Option<bytes::Bytes>, kube::Error> {
+) -> Result<Option<Found>, kube::Error> {
     let api: Api<ConfigMap> = Api::namespaced(host.clone(), ns);
     let params = ListParams::default().labels(&format!("{LABEL}={version}"));
     let items = api.list(&params).await?.items;
     Ok(items.iter().find_map(|cm| {
-        cm.binary_data
-            .as_ref()?
-            .get(KEY)
-            .map(|b| bytes::Bytes::from(b.0.clone()))
+        let tarball = cm.binary_data.as_ref()?.get(KEY)?;
+        let m = &cm.metadata;
+        Some(Found {
+            key: format!(
+                "{}/{}",
+                m.uid.as_deref().unwrap_or_default(),
+                m.resource_version.as_deref().unwrap_or_default()
+            ),
+            tarball: bytes::Bytes::from(tarball.0.clone()),
+        })
     }))
 }

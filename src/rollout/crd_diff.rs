@@ -224,8 +224,8 @@ pub fn diff(from: &Schemas, to: &Schemas) -> Vec<Change> {
     out
 }
 
-/// Parsed releases kept, and for how long (an operator may fix a release's ConfigMap).
-const KEPT: std::time::Duration = std::time::Duration::from_secs(300);
+/// Parsed tarballs kept, by their ConfigMap's uid and resourceVersion (so another host,
+/// or a fixed ConfigMap, is never answered from an old parse).
 const RELEASES: usize = 16;
 
 type Kept = std::collections::HashMap<String, (std::time::Instant, std::sync::Arc<Schemas>)>;
@@ -243,11 +243,6 @@ async fn schemas(
     version: &str,
     timeout: std::time::Duration,
 ) -> Result<std::sync::Arc<Schemas>, String> {
-    if let Some((at, s)) = kept().lock().get(version) {
-        if at.elapsed() < KEPT {
-            return Ok(s.clone());
-        }
-    }
     let label = crate::crd::karmada_crds::LABEL;
     let found = tokio::time::timeout(timeout, crate::crd::karmada_crds::find(host, ns, version))
         .await
@@ -256,7 +251,11 @@ async fn schemas(
         .ok_or_else(|| {
             format!("no CRD tarball of {version} on the host (a ConfigMap in {ns} labelled {label}={version})")
         })?;
-    let parsed = tokio::task::spawn_blocking(move || from_tarball(&found))
+    if let Some((_, s)) = kept().lock().get(&found.key) {
+        return Ok(s.clone());
+    }
+    let tarball = found.tarball;
+    let parsed = tokio::task::spawn_blocking(move || from_tarball(&tarball))
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| format!("the CRD tarball of {version}: {e}"))?;
@@ -271,10 +270,7 @@ async fn schemas(
             k.remove(&v);
         }
     }
-    k.insert(
-        version.to_string(),
-        (std::time::Instant::now(), parsed.clone()),
-    );
+    k.insert(found.key, (std::time::Instant::now(), parsed.clone()));
     Ok(parsed)
 }
 

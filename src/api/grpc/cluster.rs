@@ -49,24 +49,37 @@ fn check_taints(taints: &[proto::Taint]) -> Result<(), ApiError> {
 }
 
 /// Rewrites a cluster's taints from the live object, guarded by its resourceVersion.
+/// The read-modify-write is Kairship's own, not the caller's: a write that lost to
+/// another (karmada-controller-manager updates Clusters all the time) is redone from a
+/// fresh read, a few times.
 async fn edit_taints(
     on: &OnInstance,
     name: &str,
-    edit: impl FnOnce(Vec<Value>) -> Vec<Value>,
+    edit: impl Fn(Vec<Value>) -> Vec<Value>,
 ) -> Result<proto::Cluster, ApiError> {
-    let live = objects::get_live(on, Kind::Cluster, None, name).await?;
-    let current: Vec<Value> = live
-        .data
-        .pointer("/spec/taints")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let patch = json!({
-        "metadata": {"resourceVersion": live.metadata.resource_version},
-        "spec": {"taints": edit(current)},
-    });
-    let updated = objects::merge_patch(on, Kind::Cluster, None, name, &patch).await?;
-    Ok(convert::cluster(&updated))
+    const ATTEMPTS: u32 = 4;
+    let mut attempt = 1;
+    loop {
+        let live = objects::get_live(on, Kind::Cluster, None, name).await?;
+        let current: Vec<Value> = live
+            .data
+            .pointer("/spec/taints")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let patch = json!({
+            "metadata": {"resourceVersion": live.metadata.resource_version},
+            "spec": {"taints": edit(current)},
+        });
+        match objects::merge_patch(on, Kind::Cluster, None, name, &patch).await {
+            Ok(updated) => return Ok(convert::cluster(&updated)),
+            Err(ApiError::Aborted(_)) if attempt < ATTEMPTS => {
+                tokio::time::sleep(std::time::Duration::from_millis(50 * u64::from(attempt))).await;
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 impl Clusters {
@@ -239,7 +252,7 @@ impl ClusterService for Clusters {
         check_name("name", &req.name)?;
         check_taints(&req.taints)?;
         let taints: Vec<Value> = req.taints.iter().map(taint_json).collect();
-        let c = edit_taints(&on, &req.name, |_| taints).await?;
+        let c = edit_taints(&on, &req.name, |_| taints.clone()).await?;
         Ok(Response::new(c))
     }
 }

@@ -113,7 +113,7 @@ async fn read(ctx: &ApiContext, version: &str) -> Result<Option<bytes::Bytes>, (
         )
         .await
     {
-        Ok(d) => d,
+        Ok(d) => d.map(|f| f.tarball),
         Err(e) => {
             tracing::warn!(%version, error = %e, "listing CRD tarball ConfigMaps");
             return Err(());
