@@ -194,20 +194,28 @@ impl Job {
         match work {
             Step::Nothing => {}
             Step::Backup => {
-                let client = self
-                    .client
-                    .clone()
-                    .ok_or("the instance is not connected; its backup waits")?;
-                let req = Request {
-                    instance: name.clone(),
-                    karmada_version: entry.from_version.clone().unwrap_or_default(),
-                    requested_by: format!("kairship (rollout {rollout})"),
-                    scheduled: false,
-                    keep: None,
+                let by = format!("kairship (rollout {rollout})");
+                let record = match self.started_backup(&name, &by, entry).await {
+                    // Started before a restart that came before its entry was written:
+                    // taken up, not taken twice.
+                    Some(r) => r,
+                    None => {
+                        let client = self
+                            .client
+                            .clone()
+                            .ok_or("the instance is not connected; its backup waits")?;
+                        let req = Request {
+                            instance: name.clone(),
+                            karmada_version: entry.from_version.clone().unwrap_or_default(),
+                            requested_by: by,
+                            scheduled: false,
+                            keep: None,
+                        };
+                        take::start(self.backups.clone(), client, req, self.instance_timeout)
+                            .await
+                            .map_err(|e| format!("starting its backup: {e}"))?
+                    }
                 };
-                let record = take::start(self.backups.clone(), client, req, self.instance_timeout)
-                    .await
-                    .map_err(|e| format!("starting its backup: {e}"))?;
                 tracing::info!(rollout, backup = %record.name, "backup before the rollout's change started");
                 let mut started = entry.clone();
                 started.backup = Some(record.name);
@@ -234,6 +242,27 @@ impl Job {
             self.write_entry(rollout, &name, &e).await?;
         }
         Ok(())
+    }
+
+    /// The backup this rollout already started for `instance` in its current step (by
+    /// the rollout, since the step began), if any.
+    async fn started_backup(
+        &self,
+        instance: &str,
+        by: &str,
+        entry: &InstanceRollout,
+    ) -> Option<crate::backups::Record> {
+        let since = entry.since.as_deref()?.parse::<jiff::Timestamp>().ok()?;
+        let listed = self.backups.list(instance).await.ok()?;
+        listed
+            .into_iter()
+            .filter(|r| r.requested_by == by)
+            .filter(|r| {
+                r.started
+                    .parse::<jiff::Timestamp>()
+                    .is_ok_and(|t| t.as_second() >= since.as_second())
+            })
+            .max_by(|a, b| a.started.cmp(&b.started))
     }
 
     async fn backup_state(&self, instance: &str, backup: &str) -> BackupState {
