@@ -122,8 +122,22 @@ fn backup_started(demo: &ClusterDemo, instance: &str, backup: &str) -> String {
         .unwrap_or_else(|| panic!("no backup {backup} of {instance}: {list}"))
 }
 
+/// Waits until `instance` is Running: a rollout changes Running instances only.
+async fn running(demo: &ClusterDemo, instance: &str) {
+    let running = poll(Duration::from_secs(300), PROCESS_POLL, || {
+        let i = ctl_ok(demo, &["instances", "get", instance]);
+        let phase = i["status"]["phase"].clone();
+        async move { (phase == "Running").then_some(()).ok_or(phase) }
+    })
+    .await;
+    if let Err(phase) = running {
+        panic!("{instance} not Running before the rollout: {phase}");
+    }
+}
+
 /// The class moved to `to`, and its rollout started (the caller watches the canary).
 pub async fn start_upgrade(demo: &ClusterDemo, to: &str) -> Instant {
+    running(demo, SECOND).await;
     set_class(demo, to, Value::Null).await;
     let plan = start(demo, "cluster-upgrade");
     // Both releases' CRD tarballs are on the host: their differences are known, and
@@ -191,6 +205,8 @@ pub async fn bad_image_halts_at_the_canary(demo: &ClusterDemo, first: &str, vers
         json!({"components": {"karmadaScheduler": {"imageTag": bad}}}),
     )
     .await;
+    // The component restarts just before may still have the canary reconnecting.
+    running(demo, first).await;
     let started = Instant::now();
     start(demo, "cluster-bad-image");
     let r = until_phase(
