@@ -24,8 +24,7 @@ pub fn plan(
     crd: &findings::CrdChanges,
     now: jiff::Timestamp,
 ) -> Result<Planned, String> {
-    let wanted = findings::with_class(findings::spec_of(spec), class).map_err(|e| e.to_string())?;
-    let mut p = findings::plan_of(&wanted, fleet, now).map_err(|e| e.to_string())?;
+    let mut p = plan_proto(spec, class, fleet, now)?;
     findings::with_crd_changes(&mut p, crd);
     let waves = p
         .waves
@@ -41,6 +40,17 @@ pub fn plan(
     Ok((waves, blocking))
 }
 
+/// The plan of `spec` as `PlanRollout` answers it, before its CRD changes.
+fn plan_proto(
+    spec: &FleetRolloutSpec,
+    class: Option<&InstanceClassSpec>,
+    fleet: &[Arc<Instance>],
+    now: jiff::Timestamp,
+) -> Result<crate::proto::RolloutPlan, String> {
+    let wanted = findings::with_class(findings::spec_of(spec), class).map_err(|e| e.to_string())?;
+    findings::plan_of(&wanted, fleet, now).map_err(|e| e.to_string())
+}
+
 /// The CRD changes of the releases a rollout about to be planned moves between.
 async fn crd_changes(
     ctx: &Context,
@@ -49,10 +59,7 @@ async fn crd_changes(
     fleet: &[Arc<Instance>],
     now: jiff::Timestamp,
 ) -> findings::CrdChanges {
-    let Ok(wanted) = findings::with_class(findings::spec_of(spec), class) else {
-        return findings::CrdChanges::new();
-    };
-    let Ok(p) = findings::plan_of(&wanted, fleet, now) else {
+    let Ok(p) = plan_proto(spec, class, fleet, now) else {
         return findings::CrdChanges::new();
     };
     super::crd_diff::between(
