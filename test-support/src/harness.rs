@@ -16,6 +16,17 @@ use crate::fleet::Sim;
 
 pub const NS: &str = "kairship-system";
 
+/// With `KAIRSHIP_TEST_LOG` set (a tracing filter such as `kairship=debug`), the test's
+/// Kairship and simulator log to its output: for finding out why a test failed.
+pub fn log_when_asked() {
+    if let Ok(filter) = std::env::var("KAIRSHIP_TEST_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_test_writer()
+            .try_init();
+    }
+}
+
 pub struct Env {
     pub sim: Sim,
     pub host: kube::Client,
@@ -23,6 +34,7 @@ pub struct Env {
 
 impl Env {
     pub async fn start(instances: usize) -> Self {
+        log_when_asked();
         let sim = Sim::start(instances).await;
         let host = sim.client("host").await;
         bootstrap::install_crds(&host).await.expect("install CRDs");

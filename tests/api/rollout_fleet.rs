@@ -30,9 +30,35 @@ async fn status(host: &kube::Client, name: &str) -> kairship::crd::FleetRolloutS
         .unwrap_or_default()
 }
 
+/// A rollout that halts never completes: the test says so at once, with why.
+fn not_halted(s: &kairship::crd::FleetRolloutStatus) {
+    assert!(
+        !matches!(s.phase.as_str(), "Halted" | "Aborted"),
+        "fleet-13 {}: {} {:?}",
+        s.phase,
+        s.reason,
+        unfinished(s)
+    );
+}
+
+/// The instances not yet done, with their step and why.
+fn unfinished(s: &kairship::crd::FleetRolloutStatus) -> Vec<String> {
+    s.instances
+        .iter()
+        .filter(|(_, e)| e.step != "Done")
+        .map(|(n, e)| format!("{n} {} since {:?}: {:?}", e.step, e.since, e.reason))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_instances_in_four_waves_survive_a_restart_mid_wave() {
-    let mut api = crate::server::Api::start(1).await;
+    // The tests' settings refresh each status every second: 50 writes a second that
+    // Kairship's own Instance watch reads back, which a loaded CI machine fell behind on.
+    let settings = kairship::actors::context::Settings {
+        status_refresh: Duration::from_secs(10),
+        ..crate::harness::fast_settings()
+    };
+    let mut api = crate::server::Api::start_settings(1, None, None, settings).await;
     let host = api.env.host.clone();
     let classes: kube::Api<InstanceClass> = kube::Api::all(host.clone());
     let class = InstanceClass::new(
@@ -94,7 +120,9 @@ async fn fifty_instances_in_four_waves_survive_a_restart_mid_wave() {
         .await
         .expect("class changed");
     let r = RolloutServiceClient::new(api.channel.clone());
-    eventually(Duration::from_secs(10), "the rollout started", || {
+    // Kairship's Instance cache may lag the host under load: it refuses the rollout
+    // (FailedPrecondition, naming the instances not Running yet) until it sees them all.
+    kairship_test_support::poll(Duration::from_secs(60), Duration::from_millis(200), || {
         let r = r.clone();
         async move {
             r.clone()
@@ -114,10 +142,10 @@ async fn fifty_instances_in_four_waves_survive_a_restart_mid_wave() {
                     }),
                 })
                 .await
-                .ok()
         }
     })
-    .await;
+    .await
+    .unwrap_or_else(|e| panic!("the rollout did not start within 60s: {e:?}"));
     let (seen, recorder) = crate::rollouts::record_steps(host.clone(), "fleet-13");
 
     // Mid-wave: the third wave under way, some of it done and some not.
@@ -125,6 +153,7 @@ async fn fifty_instances_in_four_waves_survive_a_restart_mid_wave() {
         let host = host.clone();
         async move {
             let s = status(&host, "fleet-13").await;
+            not_halted(&s);
             let third = s.waves.get(2)?;
             let steps: Vec<&str> = third
                 .iter()
@@ -153,14 +182,24 @@ async fn fifty_instances_in_four_waves_survive_a_restart_mid_wave() {
             .count()
     );
 
-    let done = eventually(Duration::from_secs(400), "fleet-13 Completed", || {
-        let host = host.clone();
-        async move {
-            let s = status(&host, "fleet-13").await;
-            (s.phase == "Completed").then_some(s)
-        }
-    })
-    .await;
+    // On a timeout, which instances it is waiting on.
+    let done =
+        kairship_test_support::poll(Duration::from_secs(400), Duration::from_millis(500), || {
+            let host = host.clone();
+            async move {
+                let s = status(&host, "fleet-13").await;
+                not_halted(&s);
+                if s.phase == "Completed" {
+                    Ok(s)
+                } else {
+                    Err(format!("{} ({}): {:?}", s.phase, s.reason, unfinished(&s)))
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|seen| {
+            panic!("timed out after 400s waiting for fleet-13 Completed: {seen}")
+        });
     recorder.abort();
     eventually(Duration::from_secs(60), "all 50 Running v1.13.0", || {
         running_at("v1.13.0")

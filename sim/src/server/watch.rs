@@ -166,7 +166,11 @@ pub fn stream(
                         }
                     }
                     // Too slow to keep up: end the stream; the client resumes from its last version.
-                    Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => return,
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::info!(resource = %key, missed, "watch too slow to keep up: ended");
+                        return;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
                 },
             }
         }
