@@ -58,9 +58,10 @@ pub struct InstanceState {
     unchanged_since: Option<Observed>,
     write_in_flight: bool,
     last_written: Option<InstanceStatus>,
-    /// Taken over from another replica (sharded fleets): its Running or Degraded verdict
-    /// stands while this actor is still connecting and syncing, until then at the latest,
-    /// so a handoff does not flash the instance Pending.
+    /// The Running or Degraded verdict this actor started with (Kairship restarted, the
+    /// actor was restarted, or another replica handed the instance over) stands while it
+    /// is still connecting and syncing, until then at the latest: Kairship restarting
+    /// does not make an instance Pending (a rollout soaking it would halt on that).
     keep_verdict_until: Option<Instant>,
     /// The Instance's resourceVersion as last seen: status writes are conditional on it,
     /// so a write that reaches the host after another replica's is refused (fencing).
@@ -244,8 +245,7 @@ impl Actor for InstanceActor {
                 crate::crd::Phase::Running | crate::crd::Phase::Degraded
             )
         });
-        let keep_verdict_until = (args.ctx.shards.is_some() && settled)
-            .then(|| Instant::now() + args.ctx.settings.degraded_after);
+        let keep_verdict_until = settled.then(|| Instant::now() + args.ctx.settings.degraded_after);
         Ok(InstanceState {
             name,
             keep_verdict_until,
