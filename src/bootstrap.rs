@@ -63,6 +63,7 @@ pub async fn attach_external(
         cache_budget: None,
         backup_schedule: None,
         maintenance_window: None,
+        guardrails: Vec::new(),
     };
     create_idempotent(
         &Api::<Instance>::all(host.clone()),

@@ -162,7 +162,7 @@ pub struct RunArgs {
     pub backup_check_secs: u64,
     /// The per-instance controllers to run, as Karmada's own flag says it: `*` is every
     /// controller, `name` turns one on, `-name` turns one off (`*,-clusterpedia`). The
-    /// controllers: registration, namespace-roles, member-access, clusterpedia,
+    /// controllers: registration, namespace-roles, member-access, guardrails, clusterpedia,
     /// certificates, renewal, components, scheduled-backups, class-drift, rollout-steps,
     /// phase-events.
     #[arg(long, value_delimiter = ',', default_value = "*")]

@@ -14,6 +14,7 @@ pub mod class_drift;
 pub mod clusterpedia;
 pub mod components;
 mod erased;
+pub mod guardrails;
 pub mod member_access;
 pub mod namespace_roles;
 pub mod phase_events;

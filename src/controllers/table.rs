@@ -4,8 +4,9 @@ use std::collections::BTreeSet;
 
 use super::erased::Erased;
 use super::{
-    certificates, class_drift, clusterpedia, components, member_access, namespace_roles,
-    phase_events, registration, renewal, rollout_steps, scheduled_backups, Controller,
+    certificates, class_drift, clusterpedia, components, guardrails, member_access,
+    namespace_roles, phase_events, registration, renewal, rollout_steps, scheduled_backups,
+    Controller,
 };
 
 /// One controller of the table.
@@ -39,6 +40,9 @@ pub const TABLE: &[Entry] = &[
     ),
     entry::<member_access::MemberAccess>(
         "propagates Kairship's roles to the instance's member clusters",
+    ),
+    entry::<guardrails::Guardrails>(
+        "keeps the instance's guardrails (its class's RBAC, admission policies, default policies and quotas) applied",
     ),
     entry::<clusterpedia::Clusterpedia>(
         "registers the instance with Clusterpedia (with --clusterpedia)",

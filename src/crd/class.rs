@@ -45,6 +45,11 @@ pub struct InstanceClassSpec {
     /// When fleet rollouts may change its instances, unless an instance sets its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maintenance_window: Option<MaintenanceWindowSpec>,
+    /// Objects pushed into each of its instances (`crd::guardrail`): RBAC, admission
+    /// policies, default PropagationPolicies and FederatedResourceQuotas.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "super::guardrail::schema")]
+    pub guardrails: Vec<Value>,
 }
 
 /// One field where an instance differs from its class.

@@ -95,6 +95,11 @@ pub struct InstanceSpec {
     /// The InstanceClass it was made from (`crd::class`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class_name: Option<String>,
+    /// Objects Kairship keeps in the instance (`crd::guardrail`): its class's when it was
+    /// made, and after each rollout of the class.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "super::guardrail::schema")]
+    pub guardrails: Vec<serde_json::Value>,
 }
 
 /// A weekly maintenance window (`rollout::window`): on `days` (Mon..Sun; none: every

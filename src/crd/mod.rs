@@ -6,6 +6,7 @@
 
 mod binding;
 mod class;
+pub mod guardrail;
 mod instance;
 pub mod karmada_crds;
 pub mod karmada_spec;
@@ -82,6 +83,7 @@ mod tests {
             backup_schedule: None,
             maintenance_window: None,
             class_name: None,
+            guardrails: Vec::new(),
         };
         assert!(spec
             .validate()

@@ -10,6 +10,7 @@ mod classes;
 mod docs;
 use kairship_test_support::fleet as common;
 mod grpc;
+mod guardrails;
 mod ha_settings;
 use kairship_test_support::harness;
 mod impersonation;

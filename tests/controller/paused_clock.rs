@@ -48,6 +48,7 @@ impl MemoryHost {
             backup_schedule: None,
             maintenance_window: None,
             class_name: None,
+            guardrails: Vec::new(),
         };
         let mut i = serde_json::to_value(Instance::new("karmada-1", spec)).unwrap_or_default();
         i["metadata"]["resourceVersion"] = json!("1");

@@ -1,6 +1,6 @@
 //! The status an instance actor reports: phase and conditions (`Reachable`, `Synced`,
 //! `Ready`, and where they apply `CertificatesExpiring`, `ComponentsHealthy`,
-//! Clusterpedia's) from what it observed. Pure functions.
+//! `GuardrailsApplied`, Clusterpedia's) from what it observed. Pure functions.
 
 use super::lifecycle::{Lifecycle, Wait};
 use crate::crd::{Condition, InstanceStats, InstanceStatus, Phase};
@@ -27,6 +27,9 @@ pub struct Observed {
     pub backups: Option<crate::backups::schedule::Seen>,
     /// Where the instance differs from its class (`controllers::class_drift`).
     pub drift: Vec<crate::crd::ClassDrift>,
+    /// The guardrails at the last pass (`controllers::guardrails`): what was applied, or
+    /// what was refused; `None` with none listed.
+    pub guardrails: Option<Result<String, String>>,
 }
 
 /// What Clusterpedia says of the instance: its `Ready` condition, or nothing yet.
@@ -43,6 +46,9 @@ pub const CLUSTERPEDIA_CONDITION: &str = "ClusterpediaSynced";
 
 /// The condition on an instance's scheduled backups.
 pub const BACKUPS_CONDITION: &str = "BackupsHealthy";
+
+/// The condition on the instance's guardrails.
+pub const GUARDRAILS_CONDITION: &str = "GuardrailsApplied";
 
 /// The condition on a managed instance's components.
 pub const COMPONENTS_CONDITION: &str = "ComponentsHealthy";
@@ -222,6 +228,21 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
         conditions.push(condition(
             prev_conds,
             COMPONENTS_CONDITION,
+            Some(ok),
+            reason,
+            message,
+            o.generation,
+            now,
+        ));
+    }
+    if let Some(g) = &o.guardrails {
+        let (ok, reason, message) = match g {
+            Ok(m) => (true, "Applied", m.as_str()),
+            Err(m) => (false, "Refused", m.as_str()),
+        };
+        conditions.push(condition(
+            prev_conds,
+            GUARDRAILS_CONDITION,
             Some(ok),
             reason,
             message,

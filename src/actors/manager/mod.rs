@@ -568,6 +568,7 @@ mod tests {
                 backup_schedule: None,
                 maintenance_window: None,
                 class_name: None,
+                guardrails: Vec::new(),
             },
         );
         let mut scheduled = before.clone();

@@ -71,7 +71,8 @@ impl Instances {
             self.check_secret(caller, &spec).await?;
         }
         // What the API does not set survives: the cache budget the operator set, the
-        // maintenance window, and the backup schedule when the request does not name one.
+        // maintenance window, the guardrails, and the backup schedule when the request
+        // does not name one.
         spec.cache_budget = current.spec.cache_budget.clone();
         spec.maintenance_window = current.spec.maintenance_window.clone();
         if spec.class_name.is_some() && spec.class_name != current.spec.class_name {
@@ -81,6 +82,7 @@ impl Instances {
             ));
         }
         spec.class_name = current.spec.class_name.clone();
+        spec.guardrails = current.spec.guardrails.clone();
         if keep_schedule {
             spec.backup_schedule = current.spec.backup_schedule.clone();
         }
@@ -238,6 +240,15 @@ impl InstanceService for Instances {
         }
         if let Some(c) = &class {
             spec.maintenance_window = c.spec.maintenance_window.clone();
+            // A class whose guardrails cannot be pushed makes no instance (its controller
+            // would report the same on every one).
+            crate::crd::guardrail::check(&c.spec.guardrails).map_err(|e| {
+                ApiError::FailedPrecondition(format!(
+                    "InstanceClass {:?}: {e}",
+                    kube::ResourceExt::name_any(&**c)
+                ))
+            })?;
+            spec.guardrails = c.spec.guardrails.clone();
         }
         self.check_managed_spec(&spec)?;
         self.check_secret(caller, &spec).await?;

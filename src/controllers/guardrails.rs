@@ -1,0 +1,179 @@
+//! Keeps the instance's guardrails (`crd::guardrail`, its `spec.guardrails`) in the
+//! instance: each applied by server-side apply as Kairship's field manager, forced (a
+//! guardrail someone changed in the instance is put back), and each object labelled as a
+//! guardrail that the list no longer names deleted. Runs on the leader when the list
+//! changes (the actor restarts with the new spec), after a failure, and at the resync;
+//! the `GuardrailsApplied` condition says what was applied and what was refused.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+
+use super::{Controller, Scope, Work};
+use crate::actors::instance::status::Observed;
+use crate::crd::guardrail::{self, Guardrail, KINDS, LABEL, MANAGER};
+
+/// How soon a pass with failures is tried again.
+const RETRY_FAILED: Duration = Duration::from_secs(30);
+
+#[derive(Default)]
+pub struct Guardrails {
+    /// Whether the last pass left every guardrail applied; `None` before the first.
+    clean: Option<bool>,
+}
+
+/// What a pass did.
+pub struct Pushed {
+    applied: usize,
+    pruned: usize,
+    failed: Vec<String>,
+}
+
+impl Controller for Guardrails {
+    const NAME: &'static str = "guardrails";
+    type Found = Pushed;
+
+    fn reconcile(&mut self, scope: &Scope<'_>, observed: &mut Observed) -> Option<Work<Pushed>> {
+        let manifests = &scope.instance.spec.guardrails;
+        let wanted = match guardrail::check(manifests) {
+            Ok(w) => w,
+            Err(e) => {
+                // Nothing is applied or deleted from a list that does not check.
+                observed.guardrails = Some(Err(format!("spec.{e}")));
+                return None;
+            }
+        };
+        let client = scope.client.filter(|_| scope.connected)?.clone();
+        let due = match self.clean {
+            None => true,
+            Some(false) => scope.due(Self::NAME, RETRY_FAILED),
+            // An empty list was pruned once; only a list in force is re-applied.
+            Some(true) => {
+                !wanted.is_empty() && scope.due(Self::NAME, scope.ctx.settings.controller_resync)
+            }
+        };
+        if !due {
+            return None;
+        }
+        let timeout = scope.ctx.settings.instance_call_timeout;
+        Some(Box::pin(async move {
+            // Each call has its own timeout; the pass is bounded by their number.
+            Ok(push(&client, &wanted, timeout).await)
+        }))
+    }
+
+    fn record(&mut self, found: Pushed, observed: &mut Observed) {
+        self.clean = Some(found.failed.is_empty());
+        observed.guardrails = match (found.applied, found.failed.is_empty()) {
+            (0, true) if found.pruned == 0 => None,
+            (n, true) => Some(Ok(format!(
+                "{n} guardrail(s) applied{}",
+                match found.pruned {
+                    0 => String::new(),
+                    p => format!(", {p} no longer listed deleted"),
+                }
+            ))),
+            (n, false) => Some(Err(format!(
+                "{n} guardrail(s) applied; refused: {}",
+                found.failed.join("; ")
+            ))),
+        };
+    }
+}
+
+/// Applies `wanted` and deletes the labelled objects it does not name; what failed is
+/// named, the rest still done.
+async fn push(client: &kube::Client, wanted: &[Guardrail], timeout: Duration) -> Pushed {
+    let mut out = Pushed {
+        applied: 0,
+        pruned: 0,
+        failed: Vec::new(),
+    };
+    let params = PatchParams::apply(MANAGER).force();
+    for g in wanted {
+        let api = api_for(client, g.kind, g.namespace.as_deref());
+        let applied = tokio::time::timeout(
+            timeout,
+            api.patch(&g.name, &params, &Patch::Apply(&g.object)),
+        )
+        .await;
+        match applied {
+            Ok(Ok(_)) => out.applied += 1,
+            Ok(Err(e)) => out.failed.push(format!("{}: {}", g.key(), reason(&e))),
+            Err(_) => out
+                .failed
+                .push(format!("{}: no answer within {timeout:?}", g.key())),
+        }
+    }
+    let keep: BTreeSet<(&str, Option<&str>, &str)> = wanted
+        .iter()
+        .map(|g| (g.kind.kind, g.namespace.as_deref(), g.name.as_str()))
+        .collect();
+    let selector = ListParams::default().labels(&format!("{LABEL}=true"));
+    for kind in KINDS {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &kind.api_resource());
+        let listed = match tokio::time::timeout(timeout, api.list_metadata(&selector)).await {
+            Ok(Ok(l)) => l,
+            // A kind this instance does not serve holds no guardrail.
+            Ok(Err(kube::Error::Api(s))) if s.code == 404 => continue,
+            Ok(Err(e)) => {
+                out.failed
+                    .push(format!("listing {}s: {}", kind.kind, reason(&e)));
+                continue;
+            }
+            Err(_) => {
+                out.failed.push(format!(
+                    "listing {}s: no answer within {timeout:?}",
+                    kind.kind
+                ));
+                continue;
+            }
+        };
+        for o in listed.items {
+            let (ns, name) = (
+                o.metadata.namespace.as_deref(),
+                o.metadata.name.as_deref().unwrap_or_default(),
+            );
+            if keep.contains(&(kind.kind, ns, name)) {
+                continue;
+            }
+            let api = api_for(client, kind, ns);
+            match tokio::time::timeout(timeout, api.delete(name, &DeleteParams::default())).await {
+                Ok(Ok(_)) => out.pruned += 1,
+                Ok(Err(kube::Error::Api(s))) if s.code == 404 => {}
+                Ok(Err(e)) => {
+                    out.failed
+                        .push(format!("deleting {} {name}: {}", kind.kind, reason(&e)))
+                }
+                Err(_) => out.failed.push(format!(
+                    "deleting {} {name}: no answer within {timeout:?}",
+                    kind.kind
+                )),
+            }
+        }
+    }
+    if !out.failed.is_empty() {
+        tracing::warn!(failed = ?out.failed, "some guardrails were not applied");
+    }
+    out
+}
+
+fn api_for(
+    client: &kube::Client,
+    kind: &guardrail::Kind,
+    namespace: Option<&str>,
+) -> Api<DynamicObject> {
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &kind.api_resource()),
+        None => Api::all_with(client.clone(), &kind.api_resource()),
+    }
+}
+
+/// The instance's own words for a refusal (an admission policy's message, a 422's causes).
+fn reason(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
+        other => other.to_string(),
+    }
+}

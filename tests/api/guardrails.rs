@@ -1,0 +1,273 @@
+//! A class's guardrails pushed into its instances: an instance made from the class gets
+//! them, Kairship applies them in the instance (a ValidatingAdmissionPolicy then refuses
+//! an unpinned image sent by kubectl through Kairship's proxy), deletes the one taken
+//! out of the list, puts back one deleted in the instance, and refuses a list that
+//! would grant a role in `karmada-cluster` without touching what is applied. A class
+//! pushing a Secret makes no instance.
+
+use std::time::Duration;
+
+use kairship::crd::{Instance, InstanceClass, InstanceClassSpec};
+use kairship::proto::instance_service_client::InstanceServiceClient;
+use kairship::proto::CreateInstanceRequest;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{json, Value};
+
+use crate::common::eventually;
+
+const CONDITION: &str = "GuardrailsApplied";
+
+fn guardrails() -> Vec<Value> {
+    vec![
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "pinned-images"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]},
+            "validations": [{"expression": "object.spec.template.spec.containers.all(c, !c.image.endsWith(':latest'))",
+                "message": "images must be pinned, not :latest"}]
+        }}),
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": "pinned-images"},
+            "spec": {"policyName": "pinned-images", "validationActions": ["Deny"]}}),
+        json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+            "metadata": {"name": "spread-by-default", "namespace": "default"},
+            "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
+                     "placement": {"clusterAffinity": {"clusterNames": ["member1", "member2"]}}}}),
+    ]
+}
+
+/// The instance's GuardrailsApplied condition as (status, message), once it has one.
+async fn condition(host: &kube::Client, name: &str) -> Option<(String, String)> {
+    let api: kube::Api<Instance> = kube::Api::all(host.clone());
+    let i = api.get(name).await.ok()?;
+    let c = i
+        .status?
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == CONDITION)?;
+    Some((c.status, c.message))
+}
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk(group, version, kind),
+        plural,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_classs_guardrails_are_kept_in_each_instance() {
+    let api = crate::server::Api::start(1).await;
+    let host = api.env.host.clone();
+    let classes: kube::Api<InstanceClass> = kube::Api::all(host.clone());
+    for (name, guardrails) in [
+        ("guarded", guardrails()),
+        (
+            "leaky",
+            vec![
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "keys", "namespace": "default"}}),
+            ],
+        ),
+    ] {
+        let class = InstanceClass::new(
+            name,
+            InstanceClassSpec {
+                guardrails,
+                ..Default::default()
+            },
+        );
+        classes
+            .create(&PostParams::default(), &class)
+            .await
+            .expect("class created");
+    }
+    let c = InstanceServiceClient::new(api.channel.clone());
+    let create = |name: &str, class: &str| {
+        let mut inst = crate::server::managed_instance(name);
+        if let Some(s) = inst.spec.as_mut() {
+            s.class_name = class.into();
+        }
+        let mut c = c.clone();
+        async move {
+            c.create_instance(CreateInstanceRequest {
+                instance: Some(inst),
+            })
+            .await
+        }
+    };
+    // A class that would push a Secret makes no instance, and says which entry.
+    let refused = eventually(Duration::from_secs(10), "the leaky class seen", || async {
+        match create("leaky-1", "leaky").await {
+            Err(s) if s.code() == tonic::Code::FailedPrecondition => Some(s),
+            _ => None,
+        }
+    })
+    .await;
+    assert!(
+        refused.message().contains("guardrails[0]") && refused.message().contains("\"Secret\""),
+        "{}",
+        refused.message()
+    );
+    create("guarded-1", "guarded").await.expect("created");
+    let instances: kube::Api<Instance> = kube::Api::all(host.clone());
+    let made = instances.get("guarded-1").await.expect("instance");
+    assert_eq!(
+        made.spec.guardrails,
+        guardrails(),
+        "the class's guardrails are the instance's"
+    );
+
+    let (status, message) = eventually(Duration::from_secs(60), "guardrails applied", || async {
+        condition(&host, "guarded-1")
+            .await
+            .filter(|(s, _)| s == "True")
+    })
+    .await;
+    assert_eq!(
+        (status.as_str(), message.as_str()),
+        ("True", "3 guardrail(s) applied")
+    );
+
+    // In force inside the instance: kubectl through Kairship's proxy is refused an
+    // unpinned image and allowed a pinned one.
+    let kc = api.proxy_kubeconfig("guarded-1");
+    let deploy = |image: &str| {
+        let args = [
+            "create",
+            "deployment",
+            "web",
+            "--namespace=default",
+            &format!("--image={image}"),
+        ];
+        api.kubectl_with(&kc, &args)
+    };
+    let out = deploy("nginx:latest");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("images must be pinned"),
+        "{err}"
+    );
+    let out = deploy("nginx:1.27.3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Labelled as Kairship's in the instance.
+    let member = api.env.sim.client("guarded-1").await;
+    let vaps: kube::Api<DynamicObject> = kube::Api::all_with(
+        member.clone(),
+        &resource(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingAdmissionPolicy",
+            "validatingadmissionpolicies",
+        ),
+    );
+    let vap = vaps
+        .get("pinned-images")
+        .await
+        .expect("the policy is in the instance");
+    assert_eq!(
+        vap.metadata
+            .labels
+            .unwrap_or_default()
+            .get("kairship.io/guardrail")
+            .map(String::as_str),
+        Some("true")
+    );
+
+    // Taken out of the list: deleted from the instance. Deleted in the instance: back at
+    // the next pass (the spec change restarts the actor, which applies again).
+    vaps.delete("pinned-images", &DeleteParams::default())
+        .await
+        .expect("deleted by hand");
+    let fewer: Vec<Value> = guardrails().into_iter().take(2).collect();
+    instances
+        .patch(
+            "guarded-1",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"guardrails": fewer}})),
+        )
+        .await
+        .expect("list shortened");
+    let pps: kube::Api<DynamicObject> = kube::Api::namespaced_with(
+        member.clone(),
+        "default",
+        &resource(
+            "policy.karmada.io",
+            "v1alpha1",
+            "PropagationPolicy",
+            "propagationpolicies",
+        ),
+    );
+    eventually(
+        Duration::from_secs(60),
+        "the policy taken out deleted, the VAP back",
+        || async {
+            let gone = pps.get_opt("spread-by-default").await.ok()?.is_none();
+            let back = vaps.get_opt("pinned-images").await.ok()?.is_some();
+            (gone && back).then_some(())
+        },
+    )
+    .await;
+    let (_, message) = eventually(Duration::from_secs(30), "the pass reported", || async {
+        condition(&host, "guarded-1")
+            .await
+            .filter(|(_, m)| m.contains("deleted"))
+    })
+    .await;
+    assert_eq!(
+        message,
+        "2 guardrail(s) applied, 1 no longer listed deleted"
+    );
+
+    // A list granting a role where members' credentials live is refused whole; what is
+    // applied stays.
+    let mut bad = guardrails();
+    bad.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "read-keys", "namespace": "karmada-cluster"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "Group", "name": "tenants", "apiGroup": "rbac.authorization.k8s.io"}]}));
+    instances
+        .patch(
+            "guarded-1",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"guardrails": bad}})),
+        )
+        .await
+        .expect("bad list set");
+    let (_, message) = eventually(Duration::from_secs(60), "the bad list refused", || async {
+        condition(&host, "guarded-1")
+            .await
+            .filter(|(s, _)| s == "False")
+    })
+    .await;
+    assert!(
+        message.contains("guardrails[3]") && message.contains("karmada-cluster"),
+        "{message}"
+    );
+    assert!(
+        vaps.get_opt("pinned-images").await.expect("read").is_some(),
+        "what was applied stays"
+    );
+    let rbs: kube::Api<DynamicObject> = kube::Api::namespaced_with(
+        member,
+        "karmada-cluster",
+        &resource(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "RoleBinding",
+            "rolebindings",
+        ),
+    );
+    assert!(
+        rbs.get_opt("read-keys").await.expect("read").is_none(),
+        "nothing granted"
+    );
+    api.stop().await;
+}
