@@ -178,9 +178,16 @@ impl Job {
         let now_spec = karmada_spec_of(&instance);
         let wanted = change.wanted(&instance, &self.defaults);
         let before = entry.from_spec.clone();
+        // A class rollout moves the class's guardrails too; a version rollout leaves them.
+        let now_guardrails = &instance.spec.guardrails;
+        let wanted_guardrails = change.class.as_ref().map(|c| &c.guardrails);
+        let guardrails_before = entry.from_guardrails.as_ref();
         let in_spec = match entry.step.as_str() {
-            "Failed" => before.as_ref().is_none_or(|b| *b == now_spec),
-            _ => wanted == now_spec,
+            "Failed" => {
+                before.as_ref().is_none_or(|b| *b == now_spec)
+                    && guardrails_before.is_none_or(|g| g == now_guardrails)
+            }
+            _ => wanted == now_spec && wanted_guardrails.is_none_or(|g| g == now_guardrails),
         };
         let now = jiff::Timestamp::now();
         let (next, work) = engine::advance(
@@ -220,11 +227,12 @@ impl Job {
                 let mut started = entry.clone();
                 started.backup = Some(record.name);
                 started.from_spec = Some(now_spec);
+                started.from_guardrails = Some(now_guardrails.clone());
                 self.write_entry(rollout, &name, &started).await?;
             }
             Step::Change => {
                 tracing::info!(rollout, version = %change.version, "making the rollout's change");
-                self.set_spec(&name, &wanted).await?;
+                self.set_spec(&name, &wanted, wanted_guardrails).await?;
             }
             Step::Restore => {
                 let Some(before) = before else {
@@ -232,9 +240,9 @@ impl Job {
                 };
                 tracing::info!(
                     rollout,
-                    "putting the Karmada spec from before the change back"
+                    "putting the Karmada spec and guardrails from before the change back"
                 );
-                self.set_spec(&name, &before).await?;
+                self.set_spec(&name, &before, guardrails_before).await?;
             }
         }
         if let Some(e) = next {
@@ -278,11 +286,21 @@ impl Job {
 
     /// Replaces the Instance's Karmada spec with `spec` (a JSON patch: fields the
     /// change added are removed again on a restore).
-    async fn set_spec(&self, name: &str, spec: &Value) -> Result<(), String> {
-        let patch: json_patch::Patch = serde_json::from_value(json!([
-            {"op": "add", "path": "/spec/managed/karmadaSpec", "value": spec}
-        ]))
-        .map_err(|e| e.to_string())?;
+    /// Sets the instance's Karmada spec and, when given, its guardrails, in one write (one
+    /// restart of its actor).
+    async fn set_spec(
+        &self,
+        name: &str,
+        spec: &Value,
+        guardrails: Option<&Vec<Value>>,
+    ) -> Result<(), String> {
+        let mut ops =
+            vec![json!({"op": "add", "path": "/spec/managed/karmadaSpec", "value": spec})];
+        if let Some(g) = guardrails {
+            ops.push(json!({"op": "add", "path": "/spec/guardrails", "value": g}));
+        }
+        let patch: json_patch::Patch =
+            serde_json::from_value(Value::Array(ops)).map_err(|e| e.to_string())?;
         let api: Api<Instance> = Api::all(self.host.clone());
         let (params, patch) = (PatchParams::default(), Patch::Json::<()>(patch));
         self.host_call(api.patch(name, &params, &patch))

@@ -21,6 +21,11 @@ pub(super) fn schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     })
 }
 
+/// As [`schema`], for an optional list.
+pub(super) fn optional_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schema(g)
+}
+
 /// Marks the objects the controller applied, to find the ones taken out of the list.
 pub const LABEL: &str = "kairship.io/guardrail";
 /// The field manager of the apply.

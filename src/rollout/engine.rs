@@ -68,6 +68,10 @@ pub fn trouble(i: &Instance) -> Option<String> {
     }
     said(crate::actors::instance::status::COMPONENTS_CONDITION)
         .map(|m| format!("a component is failing: {m}"))
+        .or_else(|| {
+            said(crate::actors::instance::status::GUARDRAILS_CONDITION)
+                .map(|m| format!("its guardrails were not applied: {m}"))
+        })
 }
 
 /// How long a component must have been failing before an upgrade showing it fails: a
@@ -252,11 +256,18 @@ pub fn advance(
 ) -> (Option<InstanceRollout>, Work) {
     let status = instance.status.as_ref();
     // Running at `v`, and reported for the spec as it is now (not the one before it).
+    // Its guardrails, if it has any, reported for that spec too (applied or refused: a
+    // refusal then fails its soak).
     let settled_at = |v: &str| {
         status.is_some_and(|s| {
             s.phase == Phase::Running
                 && s.karmada_version.as_deref() == Some(v)
                 && s.observed_generation == instance.metadata.generation
+                && (instance.spec.guardrails.is_empty()
+                    || s.conditions.iter().any(|c| {
+                        c.type_ == crate::actors::instance::status::GUARDRAILS_CONDITION
+                            && c.observed_generation == instance.metadata.generation
+                    }))
         })
     };
     match (r.step.as_str(), backup) {

@@ -185,6 +185,13 @@ pub fn with_class(
             format!("a class rollout moves to its class's release ({version}): leave it empty"),
         ));
     }
+    // Guardrails that cannot be pushed would fail every instance at its soak.
+    crate::crd::guardrail::check(&class.guardrails).map_err(|e| {
+        ApiError::invalid(
+            "spec.class_name",
+            format!("InstanceClass {:?}: {e}", spec.class_name),
+        )
+    })?;
     spec.karmada_version = version;
     Ok(spec)
 }

@@ -58,6 +58,61 @@ fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource
     )
 }
 
+/// Sets the class's guardrails and rolls them out to its one instance: the instance's
+/// final step, and the rollout's phase (with its reason when it halted).
+async fn roll(
+    api: &crate::server::Api,
+    classes: &kube::Api<InstanceClass>,
+    rollout: &str,
+    guardrails: Vec<Value>,
+) -> (String, String) {
+    use kairship::proto::rollout_service_client::RolloutServiceClient;
+    use kairship::proto::{RolloutOptions, RolloutSpec, StartRolloutRequest};
+    classes
+        .patch(
+            "guarded",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"guardrails": guardrails}})),
+        )
+        .await
+        .expect("class changed");
+    let r = RolloutServiceClient::new(api.channel.clone());
+    let req = StartRolloutRequest {
+        name: rollout.into(),
+        spec: Some(RolloutSpec {
+            class_name: "guarded".into(),
+            ..Default::default()
+        }),
+        options: Some(RolloutOptions {
+            soak_seconds: 2,
+            progress_deadline_seconds: 120,
+            ..Default::default()
+        }),
+    };
+    // The class change reaches Kairship's watch first.
+    kairship_test_support::poll(Duration::from_secs(10), Duration::from_millis(200), || {
+        let (mut r, req) = (r.clone(), req.clone());
+        async move { r.start_rollout(req).await }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{rollout} not started: {e:?}"));
+    let api: kube::Api<kairship::crd::FleetRollout> = kube::Api::all(api.env.host.clone());
+    eventually(
+        Duration::from_secs(120),
+        &format!("{rollout} finished"),
+        || async {
+            let s = api.get(rollout).await.ok()?.status?;
+            let step = s.instances.get("guarded-1")?.step.clone();
+            match s.phase.as_str() {
+                "Completed" => Some((step, s.phase)),
+                "Halted" if step == "RolledBack" => Some((step, s.reason)),
+                _ => None,
+            }
+        },
+    )
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_classs_guardrails_are_kept_in_each_instance() {
     let api = crate::server::Api::start(1).await;
@@ -75,6 +130,7 @@ async fn a_classs_guardrails_are_kept_in_each_instance() {
         let class = InstanceClass::new(
             name,
             InstanceClassSpec {
+                karmada_version: Some("v1.12.0".into()),
                 guardrails,
                 ..Default::default()
             },
@@ -225,6 +281,55 @@ async fn a_classs_guardrails_are_kept_in_each_instance() {
         message,
         "2 guardrail(s) applied, 1 no longer listed deleted"
     );
+
+    // A class rollout moves the class's guardrails onto the instance (it has two now).
+    let mut more = guardrails();
+    more.push(json!({"apiVersion": "v1", "kind": "ResourceQuota",
+        "metadata": {"name": "team-pods", "namespace": "default"}, "spec": {"hard": {"pods": "50"}}}));
+    let (step, message) = roll(&api, &classes, "guardrails-1", more.clone()).await;
+    assert_eq!(step, "Done", "{message}");
+    assert_eq!(
+        instances
+            .get("guarded-1")
+            .await
+            .expect("instance")
+            .spec
+            .guardrails,
+        more
+    );
+    assert_eq!(message, "Completed");
+    eventually(Duration::from_secs(30), "four applied", || async {
+        condition(&host, "guarded-1")
+            .await
+            .filter(|(_, m)| m == "4 guardrail(s) applied")
+    })
+    .await;
+    // One the instance refuses (its namespace does not exist) fails the soak: the rollout
+    // halts and the instance gets its guardrails from before back.
+    let mut refused = more.clone();
+    refused.push(json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+        "metadata": {"name": "nowhere", "namespace": "missing"}, "spec": {"resourceSelectors": []}}));
+    let (step, message) = roll(&api, &classes, "guardrails-2", refused).await;
+    assert_eq!(step, "RolledBack", "{message}");
+    assert!(
+        message.contains("PropagationPolicy missing/nowhere"),
+        "{message}"
+    );
+    assert_eq!(
+        instances
+            .get("guarded-1")
+            .await
+            .expect("instance")
+            .spec
+            .guardrails,
+        more
+    );
+    eventually(Duration::from_secs(30), "four applied again", || async {
+        condition(&host, "guarded-1")
+            .await
+            .filter(|(s, m)| s == "True" && m == "4 guardrail(s) applied")
+    })
+    .await;
 
     // A list granting a role where members' credentials live is refused whole; what is
     // applied stays.
