@@ -57,8 +57,24 @@ const COMMON: &[Builtin] = &[
     ),
     b("", "v1", "Event", "events", &["ev"], true, false),
     // Stored, not enforced (no quota admission is simulated).
-    b("", "v1", "ResourceQuota", "resourcequotas", &["quota"], true, true),
-    b("", "v1", "LimitRange", "limitranges", &["limits"], true, false),
+    b(
+        "",
+        "v1",
+        "ResourceQuota",
+        "resourcequotas",
+        &["quota"],
+        true,
+        true,
+    ),
+    b(
+        "",
+        "v1",
+        "LimitRange",
+        "limitranges",
+        &["limits"],
+        true,
+        false,
+    ),
     // Served without a kubelet too: on a karmada-apiserver, Pods simply stay Pending,
     // and the Node list is empty (members' nodes are made by the simulated kubelets).
     b("", "v1", "Pod", "pods", &["po"], true, true),

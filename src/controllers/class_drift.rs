@@ -31,7 +31,12 @@ impl Controller for ClassDrift {
                     .karmada_spec
                     .clone()
                     .unwrap_or_else(|| serde_json::json!({}));
-                Some(drift(&c.spec, &spec, managed.overrides.as_ref()))
+                let mut d = drift(&c.spec, &spec, managed.overrides.as_ref());
+                d.extend(crate::crd::guardrail::drift(
+                    &c.spec.guardrails,
+                    &i.spec.guardrails,
+                ));
+                Some(d)
             })
             .unwrap_or_default();
         None

@@ -56,7 +56,8 @@ pub struct InstanceClassSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct ClassDrift {
-    /// The field in the Karmada spec, as a JSON pointer (`/components/etcd/local/replicas`).
+    /// The field in the Karmada spec, as a JSON pointer (`/components/etcd/local/replicas`),
+    /// or `guardrails` (the objects each lists: `crd::guardrail::drift`).
     pub field: String,
     /// The class's value and the instance's, as JSON (`null`: not set).
     pub class: String,

@@ -275,8 +275,59 @@ fn one(m: &Value) -> Result<Guardrail, String> {
     })
 }
 
+/// Where an instance's guardrails differ from its class's, as one drift entry (field
+/// `guardrails`): the objects each lists, those whose content differs marked `*`.
+pub fn drift(class: &[Value], instance: &[Value]) -> Option<super::ClassDrift> {
+    if class == instance {
+        return None;
+    }
+    let keys = |list: &[Value], other: &[Value]| -> String {
+        let named = |v: &Value| {
+            let text = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("?");
+            match v.pointer("/metadata/namespace").and_then(Value::as_str) {
+                Some(ns) => format!("{} {ns}/{}", text("/kind"), text("/metadata/name")),
+                None => format!("{} {}", text("/kind"), text("/metadata/name")),
+            }
+        };
+        let names: Vec<String> = list
+            .iter()
+            .map(|v| {
+                let n = named(v);
+                let same = other.iter().any(|o| o == v);
+                let listed = other.iter().any(|o| named(o) == n);
+                if listed && !same {
+                    format!("{n}*")
+                } else {
+                    n
+                }
+            })
+            .collect();
+        format!("[{}]", names.join(", "))
+    };
+    Some(super::ClassDrift {
+        field: "guardrails".into(),
+        class: keys(class, instance),
+        instance: keys(instance, class),
+        overridden: false,
+    })
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn drift_names_the_objects_and_marks_changed_ones() {
+        let a = vap("a");
+        let mut a2 = vap("a");
+        a2["spec"] = json!({});
+        assert_eq!(drift(&[a.clone()], &[a.clone()]), None);
+        let d = drift(&[a.clone(), vap("b")], &[a2]).expect("differs");
+        assert_eq!(
+            d.class,
+            "[ValidatingAdmissionPolicy a*, ValidatingAdmissionPolicy b]"
+        );
+        assert_eq!(d.instance, "[ValidatingAdmissionPolicy a*]");
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -281,6 +281,25 @@ async fn a_classs_guardrails_are_kept_in_each_instance() {
         message,
         "2 guardrail(s) applied, 1 no longer listed deleted"
     );
+    // Its status shows where it now differs from its class.
+    let drift = eventually(Duration::from_secs(30), "the drift reported", || async {
+        let i = instances.get("guarded-1").await.ok()?;
+        i.status?
+            .drift
+            .into_iter()
+            .find(|d| d.field == "guardrails")
+    })
+    .await;
+    assert_eq!(
+        drift.instance,
+        "[ValidatingAdmissionPolicy pinned-images, ValidatingAdmissionPolicyBinding pinned-images]"
+    );
+    assert!(
+        drift
+            .class
+            .ends_with("PropagationPolicy default/spread-by-default]"),
+        "{drift:?}"
+    );
 
     // A class rollout moves the class's guardrails onto the instance (it has two now).
     let mut more = guardrails();
