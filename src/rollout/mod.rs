@@ -1,12 +1,14 @@
 //! Fleet operations (issue 55): rolling a change across many instances in waves, within
 //! their maintenance windows, halting at the first failure and rolling the failed instance
 //! back. The pure parts: the waves a rollout runs in (`plan`), maintenance windows
-//! (`window`), what a rollout would do to each instance (`findings`) and what changes in
-//! Karmada's CRDs between two releases (`crd_diff`), what it does next
+//! (`window`), what a rollout would do to each instance (`findings`), what changes in
+//! Karmada's CRDs between two releases (`crd_diff`) and which of each instance's objects
+//! those changes touch (`affected`), what it does next
 //! given what Kairship sees (`decide`), and a `FleetRollout`'s passes and each instance's
 //! own steps (`engine`). The leader's `runner` writes each pass; each instance's
 //! `rollout-steps` controller (`controllers::rollout_steps`) carries out its steps.
 
+pub mod affected;
 pub mod crd_diff;
 pub mod decide;
 pub mod engine;

@@ -111,6 +111,34 @@ async fn a_plan_shows_the_crd_changes_and_blocks_on_a_version_no_longer_served()
             Duration::from_secs(60),
         )
         .await;
+    // Two PropagationPolicies in the instance, one setting the field the new release
+    // drops; the other gets it set by the CRD's default, as kube-apiserver stores it (and
+    // the field whose default changes likewise, so neither takes the new default).
+    let pps: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        api.env.sim.client("team-crds").await,
+        "default",
+        &kube::discovery::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk(
+                "policy.karmada.io",
+                "v1alpha1",
+                "PropagationPolicy",
+            ),
+            "propagationpolicies",
+        ),
+    );
+    for (name, preemption) in [("pre", Some("Always")), ("plain", None)] {
+        let mut spec = serde_json::json!({"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}]});
+        if let Some(p) = preemption {
+            spec["preemption"] = p.into();
+        }
+        let pp: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+            "metadata": {"name": name, "namespace": "default"}, "spec": spec}))
+        .expect("a policy");
+        pps.create(&Default::default(), &pp)
+            .await
+            .expect("policy created");
+    }
     let spec = |to: &str| RolloutSpec {
         karmada_version: to.into(),
         canary: 1,
@@ -135,7 +163,9 @@ async fn a_plan_shows_the_crd_changes_and_blocks_on_a_version_no_longer_served()
                     .iter()
                     .flat_map(|w| &w.instances)
                     .find(|i| i.name == "team-crds")?;
-                (i.from_version == FROM).then_some(p)
+                // Once the instance's cache holds both policies.
+                let counted = i.notes.iter().any(|n| n.starts_with("2 PropagationPolicy"));
+                (i.from_version == FROM && counted).then_some(p)
             }
         },
     )
@@ -171,6 +201,20 @@ async fn a_plan_shows_the_crd_changes_and_blocks_on_a_version_no_longer_served()
         ours.notes
             .iter()
             .any(|n| n.contains("drops the field spec.preemption")),
+        "{ours:?}"
+    );
+    // What the changes touch in this instance, counted from its cache.
+    let dropped = "2 PropagationPolicy object(s) in this instance set spec.preemption, which v1.13.0 drops (its value is pruned)";
+    assert!(ours.notes.iter().any(|n| n == dropped), "{ours:?}");
+    assert!(
+        !ours
+            .notes
+            .iter()
+            .any(|n| n.contains("take its new default")),
+        "{ours:?}"
+    );
+    assert!(
+        ours.notes.iter().any(|n| n.contains("ResourceBinding object(s) in this instance are served at v1alpha1, which v1.13.0 no longer serves")),
         "{ours:?}"
     );
     // Refused unless forced, naming the version that goes away.

@@ -50,6 +50,22 @@ impl Rollouts {
         )
         .await;
         with_crd_changes(&mut plan, &changes);
+        let tree = &self.0.tree;
+        crate::rollout::affected::with_affected(&mut plan, &changes, |instance, crd| {
+            let kind = crate::cache::caches::Kind::ALL.into_iter().find(|k| {
+                let r = k.resource();
+                format!("{}.{}", r.plural, r.group) == crd
+            })?;
+            // Counted only where this replica caches the instance (all of them unsharded).
+            let reader = tree.reader(instance)?;
+            let objects = reader
+                .store(kind)?
+                .state()
+                .iter()
+                .filter_map(|o| serde_json::from_slice(o.json()).ok())
+                .collect();
+            Some((kind.name().to_string(), objects))
+        });
         Ok(plan)
     }
 
