@@ -319,7 +319,10 @@ mod tests {
         let a = vap("a");
         let mut a2 = vap("a");
         a2["spec"] = json!({});
-        assert_eq!(drift(std::slice::from_ref(&a), std::slice::from_ref(&a)), None);
+        assert_eq!(
+            drift(std::slice::from_ref(&a), std::slice::from_ref(&a)),
+            None
+        );
         let d = drift(&[a.clone(), vap("b")], &[a2]).expect("differs");
         assert_eq!(
             d.class,

@@ -58,6 +58,17 @@ fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource
     )
 }
 
+/// Sets `name`'s `spec.guardrails` (an InstanceClass's or an Instance's) to `list`.
+async fn set_guardrails<K>(api: &kube::Api<K>, name: &str, list: &[Value])
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = json!({"spec": {"guardrails": list}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_or_else(|e| panic!("{name}'s guardrails not set: {e}"));
+}
+
 /// Sets the class's guardrails and rolls them out to its one instance: the instance's
 /// final step, and the rollout's phase (with its reason when it halted).
 async fn roll(
@@ -68,14 +79,7 @@ async fn roll(
 ) -> (String, String) {
     use kairship::proto::rollout_service_client::RolloutServiceClient;
     use kairship::proto::{RolloutOptions, RolloutSpec, StartRolloutRequest};
-    classes
-        .patch(
-            "guarded",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"guardrails": guardrails}})),
-        )
-        .await
-        .expect("class changed");
+    set_guardrails(classes, "guarded", &guardrails).await;
     let r = RolloutServiceClient::new(api.channel.clone());
     let req = StartRolloutRequest {
         name: rollout.into(),
@@ -142,10 +146,7 @@ async fn a_classs_guardrails_are_kept_in_each_instance() {
     }
     let c = InstanceServiceClient::new(api.channel.clone());
     let create = |name: &str, class: &str| {
-        let mut inst = crate::server::managed_instance(name);
-        if let Some(s) = inst.spec.as_mut() {
-            s.class_name = class.into();
-        }
+        let inst = crate::server::managed_instance_of(name, class);
         let mut c = c.clone();
         async move {
             c.create_instance(CreateInstanceRequest {
@@ -243,14 +244,7 @@ async fn a_classs_guardrails_are_kept_in_each_instance() {
         .await
         .expect("deleted by hand");
     let fewer: Vec<Value> = guardrails().into_iter().take(2).collect();
-    instances
-        .patch(
-            "guarded-1",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"guardrails": fewer}})),
-        )
-        .await
-        .expect("list shortened");
+    set_guardrails(&instances, "guarded-1", &fewer).await;
     let pps: kube::Api<DynamicObject> = kube::Api::namespaced_with(
         member.clone(),
         "default",
@@ -357,14 +351,7 @@ async fn a_classs_guardrails_are_kept_in_each_instance() {
         "metadata": {"name": "read-keys", "namespace": "karmada-cluster"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
         "subjects": [{"kind": "Group", "name": "tenants", "apiGroup": "rbac.authorization.k8s.io"}]}));
-    instances
-        .patch(
-            "guarded-1",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"guardrails": bad}})),
-        )
-        .await
-        .expect("bad list set");
+    set_guardrails(&instances, "guarded-1", &bad).await;
     let (_, message) = eventually(Duration::from_secs(60), "the bad list refused", || async {
         condition(&host, "guarded-1")
             .await

@@ -76,10 +76,7 @@ async fn fifty_instances_in_four_waves_survive_a_restart_mid_wave() {
     let c = InstanceServiceClient::new(api.channel.clone());
     let names: Vec<String> = (0..FLEET).map(|i| format!("fleet-{i:02}")).collect();
     for (i, n) in names.iter().enumerate() {
-        let mut inst = crate::server::managed_instance(n);
-        if let Some(s) = inst.spec.as_mut() {
-            s.class_name = "fleet".into();
-        }
+        let inst = crate::server::managed_instance_of(n, "fleet");
         let req = CreateInstanceRequest {
             instance: Some(inst),
         };

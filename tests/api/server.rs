@@ -250,3 +250,12 @@ pub fn managed_instance(name: &str) -> kairship::proto::Instance {
         status: None,
     }
 }
+
+/// As [`managed_instance`], made from the InstanceClass `class`.
+pub fn managed_instance_of(name: &str, class: &str) -> kairship::proto::Instance {
+    let mut inst = managed_instance(name);
+    if let Some(s) = inst.spec.as_mut() {
+        s.class_name = class.into();
+    }
+    inst
+}
