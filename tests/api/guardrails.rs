@@ -10,7 +10,7 @@ use std::time::Duration;
 use kairship::crd::{Instance, InstanceClass, InstanceClassSpec};
 use kairship::proto::instance_service_client::InstanceServiceClient;
 use kairship::proto::CreateInstanceRequest;
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::{json, Value};
 
@@ -56,6 +56,16 @@ fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource
         &kube::core::GroupVersionKind::gvk(group, version, kind),
         plural,
     )
+}
+
+/// guarded-1's `spec.guardrails` as the host has it.
+async fn guardrails_of(instances: &kube::Api<Instance>) -> Vec<Value> {
+    instances
+        .get("guarded-1")
+        .await
+        .expect("instance")
+        .spec
+        .guardrails
 }
 
 /// Sets `name`'s `spec.guardrails` (an InstanceClass's or an Instance's) to `list`.
@@ -131,18 +141,12 @@ async fn a_classs_guardrails_are_kept_in_each_instance() {
             ],
         ),
     ] {
-        let class = InstanceClass::new(
-            name,
-            InstanceClassSpec {
-                karmada_version: Some("v1.12.0".into()),
-                guardrails,
-                ..Default::default()
-            },
-        );
-        classes
-            .create(&PostParams::default(), &class)
-            .await
-            .expect("class created");
+        let spec = InstanceClassSpec {
+            karmada_version: Some("v1.12.0".into()),
+            guardrails,
+            ..Default::default()
+        };
+        crate::server::create_class(&host, name, spec).await;
     }
     let c = InstanceServiceClient::new(api.channel.clone());
     let create = |name: &str, class: &str| {
@@ -301,15 +305,7 @@ async fn a_classs_guardrails_are_kept_in_each_instance() {
         "metadata": {"name": "team-pods", "namespace": "default"}, "spec": {"hard": {"pods": "50"}}}));
     let (step, message) = roll(&api, &classes, "guardrails-1", more.clone()).await;
     assert_eq!(step, "Done", "{message}");
-    assert_eq!(
-        instances
-            .get("guarded-1")
-            .await
-            .expect("instance")
-            .spec
-            .guardrails,
-        more
-    );
+    assert_eq!(guardrails_of(&instances).await, more);
     assert_eq!(message, "Completed");
     eventually(Duration::from_secs(30), "four applied", || async {
         condition(&host, "guarded-1")
@@ -328,15 +324,7 @@ async fn a_classs_guardrails_are_kept_in_each_instance() {
         message.contains("PropagationPolicy missing/nowhere"),
         "{message}"
     );
-    assert_eq!(
-        instances
-            .get("guarded-1")
-            .await
-            .expect("instance")
-            .spec
-            .guardrails,
-        more
-    );
+    assert_eq!(guardrails_of(&instances).await, more);
     eventually(Duration::from_secs(30), "four applied again", || async {
         condition(&host, "guarded-1")
             .await

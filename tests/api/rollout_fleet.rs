@@ -13,7 +13,7 @@ use kairship::proto::rollout_service_client::RolloutServiceClient;
 use kairship::proto::{
     CreateInstanceRequest, ListBackupsRequest, RolloutOptions, RolloutSpec, StartRolloutRequest,
 };
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use crate::common::eventually;
@@ -61,18 +61,16 @@ async fn fifty_instances_in_four_waves_survive_a_restart_mid_wave() {
     let mut api = crate::server::Api::start_settings(1, None, None, settings).await;
     let host = api.env.host.clone();
     let classes: kube::Api<InstanceClass> = kube::Api::all(host.clone());
-    let class = InstanceClass::new(
+    crate::server::create_class(
+        &host,
         "fleet",
         InstanceClassSpec {
             karmada_version: Some("v1.12.0".into()),
             karmada_spec: Some(json!({"featureGates": {"Failover": true}})),
             ..Default::default()
         },
-    );
-    classes
-        .create(&PostParams::default(), &class)
-        .await
-        .expect("class created");
+    )
+    .await;
     let c = InstanceServiceClient::new(api.channel.clone());
     let names: Vec<String> = (0..FLEET).map(|i| format!("fleet-{i:02}")).collect();
     for (i, n) in names.iter().enumerate() {

@@ -259,3 +259,17 @@ pub fn managed_instance_of(name: &str, class: &str) -> kairship::proto::Instance
     }
     inst
 }
+
+/// Creates the InstanceClass `name` with `spec` on the host.
+pub async fn create_class(
+    host: &kube::Client,
+    name: &str,
+    spec: kairship::crd::InstanceClassSpec,
+) -> kairship::crd::InstanceClass {
+    let classes: kube::Api<kairship::crd::InstanceClass> = kube::Api::all(host.clone());
+    let class = kairship::crd::InstanceClass::new(name, spec);
+    classes
+        .create(&Default::default(), &class)
+        .await
+        .unwrap_or_else(|e| panic!("class {name} not created: {e}"))
+}
