@@ -66,6 +66,25 @@ fn crd_of(change: &Change) -> &str {
     }
 }
 
+/// Which CRDs' objects each planned instance's move needs counted: `(instance, crd)`.
+pub fn wanted(
+    plan: &proto::RolloutPlan,
+    changes: &CrdChanges,
+) -> std::collections::BTreeSet<(String, String)> {
+    plan.waves
+        .iter()
+        .flat_map(|w| &w.instances)
+        .filter_map(|i| {
+            let list = changes
+                .get(&(i.from_version.clone(), i.to_version.clone()))?
+                .as_ref()
+                .ok()?;
+            Some(list.iter().map(|c| (i.name.clone(), crd_of(c).to_string())))
+        })
+        .flatten()
+        .collect()
+}
+
 /// `plan` with a note on each instance for each CRD change that touches its objects;
 /// `objects(instance, crd)` gives the instance's cached objects of that CRD (`None`: not
 /// cached, or the instance not served here).

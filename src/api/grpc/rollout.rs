@@ -4,12 +4,17 @@
 //! listed, read, paused, resumed and aborted. Rollouts are written to the host with
 //! Kairship's identity, for callers the chain let through with a role on every instance.
 
+use std::collections::BTreeMap;
+
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tonic::{Request, Response, Status};
 
 use crate::api::chain::Authorized;
 use crate::api::context::ApiContext;
+use crate::api::request::Visible;
+use crate::auth::Role;
+use crate::cache::caches::Kind;
 use crate::crd::{FleetRollout, FleetRolloutSpec};
 use crate::error::{check_name, ApiError};
 use crate::proto::{self, rollout_service_server::RolloutService};
@@ -39,7 +44,51 @@ impl Rollouts {
     }
 
     /// The plan of `spec` now, with the CRD changes of the releases it moves between.
-    async fn planned(&self, spec: &proto::RolloutSpec) -> Result<proto::RolloutPlan, ApiError> {
+    /// Each planned instance's cached objects of the CRDs its move changes, as the caller
+    /// may list them there (through `api::request`, reviewed with the instance); an
+    /// instance not served here, or a kind not cached or not listable, is left out.
+    async fn cached_objects(
+        &self,
+        authorized: &Authorized,
+        plan: &proto::RolloutPlan,
+        changes: &crate::rollout::findings::CrdChanges,
+    ) -> BTreeMap<(String, String), (String, Vec<serde_json::Value>)> {
+        let mut out = BTreeMap::new();
+        for (instance, crd) in crate::rollout::affected::wanted(plan, changes) {
+            let Some(kind) = Kind::ALL.into_iter().find(|k| {
+                let r = k.resource();
+                format!("{}.{}", r.plural, r.group) == crd
+            }) else {
+                continue;
+            };
+            let Ok(on) = self
+                .0
+                .on_instance_seen(authorized, Role::View, &instance)
+                .await
+            else {
+                continue;
+            };
+            let Ok((reads, Visible::All)) = on.list(kind, "").await else {
+                continue;
+            };
+            let Ok(store) = reads.store(kind) else {
+                continue;
+            };
+            let objects = store
+                .state()
+                .iter()
+                .filter_map(|o| serde_json::from_slice(o.json()).ok())
+                .collect();
+            out.insert((instance, crd), (kind.name().to_string(), objects));
+        }
+        out
+    }
+
+    async fn planned(
+        &self,
+        authorized: &Authorized,
+        spec: &proto::RolloutSpec,
+    ) -> Result<proto::RolloutPlan, ApiError> {
         let mut plan = plan_of(spec, &self.0.instances(), jiff::Timestamp::now())?;
         let settings = self.0.tree.settings();
         let changes = crate::rollout::crd_diff::between(
@@ -50,21 +99,11 @@ impl Rollouts {
         )
         .await;
         with_crd_changes(&mut plan, &changes);
-        let tree = &self.0.tree;
+        let counted = self.cached_objects(authorized, &plan, &changes).await;
         crate::rollout::affected::with_affected(&mut plan, &changes, |instance, crd| {
-            let kind = crate::cache::caches::Kind::ALL.into_iter().find(|k| {
-                let r = k.resource();
-                format!("{}.{}", r.plural, r.group) == crd
-            })?;
-            // Counted only where this replica caches the instance (all of them unsharded).
-            let reader = tree.reader(instance)?;
-            let objects = reader
-                .store(kind)?
-                .state()
-                .iter()
-                .filter_map(|o| serde_json::from_slice(o.json()).ok())
-                .collect();
-            Some((kind.name().to_string(), objects))
+            counted
+                .get(&(instance.to_string(), crd.to_string()))
+                .cloned()
         });
         Ok(plan)
     }
@@ -209,9 +248,9 @@ impl RolloutService for Rollouts {
         req: Request<proto::PlanRolloutRequest>,
     ) -> Result<Response<proto::RolloutPlan>, Status> {
         // The chain let a caller with a role on every instance through.
-        Authorized::of(&req)?;
+        let authorized = Authorized::of(&req)?.clone();
         let spec = self.resolved(req.into_inner().spec.unwrap_or_default())?;
-        let plan = self.planned(&spec).await?;
+        let plan = self.planned(&authorized, &spec).await?;
         Ok(Response::new(plan))
     }
 
@@ -226,7 +265,7 @@ impl RolloutService for Rollouts {
         let spec = spec_of(&req)?;
         // Refused now rather than Blocked later: the caller reads why at once.
         let wanted = self.resolved(req.spec.clone().unwrap_or_default())?;
-        let plan = self.planned(&wanted).await?;
+        let plan = self.planned(&authorized, &wanted).await?;
         if plan.waves.is_empty() {
             return Err(
                 ApiError::FailedPrecondition("the selector picks no instance".into()).into(),
