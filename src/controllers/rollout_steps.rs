@@ -284,10 +284,9 @@ impl Job {
         }
     }
 
-    /// Replaces the Instance's Karmada spec with `spec` (a JSON patch: fields the
-    /// change added are removed again on a restore).
-    /// Sets the instance's Karmada spec and, when given, its guardrails, in one write (one
-    /// restart of its actor).
+    /// Replaces the Instance's Karmada spec with `spec` and, when given, its guardrails,
+    /// in one write (one restart of its actor). A JSON patch: fields the change added are
+    /// removed again on a restore.
     async fn set_spec(
         &self,
         name: &str,

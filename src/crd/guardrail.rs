@@ -13,17 +13,16 @@ use kairship_wire::roles::Class;
 use kube::discovery::ApiResource;
 use serde_json::Value;
 
+/// The most guardrails one list may hold: each is a call on every pass, on every instance.
+pub const MAX: usize = 64;
+
 /// The schema of a `guardrails` list: any Kubernetes objects, checked by [`check`].
 pub(super) fn schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "array",
+        "maxItems": MAX,
         "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
     })
-}
-
-/// As [`schema`], for an optional list.
-pub(super) fn optional_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schema(g)
 }
 
 /// Marks the objects the controller applied, to find the ones taken out of the list.
@@ -32,6 +31,7 @@ pub const LABEL: &str = "kairship.io/guardrail";
 pub const MANAGER: &str = "kairship-guardrails";
 
 /// A kind that may be pushed: its group, version, kind, plural, and whether namespaced.
+#[derive(Debug, PartialEq, Eq)]
 pub struct Kind {
     pub group: &'static str,
     pub version: &'static str,
@@ -158,25 +158,18 @@ pub struct Guardrail {
     pub object: Value,
 }
 
-impl std::fmt::Debug for Kind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.kind)
-    }
-}
-
-impl PartialEq for Kind {
-    fn eq(&self, other: &Self) -> bool {
-        self.group == other.group && self.kind == other.kind
-    }
-}
-
 impl Guardrail {
     /// `Kind namespace/name`, as errors and conditions name it.
     pub fn key(&self) -> String {
-        match &self.namespace {
-            Some(ns) => format!("{} {ns}/{}", self.kind.kind, self.name),
-            None => format!("{} {}", self.kind.kind, self.name),
-        }
+        key(self.kind.kind, self.namespace.as_deref(), &self.name)
+    }
+}
+
+/// `Kind namespace/name`, or `Kind name` for a cluster-scoped object.
+fn key(kind: &str, namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{kind} {ns}/{name}"),
+        None => format!("{kind} {name}"),
     }
 }
 
@@ -193,6 +186,15 @@ pub struct GuardrailError {
 /// is namespaced, and no system namespace for namespaced RBAC; two may not name the same
 /// object. The first problem found, or every guardrail labelled.
 pub fn check(manifests: &[Value]) -> Result<Vec<Guardrail>, GuardrailError> {
+    if manifests.len() > MAX {
+        return Err(GuardrailError {
+            index: MAX,
+            message: format!(
+                "{} guardrails; at most {MAX} may be listed",
+                manifests.len()
+            ),
+        });
+    }
     let mut out: Vec<Guardrail> = Vec::with_capacity(manifests.len());
     for (index, m) in manifests.iter().enumerate() {
         let fail = |message: String| GuardrailError { index, message };
@@ -283,11 +285,12 @@ pub fn drift(class: &[Value], instance: &[Value]) -> Option<super::ClassDrift> {
     }
     let keys = |list: &[Value], other: &[Value]| -> String {
         let named = |v: &Value| {
-            let text = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("?");
-            match v.pointer("/metadata/namespace").and_then(Value::as_str) {
-                Some(ns) => format!("{} {ns}/{}", text("/kind"), text("/metadata/name")),
-                None => format!("{} {}", text("/kind"), text("/metadata/name")),
-            }
+            let text = |p: &str| v.pointer(p).and_then(Value::as_str);
+            key(
+                text("/kind").unwrap_or("?"),
+                text("/metadata/namespace"),
+                text("/metadata/name").unwrap_or("?"),
+            )
         };
         let names: Vec<String> = list
             .iter()
@@ -385,6 +388,11 @@ mod tests {
             .message
             .contains("guardrails[0]"));
         assert!(check(&[vap("Not_A_Name")]).is_err());
+        let many: Vec<Value> = (0..=MAX).map(|i| vap(&format!("p{i}"))).collect();
+        assert!(check(&many)
+            .expect_err("too many")
+            .message
+            .contains("at most 64"));
         assert!(check(&[json!({"kind": "Role"})])
             .expect_err("apiVersion")
             .message

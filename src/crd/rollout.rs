@@ -141,6 +141,6 @@ pub struct InstanceRollout {
     pub from_spec: Option<serde_json::Value>,
     /// Its guardrails before its change (a class rollout), put back if it fails.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "super::guardrail::optional_schema")]
+    #[schemars(schema_with = "super::guardrail::schema")]
     pub from_guardrails: Option<Vec<serde_json::Value>>,
 }

@@ -85,23 +85,22 @@ pub fn wanted(
         .collect()
 }
 
+/// Each instance's objects of each CRD, by `(instance, crd)`, with the kind's name.
+pub type Counted = std::collections::BTreeMap<(String, String), (String, Vec<Value>)>;
+
 /// `plan` with a note on each instance for each CRD change that touches its objects;
-/// `objects(instance, crd)` gives the instance's cached objects of that CRD (`None`: not
-/// cached, or the instance not served here).
-pub fn with_affected(
-    plan: &mut proto::RolloutPlan,
-    changes: &CrdChanges,
-    objects: impl Fn(&str, &str) -> Option<(String, Vec<Value>)>,
-) {
+/// `counted` holds the instances' cached objects of those CRDs (one missing: not cached,
+/// not listable by the caller, or the instance not served here).
+pub fn with_affected(plan: &mut proto::RolloutPlan, changes: &CrdChanges, counted: &Counted) {
     for i in plan.waves.iter_mut().flat_map(|w| &mut w.instances) {
         let Some(Ok(list)) = changes.get(&(i.from_version.clone(), i.to_version.clone())) else {
             continue;
         };
         for c in list {
-            let Some((kind, found)) = objects(&i.name, crd_of(c)) else {
+            let Some((kind, found)) = counted.get(&(i.name.clone(), crd_of(c).to_string())) else {
                 continue;
             };
-            if let Some(n) = note(c, &kind, &i.to_version, &found) {
+            if let Some(n) = note(c, kind, &i.to_version, found) {
                 i.notes.push(n);
             }
         }

@@ -4,8 +4,6 @@
 //! listed, read, paused, resumed and aborted. Rollouts are written to the host with
 //! Kairship's identity, for callers the chain let through with a role on every instance.
 
-use std::collections::BTreeMap;
-
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tonic::{Request, Response, Status};
@@ -43,7 +41,6 @@ impl Rollouts {
         with_class(spec, class.as_ref().map(|c| &c.spec))
     }
 
-    /// The plan of `spec` now, with the CRD changes of the releases it moves between.
     /// Each planned instance's cached objects of the CRDs its move changes, as the caller
     /// may list them there (through `api::request`, reviewed with the instance); an
     /// instance not served here, or a kind not cached or not listable, is left out.
@@ -52,8 +49,8 @@ impl Rollouts {
         authorized: &Authorized,
         plan: &proto::RolloutPlan,
         changes: &crate::rollout::findings::CrdChanges,
-    ) -> BTreeMap<(String, String), (String, Vec<serde_json::Value>)> {
-        let mut out = BTreeMap::new();
+    ) -> crate::rollout::affected::Counted {
+        let mut out = crate::rollout::affected::Counted::new();
         for (instance, crd) in crate::rollout::affected::wanted(plan, changes) {
             let Some(kind) = Kind::ALL.into_iter().find(|k| {
                 let r = k.resource();
@@ -84,10 +81,12 @@ impl Rollouts {
         out
     }
 
+    /// The plan of `spec` now, with the CRD changes of the releases it moves between and,
+    /// with `count_for`, what they touch in each instance as that caller may list it.
     async fn planned(
         &self,
-        authorized: &Authorized,
         spec: &proto::RolloutSpec,
+        count_for: Option<&Authorized>,
     ) -> Result<proto::RolloutPlan, ApiError> {
         let mut plan = plan_of(spec, &self.0.instances(), jiff::Timestamp::now())?;
         let settings = self.0.tree.settings();
@@ -99,12 +98,11 @@ impl Rollouts {
         )
         .await;
         with_crd_changes(&mut plan, &changes);
-        let counted = self.cached_objects(authorized, &plan, &changes).await;
-        crate::rollout::affected::with_affected(&mut plan, &changes, |instance, crd| {
-            counted
-                .get(&(instance.to_string(), crd.to_string()))
-                .cloned()
-        });
+        // Notes only: a plan read by hand shows them, a start checks what blocks.
+        if let Some(authorized) = count_for {
+            let counted = self.cached_objects(authorized, &plan, &changes).await;
+            crate::rollout::affected::with_affected(&mut plan, &changes, &counted);
+        }
         Ok(plan)
     }
 
@@ -250,7 +248,7 @@ impl RolloutService for Rollouts {
         // The chain let a caller with a role on every instance through.
         let authorized = Authorized::of(&req)?.clone();
         let spec = self.resolved(req.into_inner().spec.unwrap_or_default())?;
-        let plan = self.planned(&authorized, &spec).await?;
+        let plan = self.planned(&spec, Some(&authorized)).await?;
         Ok(Response::new(plan))
     }
 
@@ -265,7 +263,7 @@ impl RolloutService for Rollouts {
         let spec = spec_of(&req)?;
         // Refused now rather than Blocked later: the caller reads why at once.
         let wanted = self.resolved(req.spec.clone().unwrap_or_default())?;
-        let plan = self.planned(&authorized, &wanted).await?;
+        let plan = self.planned(&wanted, None).await?;
         if plan.waves.is_empty() {
             return Err(
                 ApiError::FailedPrecondition("the selector picks no instance".into()).into(),
