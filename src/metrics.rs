@@ -30,6 +30,13 @@ struct PhaseLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InfoLabels {
+    karmada_instance: String,
+    karmada_version: String,
+    class: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CountLabels {
     karmada_instance: String,
     state: String,
@@ -80,6 +87,7 @@ struct DurationLabels {
 pub struct Metrics {
     registry: Registry,
     phase: Family<PhaseLabels, Gauge>,
+    info: Family<InfoLabels, Gauge>,
     clusters: Family<CountLabels, Gauge>,
     nodes: Family<CountLabels, Gauge>,
     cached: Family<KindLabels, Gauge>,
@@ -133,6 +141,7 @@ impl Metrics {
     pub fn new() -> Arc<Self> {
         let mut registry = Registry::default();
         let phase = Family::<PhaseLabels, Gauge>::default();
+        let info = Family::<InfoLabels, Gauge>::default();
         let clusters = Family::<CountLabels, Gauge>::default();
         let nodes = Family::<CountLabels, Gauge>::default();
         let cached = Family::<KindLabels, Gauge>::default();
@@ -148,6 +157,11 @@ impl Metrics {
             "kairship_instance_phase",
             "1 for the phase each instance is in",
             phase.clone(),
+        );
+        registry.register(
+            "kairship_instance_info",
+            "1 for each instance, with the Karmada release it runs and its InstanceClass",
+            info.clone(),
         );
         registry.register(
             "kairship_instance_clusters",
@@ -233,6 +247,7 @@ impl Metrics {
         Arc::new(Self {
             registry,
             phase,
+            info,
             clusters,
             nodes,
             cached,
@@ -306,6 +321,7 @@ impl Metrics {
             f.clear();
         }
         self.phase.clear();
+        self.info.clear();
         self.cached.clear();
         self.restarts.clear();
         self.watch_restarts.clear();
@@ -330,6 +346,13 @@ impl Metrics {
                     })
                     .set(i64::from(p == current));
             }
+            self.info
+                .get_or_create(&InfoLabels {
+                    karmada_instance: name.clone(),
+                    karmada_version: status.karmada_version.clone().unwrap_or_default(),
+                    class: inst.spec.class_name.clone().unwrap_or_default(),
+                })
+                .set(1);
             for c in &status.certificates {
                 if let Ok(at) = c.not_after.parse::<jiff::Timestamp>() {
                     self.certificates

@@ -6,7 +6,7 @@
 # the cluster tier's kubelet-backed node needs besides Debian's containerd and runc:
 # kubelet, kube-proxy and kube-scheduler (k8s.io/kubernetes), CoreDNS, Helm, and the pause
 # and CoreDNS images (OCI archives written by scripts/image/oci.py, no daemon); and for the
-# identity tests karmadactl and Dex; promtool for the chart's alert-rule tests; and for managed instances karmada-operator, the
+# identity tests karmadactl and Dex; promtool for the chart's alert-rule tests and Prometheus for the rollout's alert halt; and for managed instances karmada-operator, the
 # previous Karmada minor, both releases' CRD tarballs and images of every component.
 # Idempotent: a binary already built at these versions is kept. Prints the bin directory
 # on its last line.
@@ -139,6 +139,10 @@ build karmadactl github.com/karmada-io/karmada "$KARMADA_VERSION" github.com/kar
 # needs no service discovery: without the SD plugins (Prometheus's own build tag) it
 # compiles in about a third of the time.
 BUILD_TAGS=remove_all_sd build promtool github.com/prometheus/prometheus "$PROMETHEUS_VERSION" github.com/prometheus/prometheus/cmd/promtool ""
+# Prometheus itself, for the rollout test that halts on a firing alert: it scrapes a
+# Kairship, evaluates a rule and answers /api/v1/alerts. Same tag, same packages as promtool
+# for the most part, so the build cache above makes it short.
+BUILD_TAGS=remove_all_sd build prometheus github.com/prometheus/prometheus "$PROMETHEUS_VERSION" github.com/prometheus/prometheus/cmd/prometheus ""
 # A real OIDC provider for the identity tests: Dex's server as a library under a small
 # command of ours (dex/main.go), since Dex's own command needs its api/v2 module at the same
 # commit, which the module proxy does not serve.

@@ -85,6 +85,8 @@ pub struct Settings {
     pub member_networks: crate::member_networks::MemberNetworks,
     /// The plain probes port's `/metrics` shows series naming instances (it asks no token).
     pub probes_instance_series: bool,
+    /// Prometheus, whose firing alerts halt fleet rollouts (`None`: alerts are not read).
+    pub alerts_url: Option<String>,
 }
 
 impl Settings {
@@ -139,6 +141,7 @@ impl Default for Settings {
             shards: None,
             member_networks: Default::default(),
             probes_instance_series: false,
+            alerts_url: None,
         }
     }
 }

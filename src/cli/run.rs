@@ -186,6 +186,11 @@ pub struct RunArgs {
     /// `/metrics` serves them to a caller with a role on every instance.
     #[arg(long)]
     pub probes_instance_series: bool,
+    /// Prometheus's address (http(s)://host:port): the leader reads its firing alerts
+    /// (`/api/v1/alerts`) while a fleet rollout runs, and halts rollouts on those their
+    /// `haltOnAlerts` names. Unset: rollouts do not read alerts.
+    #[arg(long, value_name = "URL")]
+    pub alerts_url: Option<String>,
     #[command(flatten)]
     pub sharding: super::shard_args::ShardArgs,
     /// Objects of one instance the caches may keep, every kind together (an Instance's
@@ -412,6 +417,14 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         controller_resync: std::time::Duration::from_secs(args.controller_resync_secs),
         shards,
         probes_instance_series: args.probes_instance_series,
+        alerts_url: match &args.alerts_url {
+            Some(url) => {
+                crate::rollout::alerts::Reader::new(url, std::time::Duration::from_secs(1))
+                    .map_err(Error::Usage)?;
+                Some(url.clone())
+            }
+            None => None,
+        },
         member_networks: crate::member_networks::MemberNetworks {
             denied: args.member_denied_cidrs.clone(),
             allowed: args.member_allowed_cidrs.clone(),

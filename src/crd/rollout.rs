@@ -31,6 +31,13 @@ fn twenty() -> u32 {
     20
 }
 
+fn default_alerts() -> Vec<String> {
+    crate::rollout::alerts::DEFAULT_HALT_ON
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
 /// A change rolled across the instances a selector picks.
 #[derive(CustomResource, Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[kube(
@@ -83,6 +90,13 @@ pub struct FleetRolloutSpec {
     /// The requests an instance must have had while it soaks before that share counts.
     #[serde(default = "twenty")]
     pub min_requests: u32,
+    /// Prometheus alerts (names, or prefixes ending in `*`) that halt the rollout when
+    /// Kairship reads alerts (`--alerts-url`): one naming an instance (`karmada_instance`)
+    /// fails it if it fires while the instance soaks; one naming no instance holds the
+    /// rollout while it fires. Empty: none.
+    #[serde(default = "default_alerts")]
+    #[schemars(length(max = 64))]
+    pub halt_on_alerts: Vec<String>,
     /// Change instances whose maintenance window is closed too.
     #[serde(default)]
     pub ignore_windows: bool,

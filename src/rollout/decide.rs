@@ -11,8 +11,11 @@
 //! - an instance starts only while its maintenance window is open (unless windows are
 //!   ignored);
 //! - the rollout halts at the first failure, at an instance changing for longer than the
-//!   progress deadline, or at one that turns unhealthy while it soaks; nothing starts
-//!   after a halt, and the failed instance is the executor's to roll back.
+//!   progress deadline, or at one that turns unhealthy (or has an alert firing) while it
+//!   soaks; nothing starts after a halt, and the failed instance is the executor's to roll
+//!   back;
+//! - a hold (a fleet-wide alert firing, alerts that cannot be read) stops instances from
+//!   starting or finishing while it lasts, without failing any.
 
 use std::collections::BTreeMap;
 
@@ -63,6 +66,8 @@ pub struct Seen {
     pub broken: Option<String>,
     /// Its maintenance window is open now (or it has none).
     pub window_open: bool,
+    /// An alert the rollout halts on, firing for it (`super::alerts`).
+    pub alert: Option<String>,
 }
 
 /// How the rollout may proceed.
@@ -74,6 +79,9 @@ pub struct Policy {
     pub ignore_windows: bool,
     pub paused: bool,
     pub aborted: bool,
+    /// Why nothing may start or finish now (a fleet-wide alert firing, alerts that cannot
+    /// be read); it lifts by itself.
+    pub hold: Option<String>,
 }
 
 /// Where the rollout as a whole is.
@@ -119,6 +127,7 @@ pub fn decide(
         trouble: Some("Kairship does not see it".into()),
         broken: None,
         window_open: false,
+        alert: None,
     };
     let of = |n: &String| seen.get(n).unwrap_or(&pending);
     let mut d = Decision {
@@ -162,6 +171,10 @@ pub fn decide(
                 "it turned unhealthy while soaking after its change: {}",
                 s.trouble.as_deref().unwrap_or_default()
             )),
+            (Step::Soaking { .. }, _) if s.alert.is_some() => Some(format!(
+                "while it soaked after its change, {}",
+                s.alert.as_deref().unwrap_or_default()
+            )),
             _ => None,
         };
         if let Some(why) = why {
@@ -185,6 +198,13 @@ pub fn decide(
     let Some((wave, members)) = waves.iter().enumerate().find(|(_, w)| !w.iter().all(&done)) else {
         return d;
     };
+    if let Some(reason) = &policy.hold {
+        d.finish.clear();
+        d.phase = Phase::Halted {
+            reason: reason.clone(),
+        };
+        return d;
+    }
     if policy.paused {
         d.phase = Phase::Paused { wave };
         return d;
@@ -221,6 +241,7 @@ mod tests {
             ignore_windows: false,
             paused: false,
             aborted: false,
+            hold: None,
         }
     }
 
@@ -230,6 +251,7 @@ mod tests {
             trouble: None,
             broken: None,
             window_open: true,
+            alert: None,
         }
     }
 
@@ -351,6 +373,48 @@ mod tests {
         assert_eq!(
             decide(&waves(), &aborted, &BTreeMap::new(), t(0)).phase,
             Phase::Aborted
+        );
+    }
+
+    #[test]
+    fn an_alert_fails_a_soaking_instance_and_a_hold_stops_the_rest() {
+        let alerted = |step| Seen {
+            alert: Some("alert TeamAlert is firing: a is slow".into()),
+            ..seen(step)
+        };
+        // Before its change, an alert does not fail it (the change is not its cause yet).
+        let mut s = all_pending(&waves());
+        s.insert("a".into(), alerted(Step::Upgrading { since: t(0) }));
+        assert!(decide(&waves(), &policy(1), &s, t(10)).fail.is_none());
+        s.insert("a".into(), alerted(Step::Soaking { since: t(0) }));
+        let d = decide(&waves(), &policy(1), &s, t(10));
+        assert_eq!(
+            d.fail,
+            Some((
+                "a".to_string(),
+                "while it soaked after its change, alert TeamAlert is firing: a is slow".into()
+            ))
+        );
+        assert!(matches!(&d.phase, Phase::Halted { reason } if reason.contains("TeamAlert")));
+        // A hold: the soaked canary is not counted done and the next wave does not start;
+        // no instance fails, and the hold lifts by itself.
+        s.insert("a".into(), seen(Step::Soaking { since: t(0) }));
+        let held = Policy {
+            hold: Some("held while alert KairshipAPIErrors is firing".into()),
+            ..policy(2)
+        };
+        let d = decide(&waves(), &held, &s, t(120));
+        assert!(
+            d.start.is_empty() && d.finish.is_empty() && d.fail.is_none(),
+            "{d:?}"
+        );
+        assert!(
+            matches!(&d.phase, Phase::Halted { reason } if reason.contains("KairshipAPIErrors"))
+        );
+        let d = decide(&waves(), &policy(2), &s, t(120));
+        assert_eq!(
+            (d.finish, d.start),
+            (vec!["a".to_string()], vec!["b".to_string(), "c".into()])
         );
     }
 

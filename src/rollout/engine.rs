@@ -102,17 +102,20 @@ pub fn policy(spec: &FleetRolloutSpec) -> Policy {
         ignore_windows: spec.ignore_windows,
         paused: spec.paused,
         aborted: spec.aborted,
+        hold: None,
     }
 }
 
 /// The rollout's next status after one pass at `now`, over the `fleet` as the Instance
 /// cache shows it; `plan` gives the waves and each planned instance's blocking findings
-/// (`api::grpc::rollout` answers it for a plan read by hand too).
+/// (`api::grpc::rollout` answers it for a plan read by hand too); `alerts`, what
+/// Prometheus said firing (`None`: Kairship reads no alerts).
 pub fn pass(
     spec: &FleetRolloutSpec,
     status: &FleetRolloutStatus,
     fleet: &[Arc<Instance>],
     plan: impl Fn() -> Result<Planned, String>,
+    alerts: Option<&super::alerts::Read>,
     now: Timestamp,
 ) -> FleetRolloutStatus {
     let mut next = status.clone();
@@ -160,6 +163,7 @@ pub fn pass(
         .iter()
         .filter_map(|i| Some((i.metadata.name.as_deref()?, &**i)))
         .collect();
+    let signals = super::alerts::signals(alerts, &spec.halt_on_alerts);
     let seen: BTreeMap<String, Seen> = next
         .instances
         .iter()
@@ -176,6 +180,7 @@ pub fn pass(
                     trouble: trouble(i),
                     broken: broken(i, now),
                     window_open,
+                    alert: signals.instances.get(n).cloned(),
                 },
             ))
         })
@@ -185,7 +190,15 @@ pub fn pass(
         start,
         finish,
         fail,
-    } = decide::decide(&next.waves, &policy(spec), &seen, now);
+    } = decide::decide(
+        &next.waves,
+        &Policy {
+            hold: signals.hold,
+            ..policy(spec)
+        },
+        &seen,
+        now,
+    );
     for n in start {
         let from = by_name
             .get(n.as_str())
@@ -378,7 +391,7 @@ mod tests {
             instance("b", "v1.17.1", Phase::Running),
         ];
         let s0 = FleetRolloutStatus::default();
-        let s1 = pass(&spec(), &s0, &fleet, || plan(&["a", "b"]), t(0));
+        let s1 = pass(&spec(), &s0, &fleet, || plan(&["a", "b"]), None, t(0));
         assert_eq!(s1.waves, [vec!["a".to_string()], vec!["b".to_string()]]);
         assert_eq!(s1.instances["a"].step, "BackingUp");
         assert_eq!(s1.instances["a"].from_version.as_deref(), Some("v1.17.1"));
@@ -405,9 +418,9 @@ mod tests {
         let mut s2 = s1.clone();
         s2.instances.insert("a".into(), soaking);
         let fleet = vec![upgraded, fleet[1].clone()];
-        let s3 = pass(&spec(), &s2, &fleet, || plan(&["a", "b"]), t(60));
+        let s3 = pass(&spec(), &s2, &fleet, || plan(&["a", "b"]), None, t(60));
         assert_eq!(s3.instances["b"].step, "Pending", "still soaking");
-        let s4 = pass(&spec(), &s3, &fleet, || plan(&["a", "b"]), t(95));
+        let s4 = pass(&spec(), &s3, &fleet, || plan(&["a", "b"]), None, t(95));
         assert_eq!(s4.instances["a"].step, "Done");
         assert_eq!(
             s4.instances["b"].step, "BackingUp",
@@ -430,6 +443,7 @@ mod tests {
             &FleetRolloutStatus::default(),
             &fleet,
             blocked,
+            None,
             t(0),
         );
         assert_eq!(s.phase, "Blocked");
@@ -443,6 +457,7 @@ mod tests {
             &FleetRolloutStatus::default(),
             &fleet,
             blocked,
+            None,
             t(0),
         );
         assert_eq!(s.waves, [vec!["a".to_string()]], "x left out");
@@ -458,7 +473,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        let failed = pass(&spec(), &s, &fleet, || plan(&["a"]), t(1801));
+        let failed = pass(&spec(), &s, &fleet, || plan(&["a"]), None, t(1801));
         assert_eq!(failed.phase, "Halted");
         let a = &failed.instances["a"];
         assert_eq!(a.step, "Failed");

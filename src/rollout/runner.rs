@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, Patch, PatchParams};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
+use super::alerts::{Read, Reader};
 use super::engine::{self, Planned};
 use super::findings;
 use super::store::{status_patch, TICK};
@@ -71,12 +72,34 @@ async fn crd_changes(
     .await
 }
 
+/// What Prometheus says is firing, read once for this pass when a rollout still running
+/// halts on alerts (`None`: Kairship reads no alerts, or no rollout needs them).
+async fn alerts_now(rollouts: &[Arc<FleetRollout>], reader: Option<&Reader>) -> Option<Read> {
+    let reader = reader?;
+    let needed = rollouts.iter().any(|r| {
+        let phase = r.status.as_ref().map(|s| s.phase.as_str()).unwrap_or("");
+        !r.spec.aborted
+            && !r.spec.halt_on_alerts.is_empty()
+            && !matches!(phase, "Completed" | "Aborted")
+    });
+    if !needed {
+        return None;
+    }
+    let read = reader.read().await;
+    if let Err(e) = &read {
+        debug!(error = %e, "reading the firing alerts failed; rollouts that halt on alerts hold");
+    }
+    Some(read)
+}
+
 /// One pass over every rollout, on the leader.
-async fn pass_all(ctx: &Context) {
+async fn pass_all(ctx: &Context, reader: Option<&Reader>) {
     let api: Api<FleetRollout> = Api::all(ctx.host.clone());
     let fleet = ctx.instances.store().state();
+    let rollouts = ctx.rollouts.store().state();
+    let alerts = alerts_now(&rollouts, reader).await;
     let now = jiff::Timestamp::now();
-    for r in ctx.rollouts.store().state() {
+    for r in rollouts {
         let Some(name) = r.metadata.name.as_deref() else {
             continue;
         };
@@ -97,6 +120,7 @@ async fn pass_all(ctx: &Context) {
             &before,
             &fleet,
             || plan(&r.spec, class, &fleet, &crd, now),
+            alerts.as_ref(),
             now,
         );
         after.observed_generation = r.metadata.generation;
@@ -153,12 +177,18 @@ async fn record(ctx: &Context, rollout: &str, event: Event) {
 
 /// The leader's loop: a pass every [`TICK`] while this replica leads.
 pub async fn run(ctx: Context) {
+    // The address was checked when Kairship started (`kairship run --alerts-url`).
+    let reader = ctx.settings.alerts_url.as_deref().and_then(|url| {
+        Reader::new(url, ctx.settings.host_call_timeout)
+            .map_err(|e| warn!(error = %e, "rollouts will not read alerts"))
+            .ok()
+    });
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         if ctx.leadership.is_leader() {
-            pass_all(&ctx).await;
+            pass_all(&ctx, reader.as_ref()).await;
         }
     }
 }

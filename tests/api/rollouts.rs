@@ -150,7 +150,11 @@ async fn a_plan_before_anything_moves() {
     api.stop().await;
 }
 
-async fn step_of(r: &RolloutServiceClient<Channel>, rollout: &str, instance: &str) -> String {
+pub(crate) async fn step_of(
+    r: &RolloutServiceClient<Channel>,
+    rollout: &str,
+    instance: &str,
+) -> String {
     let got = r
         .clone()
         .get_rollout(RolloutName {

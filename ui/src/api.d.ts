@@ -1135,6 +1135,8 @@ export interface components {
         };
         "kairship.v1alpha1.RolloutOptions": {
             force?: boolean;
+            haltOnAlerts?: string[];
+            haltOnNoAlerts?: boolean;
             /** Format: int64 */
             maxFailedRequestPercent?: number;
             /** Format: int64 */

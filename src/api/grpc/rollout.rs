@@ -137,10 +137,22 @@ impl Rollouts {
     }
 }
 
+/// An alert name as Prometheus allows it (a metric name), or such a prefix ending in `*`.
+fn check_alert_name(name: &str) -> Result<(), &'static str> {
+    let bare = name.strip_suffix('*').unwrap_or(name);
+    let ok = bare.chars().enumerate().all(|(i, c)| {
+        c.is_ascii_alphabetic() || c == '_' || c == ':' || (i > 0 && c.is_ascii_digit())
+    });
+    match ok && !bare.is_empty() && bare.len() <= 200 {
+        true => Ok(()),
+        false => Err("an alert name ([a-zA-Z_:][a-zA-Z0-9_:]*, at most 200 characters), or such a prefix ending in *"),
+    }
+}
+
 /// The FleetRollout a start request asks for, its fields checked.
 fn spec_of(req: &proto::StartRolloutRequest) -> Result<FleetRolloutSpec, ApiError> {
     let spec = req.spec.clone().unwrap_or_default();
-    let options = req.options.unwrap_or_default();
+    let options = req.options.clone().unwrap_or_default();
     if spec.class_name.is_empty() {
         crate::crd::karmada_spec::check_version("spec.karmada_version", &spec.karmada_version)?;
     } else {
@@ -188,6 +200,27 @@ fn spec_of(req: &proto::StartRolloutRequest) -> Result<FleetRolloutSpec, ApiErro
     if options.min_requests > 0 {
         out.min_requests = options.min_requests;
     }
+    if options.halt_on_alerts.len() > 64 {
+        return Err(ApiError::invalid(
+            "options.halt_on_alerts",
+            "at most 64 names",
+        ));
+    }
+    for (i, name) in options.halt_on_alerts.iter().enumerate() {
+        check_alert_name(name)
+            .map_err(|why| ApiError::invalid(format!("options.halt_on_alerts[{i}]"), why))?;
+    }
+    out.halt_on_alerts = match (options.halt_on_no_alerts, options.halt_on_alerts.is_empty()) {
+        (true, true) => Vec::new(),
+        (true, false) => {
+            return Err(ApiError::invalid(
+                "options.halt_on_no_alerts",
+                "conflicts with options.halt_on_alerts",
+            ))
+        }
+        (false, true) => out.halt_on_alerts,
+        (false, false) => options.halt_on_alerts.clone(),
+    };
     Ok(out)
 }
 
@@ -215,6 +248,8 @@ fn to_proto(r: &FleetRollout) -> proto::Rollout {
             force: s.force,
             max_failed_request_percent: s.max_failed_request_percent,
             min_requests: s.min_requests,
+            halt_on_alerts: s.halt_on_alerts.clone(),
+            halt_on_no_alerts: s.halt_on_alerts.is_empty(),
         }),
         paused: s.paused,
         aborted: s.aborted,

@@ -59,6 +59,18 @@ pub struct StartArgs {
     /// ... once it had at least this many requests while it soaks.
     #[arg(long, default_value_t = 20)]
     pub min_requests: u32,
+    /// A Prometheus alert that halts it (repeatable; a prefix ending in `*` names several),
+    /// when Kairship reads alerts (`kairship run --alerts-url`). Default: Kairship's own
+    /// instance alerts and API errors.
+    #[arg(
+        long = "halt-on-alert",
+        value_name = "ALERT",
+        conflicts_with = "halt_on_no_alerts"
+    )]
+    pub halt_on_alerts: Vec<String>,
+    /// Halt on no alert at all.
+    #[arg(long)]
+    pub halt_on_no_alerts: bool,
 }
 
 #[derive(Debug, Args)]
@@ -250,6 +262,8 @@ pub(crate) async fn run(conn: &Conn, out: Output, cmd: &RolloutsCmd) -> Result<(
                     force: args.force,
                     max_failed_request_percent: args.max_failed_request_percent,
                     min_requests: args.min_requests,
+                    halt_on_alerts: args.halt_on_alerts.clone(),
+                    halt_on_no_alerts: args.halt_on_no_alerts,
                 }),
             };
             let r = c

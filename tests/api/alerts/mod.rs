@@ -4,6 +4,7 @@
 //! nothing else would notice). Each alert carries a severity, a `for`, a summary and a
 //! description. Each alert's firing and quiet cases run in promtool (promtool.rs).
 
+mod halt;
 mod promtool;
 
 use std::collections::{BTreeMap, BTreeSet};
