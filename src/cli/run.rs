@@ -329,12 +329,14 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             &identity,
         )
     };
-    if args.sharding.shards && matches!(args.role, Role::Apiserver) {
+    if args.sharding.shards == Some(true) && matches!(args.role, Role::Apiserver) {
         return Err(Error::Usage(
             "--shards needs a role that runs instance actors (all or controller-manager)".into(),
         ));
     }
+    let sharded = args.sharding.enabled(matches!(args.role, Role::All));
     let shards = args.sharding.shards(
+        sharded,
         &args.leader_elect_namespace,
         crate::actors::leader::replica_of(&identity),
         &identity,
@@ -356,7 +358,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         Role::ControllerManager => None,
         _ => args
             .sharding
-            .forward(serving_chain.as_deref(), leader.lease_duration)?,
+            .forward(sharded, serving_chain.as_deref(), leader.lease_duration)?,
     };
     if args.leader_elect && leader.renew_deadline >= leader.lease_duration {
         return Err(Error::Usage("--leader-elect-renew-deadline-secs must be shorter than --leader-elect-lease-duration-secs".into()));

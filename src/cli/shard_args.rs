@@ -18,16 +18,18 @@ pub struct ShardArgs {
     /// over the live ones, recorded on each Instance (`kairship.io/owner`); a request for
     /// an instance another replica runs is passed to it, and fleet search and the actor
     /// tree are gathered from every replica. A stopping replica hands its instances over
-    /// before its listeners close.
-    #[arg(long)]
-    pub shards: bool,
+    /// before its listeners close. One replica alone owns every instance. On by default
+    /// for `--role all`; `--shards=false` runs every instance on every replica.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub shards: Option<bool>,
     /// Where peers reach this replica's HTTPS port; by default `https://$POD_IP:<port of
     /// --http-addr>` (the chart passes the pod's IP), else the --http-addr itself. An
     /// `https://host:port` address: peers dial nothing else.
     #[arg(long, value_parser = crate::actors::shards::peer_address)]
     pub shard_address: Option<String>,
     /// PEM of the CA that signed the replicas' serving certificate: peers are trusted only
-    /// with a certificate it signed. Required with --shards.
+    /// with a certificate it signed. By default the CA certificates that follow the serving
+    /// one in --tls-cert-file; without either, a sharded replica does not start.
     #[arg(long)]
     pub peer_ca_file: Option<PathBuf>,
     /// The name the replicas' serving certificate is for (the Service's DNS name), checked
@@ -45,9 +47,16 @@ pub struct ShardArgs {
 }
 
 impl ShardArgs {
-    /// The shard Leases' configuration, when sharded.
+    /// Whether this replica shards: as told, else when it serves the API and runs
+    /// instances (`--role all`), where a peer can be passed requests.
+    pub fn enabled(&self, serves_and_runs: bool) -> bool {
+        self.shards.unwrap_or(serves_and_runs)
+    }
+
+    /// The shard Leases' configuration, when sharded (`on`).
     pub fn shards(
         &self,
+        on: bool,
         namespace: &str,
         replica: &str,
         identity: &str,
@@ -55,7 +64,7 @@ impl ShardArgs {
         http_addr: std::net::SocketAddr,
     ) -> Option<ShardConfig> {
         let (lease_duration, renew_deadline, retry_period) = lease;
-        self.shards.then(|| ShardConfig {
+        on.then(|| ShardConfig {
             lease_duration,
             renew_deadline,
             retry_period,
@@ -75,21 +84,32 @@ impl ShardArgs {
         }
     }
 
-    /// How this replica forwards to its peers, when sharded; `serving_chain` is its own
-    /// serving certificate chain (PEM), whose first DNS name is the default server name.
+    /// How this replica forwards to its peers, when sharded (`on`); `serving_chain` is its
+    /// own serving certificate chain (PEM), whose first DNS name is the default server
+    /// name and whose CA certificates are the default peer CA.
     pub fn forward(
         &self,
+        on: bool,
         serving_chain: Option<&[u8]>,
         lease_duration: Duration,
     ) -> Result<Option<ForwardConfig>, Error> {
-        if !self.shards {
+        if !on {
             return Ok(None);
         }
-        let ca = self.peer_ca_file.as_ref().ok_or_else(|| {
-            Error::Usage("--shards needs --peer-ca-file (the CA of the replicas' serving certificate), so replicas can pass requests to each other".into())
-        })?;
-        let ca_pem = std::fs::read_to_string(ca)
-            .map_err(|e| Error::Usage(format!("--peer-ca-file {}: {e}", ca.display())))?;
+        let ca_pem =
+            match (&self.peer_ca_file, serving_chain.and_then(chain_ca)) {
+                (Some(ca), _) => std::fs::read_to_string(ca)
+                    .map_err(|e| Error::Usage(format!("--peer-ca-file {}: {e}", ca.display())))?,
+                (None, Some(ca)) => ca,
+                (None, None) => return Err(Error::Usage(
+                    "sharding is on (the default for --role all) but there is no CA to verify the \
+                 other replicas with: --tls-cert-file has no CA certificate after the serving one. \
+                 Pass --peer-ca-file (the CA that signed the replicas' serving certificate, \
+                 cert-manager's ca.crt), append the CA to --tls-cert-file, or pass \
+                 --shards=false to run every instance on this replica"
+                        .into(),
+                )),
+            };
         let server_name = match (&self.peer_server_name, serving_chain) {
             (Some(n), _) => n.clone(),
             (None, Some(pem)) => first_dns_name(pem).ok_or_else(|| {
@@ -115,6 +135,38 @@ impl ShardArgs {
     }
 }
 
+/// The CA certificates (basic constraints CA) that follow the first certificate of a PEM
+/// chain, as PEM: where a serving chain carries its CA, peers are verified with it.
+fn chain_ca(pem: &[u8]) -> Option<String> {
+    let mut out = String::new();
+    for (i, block) in x509_parser::pem::Pem::iter_from_buffer(pem).enumerate() {
+        let block = block.ok()?;
+        if i == 0 || block.label != "CERTIFICATE" {
+            continue;
+        }
+        let Ok(cert) = block.parse_x509() else {
+            continue;
+        };
+        if cert.is_ca() {
+            out.push_str(&pem_block(&block.contents));
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// A certificate's DER as a PEM block.
+fn pem_block(der: &[u8]) -> String {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(line));
+        out.push('\n');
+    }
+    out.push_str("-----END CERTIFICATE-----\n");
+    out
+}
+
 /// The first DNS subject alternative name of the first certificate in `pem`.
 fn first_dns_name(pem: &[u8]) -> Option<String> {
     let (_, block) = x509_parser::pem::parse_x509_pem(pem).ok()?;
@@ -138,5 +190,44 @@ mod tests {
             Some("localhost")
         );
         assert_eq!(first_dns_name(b"not a certificate"), None);
+    }
+
+    #[test]
+    fn the_peer_ca_defaults_to_the_ca_after_the_serving_certificate() {
+        let cert = kairship_wire::tls::generate("kairship").expect("cert");
+        // The serving certificate alone: no CA to verify peers with.
+        assert_eq!(chain_ca(cert.cert_pem.as_bytes()), None);
+        let chain = format!("{}{}", cert.cert_pem, cert.ca_pem);
+        let ca = chain_ca(chain.as_bytes()).expect("the CA after the serving one");
+        let (_, parsed) = x509_parser::pem::parse_x509_pem(ca.as_bytes()).expect("PEM");
+        let (_, given) = x509_parser::pem::parse_x509_pem(cert.ca_pem.as_bytes()).expect("PEM");
+        assert_eq!(parsed.contents, given.contents, "the same certificate");
+        let args = ShardArgs {
+            shards: None,
+            shard_address: None,
+            peer_ca_file: None,
+            peer_server_name: None,
+            forward_timeout_secs: 10,
+            handoff_wait_secs: None,
+        };
+        assert!(args.enabled(true) && !args.enabled(false));
+        let leaf_only = args.forward(
+            true,
+            Some(cert.cert_pem.as_bytes()),
+            Duration::from_secs(15),
+        );
+        assert!(
+            matches!(&leaf_only, Err(Error::Usage(m)) if m.contains("--peer-ca-file") && m.contains("--shards=false")),
+            "{leaf_only:?}"
+        );
+        let forward = args
+            .forward(true, Some(chain.as_bytes()), Duration::from_secs(15))
+            .expect("configured")
+            .expect("sharded");
+        assert_eq!(forward.server_name, "localhost");
+        assert!(args
+            .forward(false, None, Duration::from_secs(15))
+            .expect("off")
+            .is_none());
     }
 }

@@ -99,6 +99,10 @@ fn values_render_what_they_promise() {
         "--log-format=json",
         "--token-auth-file=/etc/kairship/auth/tokens/tokens.csv",
         "--tls-cert-file=/etc/kairship/tls/tls.crt",
+        // Sharded by default, peers verified with the TLS Secret's CA.
+        "--shards",
+        "--peer-ca-file=/etc/kairship/tls/ca.crt",
+        "--peer-server-name=kairship.kairship-system.svc",
     ] {
         assert!(
             args.iter().any(|a| a == want),
@@ -108,6 +112,12 @@ fn values_render_what_they_promise() {
     assert!(
         !args.iter().any(|a| a.starts_with("--webhook-secret-file")),
         "the webhook is off by default"
+    );
+    let unsharded = container_args(&template(&["sharding.enabled=false"]));
+    assert!(
+        unsharded.iter().any(|a| a == "--shards=false")
+            && !unsharded.iter().any(|a| a.starts_with("--peer-ca-file")),
+        "sharding off says so: {unsharded:?}"
     );
     let kinds: Vec<String> = docs(&defaults)
         .iter()

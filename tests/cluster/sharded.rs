@@ -1,4 +1,6 @@
-//! The chart with sharding switched on (`sharding.enabled`): each instance is run by the
+//! The chart switched to its default, sharded (the demo installs it with
+//! `sharding.enabled=false` so that the leader-loss tests see every pod run every
+//! instance): each instance is run by the
 //! one pod recorded as its owner; clients of both instances keep reading, writing and
 //! watching through the Service (whichever pod it picks passes each request to the owner)
 //! while the pods are rolled by `helm upgrade` and while an owner is force-deleted.

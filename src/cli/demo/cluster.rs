@@ -286,6 +286,9 @@ pub fn chart_values(image: &str, degraded_after_secs: u64) -> Result<Vec<String>
         "auth.tokenFile.secretName=kairship-auth".to_string(),
         "auth.webhookSecret.secretName=kairship-auth".to_string(),
         format!("instanceDegradedAfterSeconds={degraded_after_secs}"),
+        // Every pod runs every instance first: the cluster tier measures a leader's loss
+        // that way, then switches to the chart's default, sharded (tests/cluster/sharded.rs).
+        "sharding.enabled=false".to_string(),
     ]
     .into_iter()
     .flat_map(|v| ["--set".to_string(), v])

@@ -29,6 +29,7 @@ use crate::server::{serve, Served};
 mod forged;
 mod handoff;
 mod rest_writes;
+mod run_defaults;
 
 const INSTANCES: usize = 3;
 const ADMIN: &str = "shard-admin-token";
