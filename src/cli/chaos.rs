@@ -102,6 +102,7 @@ pub async fn run(args: ChaosArgs) -> Result<(), Error> {
                 oidc: Default::default(),
                 clusterpedia: false,
                 limits: Default::default(),
+                replicas: 1,
             };
             let demo = super::demo::start_sim(&demo_args).await?;
             let path = demo_args.state_dir.join("endpoints.json");

@@ -186,6 +186,10 @@ pub struct RunArgs {
     /// `/metrics` serves them to a caller with a role on every instance.
     #[arg(long)]
     pub probes_instance_series: bool,
+    /// Stop as on SIGTERM once standard input ends: `kairship demo --replicas` starts its
+    /// extra replicas so, and they go with it however it ends.
+    #[arg(long, hide = true)]
+    pub stop_when_stdin_closes: bool,
     /// Prometheus's address (http(s)://host:port): the leader reads its firing alerts
     /// (`/api/v1/alerts`) while a fleet rollout runs, and halts rollouts on those their
     /// `haltOnAlerts` names. Unset: rollouts do not read alerts.
@@ -496,12 +500,34 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
                 .await
                 .map_err(|e| Error::Usage(e.to_string()))?;
             tracing::info!(identity = %identity, role = ?args.role, grpc = %running.grpc_addr, https = %running.http_addr, "kairship running");
-            super::shutdown_signal().await;
+            stop_signal(args.stop_when_stdin_closes).await;
             tracing::info!("shutting down");
             running.shutdown().await;
         }
     }
     Ok(())
+}
+
+/// SIGTERM or Ctrl-C; with `stdin`, also the end of standard input (the parent that
+/// started this process is gone, or let it go).
+async fn stop_signal(stdin: bool) {
+    if !stdin {
+        return super::shutdown_signal().await;
+    }
+    // A plain thread: a blocked read must not hold the runtime's shutdown.
+    let (tx, closed) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut input = std::io::stdin();
+        let mut buf = [0u8; 64];
+        // Whatever is written is ignored; only the end counts.
+        while matches!(input.read(&mut buf), Ok(n) if n > 0) {}
+        let _ = tx.send(());
+    });
+    tokio::select! {
+        _ = super::shutdown_signal() => {}
+        _ = closed => tracing::info!("standard input closed"),
+    }
 }
 
 /// Where audit events go: `--audit-log-path` (a file, or `-` for standard output), else

@@ -2,6 +2,8 @@
 //! pins it, kubectl through the proxy, the gRPC API, and a clean shutdown on SIGTERM that
 //! leaves no port open.
 
+mod replicas;
+
 use std::process::{Command, Stdio};
 use std::time::Duration;
 

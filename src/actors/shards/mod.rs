@@ -2,8 +2,8 @@
 //! actor (connection, caches, status writes, controllers). Replicas hold one Lease each
 //! (`members`), the owner of an instance is chosen by rendezvous hashing over the live ones
 //! (`ring`), and an instance changes hands release-then-acquire through a record on the
-//! Instance (`handoff`). Off unless `kairship run --shards` is given: then every replica
-//! holds every instance, as before.
+//! Instance (`handoff`). On by default for `kairship run --role all`; with
+//! `--shards=false` every replica holds every instance.
 
 pub mod handoff;
 pub mod members;

@@ -479,6 +479,7 @@ async fn install_and_serve(
             names: &instance_names,
             admin: &tokens.admin,
             viewer: &tokens.viewer,
+            replicas: Vec::new(),
         },
     )?;
 

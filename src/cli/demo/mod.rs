@@ -13,6 +13,7 @@ use crate::actors::context::Settings;
 use crate::{bootstrap, server, Error};
 
 mod cluster;
+mod replicas;
 mod setup;
 
 use setup::{
@@ -82,6 +83,11 @@ pub struct DemoArgs {
     /// What one caller may hold of Kairship, as `kairship run` takes them.
     #[command(flatten)]
     pub limits: crate::cli::run::LimitArgs,
+    /// Sharded replicas of Kairship (`--fleet sim` or `real`): this process is the first,
+    /// the others `kairship run` processes beside it; each runs its share of the instances
+    /// and any answers for all. The demo prints who owns what and how to kill one.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=9))]
+    pub replicas: u64,
 }
 
 /// Clusterpedia's namespace in the demo (its default).
@@ -144,6 +150,21 @@ pub async fn run(args: DemoArgs) -> Result<(), Error> {
         return Err(Error::Usage(
             "--clusterpedia works with --fleet sim or real; with the chart, set clusterpedia.enabled".into(),
         ));
+    }
+    if args.replicas > 1 {
+        if args.fleet == FleetKind::Cluster {
+            return Err(Error::Usage(
+                "--replicas is for --fleet sim or real; the chart's pods are its replicas (helm upgrade --set replicaCount=N)".into(),
+            ));
+        }
+        if !args.leader_elect {
+            return Err(Error::Usage("--replicas needs --leader-elect=true".into()));
+        }
+        if args.oidc.oidc_issuer_url.is_some() {
+            return Err(Error::Usage(
+                "--replicas takes the demo's tokens only (no --oidc-*)".into(),
+            ));
+        }
     }
     match args.fleet {
         FleetKind::Real => return run_real(&args, total).await,
@@ -255,6 +276,10 @@ pub(crate) struct Up {
     pub viewer: String,
     pub https: String,
     pub host_kubeconfig: PathBuf,
+    /// The other replicas (`--replicas`), in processes of their own.
+    pub replicas: Vec<replicas::Replica>,
+    /// Each instance's owner when sharded.
+    pub owners: std::collections::BTreeMap<String, String>,
 }
 
 /// A simulated fleet and Kairship on it, in this process, for `kairship chaos run`.
@@ -343,21 +368,39 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
     let names: Vec<String> = fleet.instances.iter().map(|(n, _)| n.clone()).collect();
     let tokens = write_tokens(dir)?;
     let auth = demo_auth(&host, &tokens, names.first(), &args.oidc).await?;
-    let DemoTokens { admin, viewer, .. } = tokens;
+    let (admin, viewer) = (tokens.admin.clone(), tokens.viewer.clone());
     let cert = kairship_wire::tls::generate("kairship").map_err(|e| Error::Usage(e.to_string()))?;
     let audit_log = dir.join("audit.log");
-    let running = server::start(server::ServerConfig {
-        host: host.clone(),
-        identity: "kairship-demo".into(),
-        election: match args.leader_elect {
-            true => crate::actors::tree::Election::Lease(crate::actors::leader::LeaderConfig::new(
-                "kube-system",
+    // Sharded: the first replica's port is told to its peers before it is bound.
+    let mut http_addr = args.http_addr;
+    let first = match args.replicas > 1 {
+        true => {
+            if http_addr.port() == 0 {
+                http_addr.set_port(replicas::free_port()?);
+            }
+            Some(replicas::first(http_addr, &cert.ca_pem))
+        }
+        false => None,
+    };
+    let election = match (&first, args.leader_elect) {
+        (Some(f), _) => crate::actors::tree::Election::Lease(f.leader.clone()),
+        (None, true) => {
+            crate::actors::tree::Election::Lease(crate::actors::leader::LeaderConfig::new(
+                replicas::LEASE_NAMESPACE,
                 "kairship-controller-manager",
                 "kairship-demo",
-            )),
-            false => crate::actors::tree::Election::Always,
-        },
+            ))
+        }
+        (None, false) => crate::actors::tree::Election::Always,
+    };
+    let running = server::start(server::ServerConfig {
+        host: host.clone(),
+        identity: first
+            .as_ref()
+            .map_or_else(|| "kairship-demo".to_string(), |f| f.identity.clone()),
+        election,
         settings: Settings {
+            shards: first.as_ref().map(|f| f.shards.clone()),
             degraded_after: Duration::from_secs(args.instance_degraded_after_secs),
             certificate_warning: Duration::from_secs(args.certificate_expiry_warning_days * 86_400),
             clusterpedia: args
@@ -374,7 +417,7 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
             ..Settings::default()
         },
         grpc_addr: args.grpc_addr,
-        http_addr: args.http_addr,
+        http_addr,
         probes_addr: Some(args.probes_addr),
         tls: cert.server_config.clone(),
         grpc_tls: None,
@@ -385,13 +428,41 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
         auth,
         chaos_reports: Some(dir.join("chaos")),
         shutdown_delay: Duration::ZERO,
-        forward: None,
+        forward: first.as_ref().map(|f| f.forward.clone()),
     })
     .await
     .map_err(|e| Error::Usage(e.to_string()))?;
+    let mut others = match args.replicas > 1 {
+        true => replicas::start(
+            args.replicas as usize,
+            &replicas::Launch {
+                dir,
+                host_kubeconfig: &host_kubeconfig,
+                cert: &cert,
+                token_file: &tokens.token_file,
+                webhook_secret: &tokens.webhook_secret,
+                flags: replica_flags(args),
+            },
+        )?,
+        false => Vec::new(),
+    };
 
     step(4, total, "waiting for every instance to be Running");
-    wait_running(&host).await?;
+    if let Err(e) = wait_running(&host).await {
+        let why = replicas::ended(&mut others).map_or(e.to_string(), |r| format!("{e}; {r}"));
+        replicas::stop(others);
+        return Err(Error::Usage(why));
+    }
+    let owners = match args.replicas > 1 {
+        true => match replicas::owners(&host, &names, Duration::from_secs(60)).await {
+            Ok(o) => o,
+            Err(e) => {
+                replicas::stop(others);
+                return Err(e);
+            }
+        },
+        false => Default::default(),
+    };
 
     step(5, total, "writing endpoints.json and kubeconfigs");
     let https = format!("https://{}", running.http_addr);
@@ -410,6 +481,13 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
             names: &names,
             admin: &admin,
             viewer: &viewer,
+            replicas: others
+                .iter()
+                .map(|r| {
+                    serde_json::json!({"name": r.name, "https": r.https, "pid": r.pid(),
+                        "log": r.log.display().to_string()})
+                })
+                .collect(),
         },
     )?;
 
@@ -420,7 +498,32 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
         viewer,
         https,
         host_kubeconfig,
+        replicas: others,
+        owners,
     })
+}
+
+/// The first replica's settings that the others take as `kairship run` flags.
+fn replica_flags(args: &DemoArgs) -> Vec<String> {
+    let mut flags = vec![
+        format!(
+            "--instance-degraded-after-secs={}",
+            args.instance_degraded_after_secs
+        ),
+        format!(
+            "--certificate-expiry-warning-days={}",
+            args.certificate_expiry_warning_days
+        ),
+        "--probes-instance-series".to_string(),
+    ];
+    if !args.no_member_loopback {
+        flags.push("--member-allowed-cidrs=127.0.0.0/8,::1/128".into());
+    }
+    if args.clusterpedia {
+        flags.push("--clusterpedia".into());
+        flags.push(format!("--clusterpedia-namespace={CLUSTERPEDIA_NAMESPACE}"));
+    }
+    flags
 }
 
 async fn serve(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<(), Error> {
@@ -432,6 +535,8 @@ async fn serve(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<(), E
         viewer,
         https,
         host_kubeconfig,
+        replicas: others,
+        owners,
     } = bring_up(args, fleet, total).await?;
     let d = dir.display();
     let first = names.first().cloned().unwrap_or_default();
@@ -475,13 +580,59 @@ async fn serve(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<(), E
     println!("  tokens:      admin {admin}");
     println!("               viewer {viewer} (bound to {first})");
     println!("               (token file {d}/tokens.csv; roles: kubectl --kubeconfig {} get instancerolebindings)", host_kubeconfig.display());
+    if !others.is_empty() {
+        print_replicas(&https, &others, &owners, &d.to_string());
+    }
     println!("Press Ctrl-C to stop.");
     super::shutdown_signal().await;
     println!("stopping...");
     let _ = std::fs::remove_file(dir.join("endpoints.json"));
+    // The others hand their instances to this one as they go, then this one stops.
+    let _ = tokio::task::spawn_blocking(move || replicas::stop(others)).await;
     running.shutdown().await;
     println!("stopped");
     Ok(())
+}
+
+/// Who owns what, and how to see an instance move.
+fn print_replicas(
+    https: &str,
+    others: &[replicas::Replica],
+    owners: &std::collections::BTreeMap<String, String>,
+    d: &str,
+) {
+    let owned = |replica: &str| {
+        let list: Vec<&str> = owners
+            .iter()
+            .filter(|(_, o)| o.as_str() == replica)
+            .map(|(i, _)| i.as_str())
+            .collect();
+        match list.is_empty() {
+            true => "(none yet)".to_string(),
+            false => list.join(", "),
+        }
+    };
+    println!("  replicas (sharded; any answers for every instance):");
+    let first = replicas::name(1);
+    println!("    {first}  this process  {https}  owns {}", owned(&first));
+    for r in others {
+        println!(
+            "    {}  pid {}  {}  owns {}  (log {})",
+            r.name,
+            r.pid(),
+            r.https,
+            owned(&r.name),
+            r.log.display()
+        );
+    }
+    if let Some(r) = others.first() {
+        println!(
+            "  move instances: kill -9 {}   ({}'s instances go to the others once its Lease lapses, about 15 s; \
+             kairship ctl --state-dir {d} actors list shows each actor's REPLICA)",
+            r.pid(),
+            r.name
+        );
+    }
 }
 
 /// Clusterpedia's PediaCluster and ClusterSyncResources CRDs from the build cache, and

@@ -264,6 +264,8 @@ pub(super) struct Endpoints<'a> {
     pub names: &'a [String],
     pub admin: &'a str,
     pub viewer: &'a str,
+    /// The other replicas, when sharded (`--replicas`): name, HTTPS address, pid, log.
+    pub replicas: Vec<serde_json::Value>,
 }
 
 /// Writes the CA, a kubeconfig per instance through Kairship's proxy, and endpoints.json.
@@ -293,6 +295,7 @@ pub(super) fn write_endpoints(dir: &Path, e: &Endpoints<'_>) -> Result<(), Error
         "tokens": {"admin": e.admin, "viewer": e.viewer, "viewer_instance": e.names.first()},
         "webhook_secret_file": dir.join("webhook.secret").display().to_string(),
         "audit_log": e.audit_log.map(|p| p.display().to_string()),
+        "replicas": e.replicas,
     });
     let text = serde_json::to_vec_pretty(&endpoints).map_err(|e| Error::Usage(e.to_string()))?;
     kubeconfig::write_atomic(&dir.join("endpoints.json"), &text)
