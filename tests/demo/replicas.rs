@@ -41,11 +41,9 @@ fn owners(host_kubeconfig: &str) -> BTreeMap<String, String> {
 }
 
 fn alive(pid: u64) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        !s.split_whitespace()
-            .nth(2)
-            .is_some_and(|state| state == "Z")
-    })
+    // A zombie (state Z) has ended; only its parent has not reaped it yet.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.split_whitespace().nth(2).is_none_or(|state| state != "Z"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
