@@ -18,6 +18,7 @@ use super::instance::{InstanceActor, InstanceArgs, InstanceMsg};
 use super::instance_informer::InstanceEvent;
 use super::supervision::{ActorSnapshot, ActorState, Decision, RestartTracker};
 use crate::actors::shards::handoff::Step;
+use crate::actors::shards::machine::{self, Effect, Event, Placement, Record};
 use crate::crd::{Instance, FINALIZER};
 pub use messages::ManagerMsg;
 
@@ -35,14 +36,8 @@ struct Child {
     /// every replica, as `kubectl rollout restart` does for pods.
     restarted_at: Option<String>,
     requested_restarts: u32,
-    /// A handoff record write for it is in flight (sharded fleets).
-    recording: bool,
-    /// The resourceVersion of the Instance that write was decided on: a change that
-    /// arrives while it is in flight is not acted on then, so it is decided when the write
-    /// returns.
-    recording_from: Option<String>,
-    /// Record writes failed in a row: the next is retried later each time.
-    record_failures: u32,
+    /// Where it is placed when the fleet is sharded (a record write in flight, failures).
+    placement: Placement,
 }
 
 /// Work scheduled for a child, so a duplicate trigger does not schedule it twice.
@@ -245,18 +240,32 @@ impl InstanceManager {
         // Sharded: this replica acts for the instance only as its recorded owner, and takes
         // or gives it up first where the ring says so.
         let step = placement::decide(&state.ctx, &instance);
-        if let Some(s @ (Step::Acquire | Step::Release)) = step {
-            match state.children.get_mut(&name) {
-                Some(child) => child.instance = instance,
-                None => {
-                    state.children.insert(name.clone(), new_child(instance));
+        if let Some(step) = step {
+            let child = state
+                .children
+                .entry(name.clone())
+                .or_insert_with(|| new_child(instance.clone()));
+            let seen = Event::Seen {
+                step,
+                version: instance.metadata.resource_version.as_deref(),
+            };
+            let (next, effects) = machine::decide(&child.placement, &seen, state.ctx.settings.tick);
+            child.placement = next;
+            match effects.first() {
+                // A write in flight: decided once it returns.
+                None => return,
+                Some(Effect::Write(record)) => {
+                    let record = *record;
+                    child.instance = instance;
+                    if record == Record::Me {
+                        Self::stop_child(state, &name, "not yet recorded as this replica's");
+                    }
+                    placement::write(state, myself, &name, record);
+                    return;
                 }
+                // Run here, or stop: the lifecycle below acts on `step`.
+                Some(_) => {}
             }
-            if s == Step::Acquire {
-                Self::stop_child(state, &name, "not yet recorded as this replica's");
-            }
-            placement::record(state, myself, &name, s);
-            return;
         }
         let leader = match step {
             Some(s) => s == Step::Run,
@@ -334,9 +343,7 @@ fn new_child(instance: Instance) -> Child {
     Child {
         restarted_at: restart_stamp(&instance),
         requested_restarts: 0,
-        recording: false,
-        recording_from: None,
-        record_failures: 0,
+        placement: Placement::default(),
         instance,
         actor: None,
         state: ActorState::Starting,

@@ -1,7 +1,8 @@
 //! Where an instance's actor runs when the fleet is sharded (`actors::shards`): only on
 //! the replica that owns the instance. The manager asks [`decide`] before it starts an
-//! actor or does an owner's work (finalizers, cleanup), and carries out the handoff's
-//! record writes here, one in flight per instance.
+//! actor or does an owner's work (finalizers, cleanup), feeds each instance's placement
+//! machine (`actors::shards::machine`), and carries out the record writes it asks for
+//! here, one in flight per instance.
 
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use tracing::{info, warn};
 use super::{ManagerMsg, ManagerState};
 use crate::actors::context::Context;
 use crate::actors::shards::handoff::{self, Step};
+use crate::actors::shards::machine::{self, Effect, Event, Record};
 use crate::crd::Instance;
 
 /// What the manager may do for `instance` here: `None` when the fleet is not sharded
@@ -30,29 +32,20 @@ pub fn acting(ctx: &Context) -> Context {
     ctx
 }
 
-/// Writes the handoff record `step` calls for (us for `Acquire`, nobody for `Release`,
-/// after the actor has stopped), unless one is in flight for this instance. The answer
-/// comes back as `ManagerMsg::Recorded`; a refused write (another replica moved first) is
-/// decided again at the next event.
-pub fn record(state: &mut ManagerState, myself: &ActorRef<ManagerMsg>, name: &str, step: Step) {
+/// Writes the record `record` the placement machine asked for: the actor (if any) stopped
+/// and waited for first, so the next owner never starts while this one may still write.
+/// The answer comes back as `ManagerMsg::Recorded`, for [`recorded`].
+pub fn write(state: &mut ManagerState, myself: &ActorRef<ManagerMsg>, name: &str, record: Record) {
     let Some(shards) = state.ctx.shards.clone() else {
         return;
     };
     let Some(child) = state.children.get_mut(name) else {
         return;
     };
-    if child.recording {
-        return;
-    }
-    let to = match step {
-        Step::Acquire => Some(shards.me().to_string()),
-        Step::Release => None,
-        _ => return,
+    let to = match record {
+        Record::Me => Some(shards.me().to_string()),
+        Record::Nobody => None,
     };
-    child.recording = true;
-    child.recording_from = child.instance.metadata.resource_version.clone();
-    // The actor stops before the record is cleared, so the next owner never starts while
-    // this one may still write.
     let stopping = child.actor.take();
     if let Some(a) = &stopping {
         state.by_actor.remove(&a.get_id());
@@ -81,8 +74,8 @@ pub fn record(state: &mut ManagerState, myself: &ActorRef<ManagerMsg>, name: &st
     });
 }
 
-/// A record write finished: on failure, look again after `retry` (a conflict needs no
-/// retry, since the change that caused it arrives as an event, but a lost host does).
+/// A record write returned: the placement machine says what next, on the Instance as the
+/// cache has it now (`retry`: the first wait after a failure).
 pub fn recorded(
     state: &mut ManagerState,
     myself: &ActorRef<ManagerMsg>,
@@ -93,52 +86,44 @@ pub fn recorded(
     let Some(child) = state.children.get_mut(name) else {
         return;
     };
-    child.recording = false;
-    let decided_on = child.recording_from.take();
     let store = state.ctx.instances.store().clone();
     let key = kube::runtime::reflector::ObjectRef::new(name);
-    // Changes that arrived during the write (the write's own, a peer's record, a ring
-    // that moved again) were not acted on: decide on the Instance as it is now.
-    let changed_meanwhile = store
-        .get(&key)
-        .filter(|latest| latest.metadata.resource_version != decided_on);
-    match result {
-        Ok(()) => {
-            child.record_failures = 0;
-            info!(instance = %name, "ownership record written");
-            if let Some(latest) = changed_meanwhile {
-                let _ = myself.send_message(ManagerMsg::Apply(Box::new((*latest).clone())));
-            }
-        }
+    let latest = store.get(&key);
+    let version = latest
+        .as_ref()
+        .and_then(|l| l.metadata.resource_version.clone());
+    let event = Event::Written {
+        ok: result.is_ok(),
+        latest: version.as_deref(),
+    };
+    let (next, effects) = machine::decide(&child.placement, &event, retry);
+    child.placement = next;
+    match &result {
+        Ok(()) => info!(instance = %name, "ownership record written"),
         Err(e) => {
-            child.record_failures = child.record_failures.saturating_add(1);
-            if let Some(latest) = changed_meanwhile {
-                // Refused because the Instance changed: what changed decides, at once.
-                warn!(instance = %name, error = %e, "ownership record not written; the Instance changed meanwhile, deciding again");
-                let _ = myself.send_message(ManagerMsg::Apply(Box::new((*latest).clone())));
-                return;
-            }
-            // A host that is gone is not asked again for every instance at every tick.
-            let retry = record_retry(retry, child.record_failures);
-            warn!(instance = %name, error = %e, retry_secs = retry.as_secs_f64(), "ownership record not written; deciding again");
-            // Decided again on the Instance as it is then, not as it was: a stale copy
-            // would only conflict again.
-            let fallback = child.instance.clone();
-            myself.send_after(retry, move || {
-                let latest = store.get(&key).map_or(fallback, |i| (*i).clone());
-                ManagerMsg::Apply(Box::new(latest))
-            });
+            warn!(instance = %name, error = %e, "ownership record not written; deciding again")
         }
     }
-}
-
-/// The wait before deciding again after `failures` record writes failed in a row:
-/// doubling from `base`, at most 30 s.
-fn record_retry(base: Duration, failures: u32) -> Duration {
-    let doubled = base.saturating_mul(1 << failures.saturating_sub(1).min(8));
-    doubled
-        .min(Duration::from_secs(30))
-        .max(base.min(Duration::from_secs(30)))
+    for effect in effects {
+        match effect {
+            Effect::DecideAgain => {
+                if let Some(latest) = &latest {
+                    let _ = myself.send_message(ManagerMsg::Apply(Box::new((**latest).clone())));
+                }
+            }
+            // Decided again on the Instance as it is then, not as it was: a stale copy
+            // would only conflict again.
+            Effect::DecideAgainAfter(wait) => {
+                let fallback = child.instance.clone();
+                let (store, key) = (store.clone(), key.clone());
+                myself.send_after(wait, move || {
+                    let latest = store.get(&key).map_or(fallback, |i| (*i).clone());
+                    ManagerMsg::Apply(Box::new(latest))
+                });
+            }
+            Effect::Proceed | Effect::Stop | Effect::Write(_) => {}
+        }
+    }
 }
 
 /// Feeds the manager the live replicas' changes.
@@ -163,17 +148,4 @@ pub fn watch_members(
             }
         }
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn failed_record_writes_back_off_to_a_bound() {
-        let base = Duration::from_secs(1);
-        let waits: Vec<u64> = (1..=8).map(|n| record_retry(base, n).as_secs()).collect();
-        assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30, 30]);
-        assert_eq!(record_retry(base, u32::MAX), Duration::from_secs(30));
-    }
 }

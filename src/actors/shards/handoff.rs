@@ -42,17 +42,21 @@ pub enum Step {
 
 /// The step for an instance whose ring owner is `ring_owner`, recorded for `recorded`, as
 /// seen by replica `me` with `live` replicas alive (`me` among them only while its own
-/// Lease is held: a replica that lost its Lease owns nothing).
+/// Lease is held: a replica that lost its Lease owns nothing). `holding`: replicas whose
+/// Lease changed within a lease duration, live or not: one that released its Lease (a
+/// graceful stop) may still be stopping an instance's actor, so its record stands until
+/// it clears it itself, or until its Lease would have lapsed.
 pub fn step(
     me: &str,
     ring_owner: Option<&str>,
     recorded: Option<&str>,
     live: &BTreeSet<String>,
+    holding: &BTreeSet<String>,
 ) -> Step {
     let mine_by_ring = ring_owner == Some(me) && live.contains(me);
     match (mine_by_ring, recorded) {
         (true, Some(r)) if r == me => Step::Run,
-        (true, Some(r)) if live.contains(r) => Step::Wait,
+        (true, Some(r)) if live.contains(r) || holding.contains(r) => Step::Wait,
         (true, _) => Step::Acquire,
         (false, Some(r)) if r == me => Step::Release,
         (false, _) => Step::Away,
@@ -104,6 +108,36 @@ mod tests {
 
     fn live(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// `step` where every live replica is also holding, and no other.
+    fn step(me: &str, ring: Option<&str>, rec: Option<&str>, l: &BTreeSet<String>) -> Step {
+        super::step(me, ring, rec, l, l)
+    }
+
+    #[test]
+    fn a_released_lease_holds_its_records_until_they_are_cleared() {
+        // a released its Lease (a graceful stop) and is no longer live, but may still be
+        // stopping the actor: b waits for a to clear its record.
+        let (only_b, released) = (live(&["b"]), live(&["a", "b"]));
+        assert_eq!(
+            super::step("b", Some("b"), Some("a"), &only_b, &released),
+            Step::Wait
+        );
+        assert_eq!(
+            super::step("b", Some("b"), None, &only_b, &released),
+            Step::Acquire
+        );
+        // a's Lease lapsed too (it died mid-way): b takes it over.
+        assert_eq!(
+            super::step("b", Some("b"), Some("a"), &only_b, &only_b),
+            Step::Acquire
+        );
+        // a itself gives it up.
+        assert_eq!(
+            super::step("a", Some("b"), Some("a"), &only_b, &released),
+            Step::Release
+        );
     }
 
     #[test]

@@ -66,6 +66,18 @@ impl Liveness {
     }
 }
 
+impl Liveness {
+    /// The replicas whose Lease changed within a lease duration of `now` (renewed, or
+    /// released on a graceful stop), as of the last listing: their records stand.
+    pub fn recent(&self, now: Instant) -> BTreeSet<String> {
+        self.last
+            .iter()
+            .filter(|(_, (_, at))| now.duration_since(*at) < self.lease_duration)
+            .filter_map(|(name, _)| name.strip_prefix(&self.prefix).map(str::to_string))
+            .collect()
+    }
+}
+
 /// Each shard Lease's holder as last watched, to tell the changes that move instances (a
 /// replica joining, or releasing its Lease on a graceful stop) from renewals, which come
 /// every retry period from every replica and change nothing but the renew time.

@@ -6,8 +6,11 @@
 //! `--shards=false` every replica holds every instance.
 
 pub mod handoff;
+pub mod machine;
 pub mod members;
 pub mod ring;
+#[cfg(test)]
+mod simulation;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -95,6 +98,11 @@ pub struct Shards {
     me: String,
     lease: Leadership,
     live: watch::Receiver<BTreeSet<String>>,
+    /// Replicas whose Lease changed within a lease duration, live or released: their
+    /// records stand until they clear them (`handoff::step`).
+    holding: Arc<RwLock<BTreeSet<String>>>,
+    /// The Leases were listed while this replica held its own, and it has held it since.
+    listed_since_held: Arc<std::sync::atomic::AtomicBool>,
     /// Each live replica's published address.
     addresses: Arc<RwLock<HashMap<String, String>>>,
 }
@@ -118,6 +126,21 @@ impl Shards {
         live
     }
 
+    /// The live replicas an instance's placement is decided on: as [`live`](Self::live),
+    /// but this replica counts only once it has listed the Leases since it last gained
+    /// its own. One that regains its Lease (a partition healed) may hold a listing from
+    /// before replicas joined whose records it must not override.
+    fn deciding(&self) -> BTreeSet<String> {
+        let mut live = self.live();
+        if !self
+            .listed_since_held
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            live.remove(&self.me);
+        }
+        live
+    }
+
     /// The replica the ring gives `instance` to.
     pub fn owner(&self, instance: &str) -> Option<String> {
         let live: Vec<String> = self.live().into_iter().collect();
@@ -136,13 +159,14 @@ impl Shards {
     /// This replica's step for `i` now.
     pub fn step(&self, i: &crate::crd::Instance) -> handoff::Step {
         let name = i.metadata.name.as_deref().unwrap_or_default();
-        let live = self.live();
+        let live = self.deciding();
         let live_list: Vec<&String> = live.iter().collect();
         handoff::step(
             &self.me,
             ring::owner(name, &live_list),
             handoff::recorded(i),
             &live,
+            &self.holding.read(),
         )
     }
 }
@@ -229,10 +253,14 @@ pub fn spawn(host: kube::Client, cfg: ShardConfig) -> Running {
     let (stop, mut stopped) = watch::channel(false);
     let lease = elector.leadership.clone();
     let addresses: Arc<RwLock<HashMap<String, String>>> = Default::default();
+    let holding: Arc<RwLock<BTreeSet<String>>> = Default::default();
+    let listed_since_held: Arc<std::sync::atomic::AtomicBool> = Default::default();
     let shards = Shards {
         me: cfg.replica.clone(),
         lease: lease.clone(),
         live: rx,
+        holding: holding.clone(),
+        listed_since_held: listed_since_held.clone(),
         addresses: addresses.clone(),
     };
     let task = tokio::spawn(async move {
@@ -245,6 +273,8 @@ pub fn spawn(host: kube::Client, cfg: ShardConfig) -> Running {
         // join or release its Lease, so instances move without waiting for the next
         // listing while requests for them wait.
         let mut holders = members::Holders::new(&cfg.prefix);
+        let mut own = lease.subscribe();
+        let mut own_gone = false;
         let mut events = std::pin::pin!(watcher(api.clone(), watcher::Config::default())
             .default_backoff()
             .fuse());
@@ -269,7 +299,13 @@ pub fn spawn(host: kube::Client, cfg: ShardConfig) -> Running {
                                 .map(|t| t.0.to_string()),
                         })
                         .collect();
-                    let mut live = liveness.observe(tokio::time::Instant::now(), &seen);
+                    let now = tokio::time::Instant::now();
+                    let mut live = liveness.observe(now, &seen);
+                    // A released Lease that lapsed frees the records it still held: the
+                    // manager decides again for them although no one joined or left.
+                    let recent = liveness.recent(now);
+                    let lapsed = *holding.read() != recent;
+                    *holding.write() = recent;
                     *addresses.write() = list
                         .items
                         .iter()
@@ -293,11 +329,17 @@ pub fn spawn(host: kube::Client, cfg: ShardConfig) -> Running {
                             }
                         })
                         .collect();
-                    if !lease.is_leader() {
+                    let held = lease.is_leader();
+                    if !held {
                         live.remove(&cfg.replica);
                     }
+                    // Gained since the last listing: the manager decides again on this one.
+                    let before = listed_since_held.swap(held, std::sync::atomic::Ordering::AcqRel);
+                    let gained = held && !before;
                     if *tx.borrow() != live {
                         info!(replicas = ?live, "live replicas changed");
+                        tx.send_replace(live);
+                    } else if lapsed || gained {
                         tx.send_replace(live);
                     }
                 }
@@ -311,6 +353,13 @@ pub fn spawn(host: kube::Client, cfg: ShardConfig) -> Running {
                 tokio::select! {
                     _ = tokio::time::sleep_until(next) => break,
                     _ = stopped.changed() => return,
+                    // Lost or gained: this replica owns nothing until it has listed again
+                    // while holding its Lease, which it does at once.
+                    c = own.changed(), if !own_gone => {
+                        own_gone = c.is_err();
+                        listed_since_held.store(false, std::sync::atomic::Ordering::Release);
+                        break;
+                    }
                     Some(event) = events.next() => {
                         if joined_or_released(&mut holders, event) {
                             break;
