@@ -69,7 +69,12 @@ pub struct Running {
     shutdown_delay: Duration,
     api: api::mount::Serving,
     probes: Option<(watch::Sender<bool>, JoinHandle<()>)>,
+    /// The sharded replica's check that peers can verify it.
+    self_check: Option<JoinHandle<()>>,
 }
+
+/// How often a sharded replica checks that its peers can verify it.
+const SELF_CHECK_EVERY: Duration = Duration::from_secs(30);
 
 /// How long a stopping sharded replica serves on while its instances move to the others
 /// (measured: a third of a second); past it they move when its Lease would have expired.
@@ -110,6 +115,11 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
         Some(addr) => Some(bind("the probes address", addr).await?),
         None => None,
     };
+    let own_address = config
+        .settings
+        .shards
+        .as_ref()
+        .and_then(|s| s.address.clone());
     let tree = Tree::start_with(
         config.host,
         config.election,
@@ -139,6 +149,15 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
     )
     .await
     .map_err(|e| ServerError::Api(e.to_string()))?;
+    // Sharded: whether peers can verify this replica, checked now and every 30 s.
+    let self_check = ctx.forwarder.clone().zip(own_address).map(|(f, address)| {
+        tokio::spawn(async move {
+            loop {
+                f.check_self(&address).await;
+                tokio::time::sleep(SELF_CHECK_EVERY).await;
+            }
+        })
+    });
     let probes_addr = probes.as_ref().map(|(_, a)| *a);
     // The probes answer to the end, so the kubelet sees "not ready" while this drains.
     let probes = probes.map(|(listener, _)| {
@@ -160,6 +179,7 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
         shutdown_delay: config.shutdown_delay,
         api: serving,
         probes,
+        self_check,
     })
 }
 
@@ -169,6 +189,9 @@ impl Running {
     /// closes and drains (watches end cleanly), then the gRPC port; then the tree stops
     /// (releasing the lease) and last the probes.
     pub async fn shutdown(mut self) {
+        if let Some(t) = self.self_check.take() {
+            t.abort();
+        }
         self.drain
             .run(self.shutdown_delay, self.tree.hand_over(HAND_OVER_BOUND))
             .await;

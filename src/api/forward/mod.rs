@@ -81,6 +81,8 @@ pub struct Forwarder {
     pooled: PeerClient,
     /// HTTP/1.1 only, for upgraded connections (exec, attach, port-forward).
     upgrades: PeerClient,
+    /// Why peers cannot verify this replica, as its own check last found (`check_self`).
+    unverifiable: parking_lot::RwLock<Option<String>>,
 }
 
 /// Headers of one hop: not passed on (HTTP/2 refuses them). `te: trailers` is gRPC's and
@@ -140,12 +142,68 @@ impl Forwarder {
             channels: Default::default(),
             pooled: client(true)?,
             upgrades: client(false)?,
+            unverifiable: Default::default(),
             config,
         }))
     }
 
     pub fn config(&self) -> &ForwardConfig {
         &self.config
+    }
+
+    /// Dials this replica's own published `address` as a peer would (the peer CA, the
+    /// peer server name) and asks its `/healthz`: a replica its peers cannot verify (a
+    /// certificate another CA signed, or not for the server name) says so in `/readyz`
+    /// rather than have every request forwarded to it fail. Logged when it changes.
+    pub async fn check_self(&self, address: &str) {
+        let found = match self.healthz(address).await {
+            Ok(()) => None,
+            Err(e) => Some(format!(
+                "verifying this replica as a peer would, at its own address {address}, fails: {e}. \
+                 Replicas configured alike cannot verify it, nor it them: its serving certificate \
+                 must be signed by the peer CA (--peer-ca-file, or the CA after it in --tls-cert-file) \
+                 and name {:?} (--peer-server-name)",
+                self.config.server_name
+            )),
+        };
+        let mut now = self.unverifiable.write();
+        if *now != found {
+            match &found {
+                Some(why) => tracing::error!("{why}"),
+                None => tracing::info!(%address, "peers can verify this replica"),
+            }
+            *now = found;
+        }
+    }
+
+    /// Why peers cannot verify this replica, if its last check found so.
+    pub fn unverifiable(&self) -> Option<String> {
+        self.unverifiable.read().clone()
+    }
+
+    async fn healthz(&self, address: &str) -> Result<(), String> {
+        let address = crate::actors::shards::peer_address(address)?;
+        let uri: http::Uri = format!("{address}/healthz")
+            .parse()
+            .map_err(|e| format!("{e}"))?;
+        let req = http::Request::get(uri)
+            .body(Body::empty())
+            .map_err(|e| e.to_string())?;
+        match tokio::time::timeout(self.config.head_timeout, self.pooled.request(req)).await {
+            Ok(Ok(a)) if a.status().is_success() => Ok(()),
+            Ok(Ok(a)) => Err(format!("/healthz answered {}", a.status())),
+            Ok(Err(e)) => {
+                use std::error::Error as _;
+                let mut why = e.to_string();
+                let mut source = e.source();
+                while let Some(s) = source {
+                    why = format!("{why}: {s}");
+                    source = s.source();
+                }
+                Err(why)
+            }
+            Err(_) => Err(format!("no answer within {:?}", self.config.head_timeout)),
+        }
     }
 
     /// The gRPC channel to the peer at `address` (connected on first use, then shared);

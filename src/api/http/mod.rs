@@ -77,17 +77,19 @@ fn without_instances(text: &str) -> String {
         .collect()
 }
 
-async fn readyz(State(ctx): State<ApiContext>) -> (http::StatusCode, &'static str) {
-    match (ctx.drain.serving(), ctx.is_ready()) {
-        (false, _) => (
+async fn readyz(State(ctx): State<ApiContext>) -> (http::StatusCode, String) {
+    let unverifiable = ctx.forwarder.as_ref().and_then(|f| f.unverifiable());
+    let not_ready = |why: &str| {
+        (
             http::StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: shutting down",
-        ),
-        (true, true) => (http::StatusCode::OK, "ok"),
-        (true, false) => (
-            http::StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: the instance and binding caches are still listing",
-        ),
+            format!("not ready: {why}"),
+        )
+    };
+    match (ctx.drain.serving(), ctx.is_ready(), unverifiable) {
+        (false, _, _) => not_ready("shutting down"),
+        (true, false, _) => not_ready("the instance and binding caches are still listing"),
+        (true, true, Some(why)) => not_ready(&why),
+        (true, true, None) => (http::StatusCode::OK, "ok".into()),
     }
 }
 

@@ -23,15 +23,15 @@ fn free_port() -> u16 {
 }
 
 /// `kairship run --identity <name>` with TLS, token auth and short Leases, nothing about
-/// shards; its HTTPS address.
+/// shards but `extra`; its HTTPS address and its probes address.
 fn run(
     env: &Env,
     dir: &Path,
     name: &str,
-    cert: &Path,
-    key: &Path,
+    (cert, key): (&Path, &Path),
     log: &Path,
-) -> (StopOnDrop, String) {
+    extra: &[String],
+) -> (StopOnDrop, String, String) {
     let (grpc, https, probes) = (free_port(), free_port(), free_port());
     let out = std::fs::File::create(log).expect("log");
     let child = Command::new(env!("CARGO_BIN_EXE_kairship"))
@@ -53,11 +53,16 @@ fn run(
             format!("--http-addr=127.0.0.1:{https}"),
             format!("--probes-addr=127.0.0.1:{probes}"),
         ])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::from(out))
         .spawn()
         .expect("kairship run starts");
-    (StopOnDrop(child), format!("https://127.0.0.1:{https}"))
+    (
+        StopOnDrop(child),
+        format!("https://127.0.0.1:{https}"),
+        format!("127.0.0.1:{probes}"),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -115,21 +120,21 @@ async fn kairship_run_shards_by_default_and_needs_a_peer_ca() {
         "{said}"
     );
 
-    let (_a, https_a) = run(
+    let (_a, https_a, probes_a) = run(
         &env,
         dir.path(),
         "alpha",
-        &chain,
-        &key,
+        (&chain, &key),
         &dir.path().join("alpha.log"),
+        &[],
     );
-    let (_b, _) = run(
+    let (_b, _, _) = run(
         &env,
         dir.path(),
         "beta",
-        &chain,
-        &key,
+        (&chain, &key),
         &dir.path().join("beta.log"),
+        &[],
     );
     let names: Vec<String> = (1..=FLEET).map(|i| format!("karmada-{i}")).collect();
     for n in &names {
@@ -180,4 +185,58 @@ async fn kairship_run_shards_by_default_and_needs_a_peer_ca() {
         assert_eq!(code, 200, "{n}: {body}");
         assert!(body.contains("ClusterList"), "{n}: {body}");
     }
+    // Ready: its peers can verify it.
+    let (code, body) = reqwest_like_get(&format!("http://{probes_a}/readyz")).await;
+    assert_eq!((code, body.as_str()), (200, "ok"));
+    // A replica given a peer CA that did not sign the serving certificate starts, but is
+    // not ready, and says why.
+    let other = kairship_wire::tls::generate("someone-else").expect("cert");
+    let other_ca = write("other-ca.crt", &other.ca_pem);
+    let (_c, _, probes_c) = run(
+        &env,
+        dir.path(),
+        "gamma",
+        (&chain, &key),
+        &dir.path().join("gamma.log"),
+        &[format!("--peer-ca-file={}", other_ca.display())],
+    );
+    let (code, body) = eventually(
+        Duration::from_secs(60),
+        "gamma says it is not ready",
+        || {
+            let probes = probes_c.clone();
+            async move {
+                let (code, body) = reqwest_like_get(&format!("http://{probes}/readyz")).await;
+                body.contains("verifying this replica as a peer would")
+                    .then_some((code, body))
+            }
+        },
+    )
+    .await;
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("--peer-ca-file"), "{body}");
+}
+
+/// A plain HTTP GET of `url` (`http://host:port/path`, the probes port): its status and
+/// body; 0 when unanswered.
+async fn reqwest_like_get(url: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Some((host, path)) = url.strip_prefix("http://").and_then(|r| r.split_once('/')) else {
+        return (0, String::new());
+    };
+    let get = async {
+        let mut tcp = tokio::net::TcpStream::connect(host).await.ok()?;
+        let req = format!("GET /{path} HTTP/1.0\r\nHost: {host}\r\n\r\n");
+        tcp.write_all(req.as_bytes()).await.ok()?;
+        let mut answer = String::new();
+        tcp.read_to_string(&mut answer).await.ok()?;
+        let (head, body) = answer.split_once("\r\n\r\n")?;
+        let code = head.split_whitespace().nth(1)?.parse().ok()?;
+        Some((code, body.to_string()))
+    };
+    tokio::time::timeout(Duration::from_secs(5), get)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or((0, String::new()))
 }
