@@ -226,6 +226,21 @@ pub fn check_name(field: &str, name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// An error with its causes, outermost first ("client error (Connect): tcp connect
+/// error: Connection refused").
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    parts.join(": ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

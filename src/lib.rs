@@ -39,6 +39,7 @@ pub mod metrics;
 #[cfg(test)]
 mod module_graph;
 pub mod open_files;
+pub mod outbound;
 pub mod proto;
 pub mod quantity;
 pub mod rollout;

@@ -69,8 +69,17 @@ pub struct Running {
     shutdown_delay: Duration,
     api: api::mount::Serving,
     probes: Option<(watch::Sender<bool>, JoinHandle<()>)>,
-    /// The sharded replica's check that peers can verify it.
-    self_check: Option<JoinHandle<()>>,
+    /// The sharded replica's check that peers can verify it (ends with this).
+    self_check: Option<AbortOnDrop>,
+}
+
+/// A background task that ends when its owner is dropped.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// How often a sharded replica checks that its peers can verify it.
@@ -151,12 +160,12 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
     .map_err(|e| ServerError::Api(e.to_string()))?;
     // Sharded: whether peers can verify this replica, checked now and every 30 s.
     let self_check = ctx.forwarder.clone().zip(own_address).map(|(f, address)| {
-        tokio::spawn(async move {
+        AbortOnDrop(tokio::spawn(async move {
             loop {
                 f.check_self(&address).await;
                 tokio::time::sleep(SELF_CHECK_EVERY).await;
             }
-        })
+        }))
     });
     let probes_addr = probes.as_ref().map(|(_, a)| *a);
     // The probes answer to the end, so the kubelet sees "not ready" while this drains.
@@ -189,9 +198,7 @@ impl Running {
     /// closes and drains (watches end cleanly), then the gRPC port; then the tree stops
     /// (releasing the lease) and last the probes.
     pub async fn shutdown(mut self) {
-        if let Some(t) = self.self_check.take() {
-            t.abort();
-        }
+        drop(self.self_check.take());
         self.drain
             .run(self.shutdown_delay, self.tree.hand_over(HAND_OVER_BOUND))
             .await;

@@ -68,10 +68,11 @@ impl Member {
         config.connect_timeout = Some(CONNECT_TIMEOUT);
         config.read_timeout = Some(CALL_TIMEOUT);
         config.write_timeout = Some(CALL_TIMEOUT);
-        let ca_pem = config
-            .root_cert
-            .as_ref()
-            .map(|ders| ders.iter().map(|d| pem(d)).collect::<String>());
+        let ca_pem = config.root_cert.as_ref().map(|ders| {
+            ders.iter()
+                .map(|d| kairship_wire::tls::pem_certificate(d))
+                .collect::<String>()
+        });
         let client = kube::Client::try_from(config)
             .map_err(|e| ApiError::invalid(field, format!("building a client for {url}: {e}")))?;
         Ok(Self {
@@ -99,7 +100,7 @@ impl Member {
                 remote_words(&s)
             )),
             other => {
-                let chain = error_chain(&other);
+                let chain = crate::error::chain(&other);
                 let lower = chain.to_ascii_lowercase();
                 if lower.contains("certificate") || lower.contains("unknownissuer") {
                     ApiError::FailedPrecondition(format!(
@@ -216,32 +217,4 @@ async fn pin_address(config: &mut kube::Config, networks: &MemberNetworks) -> Re
         config.tls_server_name.get_or_insert(host);
     }
     Ok(())
-}
-
-/// An error with its causes, outermost first ("client error (Connect): tcp connect
-/// error: Connection refused").
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        source = s.source();
-    }
-    parts.join(": ")
-}
-
-/// One DER certificate as PEM.
-fn pem(der: &[u8]) -> String {
-    use base64::Engine;
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
-    for line in b64.as_bytes().chunks(64) {
-        out.push_str(&String::from_utf8_lossy(line));
-        out.push('\n');
-    }
-    out.push_str("-----END CERTIFICATE-----\n");
-    out
 }

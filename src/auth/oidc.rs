@@ -228,15 +228,10 @@ async fn refresh_loop(oidc: std::sync::Weak<Oidc>, wake: Arc<tokio::sync::Notify
     }
 }
 
-type HttpsClient = hyper_util::client::legacy::Client<
-    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
-    http_body_util::Empty<bytes::Bytes>,
->;
-
 struct Fetcher {
     url: String,
     uri: http::Uri,
-    client: HttpsClient,
+    client: crate::outbound::Client,
 }
 
 impl Fetcher {
@@ -270,25 +265,11 @@ impl Fetcher {
                 }
             }
             None => {
-                let found = rustls_native_certs_roots();
+                let found = crate::outbound::native_roots();
                 roots.add_parsable_certificates(found);
             }
         }
-        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| bad(e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_only()
-            .enable_http1()
-            .build();
-        let client =
-            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                .build(connector);
+        let client = crate::outbound::client(roots, true).map_err(|e| bad(e.to_string()))?;
         Ok(Self {
             url: url.to_string(),
             uri,
@@ -321,14 +302,6 @@ impl Fetcher {
             .await
             .map_err(|_| bad(format!("no answer within {FETCH_TIMEOUT:?}")))?
     }
-}
-
-fn rustls_native_certs_roots() -> Vec<rustls::pki_types::CertificateDer<'static>> {
-    let found = rustls_native_certs::load_native_certs();
-    for e in &found.errors {
-        tracing::warn!(error = %e, "loading the system's trusted certificates");
-    }
-    found.certs
 }
 
 #[cfg(test)]

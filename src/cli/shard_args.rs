@@ -148,23 +148,10 @@ fn chain_ca(pem: &[u8]) -> Option<String> {
             continue;
         };
         if cert.is_ca() {
-            out.push_str(&pem_block(&block.contents));
+            out.push_str(&kairship_wire::tls::pem_certificate(&block.contents));
         }
     }
     (!out.is_empty()).then_some(out)
-}
-
-/// A certificate's DER as a PEM block.
-fn pem_block(der: &[u8]) -> String {
-    use base64::Engine;
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
-    for line in b64.as_bytes().chunks(64) {
-        out.push_str(&String::from_utf8_lossy(line));
-        out.push('\n');
-    }
-    out.push_str("-----END CERTIFICATE-----\n");
-    out
 }
 
 /// The first DNS subject alternative name of the first certificate in `pem`.

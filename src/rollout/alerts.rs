@@ -157,10 +157,7 @@ pub fn signals(read: Option<&Read>, patterns: &[String]) -> Signals {
 pub struct Reader {
     base: String,
     uri: http::Uri,
-    client: hyper_util::client::legacy::Client<
-        hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
-        http_body_util::Empty<bytes::Bytes>,
-    >,
+    client: crate::outbound::Client,
     timeout: Duration,
 }
 
@@ -180,22 +177,8 @@ impl Reader {
             ));
         }
         let mut roots = rustls::RootCertStore::empty();
-        roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-        let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .build();
-        let client =
-            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                .build(connector);
+        roots.add_parsable_certificates(crate::outbound::native_roots());
+        let client = crate::outbound::client(roots, false).map_err(|e| e.to_string())?;
         Ok(Self {
             base: trimmed.to_string(),
             uri,

@@ -37,7 +37,17 @@ async fn deploy_manifests_are_valid_and_rbac_covers_exactly_the_calls_made() {
         webhook_secret_file: Some(secret),
         ..Default::default()
     };
-    let api = KairshipApi::start_full(1, Some(lease), Some(auth)).await;
+    // Sharded, as the chart's defaults run it: its own Lease, the others' watched.
+    let settings = kairship::actors::context::Settings {
+        shards: Some(kairship::actors::shards::ShardConfig {
+            lease_duration: lease.lease_duration,
+            renew_deadline: lease.renew_deadline,
+            retry_period: lease.retry_period,
+            ..kairship::actors::shards::ShardConfig::new(NS, "kairship-test", "kairship-test")
+        }),
+        ..crate::harness::fast_settings()
+    };
+    let api = KairshipApi::start_settings(1, Some(lease), Some(auth), settings).await;
     let bindings: Api<InstanceRoleBinding> = Api::all(api.env.host.clone());
     bindings
         .create(

@@ -171,6 +171,35 @@ pub(crate) async fn step_of(
         .unwrap_or_default()
 }
 
+/// Managed instances `names` at Karmada `version`, labelled `tier=<tier>`, once Running.
+pub(crate) async fn managed_running(
+    c: &InstanceServiceClient<Channel>,
+    names: &[&str],
+    version: &str,
+    tier: &str,
+) {
+    for n in names {
+        let mut i = crate::server::managed_instance(n);
+        if let Some(s) = i.spec.as_mut() {
+            s.karmada_version = version.into();
+        }
+        if let Some(m) = i.metadata.as_mut() {
+            m.labels = [("tier".to_string(), tier.to_string())].into();
+        }
+        c.clone()
+            .create_instance(CreateInstanceRequest { instance: Some(i) })
+            .await
+            .expect("create");
+    }
+    for n in names {
+        let v = eventually(Duration::from_secs(60), &format!("{n} Running"), || {
+            status_version(c, n)
+        })
+        .await;
+        assert_eq!(v, version);
+    }
+}
+
 /// The rollout `name` once it is in `phase`, waiting up to `within`.
 pub(crate) async fn rollout_in(
     r: &RolloutServiceClient<Channel>,
@@ -243,26 +272,7 @@ async fn a_rollout_runs_in_waves_then_halts_and_rolls_back() {
     let api = crate::server::Api::start(1).await;
     let c = InstanceServiceClient::new(api.channel.clone());
     let names = ["team-a", "team-b", "team-c"];
-    for n in names {
-        let mut i = crate::server::managed_instance(n);
-        if let Some(s) = i.spec.as_mut() {
-            s.karmada_version = "v1.12.0".into();
-        }
-        if let Some(m) = i.metadata.as_mut() {
-            m.labels = [("tier".to_string(), "rollout".to_string())].into();
-        }
-        c.clone()
-            .create_instance(CreateInstanceRequest { instance: Some(i) })
-            .await
-            .expect("create");
-    }
-    for n in names {
-        let v = eventually(Duration::from_secs(60), &format!("{n} Running"), || {
-            status_version(&c, n)
-        })
-        .await;
-        assert_eq!(v, "v1.12.0");
-    }
+    managed_running(&c, &names, "v1.12.0", "rollout").await;
     let mut r = RolloutServiceClient::new(api.channel.clone());
     let spec = |v: &str| RolloutSpec {
         karmada_version: v.into(),

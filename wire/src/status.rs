@@ -3,6 +3,44 @@
 
 use serde_json::{json, Value};
 
+/// What an RBAC refusal is about, for [`forbidden_message`].
+#[derive(Debug, Clone, Copy)]
+pub struct Refused<'a> {
+    pub user: &'a str,
+    pub verb: &'a str,
+    pub group: &'a str,
+    pub resource: &'a str,
+    pub subresource: Option<&'a str>,
+    pub name: Option<&'a str>,
+    pub namespace: Option<&'a str>,
+}
+
+/// The message kube-apiserver's RBAC authorizer gives a denied resource request, word
+/// for word (`pods "web" is forbidden: User "ann" cannot get resource "pods" in API group
+/// "" in the namespace "shop"`): the simulator and Kairship's own cached reads say it alike.
+pub fn forbidden_message(r: Refused<'_>) -> String {
+    let label = match r.group.is_empty() {
+        true => r.resource.to_string(),
+        false => format!("{}.{}", r.resource, r.group),
+    };
+    let subject = match r.name {
+        Some(n) => format!("{label} {n:?}"),
+        None => label,
+    };
+    let scope = match r.namespace {
+        Some(ns) => format!("in the namespace {ns:?}"),
+        None => "at the cluster scope".to_string(),
+    };
+    let resource = match r.subresource {
+        Some(s) => format!("{}/{s}", r.resource),
+        None => r.resource.to_string(),
+    };
+    format!(
+        "{subject} is forbidden: User {:?} cannot {} resource {resource:?} in API group {:?} {scope}",
+        r.user, r.verb, r.group
+    )
+}
+
 /// One API failure, carried to the HTTP layer and rendered as a `meta/v1 Status`.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{reason} ({code}): {message}")]

@@ -97,6 +97,19 @@ pub fn generate_for(common_name: &str, extra: &[String]) -> Result<ServingCert, 
     })
 }
 
+/// One DER certificate as a PEM block.
+pub fn pem_certificate(der: &[u8]) -> String {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(line));
+        out.push('\n');
+    }
+    out.push_str("-----END CERTIFICATE-----\n");
+    out
+}
+
 /// A rustls server configuration offering HTTP/2 and HTTP/1.1.
 pub fn server_config(
     chain: Vec<CertificateDer<'static>>,

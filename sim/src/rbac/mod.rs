@@ -103,34 +103,27 @@ fn resource_attributes(verb: &str, rp: &ResourcePath) -> Attributes {
 
 /// The message kube-apiserver's RBAC authorizer gives a denied request.
 pub fn forbidden(who: &Identity, a: &Attributes) -> ApiError {
-    let user = format!("User {:?}", who.user);
     let Some(path) = &a.non_resource_path else {
-        let resource = match &a.subresource {
-            Some(s) => format!("{}/{s}", a.resource),
-            None => a.resource.clone(),
-        };
-        let label = match a.group.is_empty() {
-            true => a.resource.clone(),
-            false => format!("{}.{}", a.resource, a.group),
-        };
-        let subject = match &a.name {
-            Some(n) => format!("{label} {n:?}"),
-            None => label,
-        };
-        let scope = match &a.namespace {
-            Some(ns) => format!("in the namespace {ns:?}"),
-            None => "at the cluster scope".to_string(),
-        };
-        let mut e = ApiError::forbidden(format!(
-            "{subject} is forbidden: {user} cannot {} resource {resource:?} in API group {:?} {scope}",
-            a.verb, a.group
+        let mut e = ApiError::forbidden(kairship_wire::status::forbidden_message(
+            kairship_wire::status::Refused {
+                user: &who.user,
+                verb: &a.verb,
+                group: &a.group,
+                resource: &a.resource,
+                subresource: a.subresource.as_deref(),
+                name: a.name.as_deref(),
+                namespace: a.namespace.as_deref(),
+            },
         ));
         e.details = Some(
             json!({"name": a.name.clone().unwrap_or_default(), "group": a.group, "kind": a.resource}),
         );
         return e;
     };
-    ApiError::forbidden(format!("forbidden: {user} cannot {} path {path:?}", a.verb))
+    ApiError::forbidden(format!(
+        "forbidden: User {:?} cannot {} path {path:?}",
+        who.user, a.verb
+    ))
 }
 
 /// Reads the RBAC objects of a store.

@@ -192,16 +192,7 @@ impl Forwarder {
         match tokio::time::timeout(self.config.head_timeout, self.pooled.request(req)).await {
             Ok(Ok(a)) if a.status().is_success() => Ok(()),
             Ok(Ok(a)) => Err(format!("/healthz answered {}", a.status())),
-            Ok(Err(e)) => {
-                use std::error::Error as _;
-                let mut why = e.to_string();
-                let mut source = e.source();
-                while let Some(s) = source {
-                    why = format!("{why}: {s}");
-                    source = s.source();
-                }
-                Err(why)
-            }
+            Ok(Err(e)) => Err(crate::error::chain(&e)),
             Err(_) => Err(format!("no answer within {:?}", self.config.head_timeout)),
         }
     }

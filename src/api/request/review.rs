@@ -64,23 +64,16 @@ pub(super) async fn require(
 
 /// The 403 the instance itself gives, in its words.
 fn forbidden(who: &Identity, a: &ReadAttributes) -> ApiError {
-    let label = match a.group.is_empty() {
-        true => a.resource.clone(),
-        false => format!("{}.{}", a.resource, a.group),
-    };
-    let subject = match &a.name {
-        Some(n) => format!("{label} {n:?}"),
-        None => label,
-    };
-    let scope = match &a.namespace {
-        Some(ns) => format!("in the namespace {ns:?}"),
-        None => "at the cluster scope".into(),
-    };
     ApiError::Forbidden(Box::new(Refusal {
-        message: format!(
-            "{subject} is forbidden: User {:?} cannot {} resource {:?} in API group {:?} {scope}",
-            who.user, a.verb, a.resource, a.group
-        ),
+        message: kairship_wire::status::forbidden_message(kairship_wire::status::Refused {
+            user: &who.user,
+            verb: a.verb,
+            group: &a.group,
+            resource: &a.resource,
+            subresource: None,
+            name: a.name.as_deref(),
+            namespace: a.namespace.as_deref(),
+        }),
         name: a.name.clone().unwrap_or_default(),
         group: a.group.clone(),
         kind: a.resource.clone(),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use kairship::proto::instance_service_client::InstanceServiceClient;
 use kairship::proto::rollout_service_client::RolloutServiceClient;
-use kairship::proto::{CreateInstanceRequest, RolloutOptions, RolloutSpec, StartRolloutRequest};
+use kairship::proto::{RolloutOptions, RolloutSpec, StartRolloutRequest};
 use kairship_realfleet::process::{free_port, Proc};
 
 use crate::common::eventually;
@@ -71,26 +71,7 @@ async fn a_firing_alert_halts_a_rollout_and_its_canary_is_rolled_back() {
     let api = Api::start_settings(1, None, None, settings).await;
     let c = InstanceServiceClient::new(api.channel.clone());
     let names = ["team-a", "team-b"];
-    for n in names {
-        let mut i = crate::server::managed_instance(n);
-        if let Some(s) = i.spec.as_mut() {
-            s.karmada_version = "v1.12.0".into();
-        }
-        if let Some(m) = i.metadata.as_mut() {
-            m.labels = [("tier".to_string(), "alerts".to_string())].into();
-        }
-        c.clone()
-            .create_instance(CreateInstanceRequest { instance: Some(i) })
-            .await
-            .expect("create");
-    }
-    for n in names {
-        let v = eventually(Duration::from_secs(60), &format!("{n} Running"), || {
-            status_version(&c, n)
-        })
-        .await;
-        assert_eq!(v, "v1.12.0");
-    }
+    crate::rollouts::managed_running(&c, &names, "v1.12.0", "alerts").await;
     let r = RolloutServiceClient::new(api.channel.clone());
     r.clone()
         .start_rollout(StartRolloutRequest {
