@@ -171,6 +171,14 @@ impl Reader {
         let uri: http::Uri = format!("{trimmed}/api/v1/alerts")
             .parse()
             .map_err(|e| format!("--alerts-url {base:?} is not a URL: {e}"))?;
+        // Credentials in the address would show in every error naming it (rollout
+        // reasons, logs).
+        if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+            return Err(
+                "--alerts-url must not carry credentials (user:password@): they would show in rollouts' reasons"
+                    .into(),
+            );
+        }
         if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
             return Err(format!(
                 "--alerts-url {base:?} must be http:// or https:// with a host (Prometheus's address)"
@@ -302,6 +310,8 @@ mod tests {
         let t = Duration::from_secs(1);
         assert!(Reader::new("prometheus:9090", t).is_err());
         assert!(Reader::new("ftp://p:9090", t).is_err());
+        let with_secret = Reader::new("http://ops:s3cret@prometheus:9090", t).err();
+        assert!(with_secret.is_some_and(|e| !e.contains("s3cret") && e.contains("credentials")));
         assert!(Reader::new("http://prometheus.monitoring:9090/", t).is_ok());
     }
 }

@@ -621,11 +621,11 @@ fn run(seed: u64, refuse_percent: u64) -> Result<World, String> {
         w.queue.insert((t, w.seq), ev);
     }
     // Status writes all along.
-    for k in 0..40 {
+    for _ in 0..40 {
         let i = format!("i{}", w.rng.below(12));
         let when = w.rng.below(t + 60_000);
         w.seq += 1;
-        w.queue.insert((when, w.seq + k), Ev::Bump(i));
+        w.queue.insert((when, w.seq), Ev::Bump(i));
     }
     w.run(t + 120_000)
         .map_err(|e| format!("seed {seed}: {e}"))?;

@@ -383,3 +383,18 @@ impl RolloutService for Rollouts {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alert_names_are_metric_names_or_prefixes() {
+        for ok in ["KairshipInstanceDegraded", "team:slo_burn", "Team*", "_x1"] {
+            assert!(check_alert_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "*", "1Team", "a b", "Team**", "x{y}"] {
+            assert!(check_alert_name(bad).is_err(), "{bad}");
+        }
+    }
+}
