@@ -18,7 +18,7 @@ use super::instance::{InstanceActor, InstanceArgs, InstanceMsg};
 use super::instance_informer::InstanceEvent;
 use super::supervision::{ActorSnapshot, ActorState, Decision, RestartTracker};
 use crate::actors::shards::handoff::Step;
-use crate::actors::shards::machine::{self, Effect, Event, Placement, Record};
+use crate::actors::shards::machine::{self, Effect, Event, Placement};
 use crate::crd::{Instance, FINALIZER};
 pub use messages::ManagerMsg;
 
@@ -254,12 +254,10 @@ impl InstanceManager {
             match effects.first() {
                 // A write in flight: decided once it returns.
                 None => return,
+                // The write stops any actor here and waits for it first.
                 Some(Effect::Write(record)) => {
                     let record = *record;
                     child.instance = instance;
-                    if record == Record::Me {
-                        Self::stop_child(state, &name, "not yet recorded as this replica's");
-                    }
                     placement::write(state, myself, &name, record);
                     return;
                 }
