@@ -110,6 +110,11 @@ pub fn named(patterns: &[String], name: &str) -> bool {
     })
 }
 
+/// Whether a rollout's reason is a hold of [`signals`] (it lifts by itself), not a halt.
+pub fn is_hold(reason: &str) -> bool {
+    reason.starts_with("held ")
+}
+
 /// What the alerts mean for one rollout halting on `patterns`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Signals {
@@ -279,6 +284,7 @@ mod tests {
             "a pending alert does not count"
         );
         let hold = s.hold.expect("the API's errors hold every rollout");
+        assert!(is_hold(&hold));
         assert!(hold.contains("KairshipAPIErrors"), "{hold}");
         // Another rollout's halt is not a signal, even when named.
         let only_rollouts = signals(Some(&Ok(firing.clone())), &["KairshipRollout*".into()]);

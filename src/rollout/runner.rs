@@ -76,10 +76,17 @@ async fn crd_changes(
 /// halts on alerts (`None`: Kairship reads no alerts, or no rollout needs them).
 async fn alerts_now(rollouts: &[Arc<FleetRollout>], reader: Option<&Reader>) -> Option<Read> {
     let reader = reader?;
+    // A rollout halted by a failure stays so whatever fires; one held goes on once the
+    // alerts allow it, so it keeps reading them.
     let needed = rollouts.iter().any(|r| {
-        let phase = r.status.as_ref().map(|s| s.phase.as_str()).unwrap_or("");
+        let (phase, reason) = r
+            .status
+            .as_ref()
+            .map_or(("", ""), |s| (s.phase.as_str(), s.reason.as_str()));
+        let halted_for_good = phase == "Halted" && !super::alerts::is_hold(reason);
         !r.spec.aborted
             && !r.spec.halt_on_alerts.is_empty()
+            && !halted_for_good
             && !matches!(phase, "Completed" | "Aborted")
     });
     if !needed {
