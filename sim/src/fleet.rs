@@ -16,6 +16,7 @@ use tracing::info;
 use crate::clusters::ClusterSim;
 use crate::faults::{Fault, FaultMode};
 use crate::resources::Flavor;
+use crate::server::shared::SharedListener;
 use crate::server::{ApiServer, ServerConfig};
 use crate::Error;
 use kairship_wire::kubeconfig;
@@ -35,6 +36,9 @@ pub struct FleetConfig {
     pub state_dir: Option<PathBuf>,
     /// Port for the admin API (0: any free port).
     pub admin_port: u16,
+    /// Every instance behind one listener, reached by its name ([`SharedListener`]),
+    /// instead of a port each.
+    pub shared_listener: bool,
     /// Timings of each instance's simulated Karmada controllers.
     pub karmada: crate::karmada::KarmadaConfig,
 }
@@ -49,6 +53,7 @@ impl Default for FleetConfig {
             provision_delay: Duration::from_secs(2),
             state_dir: None,
             admin_port: 0,
+            shared_listener: false,
             karmada: Default::default(),
         }
     }
@@ -75,12 +80,16 @@ impl Instance {
     }
 
     pub fn kubeconfig(&self) -> Value {
-        kubeconfig::build(
+        let kc = kubeconfig::build(
             &self.name,
             &self.server.url(),
             &self.server.tls.ca_pem,
             &self.server.token,
-        )
+        );
+        match self.server.tls_server_name() {
+            Some(n) => kubeconfig::with_tls_server_name(kc, n),
+            None => kc,
+        }
     }
 }
 
@@ -90,6 +99,8 @@ pub(crate) struct FleetInner {
     instances: Mutex<BTreeMap<String, Arc<Instance>>>,
     admin_addr: Mutex<Option<SocketAddr>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// The instances' one listener, bound with the first of them (when configured).
+    shared: tokio::sync::OnceCell<Arc<SharedListener>>,
 }
 
 /// Handle to a running fleet; cheap to clone. Call [`Fleet::shutdown`] to stop it.
@@ -112,6 +123,7 @@ impl Fleet {
                 instances: Mutex::new(BTreeMap::new()),
                 admin_addr: Mutex::new(None),
                 tasks: Mutex::new(Vec::new()),
+                shared: Default::default(),
             }),
         }
     }
@@ -178,10 +190,20 @@ impl Fleet {
             return Err(Error::Invalid(format!("instance {name:?} already exists")));
         }
         let server = ApiServer::new(name, Flavor::Karmada, self.inner.config.server.clone())?;
-        server
-            .start(loopback())
-            .await
-            .map_err(Error::io(format!("binding the API of instance {name}")))?;
+        if self.inner.config.shared_listener {
+            let shared = self
+                .inner
+                .shared
+                .get_or_try_init(|| SharedListener::bind(loopback()))
+                .await
+                .map_err(Error::io("binding the instances' shared listener"))?;
+            shared.add(&server);
+        } else {
+            server
+                .start(loopback())
+                .await
+                .map_err(Error::io(format!("binding the API of instance {name}")))?;
+        }
         let (sim, ticker) =
             ClusterSim::start(server.clone(), clusters, self.inner.config.cluster_tick)?;
         let members = Arc::new(crate::karmada::Members::default());
@@ -211,6 +233,9 @@ impl Fleet {
     /// Stops an instance's API and forgets it.
     pub fn remove_instance(&self, name: &str) -> Option<Arc<Instance>> {
         let inst = self.inner.instances.lock().remove(name)?;
+        if let Some(shared) = self.inner.shared.get() {
+            shared.remove(name);
+        }
         inst.stop();
         if let Err(e) = self.write_state() {
             tracing::warn!(error = %e, "rewriting endpoints after removing an instance");
@@ -311,6 +336,9 @@ impl Fleet {
             i.stop();
         }
         self.inner.host.shutdown();
+        if let Some(shared) = self.inner.shared.get() {
+            shared.stop();
+        }
         for t in self.inner.tasks.lock().drain(..) {
             t.abort();
         }

@@ -39,6 +39,11 @@ pub struct SimArgs {
     /// Port of the plain-HTTP admin API (0: any free port).
     #[arg(long, default_value_t = 0)]
     pub admin_port: u16,
+    /// Serve every instance behind one listening port, picked by the TLS server name
+    /// (each kubeconfig's tls-server-name), as instances behind one ingress are: no
+    /// listener per instance, so large fleets are bounded by memory, not open files.
+    #[arg(long)]
+    pub shared_listener: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -79,12 +84,20 @@ fn parse_mode(s: &str) -> Result<FaultMode, String> {
 /// reconnects. Measured: Kairship keeps about 4 per instance with HTTP/2.
 const FILES_PER_INSTANCE: u64 = 8;
 
+/// Behind one listener an instance holds only its clients' connections: one per replica
+/// watching it (HTTP/2), two while it moves between replicas. Counted per two instances.
+const FILES_PER_TWO_SHARED: u64 = 3;
+
 pub async fn run(args: SimArgs) -> Result<(), Error> {
     match args.action {
         None => {
             let limit = crate::open_files::raise_open_files();
-            crate::open_files::check(args.instances, FILES_PER_INSTANCE, limit)
-                .map_err(Error::Usage)?;
+            let need = if args.shared_listener {
+                crate::open_files::check(args.instances.div_ceil(2), FILES_PER_TWO_SHARED, limit)
+            } else {
+                crate::open_files::check(args.instances, FILES_PER_INSTANCE, limit)
+            };
+            need.map_err(Error::Usage)?;
             serve(&args).await
         }
         Some(SimAction::Fault {
@@ -168,6 +181,7 @@ async fn serve(args: &SimArgs) -> Result<(), Error> {
         cluster_tick: Duration::from_secs(args.cluster_tick_secs),
         state_dir: Some(args.state_dir.clone()),
         admin_port: args.admin_port,
+        shared_listener: args.shared_listener,
         ..FleetConfig::default()
     };
     config.server.bookmark_interval = Duration::from_secs(args.bookmark_secs.max(1));

@@ -21,8 +21,17 @@ impl Sim {
 
     /// `instances` instances with `clusters` member clusters each.
     pub async fn start_with(instances: usize, clusters: usize) -> Self {
+        Self::start_configured(instances, clusters, |_| {}).await
+    }
+
+    /// As [`Sim::start_with`], the configuration changed by `change` first.
+    pub async fn start_configured(
+        instances: usize,
+        clusters: usize,
+        change: impl FnOnce(&mut FleetConfig),
+    ) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
-        let config = FleetConfig {
+        let mut config = FleetConfig {
             instances,
             clusters,
             state_dir: Some(dir.path().to_path_buf()),
@@ -38,6 +47,7 @@ impl Sim {
             },
             ..FleetConfig::default()
         };
+        change(&mut config);
         let fleet = Fleet::start(config).await.expect("fleet starts");
         Self { fleet, dir }
     }

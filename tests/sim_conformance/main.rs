@@ -9,3 +9,4 @@ mod karmada;
 mod kube_client;
 mod kubectl;
 mod python;
+mod shared_listener;

@@ -19,6 +19,18 @@ pub fn build(name: &str, server: &str, ca_pem: &str, token: &str) -> Value {
     })
 }
 
+/// `kc` (one cluster, from [`build`]) asking for `server_name` in TLS (SNI and the
+/// certificate's name) instead of the server address's host.
+pub fn with_tls_server_name(mut kc: Value, server_name: &str) -> Value {
+    if let Some(cluster) = kc
+        .pointer_mut("/clusters/0/cluster")
+        .and_then(Value::as_object_mut)
+    {
+        cluster.insert("tls-server-name".into(), server_name.into());
+    }
+    kc
+}
+
 /// Writes a file atomically (temp file, then rename), so readers never see half of it.
 /// Writes `contents` to `path` through a temporary file, readable by its owner only:
 /// kubeconfigs and endpoints files carry bearer tokens.

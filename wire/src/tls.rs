@@ -49,6 +49,11 @@ pub const SERVING_VALIDITY: time::Duration = time::Duration::days(365);
 /// As [`generate`], the certificate also valid for `extra` names and addresses (a
 /// Service's DNS names and cluster IP).
 pub fn generate_for(common_name: &str, extra: &[String]) -> Result<ServingCert, TlsError> {
+    issue(common_name, extra)?.serving()
+}
+
+/// As [`generate_for`], without a server configuration.
+pub fn issue(common_name: &str, extra: &[String]) -> Result<Issued, TlsError> {
     // An hour back, for clocks a little behind.
     let now = time::OffsetDateTime::now_utc() - time::Duration::hours(1);
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
@@ -84,17 +89,53 @@ pub fn generate_for(common_name: &str, extra: &[String]) -> Result<ServingCert, 
     leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
     let leaf_key = KeyPair::generate()?;
     let cert = leaf.signed_by(&leaf_key, &ca)?;
-
-    let server_config = server_config(
-        vec![cert.der().clone(), ca.der().clone()],
-        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
-    )?;
-    Ok(ServingCert {
+    Ok(Issued {
         ca_pem: ca.pem(),
         cert_pem: cert.pem(),
         key_pem: leaf_key.serialize_pem(),
-        server_config,
+        chain: vec![cert.der().clone(), ca.der().clone()],
+        key_der: leaf_key.serialize_der(),
     })
+}
+
+/// A CA and a serving certificate signed by it, before any TLS configuration is built:
+/// servers behind one shared listener need only the [`CertifiedKey`], not a configuration
+/// (and a session cache) each.
+///
+/// [`CertifiedKey`]: rustls::sign::CertifiedKey
+pub struct Issued {
+    pub ca_pem: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+    /// The serving certificate, then the CA.
+    pub chain: Vec<CertificateDer<'static>>,
+    key_der: Vec<u8>,
+}
+
+impl Issued {
+    fn key(&self) -> PrivateKeyDer<'static> {
+        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key_der.clone()))
+    }
+
+    /// The chain and key as rustls serves them, for a resolver that picks by name.
+    pub fn certified_key(&self) -> Result<Arc<rustls::sign::CertifiedKey>, TlsError> {
+        Ok(Arc::new(rustls::sign::CertifiedKey::from_der(
+            self.chain.clone(),
+            self.key(),
+            &provider(),
+        )?))
+    }
+
+    /// A server configuration of its own.
+    pub fn serving(self) -> Result<ServingCert, TlsError> {
+        let server_config = server_config(self.chain.clone(), self.key())?;
+        Ok(ServingCert {
+            ca_pem: self.ca_pem,
+            cert_pem: self.cert_pem,
+            key_pem: self.key_pem,
+            server_config,
+        })
+    }
 }
 
 /// One DER certificate as a PEM block.
@@ -108,6 +149,32 @@ pub fn pem_certificate(der: &[u8]) -> String {
     }
     out.push_str("-----END CERTIFICATE-----\n");
     out
+}
+
+/// A rustls server configuration offering HTTP/2 and HTTP/1.1, its certificate chosen
+/// per connection by `resolver` (by the server name the client asked for, say).
+pub fn server_config_resolving(
+    resolver: Arc<dyn rustls::server::ResolvesServerCert>,
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    let mut config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_cert_resolver(resolver);
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// Serves one certificate whatever name the client asks for.
+#[derive(Debug)]
+pub struct FixedKey(pub Arc<rustls::sign::CertifiedKey>);
+
+impl rustls::server::ResolvesServerCert for FixedKey {
+    fn resolve(
+        &self,
+        _: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.0.clone())
+    }
 }
 
 /// A rustls server configuration offering HTTP/2 and HTTP/1.1.

@@ -171,17 +171,17 @@ impl Controller {
                 }
                 // Wait for a change or the resync, then let a burst of writes settle.
                 let changed = tokio::time::timeout(self.config.resync, live.recv()).await;
-                if matches!(
-                    changed,
-                    Ok(Err(tokio::sync::broadcast::error::RecvError::Closed))
-                ) {
+                if matches!(changed, Ok(Err(crate::store::LiveError::Closed))) {
                     debug!("store closed; karmada controllers stop");
                     return;
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
-                while let Ok(_) | Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) =
-                    live.try_recv()
-                {}
+                while let Ok(Some(_)) = live.try_recv() {}
+                // Cut for falling behind: it was told of a change, so a pass follows; a
+                // new subscription keeps it woken by the next.
+                if matches!(live.try_recv(), Err(crate::store::LiveError::Lagged(_))) {
+                    live = self.store().subscribe();
+                }
             }
         }
         .instrument(span)

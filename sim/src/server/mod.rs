@@ -6,6 +6,7 @@ pub mod discovery;
 mod resource;
 use resource::Query;
 pub mod scale;
+pub mod shared;
 pub mod table;
 mod token;
 pub mod watch;
@@ -31,7 +32,7 @@ use crate::resources::Flavor;
 use crate::store::{Store, StoreConfig};
 use kairship_wire::routes::{self, ResourcePath, Route};
 use kairship_wire::status::{ApiError, ApiResult};
-use kairship_wire::tls::ServingCert;
+use rustls::sign::CertifiedKey;
 
 /// Knobs of a simulated API server.
 #[derive(Debug, Clone)]
@@ -68,14 +69,37 @@ pub struct AuditEntry {
     pub name: Option<String>,
 }
 
+/// How long a client may take over its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A server's certificate: the CA its kubeconfigs carry, and the chain and key it serves
+/// (valid for loopback and for its own name, which it is reached by behind a shared
+/// listener).
+pub struct ServerTls {
+    pub ca_pem: String,
+    pub key: Arc<CertifiedKey>,
+}
+
+impl ServerTls {
+    fn issue(name: &str) -> Result<Self, crate::Error> {
+        let issued = kairship_wire::tls::issue(name, &[name.to_string()])?;
+        Ok(Self {
+            key: issued.certified_key()?,
+            ca_pem: issued.ca_pem,
+        })
+    }
+}
+
 pub struct ApiServer {
     pub name: String,
     pub store: Store,
     pub faults: FaultState,
     pub token: String,
-    pub tls: ServingCert,
+    pub tls: ServerTls,
     config: ServerConfig,
     addr: parking_lot::Mutex<Option<SocketAddr>>,
+    /// Served behind a [`shared::SharedListener`], reached by its name (SNI) there.
+    by_name: std::sync::atomic::AtomicBool,
     shutdown: tokio_watch::Sender<bool>,
     /// Extra users by token, besides the admin token.
     users: parking_lot::RwLock<HashMap<String, Identity>>,
@@ -104,9 +128,10 @@ impl ApiServer {
             store: Store::new(flavor, config.store.clone())?,
             faults: FaultState::default(),
             token: random_token(),
-            tls: kairship_wire::tls::generate(name)?,
+            tls: ServerTls::issue(name)?,
             config,
             addr: parking_lot::Mutex::new(None),
+            by_name: Default::default(),
             shutdown: tokio_watch::channel(false).0,
             audit: parking_lot::Mutex::new(None),
             members: parking_lot::RwLock::new(None),
@@ -123,6 +148,18 @@ impl ApiServer {
         self.addr()
             .map(|a| format!("https://{a}"))
             .unwrap_or_default()
+    }
+
+    /// The name a client must ask for (kubeconfig `tls-server-name`) when this server
+    /// shares its listener with others.
+    pub fn tls_server_name(&self) -> Option<&str> {
+        self.by_name
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .then_some(self.name.as_str())
+    }
+
+    fn is_shut_down(&self) -> bool {
+        *self.shutdown.borrow()
     }
 
     /// Adds a cluster-admin user (group `system:masters`) with its own bearer token
@@ -218,17 +255,25 @@ impl ApiServer {
 
     /// Binds `addr` and serves until [`ApiServer::shutdown`].
     pub async fn start(self: &Arc<Self>, addr: SocketAddr) -> std::io::Result<SocketAddr> {
+        let config = kairship_wire::tls::server_config_resolving(Arc::new(
+            kairship_wire::tls::FixedKey(self.tls.key.clone()),
+        ))
+        .map_err(std::io::Error::other)?;
         let listener = TcpListener::bind(addr).await?;
         let local = listener.local_addr()?;
         *self.addr.lock() = Some(local);
         let this = self.clone();
         let span = tracing::info_span!("apiserver", server = %self.name);
-        tokio::spawn(this.accept_loop(listener).instrument(span));
+        tokio::spawn(this.accept_loop(listener, config).instrument(span));
         Ok(local)
     }
 
-    async fn accept_loop(self: Arc<Self>, listener: TcpListener) {
-        let acceptor = tokio_rustls::TlsAcceptor::from(self.tls.server_config.clone());
+    async fn accept_loop(
+        self: Arc<Self>,
+        listener: TcpListener,
+        config: Arc<rustls::ServerConfig>,
+    ) {
+        let acceptor = tokio_rustls::TlsAcceptor::from(config);
         let mut shutdown = self.shutdown.subscribe();
         loop {
             let accepted = tokio::select! {
@@ -254,33 +299,41 @@ impl ApiServer {
             let this = self.clone();
             let acceptor = acceptor.clone();
             tokio::spawn(async move {
-                let mut faults = this.faults.subscribe();
-                let mut shutdown = this.shutdown.subscribe();
-                let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp))
-                    .await
+                let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
                 {
                     Ok(Ok(s)) => s,
                     Ok(Err(e)) => return debug!(%peer, error = %e, "tls handshake failed"),
                     Err(_) => return debug!(%peer, "tls handshake timed out"),
                 };
-                let svc_server = this.clone();
-                let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-                    let s = svc_server.clone();
-                    async move { Ok::<_, std::convert::Infallible>(s.handle(req.map(Body::new)).await) }
-                });
-                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                let conn = builder.serve_connection(TokioIo::new(tls), svc);
-                tokio::pin!(conn);
-                loop {
-                    tokio::select! {
-                        _ = conn.as_mut() => return,
-                        _ = shutdown.changed() => return,
-                        changed = faults.changed() => {
-                            if changed.is_err() || this.faults.is_down() { return; }
-                        }
-                    }
-                }
+                this.serve_connection(tls).await;
             });
+        }
+    }
+
+    /// Serves one TLS connection's requests until it closes, the server stops, or a
+    /// fault takes the server down.
+    async fn serve_connection(
+        self: Arc<Self>,
+        tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    ) {
+        let mut faults = self.faults.subscribe();
+        let mut shutdown = self.shutdown.subscribe();
+        let svc_server = self.clone();
+        let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+            let s = svc_server.clone();
+            async move { Ok::<_, std::convert::Infallible>(s.handle(req.map(Body::new)).await) }
+        });
+        let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+        let conn = builder.serve_connection(TokioIo::new(tls), svc);
+        tokio::pin!(conn);
+        loop {
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                _ = shutdown.changed() => return,
+                changed = faults.changed() => {
+                    if changed.is_err() || self.faults.is_down() { return; }
+                }
+            }
         }
     }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::json;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::table;
@@ -166,11 +166,11 @@ pub fn stream(
                         }
                     }
                     // Too slow to keep up: end the stream; the client resumes from its last version.
-                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    Err(crate::store::LiveError::Lagged(missed)) => {
                         tracing::info!(resource = %key, missed, "watch too slow to keep up: ended");
                         return;
                     }
-                    Err(broadcast::error::RecvError::Closed) => return,
+                    Err(crate::store::LiveError::Closed) => return,
                 },
             }
         }

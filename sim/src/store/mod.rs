@@ -7,6 +7,8 @@ pub mod admission;
 mod client;
 mod decode_defaults;
 mod defaults;
+mod fanout;
+pub use fanout::{Live, LiveError};
 pub mod fields;
 mod history;
 pub mod meta;
@@ -21,7 +23,6 @@ use base64::Engine;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
-use tokio::sync::broadcast;
 
 use crate::patch::PatchKind;
 use crate::resources::{self, Registry, ResourceDef};
@@ -147,7 +148,7 @@ pub enum WatchFrom {
 pub struct WatchStart {
     pub initial: Vec<Arc<Event>>,
     pub start_rv: u64,
-    pub live: broadcast::Receiver<Arc<Event>>,
+    pub live: Live,
 }
 
 #[derive(Debug, Clone)]
@@ -195,7 +196,7 @@ pub struct DeleteWith {
 
 pub struct Store {
     inner: Mutex<Inner>,
-    live: broadcast::Sender<Arc<Event>>,
+    live: fanout::Fanout,
     config: StoreConfig,
 }
 
@@ -251,7 +252,7 @@ impl Store {
             .unwrap_or_default()
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+    pub fn subscribe(&self) -> Live {
         self.live.subscribe()
     }
 

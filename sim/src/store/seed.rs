@@ -7,7 +7,6 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use serde_json::json;
-use tokio::sync::broadcast;
 
 use super::meta::{self, meta_mut};
 use super::{Inner, Store, StoreConfig, StoredObject, NAMESPACE_KEY};
@@ -48,7 +47,7 @@ impl Store {
             meta_mut(&mut v).insert("uid".into(), meta::new_uid().into());
             *o = StoredObject::new(v, o.rv)?;
         }
-        let (live, _) = broadcast::channel(config.watch_buffer.max(16));
+        let live = super::fanout::Fanout::new(config.watch_buffer);
         Ok(Self {
             inner: Mutex::new(Inner {
                 rv: from.rv,
@@ -68,7 +67,7 @@ impl Store {
     /// A store of `flavor` with its initial objects, built through the write path.
     fn seeded(flavor: Flavor, config: StoreConfig) -> ApiResult<Self> {
         let (defs, crds) = resources::initial(flavor);
-        let (live, _) = broadcast::channel(config.watch_buffer.max(16));
+        let live = super::fanout::Fanout::new(config.watch_buffer);
         let store = Self {
             inner: Mutex::new(Inner {
                 rv: 0,

@@ -239,8 +239,7 @@ impl Inner {
                 self.compacted_rv = old.rv;
             }
         }
-        // No receivers is normal; a lagging receiver finds out on its next recv.
-        let _ = store.live.send(ev);
+        store.live.send(&ev);
     }
 
     pub(super) fn replace(
