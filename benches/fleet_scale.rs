@@ -2,7 +2,8 @@
 //! instances x 5 member clusters, `kairship run` (all roles) attaches them all. For each
 //! fleet size it prints the time until every instance is Running, Kairship's resident
 //! memory (and per instance), its open sockets, and its CPU while idle for a minute after
-//! settling. Figures only; nothing about speed is asserted.
+//! settling, and the simulator's resident memory apart. Figures only; nothing about speed
+//! is asserted.
 //! Run: `cargo bench --bench fleet_scale` (SIZES=100,250, IDLE_SECS=n and
 //! CLUSTER_TICK_SECS=n, members' status changing every n s, to change).
 
@@ -20,6 +21,7 @@ struct Figures {
     rss_mib: f64,
     sockets: usize,
     idle_cpu: f64,
+    sim_rss_mib: f64,
 }
 
 async fn measure(n: usize, idle: Duration, tick: u64) -> Figures {
@@ -56,7 +58,9 @@ async fn measure(n: usize, idle: Duration, tick: u64) -> Figures {
     let (rss, after, sockets) = usage(pid);
     let ticks_per_sec = 100.0; // USER_HZ on Linux
     let idle_cpu = (after - before) as f64 / ticks_per_sec / t.elapsed().as_secs_f64();
+    let (sim_rss, _, _) = usage(fleet.proc.0.id());
     Figures {
+        sim_rss_mib: sim_rss as f64 / 1024.0,
         n,
         running_after,
         rss_mib: rss as f64 / 1024.0,
@@ -90,19 +94,28 @@ async fn main() {
         "kairship run (controller-manager role) against kairship sim, {CLUSTERS} member clusters per instance, each in its own process; CPU over {idle:?} after settling, {changes}"
     );
     println!(
-        "{:>9} {:>12} {:>10} {:>14} {:>8} {:>16}",
-        "INSTANCES", "ALL RUNNING", "RSS MiB", "KiB/INSTANCE", "SOCKETS", "IDLE CPU (core)"
+        "{:>9} {:>12} {:>10} {:>14} {:>8} {:>16} {:>14} {:>18}",
+        "INSTANCES",
+        "ALL RUNNING",
+        "RSS MiB",
+        "KiB/INSTANCE",
+        "SOCKETS",
+        "IDLE CPU (core)",
+        "SIM RSS MiB",
+        "SIM KiB/INSTANCE"
     );
     for n in sizes {
         let f = measure(n, idle, tick).await;
         println!(
-            "{:>9} {:>11.1}s {:>10.1} {:>14.0} {:>8} {:>15.1}%",
+            "{:>9} {:>11.1}s {:>10.1} {:>14.0} {:>8} {:>15.1}% {:>14.1} {:>18.0}",
             f.n,
             f.running_after.as_secs_f64(),
             f.rss_mib,
             f.rss_mib * 1024.0 / f.n as f64,
             f.sockets,
-            f.idle_cpu * 100.0
+            f.idle_cpu * 100.0,
+            f.sim_rss_mib,
+            f.sim_rss_mib * 1024.0 / f.n as f64
         );
     }
 }

@@ -12,7 +12,9 @@
 //!
 //! Figures only; nothing is asserted about speed. Run: `cargo bench --bench shard_scale`
 //! (PER_REPLICA=n, REPLICAS=1,2,3, CLUSTERS=n, HOP_CALLS=n, SEARCH_CALLS=n, LEASE_SECS=n, the
-//! chart's 15 s by default, to change; KEEP=1 keeps every process's log).
+//! chart's 15 s by default, READ_RATE=n reads a second during the handoff, 100 by default,
+//! to change; KEEP=1 keeps every process's log). 10,000 instances over 5 replicas:
+//! `PER_REPLICA=2000 REPLICAS=5`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -266,6 +268,8 @@ async fn handoff(host: &kube::Client, replicas: &mut [Replica], lease: u64) {
     let slowest = Arc::new(AtomicU64::new(0));
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut readers = Vec::new();
+    // READ_RATE reads a second in all (0: as fast as 4 readers go).
+    let rate: u64 = env_or("READ_RATE", 100);
     for k in 0..4 {
         let (ok, failed, slowest, stopped) =
             (ok.clone(), failed.clone(), slowest.clone(), stopped.clone());
@@ -273,7 +277,12 @@ async fn handoff(host: &kube::Client, replicas: &mut [Replica], lease: u64) {
         let names = names.clone();
         readers.push(tokio::spawn(async move {
             let mut i = k;
+            let mut pace =
+                (rate > 0).then(|| tokio::time::interval(Duration::from_micros(4_000_000 / rate)));
             while !*stopped.borrow() {
+                if let Some(p) = pace.as_mut() {
+                    p.tick().await;
+                }
                 let name = names[i % names.len()].clone();
                 i += 1;
                 let t = Instant::now();
@@ -388,6 +397,12 @@ async fn measure(replicas_n: usize, per_replica: usize, clusters: usize, last: b
             .push(owned.values().filter(|o| **o == r.name).count());
     }
     print_row(&row);
+    let (sim_rss, _, sim_files) = usage(fleet.proc.0.id());
+    println!(
+        "  the simulator: {:.0} MiB resident ({:.0} KiB per instance), {sim_files} open sockets",
+        sim_rss as f64 / 1024.0,
+        sim_rss as f64 / n as f64
+    );
     if replicas_n > 1 {
         hop(&shared, &replicas, &owned, env_or("HOP_CALLS", 1000)).await;
     }

@@ -33,7 +33,17 @@ pub fn kairship(args: &[&str], log: &Path) -> Proc {
 /// [`kairship`], with `env` added to its environment.
 pub fn kairship_with_env(args: &[&str], env: &[(&str, &str)], log: &Path) -> Proc {
     let out = std::fs::File::create(log).expect("log file");
-    let child = Command::new(env!("CARGO_BIN_EXE_kairship"))
+    let bin = env!("CARGO_BIN_EXE_kairship");
+    // PROFILE_SIM=FILE: the simulator under heaptrack, its profile written to FILE.zst.
+    let profile = std::env::var_os("PROFILE_SIM").filter(|_| args.first() == Some(&"sim"));
+    let mut command = if let Some(file) = profile {
+        let mut c = Command::new("heaptrack");
+        c.arg("-o").arg(file).arg(bin);
+        c
+    } else {
+        Command::new(bin)
+    };
+    let child = command
         .args(args)
         .envs(env.iter().copied())
         .env("RUST_LOG", "warn")
@@ -123,6 +133,10 @@ impl SimFleet {
                 // simulator's default of 10 s would be 11,000 watches x 6 per minute here.
                 "--bookmark-secs",
                 "60",
+                // One listener for every instance, reached by name, as behind an ingress:
+                // 10,000 listeners besides Kairship's connections would pass the open-files
+                // limit of this machine (20,000).
+                "--shared-listener",
             ],
             &log,
         );
