@@ -264,6 +264,7 @@ async fn handoff(host: &kube::Client, replicas: &mut [Replica], lease: u64) {
         .map(|(i, _)| i.clone())
         .collect();
     let names: Vec<String> = before.keys().cloned().collect();
+    let n = names.len();
     let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let slowest = Arc::new(AtomicU64::new(0));
     let (stop, stopped) = tokio::sync::watch::channel(false);
@@ -313,7 +314,7 @@ async fn handoff(host: &kube::Client, replicas: &mut [Replica], lease: u64) {
             killed.elapsed() < Duration::from_secs(lease * 4 + 30),
             "{victim_name}'s instances were not taken over"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(common::procs::poll_every(n).min(Duration::from_secs(1)) / 2).await;
     }
     let moved = killed.elapsed();
     let mut client = InstanceServiceClient::new(first.grpc.clone());
@@ -375,7 +376,7 @@ async fn measure(replicas_n: usize, per_replica: usize, clusters: usize, last: b
         if owners(&fleet.host).await.len() == n {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(common::procs::poll_every(n)).await;
     }
     // Settle: the first stats and status writes after Running.
     tokio::time::sleep(Duration::from_secs(5)).await;

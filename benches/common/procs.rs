@@ -176,9 +176,15 @@ impl SimFleet {
                 "{n} instances not all Running after {limit:?} ({running} are; see {})",
                 log.display()
             );
-            tokio::time::sleep(Duration::from_millis(250)).await;
+            tokio::time::sleep(poll_every(n)).await;
         }
     }
+}
+
+/// How often a bench lists the fleet's Instances while it waits: a LIST of 10,000 every
+/// 250 ms kept the simulated host busier than the replicas it measures.
+pub fn poll_every(instances: usize) -> Duration {
+    Duration::from_millis(250).max(Duration::from_millis(instances as u64 / 2))
 }
 
 /// The files a `kairship run` serves with: a TLS key pair and its CA, and a token file

@@ -149,7 +149,19 @@ pub fn decide(state: &Placement, event: &Event<'_>, retry: Duration) -> (Placeme
                 ),
                 (true, Record::Nobody, true) => (Placement::default(), vec![Effect::DecideAgain]),
                 (true, Record::Nobody, false) => (Placement::default(), Vec::new()),
-                (false, _, true) => (failed, vec![Effect::DecideAgain]),
+                // Refused because the Instance moved on (a conflict): at once, twice; then
+                // later, each time later, as under 10,000 instances a cache behind the
+                // host made every at-once retry conflict again.
+                (false, _, true) if *failures < IMMEDIATE_RETRIES => {
+                    (failed, vec![Effect::DecideAgain])
+                }
+                (false, _, true) => (
+                    failed,
+                    vec![Effect::DecideAgainAfter(retry_after(
+                        retry,
+                        failures + 1 - IMMEDIATE_RETRIES,
+                    ))],
+                ),
                 // Refused with nothing changed (the host is gone): later, each time later.
                 (false, _, false) => (
                     failed,
@@ -161,6 +173,9 @@ pub fn decide(state: &Placement, event: &Event<'_>, retry: Duration) -> (Placeme
         (_, Event::Written { .. }) => (state.clone(), Vec::new()),
     }
 }
+
+/// Record writes refused by a conflict that are tried again at once, in a row.
+const IMMEDIATE_RETRIES: u32 = 2;
 
 /// The wait before deciding again after `failures` record writes failed in a row:
 /// doubling from `base`, at most 30 s.
@@ -242,7 +257,8 @@ mod tests {
     }
 
     #[test]
-    fn failed_writes_are_decided_again_at_once_on_a_change_else_later_each_time() {
+    fn failed_writes_are_decided_again_at_once_on_a_change_else_later_each_time_and_so_are_runs_of_conflicts(
+    ) {
         let (mut s, _) = decide(&Placement::default(), &seen(Step::Acquire, "1"), RETRY);
         let mut waits = Vec::new();
         for _ in 0..7 {
@@ -261,24 +277,36 @@ mod tests {
             (s, _) = decide(&next, &seen(Step::Acquire, "1"), RETRY);
         }
         assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30]);
-        // A conflict (the record changed under it): at once, and the count goes on.
-        let (s, e) = decide(
-            &s,
-            &Event::Written {
-                ok: false,
-                latest: Some("5"),
-            },
-            RETRY,
-        );
+        // A conflict (the record changed under it): the count goes on, and after a run of
+        // failures it waits too.
+        let conflict = Event::Written {
+            ok: false,
+            latest: Some("5"),
+        };
+        let (after_many, e) = decide(&s, &conflict, RETRY);
         assert_eq!(
-            (s, e),
-            (
-                Placement::Away {
-                    failures: 8,
-                    confirmed: false
-                },
-                vec![Effect::DecideAgain]
-            )
+            after_many,
+            Placement::Away {
+                failures: 8,
+                confirmed: false
+            }
+        );
+        assert_eq!(e, vec![Effect::DecideAgainAfter(Duration::from_secs(30))]);
+        // Fresh: two conflicts in a row are decided again at once, the third a while later.
+        let (mut s, _) = decide(&Placement::default(), &seen(Step::Acquire, "1"), RETRY);
+        let mut effects = Vec::new();
+        for _ in 0..3 {
+            let (next, e) = decide(&s, &conflict, RETRY);
+            effects.push(e);
+            (s, _) = decide(&next, &seen(Step::Acquire, "1"), RETRY);
+        }
+        assert_eq!(
+            effects,
+            [
+                vec![Effect::DecideAgain],
+                vec![Effect::DecideAgain],
+                vec![Effect::DecideAgainAfter(RETRY)]
+            ]
         );
         assert_eq!(retry_after(RETRY, u32::MAX), Duration::from_secs(30));
     }
