@@ -69,6 +69,20 @@ pub struct AuditEntry {
     pub name: Option<String>,
 }
 
+/// The next connection on `listener`, past failed accepts (out of descriptors, say),
+/// which are logged and tried again a little later.
+async fn accept(listener: &TcpListener) -> (tokio::net::TcpStream, SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok(x) => return x,
+            Err(e) => {
+                warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
 /// How long a client may take over its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -276,17 +290,9 @@ impl ApiServer {
         let acceptor = tokio_rustls::TlsAcceptor::from(config);
         let mut shutdown = self.shutdown.subscribe();
         loop {
-            let accepted = tokio::select! {
-                a = listener.accept() => a,
+            let (tcp, peer) = tokio::select! {
+                a = accept(&listener) => a,
                 _ = shutdown.changed() => return,
-            };
-            let (tcp, peer) = match accepted {
-                Ok(x) => x,
-                Err(e) => {
-                    warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
             };
             if self.faults.is_down() {
                 // Reset rather than close, as a dead server's port would.

@@ -7,14 +7,13 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
 use parking_lot::RwLock;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tracing::{debug, warn, Instrument};
+use tracing::{debug, Instrument};
 
 use super::{ApiServer, HANDSHAKE_TIMEOUT};
 
@@ -94,17 +93,9 @@ async fn accept_loop(
 ) {
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
     loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
+        let (tcp, peer) = tokio::select! {
+            a = super::accept(&listener) => a,
             _ = stopped.changed() => return,
-        };
-        let (tcp, peer) = match accepted {
-            Ok(x) => x,
-            Err(e) => {
-                warn!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
         };
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
