@@ -101,6 +101,8 @@ pub struct Metrics {
     rollout_phase: Family<RolloutPhaseLabels, Gauge>,
     rollout_instances: Family<RolloutStepLabels, Gauge>,
     status_writes: Counter,
+    heap_allocated: Gauge,
+    heap_free: Gauge,
     /// The tree's count at the last scrape: the counter grows by the difference.
     status_writes_seen: std::sync::atomic::AtomicU64,
     requests: Family<RequestLabels, Counter>,
@@ -234,6 +236,17 @@ impl Metrics {
             "Instance status writes the host accepted from this replica (only its leader writes)",
             status_writes.clone(),
         );
+        let (heap_allocated, heap_free) = (Gauge::default(), Gauge::default());
+        registry.register(
+            "kairship_heap_allocated_bytes",
+            "Bytes the C allocator has handed out and not had back, by its own count",
+            heap_allocated.clone(),
+        );
+        registry.register(
+            "kairship_heap_free_bytes",
+            "Bytes freed but kept by the C allocator: resident memory above what is allocated",
+            heap_free.clone(),
+        );
         registry.register(
             "kairship_api_requests",
             "API requests by surface, method and status code",
@@ -261,6 +274,8 @@ impl Metrics {
             rollout_phase,
             rollout_instances,
             status_writes,
+            heap_allocated,
+            heap_free,
             status_writes_seen: Default::default(),
             requests,
             latency,
@@ -443,6 +458,11 @@ impl Metrics {
             .status_writes_seen
             .swap(writes, std::sync::atomic::Ordering::Relaxed);
         self.status_writes.inc_by(writes.saturating_sub(seen));
+        if let Some(heap) = kairship_heap::stats() {
+            let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+            self.heap_allocated.set(n(heap.allocated));
+            self.heap_free.set(n(heap.free));
+        }
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             tracing::warn!("encoding metrics failed");

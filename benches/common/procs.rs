@@ -275,6 +275,26 @@ pub async fn settle_process(pid: u32) {
     }
 }
 
+/// The value of gauge `name` (no labels) in the `/metrics` a process serves on plain HTTP
+/// at `port` (its probes port); `None` if it is not there.
+pub async fn scrape_gauge(port: u16, name: &str) -> Option<f64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let fetch = async {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .await
+            .ok()?;
+        let mut body = String::new();
+        s.read_to_string(&mut body).await.ok()?;
+        Some(body)
+    };
+    let body = tokio::time::timeout(Duration::from_secs(10), fetch).await.ok()??;
+    body.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == name).then(|| v.trim().parse().ok())?
+    })
+}
+
 /// CPU time (user + system) process `pid` has used, in 10 ms clock ticks.
 pub fn usage_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();

@@ -4,6 +4,9 @@
 //! process that cached many objects and then dropped them (an instance moved to another
 //! replica, paused or deleted) keeps those pages resident below its live allocations
 //! until `malloc_trim` walks the arenas and releases them with `madvise`.
+//!
+//! It also reads the allocator's own count of what it holds, so the gap between the bytes
+//! in use and the resident memory (fragmentation) can be watched.
 
 /// Releases every arena's free pages; true if any were given back. A no-op elsewhere than
 /// glibc (musl and the other systems' allocators return memory on their own).
@@ -22,8 +25,40 @@ pub fn release_free_pages() -> bool {
     false
 }
 
+/// What the C allocator holds, by its own count (every arena and mapped chunk).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stats {
+    /// Bytes handed out and not yet freed.
+    pub allocated: u64,
+    /// Bytes freed but kept in the arenas (resident unless trimmed or never touched).
+    pub free: u64,
+}
+
+/// The allocator's count; `None` elsewhere than glibc.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+pub fn stats() -> Option<Stats> {
+    // SAFETY: mallinfo2 takes no arguments and returns a plain struct by value; glibc
+    // locks each arena while it sums it.
+    let m = unsafe { libc::mallinfo2() };
+    let n = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
+    Some(Stats {
+        allocated: n(m.uordblks).saturating_add(n(m.hblkhd)),
+        free: n(m.fordblks),
+    })
+}
+
+/// The allocator's count; `None` elsewhere than glibc.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn stats() -> Option<Stats> {
+    None
+}
+
 #[cfg(all(test, target_os = "linux", target_env = "gnu"))]
 mod tests {
+    /// The tests measure the whole process: one at a time.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     fn resident_kib() -> u64 {
         let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
         status
@@ -35,6 +70,7 @@ mod tests {
 
     #[test]
     fn freed_pages_below_live_memory_are_given_back() {
+        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         // 64 MiB in 4 KiB blocks, below one block that stays: the freed pages cannot leave
         // from the top of the heap, so only a trim returns them.
         let blocks: Vec<Vec<u8>> = (0..16_384).map(|i| vec![i as u8; 4096]).collect();
@@ -48,5 +84,22 @@ mod tests {
             "resident {before} KiB before the trim, {after} KiB after"
         );
         assert_eq!(keep[0], 1);
+    }
+
+    #[test]
+    fn the_count_follows_what_is_allocated_and_freed() {
+        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let before = super::stats().expect("glibc counts").allocated;
+        // Small blocks, below the mmap threshold: counted in the arenas.
+        let blocks: Vec<Vec<u8>> = (0..4_096).map(|i| vec![i as u8; 1024]).collect();
+        let during = super::stats().expect("glibc counts");
+        assert!(
+            during.allocated >= before + 4 * 1024 * 1024,
+            "{before} B allocated before, {} B with 4 MiB more",
+            during.allocated
+        );
+        drop(blocks);
+        let after = super::stats().expect("glibc counts");
+        assert!(after.allocated + 3 * 1024 * 1024 < during.allocated);
     }
 }
