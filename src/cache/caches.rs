@@ -7,12 +7,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::Api;
 use kube::discovery::ApiResource;
 use kube::runtime::{watcher, WatchStreamExt};
 use tokio::task::JoinHandle;
 
 use super::budget::{CacheBudget, Meter};
+use super::raw::RawObject;
 use super::store::ObjectStore;
 use super::watch_health::WatchHealth;
 
@@ -204,7 +205,7 @@ impl Caches {
         let mut health_of = BTreeMap::new();
         for kind in Kind::ALL {
             let ar = kind.resource();
-            let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+            let api: Api<RawObject> = Api::all_with(client.clone(), &ar);
             let types = kube::api::TypeMeta {
                 api_version: ar.api_version.clone(),
                 kind: ar.kind.clone(),

@@ -1,6 +1,6 @@
 //! The cache layer: what Kairship keeps of each instance's objects and how the API reads
 //! it. An instance actor owns its [`caches::Caches`] (one watch per cached kind, feeding a
-//! [`store::ObjectStore`] of serialized [`object::CachedObject`]s within its
+//! [`store::ObjectStore`] of [`object::CachedObject`]s, kept as received ([`raw`]), within its
 //! [`budget`]); the API reads through the [`InstanceReader`] the actor publishes, which
 //! answers from the stores, asks the instance for access decisions ([`access`]) and
 //! printer columns ([`printers`]), reads its own writes ([`write_marks`]) and counts what
@@ -14,6 +14,7 @@ pub mod caches;
 pub mod feed;
 pub mod object;
 pub mod printers;
+pub mod raw;
 pub mod reader;
 pub mod store;
 pub mod traffic;

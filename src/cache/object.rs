@@ -1,4 +1,4 @@
-//! One object as the caches hold it: its JSON, encoded once when the watch delivered it,
+//! One object as the caches hold it: its JSON, as the list or watch delivered it,
 //! and the few fields every read filters or sorts on (name, namespace, version, labels).
 //! Everything else (a workload's replicas, a binding's clusters, a policy's selectors) is
 //! decoded from the JSON on the rare paths that need it. A Table row is printed on first
@@ -9,6 +9,8 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use kairship_wire::table::{Column, Row};
 use kube::api::DynamicObject;
+
+use super::raw::RawObject;
 
 /// A cached object. Cheap to share (`Arc`); immutable but for its row, printed once.
 pub struct CachedObject {
@@ -43,51 +45,32 @@ pub struct DecodeError {
 }
 
 impl CachedObject {
-    /// Encodes `o` (whose `apiVersion` and `kind` are set) once; `namespace` is the
+    /// Keeps `o`'s JSON as received (naming its apiVersion and kind); `namespace` is the
     /// store's shared copy of the object's namespace name.
-    pub fn new(o: &DynamicObject, namespace: Option<Arc<str>>) -> Self {
-        let mut buf = Vec::with_capacity(1024);
-        buf.push(b'{');
-        if let Some(t) = &o.types {
-            buf.extend_from_slice(b"\"apiVersion\":");
-            push_json(&mut buf, &t.api_version);
-            buf.extend_from_slice(b",\"kind\":");
-            push_json(&mut buf, &t.kind);
-            buf.push(b',');
-        }
-        buf.extend_from_slice(b"\"metadata\":");
-        let start = buf.len();
-        push_json(&mut buf, &o.metadata);
-        let end = buf.len();
-        if let Some(fields) = o.data.as_object() {
-            for (k, v) in fields {
-                buf.push(b',');
-                push_json(&mut buf, k);
-                buf.push(b':');
-                push_json(&mut buf, v);
-            }
-        }
-        buf.push(b'}');
-        let mut labels = String::new();
+    pub fn new(o: RawObject, namespace: Option<Arc<str>>) -> Self {
+        let size = o.metadata.labels.iter().flatten();
+        let mut labels = String::with_capacity(size.map(|(k, v)| k.len() + v.len() + 2).sum());
         for (k, v) in o.metadata.labels.iter().flatten() {
             labels.push_str(k);
             labels.push('\0');
             labels.push_str(v);
             labels.push('\0');
         }
+        let name = Arc::from(o.metadata.name.as_deref().unwrap_or_default());
+        let resource_version = o
+            .metadata
+            .resource_version
+            .as_deref()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(0);
+        let (json, (start, end)) = o.into_json();
         let offset = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         Self {
-            // Exactly the object's size: no spare capacity kept per object.
-            json: Bytes::from(buf.into_boxed_slice()),
+            json,
             metadata: (offset(start), offset(end)),
-            name: Arc::from(o.metadata.name.as_deref().unwrap_or_default()),
+            name,
             namespace,
-            resource_version: o
-                .metadata
-                .resource_version
-                .as_deref()
-                .and_then(|r| r.parse().ok())
-                .unwrap_or(0),
+            resource_version,
             labels: labels.into_boxed_str(),
             row: OnceLock::new(),
         }
@@ -183,37 +166,27 @@ impl CachedObject {
     }
 }
 
-fn push_json<T: serde::Serialize + ?Sized>(buf: &mut Vec<u8>, v: &T) {
-    // Serializing these types into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *buf, v);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
-    fn deployment() -> DynamicObject {
-        serde_json::from_value(json!({"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "web", "namespace": "prod", "resourceVersion": "42",
-                "creationTimestamp": "2020-01-01T00:00:00Z", "labels": {"app": "web", "tier": "front"}},
-            "spec": {"replicas": 3}, "status": {"readyReplicas": 2}}))
-        .expect("object")
+    const DEPLOYMENT: &str = r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"prod","resourceVersion":"42","creationTimestamp":"2020-01-01T00:00:00Z","labels":{"app":"web","tier":"front"}},"spec":{"replicas":3},"status":{"readyReplicas":2}}"#;
+
+    fn deployment() -> RawObject {
+        RawObject::from_json(DEPLOYMENT).expect("object")
     }
 
     #[test]
-    fn json_is_what_serializing_the_object_gives() {
-        let o = deployment();
-        let c = CachedObject::new(&o, Some(Arc::from("prod")));
-        let ours: serde_json::Value = serde_json::from_slice(c.json()).expect("json");
-        assert_eq!(ours, serde_json::to_value(&o).expect("value"));
-        assert_eq!(c.json().len(), serde_json::to_vec(&o).expect("vec").len());
-        assert_eq!(c.decode().expect("decode").data, o.data);
+    fn the_json_is_kept_as_received() {
+        let c = CachedObject::new(deployment(), Some(Arc::from("prod")));
+        assert_eq!(&c.json()[..], DEPLOYMENT.as_bytes());
+        assert_eq!(c.decode().expect("decode").data["spec"]["replicas"], 3);
     }
 
     #[test]
     fn fields_and_labels() {
-        let c = CachedObject::new(&deployment(), Some(Arc::from("prod")));
+        let c = CachedObject::new(deployment(), Some(Arc::from("prod")));
         assert_eq!((c.namespace(), c.name()), (Some("prod"), "web"));
         assert_eq!(c.resource_version(), 42);
         assert_eq!(c.label("tier"), Some("front"));
@@ -223,7 +196,7 @@ mod tests {
 
     #[test]
     fn the_row_is_written_with_the_metadata_of_the_json() {
-        let c = CachedObject::new(&deployment(), Some(Arc::from("prod")));
+        let c = CachedObject::new(deployment(), Some(Arc::from("prod")));
         let columns = kairship_wire::table::builtin_columns("apps", "Deployment").expect("columns");
         let table = kairship_wire::table::write(
             &columns,

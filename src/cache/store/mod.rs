@@ -7,7 +7,6 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use kube::api::DynamicObject;
 use kube::runtime::watcher;
 use parking_lot::RwLock;
 use tokio::sync::{broadcast, watch};
@@ -15,6 +14,7 @@ use tokio::sync::{broadcast, watch};
 use super::budget::Meter;
 use super::feed::{Feed, FeedEvent};
 use super::object::CachedObject;
+use super::raw::RawObject;
 
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
@@ -171,7 +171,7 @@ impl ObjectStore {
     }
 
     /// Applies one event of the kind's watch (objects carry apiVersion and kind).
-    pub fn apply(&self, event: watcher::Event<DynamicObject>) {
+    pub fn apply(&self, event: watcher::Event<RawObject>) {
         self.0
             .absent
             .store(false, std::sync::atomic::Ordering::Release);
@@ -187,7 +187,7 @@ impl ObjectStore {
                 }
             }
             watcher::Event::InitApply(o) => {
-                let object = state.cached(&o);
+                let object = state.cached(o);
                 let key = Key::of(&object);
                 let replaced = state.relist.as_ref().and_then(|r| r.get(&key).cloned());
                 if state.relist.is_some() && self.admit(&object, replaced.as_deref()) {
@@ -220,7 +220,7 @@ impl ObjectStore {
                 self.0.ready.send_replace(true);
             }
             watcher::Event::Apply(o) => {
-                let object = state.cached(&o);
+                let object = state.cached(o);
                 let key = Key::of(&object);
                 if !self.admit(&object, state.objects.get(&key).map(|p| p.as_ref())) {
                     // Not kept: the budget drops every store's objects on their next event.
@@ -235,7 +235,7 @@ impl ObjectStore {
                 self.0.feed.publish(&object, prev.as_ref(), false);
             }
             watcher::Event::Delete(o) => {
-                let object = state.cached(&o);
+                let object = state.cached(o);
                 let prev = state.objects.remove(&Key::of(&object));
                 if let Some(prev) = &prev {
                     state.unindex(prev);
@@ -424,7 +424,7 @@ impl State {
         self.by_label = by_label;
     }
 
-    fn cached(&mut self, o: &DynamicObject) -> Arc<CachedObject> {
+    fn cached(&mut self, o: RawObject) -> Arc<CachedObject> {
         let namespace = o.metadata.namespace.as_deref().map(|ns| {
             if let Some(shared) = self.namespaces.get(ns) {
                 return shared.clone();

@@ -1,10 +1,8 @@
 use super::*;
 use crate::cache::feed::EventType;
 
-fn obj(ns: &str, name: &str, rv: u64) -> DynamicObject {
-    serde_json::from_value(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": ns, "resourceVersion": rv.to_string()}}))
-    .expect("object")
+fn obj(ns: &str, name: &str, rv: u64) -> RawObject {
+    labelled(ns, name, rv, serde_json::Value::Null)
 }
 
 #[test]
@@ -70,10 +68,10 @@ fn changes_carry_what_watchers_knew_and_share_their_lines() {
     assert!(store.is_empty());
 }
 
-fn labelled(ns: &str, name: &str, rv: u64, labels: serde_json::Value) -> DynamicObject {
-    let mut o = obj(ns, name, rv);
-    o.metadata.labels = serde_json::from_value(labels).ok();
-    o
+fn labelled(ns: &str, name: &str, rv: u64, labels: serde_json::Value) -> RawObject {
+    let o = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns, "resourceVersion": rv.to_string(), "labels": labels}});
+    RawObject::from_json(&o.to_string()).expect("object")
 }
 
 fn names(s: &Selected) -> Vec<String> {
