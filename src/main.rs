@@ -7,6 +7,8 @@ use clap::Parser;
 use kairship::cli::{Cli, Command};
 
 fn main() -> ExitCode {
+    // Before any thread starts: the allocator's options for a process of many cached objects.
+    kairship_heap::configure();
     let cli = Cli::parse();
     // The chaos report is the output; the fleet it runs speaks up only about trouble.
     let default_filter = match cli.command {

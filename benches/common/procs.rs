@@ -280,7 +280,9 @@ pub async fn settle_process(pid: u32) {
 pub async fn scrape_gauge(port: u16, name: &str) -> Option<f64> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let fetch = async {
-        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()?;
         s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
             .await
             .ok()?;
@@ -288,7 +290,9 @@ pub async fn scrape_gauge(port: u16, name: &str) -> Option<f64> {
         s.read_to_string(&mut body).await.ok()?;
         Some(body)
     };
-    let body = tokio::time::timeout(Duration::from_secs(10), fetch).await.ok()??;
+    let body = tokio::time::timeout(Duration::from_secs(10), fetch)
+        .await
+        .ok()??;
     body.lines().find_map(|l| {
         let (k, v) = l.split_once(' ')?;
         (k == name).then(|| v.trim().parse().ok())?

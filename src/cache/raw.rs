@@ -65,7 +65,8 @@ impl RawObject {
         let (metadata, metadata_at) = match top.metadata {
             Some(m) => {
                 let meta: Meta = serde_json::from_str(m.get())?;
-                let start = (m.get().as_ptr() as usize).saturating_sub(json.get().as_ptr() as usize);
+                let start =
+                    (m.get().as_ptr() as usize).saturating_sub(json.get().as_ptr() as usize);
                 let metadata = ObjectMeta {
                     name: meta.name,
                     namespace: meta.namespace,
@@ -184,7 +185,10 @@ mod tests {
         assert_eq!(raw.metadata.name.as_deref(), Some("web"));
         assert_eq!(raw.metadata.namespace.as_deref(), Some("prod"));
         assert_eq!(raw.metadata.resource_version.as_deref(), Some("42"));
-        assert_eq!(raw.metadata.labels.as_ref().map(|l| l["app"].as_str()), Some("web"));
+        assert_eq!(
+            raw.metadata.labels.as_ref().map(|l| l["app"].as_str()),
+            Some("web")
+        );
         let (json, (start, end)) = raw.into_json();
         assert_eq!(&json[..], DEPLOYMENT.as_bytes());
         let meta: serde_json::Value = serde_json::from_slice(&json[start..end]).expect("metadata");
@@ -205,7 +209,10 @@ mod tests {
         assert_eq!(v["apiVersion"], "apps/v1");
         assert_eq!(v["kind"], "Deployment");
         assert_eq!(v["spec"]["replicas"], 1);
-        assert_eq!(&json[start..end], br#"{"name":"web","resourceVersion":"7"}"#);
+        assert_eq!(
+            &json[start..end],
+            br#"{"name":"web","resourceVersion":"7"}"#
+        );
     }
 
     #[test]
