@@ -169,6 +169,8 @@ fn row(what: &str, s: &Stats) {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    // The allocator's options as the product sets them (GLIBC_TUNABLES overrides them).
+    kairship_heap::configure();
     let large = large();
     let bench = BenchFleet::start(2).await;
     bench.seed("karmada-1", DEPLOY_KIND, deployments(0..SMALL));
