@@ -3,7 +3,7 @@
 //! namespace, resourceVersion, labels). Decoding the whole object into maps and strings
 //! and encoding it again cost some 60 short-lived allocations per event, freed among the
 //! kept ones: a cache filled by watch events was twice as resident as one filled by its
-//! first list (issue 60), and the decoding was most of a watch event's CPU.
+//! first list (issue 60).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
