@@ -34,12 +34,12 @@ pub fn k8s_status(
     let body = kairship_wire::status::failure_bytes(code, reason, message, details.as_ref());
     json_response(
         StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-        body.into(),
+        Bytes::from(body),
     )
 }
 
-pub fn json_response(code: StatusCode, body: Bytes) -> Response {
-    let mut r = Response::new(Body::from(body));
+pub fn json_response(code: StatusCode, body: impl Into<Body>) -> Response {
+    let mut r = Response::new(body.into());
     *r.status_mut() = code;
     r.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use axum::body::Body;
 use axum::response::Response;
 use base64::Engine;
 use http::{header, Method, StatusCode};
@@ -17,6 +18,8 @@ use crate::api::request::review::ReadAttributes;
 use crate::api::request::{OnInstance, Reads, Verb};
 use crate::cache::caches::Kind;
 use crate::cache::object::CachedObject;
+
+use super::list_body::ListBody;
 use crate::error::{ApiError, Refusal};
 
 /// The answer from the cache, when it may give one: `Some(Ok)` served, `Some(Err)` refused
@@ -179,35 +182,23 @@ fn from_cache(
         selection.required_label(),
         |o| selection.matches(o),
     );
-    let items: Vec<&CachedObject> = selected.objects.iter().map(|o| &**o).collect();
     let mut meta = json!({"resourceVersion": selected.version.to_string()});
     if selected.remaining > 0 {
         meta["remainingItemCount"] = json!(selected.remaining);
-        meta["continue"] = json!(items.last().map(|o| {
+        meta["continue"] = json!(selected.objects.last().map(|o| {
             let ns = o.namespace().unwrap_or_default();
             engine.encode(format!("{ns}/{}", o.name()))
         }));
     }
     if let Some(columns) = columns {
+        let items: Vec<&CachedObject> = selected.objects.iter().map(|o| &**o).collect();
         return Some(table_response(columns, &items, meta));
     }
     let head =
         json!({"kind": format!("{}List", ar.kind), "apiVersion": ar.api_version, "metadata": meta})
             .to_string();
-    let mut body = bytes::BytesMut::with_capacity(
-        head.len() + items.iter().map(|o| o.json().len() + 1).sum::<usize>() + 16,
-    );
-    // The head without its closing brace, then the items copied as they are.
-    body.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
-    body.extend_from_slice(b",\"items\":[");
-    for (i, o) in items.iter().enumerate() {
-        if i > 0 {
-            body.extend_from_slice(b",");
-        }
-        body.extend_from_slice(o.json());
-    }
-    body.extend_from_slice(b"]}");
-    Some(json_response(StatusCode::OK, body.freeze()))
+    let body = Body::new(ListBody::new(head, selected.objects));
+    Some(json_response(StatusCode::OK, body))
 }
 
 /// A `meta.k8s.io/v1` Table of cached objects, printed with the instance's columns from

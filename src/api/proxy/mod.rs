@@ -15,6 +15,7 @@ use http::{header, Method};
 
 mod cache_read;
 mod cache_watch;
+mod list_body;
 mod upgrade;
 
 use crate::api::answer::status_response;
