@@ -35,6 +35,10 @@ pub struct Record {
     /// When a Running backup last wrote its progress.
     #[serde(default)]
     pub heartbeat: String,
+    /// Failed as read because its progress stopped (the replica taking it stopped), not
+    /// by an error of its own: worth taking again.
+    #[serde(skip)]
+    pub abandoned: bool,
     #[serde(default)]
     pub size_bytes: u64,
     #[serde(default)]
@@ -89,6 +93,7 @@ impl Record {
         });
         if silent {
             self.phase = Phase::Failed;
+            self.abandoned = true;
             self.message = format!(
                 "abandoned: no progress since {} (the Kairship replica taking it stopped); last: {}",
                 self.heartbeat, self.message
@@ -141,5 +146,6 @@ mod tests {
         let seen = r.as_seen(late);
         assert_eq!(seen.phase, Phase::Failed);
         assert!(seen.message.starts_with("abandoned"), "{}", seen.message);
+        assert!(seen.abandoned);
     }
 }

@@ -171,8 +171,9 @@ impl Job {
     ) -> Result<(), String> {
         let rollout = change.rollout.as_str();
         let name = instance.metadata.name.clone().unwrap_or_default();
+        let by = format!("kairship (rollout {rollout})");
         let backup = match (entry.step.as_str(), entry.backup.as_deref()) {
-            ("BackingUp", Some(b)) => Some(self.backup_state(&name, b).await),
+            ("BackingUp", Some(b)) => Some(self.backup_state(&name, b, &by, entry).await),
             _ => None,
         };
         let now_spec = karmada_spec_of(&instance);
@@ -201,10 +202,9 @@ impl Job {
         match work {
             Step::Nothing => {}
             Step::Backup => {
-                let by = format!("kairship (rollout {rollout})");
                 let record = match self.started_backup(&name, &by, entry).await {
                     // Started before a restart that came before its entry was written:
-                    // taken up, not taken twice.
+                    // taken up, not taken twice (one abandoned is taken again).
                     Some(r) => r,
                     None => {
                         let client = self
@@ -253,15 +253,35 @@ impl Job {
     }
 
     /// The backup this rollout already started for `instance` in its current step (by
-    /// the rollout, since the step began), if any.
+    /// the rollout, since the step began) and still running or completed, if any.
     async fn started_backup(
         &self,
         instance: &str,
         by: &str,
         entry: &InstanceRollout,
     ) -> Option<crate::backups::Record> {
-        let since = entry.since.as_deref()?.parse::<jiff::Timestamp>().ok()?;
-        let listed = self.backups.list(instance).await.ok()?;
+        self.step_backups(instance, by, entry)
+            .await
+            .into_iter()
+            .filter(|r| r.phase != BackupPhase::Failed)
+            .max_by(|a, b| a.started.cmp(&b.started))
+    }
+
+    /// Every backup this rollout started for `instance` since its current step began.
+    async fn step_backups(
+        &self,
+        instance: &str,
+        by: &str,
+        entry: &InstanceRollout,
+    ) -> Vec<crate::backups::Record> {
+        let Some(since) = entry
+            .since
+            .as_deref()
+            .and_then(|s| s.parse::<jiff::Timestamp>().ok())
+        else {
+            return Vec::new();
+        };
+        let listed = self.backups.list(instance).await.unwrap_or_default();
         listed
             .into_iter()
             .filter(|r| r.requested_by == by)
@@ -270,14 +290,27 @@ impl Job {
                     .parse::<jiff::Timestamp>()
                     .is_ok_and(|t| t.as_second() >= since.as_second())
             })
-            .max_by(|a, b| a.started.cmp(&b.started))
+            .collect()
     }
 
-    async fn backup_state(&self, instance: &str, backup: &str) -> BackupState {
+    async fn backup_state(
+        &self,
+        instance: &str,
+        backup: &str,
+        by: &str,
+        entry: &InstanceRollout,
+    ) -> BackupState {
         match self.backups.get(instance, backup).await {
             Ok(r) => match r.phase {
                 BackupPhase::Running => BackupState::Running,
                 BackupPhase::Completed => BackupState::Completed(r.name),
+                BackupPhase::Failed if r.abandoned => {
+                    let step = self.step_backups(instance, by, entry).await;
+                    BackupState::Abandoned {
+                        why: r.message,
+                        tries: step.iter().filter(|b| b.abandoned).count().max(1),
+                    }
+                }
                 BackupPhase::Failed => BackupState::Failed(r.message),
             },
             Err(e) => BackupState::Failed(e.to_string()),

@@ -253,7 +253,17 @@ pub enum BackupState {
     Running,
     Completed(String),
     Failed(String),
+    /// Its progress stopped with the replica taking it (a restart, a moved instance):
+    /// `tries` backups of this step ended so.
+    Abandoned {
+        why: String,
+        tries: usize,
+    },
 }
+
+/// Backups of one step abandoned by stopped replicas before the step fails: a restart
+/// mid-backup takes it again, a replica that keeps dying does not hold the rollout.
+pub const BACKUP_TRIES: usize = 3;
 
 /// One instance's next entry (when it changes) and work, at `now`, for a rollout to the
 /// release `target`: `instance` as the cache shows it, `backup` the backup its step
@@ -294,6 +304,16 @@ pub fn advance(
         ("BackingUp", Some(BackupState::Failed(why))) => {
             let mut e = entry("Failed", now, Some(r));
             e.reason = Some(format!("its backup failed, so nothing was changed: {why}"));
+            (Some(e), Work::Nothing)
+        }
+        ("BackingUp", Some(BackupState::Abandoned { tries, .. })) if *tries < BACKUP_TRIES => {
+            (None, Work::Backup)
+        }
+        ("BackingUp", Some(BackupState::Abandoned { why, tries })) => {
+            let mut e = entry("Failed", now, Some(r));
+            e.reason = Some(format!(
+                "its backup was abandoned {tries} times, so nothing was changed: {why}"
+            ));
             (Some(e), Work::Nothing)
         }
         // Set again until the spec says so (idempotent; a restart may have come between).
@@ -500,6 +520,34 @@ mod tests {
         assert!(e
             .is_some_and(|e| e.step == "Failed"
                 && e.reason.is_some_and(|r| r.contains("nothing was changed"))));
+        // A backup abandoned by a stopped replica is taken again, up to BACKUP_TRIES.
+        let abandoned = |tries| BackupState::Abandoned {
+            why: "abandoned: no progress".into(),
+            tries,
+        };
+        for tries in 1..BACKUP_TRIES {
+            let (e, w) = advance(
+                &backing,
+                "v1.18.2",
+                &back,
+                Some(&abandoned(tries)),
+                false,
+                t(0),
+            );
+            assert_eq!((e, w), (None, Work::Backup), "after {tries} abandoned");
+        }
+        let (e, w) = advance(
+            &backing,
+            "v1.18.2",
+            &back,
+            Some(&abandoned(BACKUP_TRIES)),
+            false,
+            t(0),
+        );
+        assert_eq!(w, Work::Nothing);
+        assert!(e.is_some_and(
+            |e| e.step == "Failed" && e.reason.is_some_and(|r| r.contains("abandoned 3 times"))
+        ));
     }
 
     #[test]
