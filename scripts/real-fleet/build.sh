@@ -73,6 +73,20 @@ build() { # name module version package ldflags [replace lines...]
   step "$name: built in $(elapsed "$t0")"
 }
 
+# A command of ours (scripts/real-fleet/NAME/main.go) over an upstream module.
+build_main() { # name module version ldflags
+  local name=$1 module=$2 version=$3 ldx=$4
+  if [ -x "$BIN/$name" ]; then step "$name: cached"; return; fi
+  local d="$ROOT/src/$name-main" t0; t0=$(date +%s)
+  mkdir -p "$d"
+  cp "$(dirname "$0")/$name/main.go" "$d/main.go"
+  printf 'module kairship.local/realfleet/%s\ngo 1.25\nrequire %s %s\n' "$name" "$module" "$version" > "$d/go.mod"
+  step "$name: downloading $module@$version and compiling $name/main.go"
+  (cd "$d" && go mod tidy >tidy.log 2>&1 && go build -p "$PAR" -ldflags="-s -w $ldx" -o "$BIN/$name.tmp" . >build.log 2>&1) \
+    || { cat "$d"/*.log >&2; exit 1; }
+  mv "$BIN/$name.tmp" "$BIN/$name"; step "$name: built in $(elapsed "$t0")"
+}
+
 # k8s.io/kubernetes requires its staging modules at v0.0.0; map each to its published
 # v0.<minor>.<patch>, read from the module's own go.mod.
 staging_replaces() {
@@ -97,7 +111,8 @@ build kube-controller-manager k8s.io/kubernetes "$KUBE_VERSION" k8s.io/kubernete
 for c in kubelet kube-proxy kube-scheduler; do
   build "$c" k8s.io/kubernetes "$KUBE_VERSION" "k8s.io/kubernetes/cmd/$c" "$KV" "${KREPL[@]}"
 done
-build coredns github.com/coredns/coredns "$COREDNS_VERSION" github.com/coredns/coredns \
+# A main of ours with only the plugins the cluster tier's Corefile uses (coredns/main.go).
+build_main coredns github.com/coredns/coredns "$COREDNS_VERSION" \
   "-X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION"
 # As Helm's Makefile stamps it: the Kubernetes version `helm template` and `lint` assume
 # (its client-go v0.37 is Kubernetes 1.37; unstamped, Helm assumes 1.20).
@@ -146,17 +161,7 @@ BUILD_TAGS=remove_all_sd build prometheus github.com/prometheus/prometheus "$PRO
 # A real OIDC provider for the identity tests: Dex's server as a library under a small
 # command of ours (dex/main.go), since Dex's own command needs its api/v2 module at the same
 # commit, which the module proxy does not serve.
-if [ ! -x "$BIN/dex" ]; then
-  d="$ROOT/src/dex"; mkdir -p "$d"; t0=$(date +%s)
-  cp "$(dirname "$0")/dex/main.go" "$d/main.go"
-  printf 'module kairship.local/realfleet/dex\ngo 1.25\nrequire github.com/dexidp/dex %s\n' "$DEX_VERSION" > "$d/go.mod"
-  step "dex: downloading and compiling github.com/dexidp/dex@$DEX_VERSION"
-  (cd "$d" && go mod tidy >tidy.log 2>&1 && go build -p "$PAR" -ldflags="-s -w" -o "$BIN/dex.tmp" . >build.log 2>&1) \
-    || { cat "$d"/*.log >&2; exit 1; }
-  mv "$BIN/dex.tmp" "$BIN/dex"; step "dex: built in $(elapsed "$t0")"
-else
-  step "dex: cached"
-fi
+build_main dex github.com/dexidp/dex "$DEX_VERSION" ""
 # Karmada's CRDs at the same version, for installing into each karmada-apiserver.
 if [ ! -d "$ROOT/karmada-crds" ]; then
   src=$(cd "$ROOT/src/karmada-scheduler" && go list -m -f '{{.Dir}}' github.com/karmada-io/karmada)
