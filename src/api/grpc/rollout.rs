@@ -108,18 +108,47 @@ impl Rollouts {
 
     /// Sets `paused` or `aborted` on the rollout; the leader's next pass acts on it.
     async fn set(&self, name: &str, field: &str, value: bool) -> Result<proto::Rollout, ApiError> {
-        let current = self.get(name)?;
-        if current.spec.aborted && field != "aborted" {
-            return Err(ApiError::FailedPrecondition(format!(
-                "rollout {name:?} was aborted; start a new one"
-            )));
+        // Checked on the cached rollout and applied only to that version of it (409
+        // otherwise): a cache a moment behind an abort must not let a resume through. After
+        // a conflict, checked once more when the cache has caught up.
+        let mut conflicted: Option<Option<String>> = None;
+        loop {
+            if let Some(version) = &conflicted {
+                self.newer_than(name, version.as_deref()).await;
+            }
+            let current = self.get(name)?;
+            if current.spec.aborted && field != "aborted" {
+                return Err(ApiError::FailedPrecondition(format!(
+                    "rollout {name:?} was aborted; start a new one"
+                )));
+            }
+            let mut patch = json!({"spec": {field: value}});
+            // An abort applies whatever changed meanwhile.
+            if field != "aborted" {
+                patch["metadata"] = json!({"resourceVersion": current.metadata.resource_version});
+            }
+            let (api, params, patch) = (self.api(), PatchParams::default(), Patch::Merge(&patch));
+            match self.host_call(api.patch(name, &params, &patch), name).await {
+                Err(ApiError::Aborted(_)) if conflicted.is_none() => {
+                    conflicted = Some(current.metadata.resource_version.clone());
+                }
+                r => return r.map(|updated| to_proto(&updated)),
+            }
         }
-        let patch = json!({"spec": {field: value}});
-        let (api, params, patch) = (self.api(), PatchParams::default(), Patch::Merge(&patch));
-        let updated = self
-            .host_call(api.patch(name, &params, &patch), name)
-            .await?;
-        Ok(to_proto(&updated))
+    }
+
+    /// Until the cache holds a version of the rollout other than `version`, at most the
+    /// host call timeout.
+    async fn newer_than(&self, name: &str, version: Option<&str>) {
+        let newer = async {
+            while self
+                .get(name)
+                .is_ok_and(|now| now.metadata.resource_version.as_deref() == version)
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        };
+        let _ = tokio::time::timeout(self.0.tree.settings().host_call_timeout, newer).await;
     }
 
     async fn host_call<T>(
