@@ -166,7 +166,9 @@ async fn a_plan_shows_the_crd_changes_and_blocks_on_a_version_no_longer_served()
                 // Once the instance's cache holds both policies and the binding Karmada
                 // made from them (it comes a moment after them).
                 let counted = i.notes.iter().any(|n| n.starts_with("2 PropagationPolicy"))
-                    && i.notes.iter().any(|n| n.contains("ResourceBinding object(s)"));
+                    && i.notes
+                        .iter()
+                        .any(|n| n.contains("ResourceBinding object(s)"));
                 (i.from_version == FROM && counted).then_some(p)
             }
         },
