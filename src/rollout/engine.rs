@@ -521,29 +521,21 @@ mod tests {
             .is_some_and(|e| e.step == "Failed"
                 && e.reason.is_some_and(|r| r.contains("nothing was changed"))));
         // A backup abandoned by a stopped replica is taken again, up to BACKUP_TRIES.
-        let abandoned = |tries| BackupState::Abandoned {
-            why: "abandoned: no progress".into(),
-            tries,
+        let after_abandoned = |tries| {
+            let state = BackupState::Abandoned {
+                why: "abandoned: no progress".into(),
+                tries,
+            };
+            advance(&backing, "v1.18.2", &back, Some(&state), false, t(0))
         };
         for tries in 1..BACKUP_TRIES {
-            let (e, w) = advance(
-                &backing,
-                "v1.18.2",
-                &back,
-                Some(&abandoned(tries)),
-                false,
-                t(0),
+            assert_eq!(
+                after_abandoned(tries),
+                (None, Work::Backup),
+                "after {tries} abandoned"
             );
-            assert_eq!((e, w), (None, Work::Backup), "after {tries} abandoned");
         }
-        let (e, w) = advance(
-            &backing,
-            "v1.18.2",
-            &back,
-            Some(&abandoned(BACKUP_TRIES)),
-            false,
-            t(0),
-        );
+        let (e, w) = after_abandoned(BACKUP_TRIES);
         assert_eq!(w, Work::Nothing);
         assert!(e.is_some_and(
             |e| e.step == "Failed" && e.reason.is_some_and(|r| r.contains("abandoned 3 times"))

@@ -18,9 +18,9 @@ use crate::api::request::review::ReadAttributes;
 use crate::api::request::{OnInstance, Reads, Verb};
 use crate::cache::caches::Kind;
 use crate::cache::object::CachedObject;
+use crate::error::{ApiError, Refusal};
 
 use super::list_body::ListBody;
-use crate::error::{ApiError, Refusal};
 
 /// The answer from the cache, when it may give one: `Some(Ok)` served, `Some(Err)` refused
 /// (the caller may not read it, as the instance says), `None` to pass the request on to
