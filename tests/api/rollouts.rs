@@ -44,7 +44,15 @@ async fn a_plan_before_anything_moves() {
             .await
             .expect("label");
     }
-    let window = json!({"spec": {"maintenanceWindow": {"days": ["Sun"], "start": "03:00", "duration": "1h", "timeZone": "UTC"}}});
+    // Twelve hours from now, so the window is never open while the test runs (a fixed
+    // one failed CI when it ran inside it).
+    let hour = (jiff::Timestamp::now()
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .hour()
+        + 12)
+        % 24;
+    let start = format!("{hour:02}:00");
+    let window = json!({"spec": {"maintenanceWindow": {"start": start, "duration": "1h", "timeZone": "UTC"}}});
     instances
         .patch("karmada-1", &PatchParams::default(), &Patch::Merge(&window))
         .await
@@ -61,7 +69,7 @@ async fn a_plan_before_anything_moves() {
         std::time::Duration::from_secs(10),
         "the window in the Instance cache",
         || {
-            let (mut c, spec) = (c.clone(), spec.clone());
+            let (mut c, spec, want) = (c.clone(), spec.clone(), format!("T{start}:00Z"));
             async move {
                 let p = c
                     .plan_rollout(with(ADMIN, PlanRolloutRequest { spec: Some(spec) }))
@@ -69,7 +77,7 @@ async fn a_plan_before_anything_moves() {
                     .expect("a plan")
                     .into_inner();
                 let next = p.waves.first()?.instances.first()?.next_window.clone();
-                next.contains("T03:00:00Z").then_some(p)
+                next.contains(&want).then_some(p)
             }
         },
     )
