@@ -7,14 +7,50 @@ use std::time::{Duration, Instant};
 
 use kairship::bootstrap;
 
-/// A child process, killed when dropped (a benchmark that panics leaves nothing behind).
+/// A child process, killed when dropped (a benchmark that panics leaves nothing behind)
+/// or when the benchmark is interrupted ([`on_interrupt_kill_children`]).
 pub struct Proc(pub Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+        CHILDREN.lock().retain(|p| *p != self.0.id());
     }
+}
+
+/// The children running now, for the interrupt handler.
+static CHILDREN: parking_lot::Mutex<Vec<u32>> = parking_lot::Mutex::new(Vec::new());
+
+/// On SIGINT or SIGTERM (Ctrl-C, `timeout`), kills every child still running and exits:
+/// the destructors that would have killed them do not run when a signal ends the process.
+fn on_interrupt_kill_children() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    ONCE.call_once(|| {
+        rt.spawn(async {
+            use tokio::signal::unix::{signal, SignalKind};
+            let (Ok(mut int), Ok(mut term)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            ) else {
+                return;
+            };
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            for pid in CHILDREN.lock().iter() {
+                let _ = Command::new("kill")
+                    .arg("-KILL")
+                    .arg(pid.to_string())
+                    .status();
+            }
+            std::process::exit(130);
+        });
+    });
 }
 
 impl Proc {
@@ -51,6 +87,8 @@ pub fn kairship_with_env(args: &[&str], env: &[(&str, &str)], log: &Path) -> Pro
         .stderr(Stdio::from(out))
         .spawn()
         .expect("starting kairship");
+    on_interrupt_kill_children();
+    CHILDREN.lock().push(child.id());
     Proc(child)
 }
 

@@ -175,4 +175,7 @@ pub struct Context {
     pub rollouts: crate::rollout::store::FleetRollouts,
     /// The host's InstanceClasses.
     pub classes: super::watched::Watched<crate::crd::InstanceClass>,
+    /// Turns for instance actors connecting and filling their caches
+    /// ([`super::instance::STARTING_AT_ONCE`] at once).
+    pub starts: Arc<tokio::sync::Semaphore>,
 }

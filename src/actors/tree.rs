@@ -99,6 +99,9 @@ impl Tree {
             settings: Arc::new(settings),
             counters: Arc::new(Counters::default()),
             routes: Default::default(),
+            starts: Arc::new(tokio::sync::Semaphore::new(
+                super::instance::STARTING_AT_ONCE,
+            )),
         };
         let (root, root_task) = Actor::spawn(None, RootSupervisor, ctx.clone())
             .await

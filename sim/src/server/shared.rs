@@ -45,7 +45,7 @@ impl SharedListener {
         let routes: Routes = Default::default();
         let config = kairship_wire::tls::server_config_resolving(Arc::new(ByName(routes.clone())))
             .map_err(std::io::Error::other)?;
-        let listener = TcpListener::bind(addr).await?;
+        let listener = listen(addr)?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = watch::channel(false);
         let span = tracing::info_span!("shared-listener", %addr);
@@ -77,6 +77,23 @@ impl SharedListener {
     pub fn stop(&self) {
         self.stop.send_replace(true);
     }
+}
+
+/// Connections the kernel queues for the accept loop. Every instance's clients connect
+/// here: 10,000 instances starting together overflowed tokio's default of 1,024, and the
+/// refused handshakes came back only after TCP's SYN retries (1 s, 3 s, 7 s...).
+const BACKLOG: u32 = 8192;
+
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    // The kernel caps it at net.core.somaxconn (4,096 here).
+    socket.listen(BACKLOG)
 }
 
 impl Drop for SharedListener {

@@ -27,7 +27,9 @@ pub struct StatusWrite {
 pub enum InstanceMsg {
     /// Try to build the instance client (first at start, then with backoff).
     Connect,
-    Connected(Box<Connected>),
+    /// Connected, with the actor's starting turn when it took one (released once its
+    /// caches are filled).
+    Connected(Box<Connected>, Option<tokio::sync::OwnedSemaphorePermit>),
     ConnectFailed(ConnectError),
     CachesSynced,
     /// Periodic: stats, probe, status sync.

@@ -36,6 +36,17 @@ pub const MAX_CONCURRENT_REQUESTS: usize = 64;
 /// starve.
 pub const MAX_PASSTHROUGH_STREAMS: usize = 100;
 
+/// Instance actors of one replica that connect and fill their caches at once; the others
+/// wait their turn. 2,000 actors of a replica starting together (a cold start, a replica
+/// taking over a dead one's share) opened 2,000 TLS connections and 22,000 LISTs at once:
+/// the listener's queue overflowed, host calls timed out behind them, and the retries
+/// kept the fleet from ever reaching Running.
+pub const STARTING_AT_ONCE: usize = 64;
+
+/// The longest an actor keeps its starting turn: one whose caches never fill (a kind the
+/// instance serves but never lists) must not keep the others waiting.
+const START_TURN: Duration = Duration::from_secs(30);
+
 pub struct InstanceArgs {
     pub instance: Instance,
     pub ctx: Context,
@@ -96,6 +107,9 @@ pub struct InstanceState {
     /// aggregating parses every Cluster's summary, which at 1,000 idle instances was most
     /// of the CPU, so it runs only when an input changed.
     stats_inputs: Option<tick::StatsInputs>,
+    /// This actor's turn among the replica's starting actors ([`STARTING_AT_ONCE`]), held
+    /// from the connect until its caches are filled (at most [`START_TURN`]).
+    start_turn: Option<(tokio::sync::OwnedSemaphorePermit, Instant)>,
 }
 
 impl InstanceState {
@@ -276,6 +290,7 @@ impl Actor for InstanceActor {
             printers: crate::cache::printers::Printers::new(call_timeout),
             published: None,
             stats_inputs: None,
+            start_turn: None,
         })
     }
 
@@ -314,15 +329,22 @@ impl Actor for InstanceActor {
                 let (ctx, instance, me) =
                     (state.ctx.clone(), state.instance.clone(), myself.clone());
                 spawn_here(async move {
+                    // Never closed, so a turn always comes.
+                    let turn = ctx.starts.clone().acquire_owned().await.ok();
+                    // Stopped while it waited (its instance moved on): no connect.
+                    if me.get_status() != ractor::ActorStatus::Running {
+                        return;
+                    }
                     let msg = match connect::connect(&ctx, &instance).await {
-                        Ok(c) => InstanceMsg::Connected(Box::new(c)),
+                        Ok(c) => InstanceMsg::Connected(Box::new(c), turn),
                         Err(e) => InstanceMsg::ConnectFailed(e),
                     };
                     let _ = me.send_message(msg);
                 });
             }
-            InstanceMsg::Connected(c) => {
+            InstanceMsg::Connected(c, turn) => {
                 info!(endpoint = %c.endpoint, "connected");
+                state.start_turn = turn.map(|t| (t, Instant::now()));
                 let budget = state
                     .ctx
                     .settings
@@ -372,10 +394,20 @@ impl Actor for InstanceActor {
             }
             InstanceMsg::CachesSynced => {
                 info!("caches synced");
+                state.start_turn = None;
                 state.on(Event::CachesSynced);
                 myself.send_message(InstanceMsg::Tick)?;
             }
-            InstanceMsg::Tick => tick::tick(&myself, state),
+            InstanceMsg::Tick => {
+                if state
+                    .start_turn
+                    .as_ref()
+                    .is_some_and(|(_, since)| since.elapsed() > START_TURN)
+                {
+                    state.start_turn = None;
+                }
+                tick::tick(&myself, state)
+            }
             InstanceMsg::Probed(result) => {
                 state.probes.in_flight = false;
                 match result {
