@@ -267,13 +267,19 @@ async fn handoff(host: &kube::Client, replicas: &mut [Replica], lease: u64) {
     let n = names.len();
     let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let slowest = Arc::new(AtomicU64::new(0));
+    let errors: Arc<parking_lot::Mutex<Vec<String>>> = Default::default();
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut readers = Vec::new();
     // READ_RATE reads a second in all (0: as fast as 4 readers go).
     let rate: u64 = env_or("READ_RATE", 100);
     for k in 0..4 {
-        let (ok, failed, slowest, stopped) =
-            (ok.clone(), failed.clone(), slowest.clone(), stopped.clone());
+        let (ok, failed, slowest, stopped, errors) = (
+            ok.clone(),
+            failed.clone(),
+            slowest.clone(),
+            stopped.clone(),
+            errors.clone(),
+        );
         let mut client = InstanceServiceClient::new(first.grpc.clone());
         let names = names.clone();
         readers.push(tokio::spawn(async move {
@@ -293,7 +299,18 @@ async fn handoff(host: &kube::Client, replicas: &mut [Replica], lease: u64) {
                 slowest.fetch_max(t.elapsed().as_millis() as u64, Ordering::Relaxed);
                 match got {
                     Ok(_) => ok.fetch_add(1, Ordering::Relaxed),
-                    Err(_) => failed.fetch_add(1, Ordering::Relaxed),
+                    Err(e) => {
+                        let mut seen = errors.lock();
+                        if seen.len() < 3 {
+                            seen.push(format!(
+                                "{:?} after {} ms: {}",
+                                e.code(),
+                                t.elapsed().as_millis(),
+                                e.message()
+                            ));
+                        }
+                        failed.fetch_add(1, Ordering::Relaxed)
+                    }
                 };
             }
         }));
@@ -342,6 +359,9 @@ async fn handoff(host: &kube::Client, replicas: &mut [Replica], lease: u64) {
         failed.load(Ordering::Relaxed),
         slowest.load(Ordering::Relaxed)
     );
+    for e in errors.lock().iter() {
+        println!("    failed: {e}");
+    }
 }
 
 async fn measure(replicas_n: usize, per_replica: usize, clusters: usize, last: bool) -> Row {

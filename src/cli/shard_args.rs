@@ -40,8 +40,8 @@ pub struct ShardArgs {
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
     pub forward_timeout_secs: u64,
     /// Seconds a request for an instance that is changing hands waits for its new owner
-    /// before 503; by default the Lease duration plus two seconds, the longest a dead
-    /// replica's instances wait.
+    /// before 503; by default twice the Lease duration plus two seconds (a dead replica's
+    /// instances wait out its Lease, then for their new owners to record them).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=600))]
     pub handoff_wait_secs: Option<u64>,
 }
@@ -128,9 +128,10 @@ impl ShardArgs {
             ca_pem,
             server_name,
             head_timeout: Duration::from_secs(self.forward_timeout_secs),
-            handoff_wait: self
-                .handoff_wait_secs
-                .map_or(lease_duration + Duration::from_secs(2), Duration::from_secs),
+            handoff_wait: self.handoff_wait_secs.map_or(
+                ForwardConfig::default_handoff_wait(lease_duration),
+                Duration::from_secs,
+            ),
         }))
     }
 }

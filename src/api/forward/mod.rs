@@ -63,6 +63,17 @@ pub struct ForwardConfig {
     pub handoff_wait: Duration,
 }
 
+impl ForwardConfig {
+    /// How long a request waits for a moving instance's new owner unless told: the Lease
+    /// (a dead owner's instances wait that long) and as long again for the new owners to
+    /// record a large share. At 10,000 instances over 5 replicas on two cores, a killed
+    /// replica's 2,051 instances were all recorded 7.4 s after its 15 s Lease lapsed;
+    /// with the Lease plus 2 s, reads that came right after the kill got 503.
+    pub fn default_handoff_wait(lease: Duration) -> Duration {
+        lease * 2 + Duration::from_secs(2)
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ForwardError {
     #[error("the peer CA: {0}")]

@@ -47,7 +47,7 @@ pub fn first(http_addr: SocketAddr, ca_pem: &str) -> First {
         ca_pem: ca_pem.to_string(),
         server_name: "localhost".into(),
         head_timeout: Duration::from_secs(10),
-        handoff_wait: leader.lease_duration + Duration::from_secs(2),
+        handoff_wait: ForwardConfig::default_handoff_wait(leader.lease_duration),
     };
     First {
         identity,
