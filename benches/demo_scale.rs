@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 #[allow(dead_code)]
 mod common;
-use common::procs::{kairship, settle_process, usage, wait_for, SimFleet};
+use common::procs::{
+    free_port, kairship, settle_process, usage, wait_for, Proc, ServingFiles, SimFleet,
+};
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -26,10 +28,21 @@ async fn running(host: &kube::Client) -> usize {
         .unwrap_or(0)
 }
 
-async fn until_running(host: &kube::Client, n: usize, since: Instant, log: &Path) -> Duration {
+async fn until_running(
+    host: &kube::Client,
+    n: usize,
+    since: Instant,
+    log: &Path,
+    proc: &mut Proc,
+) -> Duration {
     loop {
         if running(host).await == n {
             return since.elapsed();
+        }
+        if let Ok(Some(status)) = proc.0.try_wait() {
+            let said = std::fs::read_to_string(log).unwrap_or_default();
+            let tail: Vec<&str> = said.lines().rev().take(5).collect();
+            panic!("it exited ({status}) before {n} instances were Running: {tail:?}");
         }
         assert!(
             since.elapsed() < Duration::from_secs(600),
@@ -88,40 +101,10 @@ async fn main() {
         .as_str()
         .expect("endpoints.json names the host kubeconfig");
     let host = common::client(Path::new(host_kubeconfig)).await;
-    let running_after = until_running(&host, n, start, &log).await;
+    let running_after = until_running(&host, n, start, &log, &mut demo).await;
     settle_process(demo.0.id()).await;
     let (demo_rss, _, _) = usage(demo.0.id());
     drop(demo);
-
-    // The same fleet in two processes, for each side's memory.
-    let split = dir.path().join("split");
-    std::fs::create_dir_all(&split).expect("split dir");
-    let fleet = SimFleet::start(&split, n, clusters, 5).await;
-    let run_log = split.join("run.log");
-    let host_kubeconfig = fleet.host_kubeconfig();
-    let split_start = Instant::now();
-    let run = kairship(
-        &[
-            "run",
-            "--kubeconfig",
-            host_kubeconfig.to_str().expect("utf-8 path"),
-            "--insecure-disable-auth",
-            "--shards=false",
-            "--leader-elect-namespace",
-            "kairship-system",
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--http-addr",
-            "127.0.0.1:0",
-            "--probes-addr",
-            "127.0.0.1:0",
-        ],
-        &run_log,
-    );
-    let split_running = until_running(&fleet.host, n, split_start, &run_log).await;
-    settle_process(run.0.id()).await;
-    let (run_rss, _, _) = usage(run.0.id());
-    let (sim_rss, _, _) = usage(fleet.proc.0.id());
 
     let per = |kib: u64| kib as f64 / n as f64;
     println!(
@@ -134,6 +117,37 @@ async fn main() {
         mib(demo_rss),
         per(demo_rss)
     );
+
+    // The same fleet in two processes, for each side's memory.
+    let split = dir.path().join("split");
+    std::fs::create_dir_all(&split).expect("split dir");
+    let fleet = SimFleet::start(&split, n, clusters, 5).await;
+    let run_log = split.join("run.log");
+    let host_kubeconfig = fleet.host_kubeconfig();
+    let split_start = Instant::now();
+    // As a user runs it: TLS and token auth (the apiserver serves HTTPS only).
+    let files = ServingFiles::write(&split, "demo-scale-token");
+    let args: Vec<String> = [
+        "run",
+        "--kubeconfig",
+        host_kubeconfig.to_str().expect("utf-8 path"),
+        "--token-auth-file",
+        files.tokens.to_str().expect("utf-8 path"),
+        "--shards=false",
+        "--leader-elect-namespace",
+        "kairship-system",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain(files.listen_args(free_port(), free_port(), free_port()))
+    .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut run = kairship(&args, &run_log);
+    let split_running = until_running(&fleet.host, n, split_start, &run_log, &mut run).await;
+    settle_process(run.0.id()).await;
+    let (run_rss, _, _) = usage(run.0.id());
+    let (sim_rss, _, _) = usage(fleet.proc.0.id());
+
     println!(
         "  split: all Running {:.1} s after kairship run started; Kairship {:.0} MiB ({:.0} KiB per instance), the simulator {:.0} MiB ({:.0} KiB per instance)",
         split_running.as_secs_f64(),
