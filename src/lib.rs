@@ -10,6 +10,7 @@
 //!   besides its caches, probes and status; [`cache`] holds an instance's objects;
 //! - [`backups`], [`certificates`]: an instance's backups and the certificates it is
 //!   reached with; [`rollout`]: changing many instances in waves (issue 55);
+//!   [`hibernation`]: when an instance should be asleep (schedules, idleness);
 //! - [`crd`]: Kairship's resources in the host (`Instance`, `InstanceRoleBinding`, ...);
 //!   [`bootstrap`] installs them; [`member_networks`]: where callers' members may be;
 //! - [`cli`]: the `kairship` binary's subcommands; [`server`]: one process's tree and API;
@@ -33,6 +34,7 @@ pub mod cli;
 pub mod controllers;
 pub mod crd;
 pub mod error;
+pub mod hibernation;
 pub mod member_networks;
 pub mod memory;
 pub mod metrics;
