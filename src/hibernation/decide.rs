@@ -174,16 +174,14 @@ pub fn decide(
     };
     if !asleep {
         if let Some(idle) = idle_after {
-            // Never active: idle since its awake verdict began, or forever.
+            // Nothing known of its use (a fresh owner): not idle on that alone.
             let since = inputs.last_activity;
-            match since.and_then(|s| s.checked_add(idle).ok()) {
-                Some(due) if due <= now => {
+            match since.and_then(|s| Some((s, s.checked_add(idle).ok()?))) {
+                Some((since, due)) if due <= now => {
                     asleep = true;
-                    reason = Reason::Idle {
-                        since: since.unwrap_or(now),
-                    };
+                    reason = Reason::Idle { since };
                 }
-                Some(due) => soonest(Some(due)),
+                Some((_, due)) => soonest(Some(due)),
                 None => {}
             }
         }
