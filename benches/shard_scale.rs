@@ -13,7 +13,8 @@
 //! Figures only; nothing is asserted about speed. Run: `cargo bench --bench shard_scale`
 //! (PER_REPLICA=n, REPLICAS=1,2,3, CLUSTERS=n, HOP_CALLS=n, SEARCH_CALLS=n, LEASE_SECS=n, the
 //! chart's 15 s by default, READ_RATE=n reads a second during the handoff, 100 by default,
-//! to change; KEEP=1 keeps every process's log). 10,000 instances over 5 replicas:
+//! to change; STARTS=64,256 runs it for each `--instances-starting-at-once`, side by side;
+//! KEEP=1 keeps every process's log). 10,000 instances over 5 replicas:
 //! `PER_REPLICA=2000 REPLICAS=5`.
 
 use std::collections::BTreeMap;
@@ -55,6 +56,8 @@ struct Shared {
     host_kubeconfig: PathBuf,
     files: ServingFiles,
     lease: u64,
+    /// `--instances-starting-at-once` (`None`: the default).
+    starts: Option<usize>,
 }
 
 async fn replica(shared: &Shared, name: &str) -> Replica {
@@ -89,6 +92,11 @@ async fn replica(shared: &Shared, name: &str) -> Replica {
     .iter()
     .map(|s| s.to_string())
     .chain(shared.files.listen_args(grpc, https, probes))
+    .chain(
+        shared
+            .starts
+            .map(|n| format!("--instances-starting-at-once={n}")),
+    )
     .collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let proc = kairship(&args, &shared.dir.join(format!("{name}.log")));
@@ -364,7 +372,13 @@ async fn handoff(host: &kube::Client, replicas: &mut [Replica], lease: u64) {
     }
 }
 
-async fn measure(replicas_n: usize, per_replica: usize, clusters: usize, last: bool) -> Row {
+async fn measure(
+    replicas_n: usize,
+    per_replica: usize,
+    clusters: usize,
+    starts: Option<usize>,
+    last: bool,
+) -> Row {
     let n = replicas_n * per_replica;
     let dir = tempfile::tempdir().expect("tempdir");
     if std::env::var_os("KEEP").is_some() {
@@ -376,6 +390,7 @@ async fn measure(replicas_n: usize, per_replica: usize, clusters: usize, last: b
         host_kubeconfig: fleet.host_kubeconfig(),
         files: ServingFiles::write(dir.path(), TOKEN),
         lease: env_or("LEASE_SECS", 15),
+        starts,
     };
     grant_ops_admin(&fleet.host).await;
     let start = Instant::now();
@@ -498,12 +513,26 @@ async fn main() {
         "MAX/MEAN",
         "SEARCH p50/p99"
     );
+    // Several values side by side: each a group of rows, the handoff measured in each.
+    let starts: Vec<Option<usize>> = match std::env::var("STARTS") {
+        Ok(v) => v.split(',').map(|s| s.trim().parse().ok()).collect(),
+        Err(_) => vec![None],
+    };
     let most = replicas.iter().copied().max().unwrap_or(1);
-    let mut rows = Vec::new();
-    for (k, r) in replicas.iter().enumerate() {
-        let last = *r == most && !replicas[k + 1..].contains(&most);
-        rows.push(measure(*r, per_replica, clusters, last).await);
+    for s in starts {
+        if let Some(n) = s {
+            println!("--instances-starting-at-once={n}");
+        }
+        let mut rows = Vec::new();
+        for (k, r) in replicas.iter().enumerate() {
+            let last = *r == most && !replicas[k + 1..].contains(&most);
+            rows.push(measure(*r, per_replica, clusters, s, last).await);
+        }
+        compare_to_single(&rows);
     }
+}
+
+fn compare_to_single(rows: &[Row]) {
     if let Some(single) = rows.iter().find(|r| r.replicas == 1) {
         let base = single.rss_mib.first().copied().unwrap_or(0.0);
         for r in rows.iter().filter(|r| r.replicas > 1) {

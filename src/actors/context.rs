@@ -87,6 +87,9 @@ pub struct Settings {
     pub probes_instance_series: bool,
     /// Prometheus, whose firing alerts halt fleet rollouts (`None`: alerts are not read).
     pub alerts_url: Option<String>,
+    /// Instance actors of this replica that connect and fill their caches at once
+    /// (`--instances-starting-at-once`).
+    pub starting_at_once: usize,
 }
 
 impl Settings {
@@ -142,6 +145,7 @@ impl Default for Settings {
             member_networks: Default::default(),
             probes_instance_series: false,
             alerts_url: None,
+            starting_at_once: super::instance::STARTING_AT_ONCE,
         }
     }
 }
@@ -176,6 +180,6 @@ pub struct Context {
     /// The host's InstanceClasses.
     pub classes: super::watched::Watched<crate::crd::InstanceClass>,
     /// Turns for instance actors connecting and filling their caches
-    /// ([`super::instance::STARTING_AT_ONCE`] at once).
+    /// ([`Settings::starting_at_once`] at once).
     pub starts: Arc<tokio::sync::Semaphore>,
 }

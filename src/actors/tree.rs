@@ -89,6 +89,7 @@ impl Tree {
             .shards
             .clone()
             .map(|cfg| super::shards::spawn(host.clone(), cfg));
+        let starting_at_once = settings.starting_at_once.max(1);
         let ctx = Context {
             instances: super::instance_informer::InstanceInformer::start(&host),
             rollouts: crate::rollout::store::FleetRollouts::start(&host),
@@ -99,9 +100,7 @@ impl Tree {
             settings: Arc::new(settings),
             counters: Arc::new(Counters::default()),
             routes: Default::default(),
-            starts: Arc::new(tokio::sync::Semaphore::new(
-                super::instance::STARTING_AT_ONCE,
-            )),
+            starts: Arc::new(tokio::sync::Semaphore::new(starting_at_once)),
         };
         let (root, root_task) = Actor::spawn(None, RootSupervisor, ctx.clone())
             .await

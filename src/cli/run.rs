@@ -195,6 +195,11 @@ pub struct RunArgs {
     /// `haltOnAlerts` names. Unset: rollouts do not read alerts.
     #[arg(long, value_name = "URL")]
     pub alerts_url: Option<String>,
+    /// Instance actors of this replica that connect and fill their caches at once, on a
+    /// cold start or when it takes over a dead replica's share; the others wait their turn.
+    #[arg(long, default_value_t = crate::actors::instance::STARTING_AT_ONCE as u32,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub instances_starting_at_once: u32,
     #[command(flatten)]
     pub sharding: super::shard_args::ShardArgs,
     /// Objects of one instance the caches may keep, every kind together (an Instance's
@@ -423,6 +428,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         controller_resync: std::time::Duration::from_secs(args.controller_resync_secs),
         shards,
         probes_instance_series: args.probes_instance_series,
+        starting_at_once: args.instances_starting_at_once as usize,
         alerts_url: match &args.alerts_url {
             Some(url) => {
                 crate::rollout::alerts::Reader::new(url, std::time::Duration::from_secs(1))
