@@ -96,6 +96,8 @@ struct Stats {
     p50: Duration,
     p99: Duration,
     per_sec: f64,
+    /// The process's minor page faults per request, where counted.
+    faults: Option<f64>,
 }
 
 impl Stats {
@@ -107,6 +109,7 @@ impl Stats {
             p50: at(0.5),
             p99: at(0.99),
             per_sec: v.len() as f64 / total.as_secs_f64(),
+            faults: None,
         }
     }
 }
@@ -135,17 +138,31 @@ async fn measure_as(
 async fn measure_both(c: &kube::Client, path: &str, n: usize, accept: &str) -> (Stats, Stats) {
     let (mut cached, mut passed) = (Vec::with_capacity(n), Vec::with_capacity(n));
     let (mut cached_total, mut passed_total) = (Duration::ZERO, Duration::ZERO);
+    // The whole process's (client, Kairship and simulator): pages mapped afresh for each
+    // answer show here.
+    let (mut cached_faults, mut passed_faults) = (0, 0);
     for _ in 0..n {
+        let f = common::minor_faults();
         let t = get_as(c, path, false, accept).await;
+        cached_faults += common::minor_faults() - f;
         cached_total += t;
         cached.push(t);
+        let f = common::minor_faults();
         let t = get_as(c, path, true, accept).await;
+        passed_faults += common::minor_faults() - f;
         passed_total += t;
         passed.push(t);
     }
+    let per_call = |f: u64| Some(f as f64 / n.max(1) as f64);
     (
-        Stats::of(cached, cached_total),
-        Stats::of(passed, passed_total),
+        Stats {
+            faults: per_call(cached_faults),
+            ..Stats::of(cached, cached_total)
+        },
+        Stats {
+            faults: per_call(passed_faults),
+            ..Stats::of(passed, passed_total)
+        },
     )
 }
 
@@ -171,8 +188,12 @@ async fn measure_start(c: &kube::Client, path: &str, pass_through: bool, n: usiz
 }
 
 fn row(what: &str, s: &Stats) {
+    let faults = s
+        .faults
+        .map(|f| format!("  {f:>7.0} page faults/req"))
+        .unwrap_or_default();
     println!(
-        "  {what:<34} p50 {:>9.2?}  p99 {:>9.2?}  {:>8.1} req/s",
+        "  {what:<34} p50 {:>9.2?}  p99 {:>9.2?}  {:>8.1} req/s{faults}",
         s.p50, s.p99, s.per_sec
     );
 }
@@ -346,6 +367,7 @@ async fn main() {
             p50: v[1].p50,
             p99: v[1].p99,
             per_sec: v[1].per_sec,
+            faults: None,
         }
     };
     let (b, d) = (median_p99(&mut before), median_p99(&mut during));

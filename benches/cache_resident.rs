@@ -8,13 +8,17 @@
 //!
 //! Each row prints the resident growth (`VmRSS`) and the allocator's own count of the
 //! bytes it handed out (`kairship_heap_allocated_bytes`), so the gap between what is kept
-//! and what is resident is visible. The simulated fleet runs in this process, so the
-//! child's memory is Kairship's alone. Each allocator setting is a fresh child per way of
-//! filling, against its own instance, printed side by side in one run.
+//! and what is resident is visible. The list-filled child's read path is timed too (a
+//! label-selected and a whole LIST), with its own page faults per request: a setting
+//! that saves memory by giving pages back pays for them in faults on the next request.
+//! The simulated fleet runs in this process, so the child's memory is Kairship's alone.
+//! Each allocator setting is a fresh child per way of filling, against its own instance,
+//! printed side by side in one run.
 //!
 //! Figures only; nothing is asserted about memory. Run: `cargo bench --bench
 //! cache_resident` (OBJECTS=n, default 100000; CHURN=rounds, default 3; ALLOCATORS=all
-//! adds `MALLOC_ARENA_MAX=2`; KEEP=1 keeps the children's logs).
+//! runs every allocator setting, or rows of `SETTINGS` by number, `0,3`; KEEP=1 keeps the
+//! children's logs).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -28,8 +32,8 @@ use common::cache::{
     TABLE,
 };
 use common::procs::{
-    free_port, grant_ops_admin, kairship_with_env, scrape_gauge, settle_process, usage, Proc,
-    ServingFiles,
+    free_port, grant_ops_admin, kairship_with_env, minor_faults, scrape_gauge, settle_process,
+    usage, Proc, ServingFiles,
 };
 use common::BenchFleet;
 use kairship_sim::patch::PatchKind;
@@ -44,8 +48,9 @@ const STEP: usize = 2_000;
 type Setting = (&'static str, &'static [(&'static str, &'static str)]);
 
 /// The child's environment for each row: the allocator settings compared. As built,
-/// Kairship fixes glibc's mmap threshold at 128 KiB (`kairship_heap::configure`); the last
-/// row holds it where glibc's own sliding threshold ends up, 32 MiB.
+/// Kairship fixes glibc's mmap threshold at 128 KiB and its trim threshold at 1 MiB
+/// (`kairship_heap::configure`); other rows hold the mmap threshold where glibc's own
+/// sliding one ends up, 32 MiB, or trim at glibc's default (128 KiB) or 4 MiB.
 /// (On 2026-11-27 jemalloc 5.3, preloaded, kept 1.0-1.05x what glibc's malloc kept here.)
 const SETTINGS: &[Setting] = &[
     ("glibc malloc (as built)", &[]),
@@ -53,6 +58,20 @@ const SETTINGS: &[Setting] = &[
     (
         "mmap threshold 32 MiB",
         &[("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=33554432")],
+    ),
+    (
+        "trim threshold 128 KiB",
+        &[(
+            "GLIBC_TUNABLES",
+            "glibc.malloc.mmap_threshold=131072:glibc.malloc.trim_threshold=131072",
+        )],
+    ),
+    (
+        "trim threshold 4 MiB",
+        &[(
+            "GLIBC_TUNABLES",
+            "glibc.malloc.mmap_threshold=131072:glibc.malloc.trim_threshold=4194304",
+        )],
     ),
 ];
 
@@ -158,6 +177,20 @@ impl Child {
             rss: usage(self.pid).0,
             heap: (heap / 1024.0) as u64,
         }
+    }
+
+    /// Kairship's own read path, apart from the client's: `calls` GETs of `path`, the
+    /// p50 and the child's minor page faults per request (buffers mapped afresh, or pages
+    /// given back to the system and touched again).
+    async fn reads(&self, path: &str, calls: usize) -> (Duration, f64) {
+        let faults = minor_faults(self.pid);
+        let mut times: Vec<Duration> = Vec::with_capacity(calls);
+        for _ in 0..calls {
+            times.push(get_as(&self.proxy, path, false, "application/json").await);
+        }
+        let faults = minor_faults(self.pid).saturating_sub(faults);
+        times.sort();
+        (times[times.len() / 2], faults as f64 / calls.max(1) as f64)
     }
 
     /// A JSON and a Table LIST of every Deployment, through the proxy.
@@ -315,10 +348,14 @@ fn print_row(setting: &str, way: &str, before: Sample, after: &[(&str, Sample)],
 async fn main() {
     let n = objects();
     let rounds = env_or("CHURN", 3);
-    let settings = if std::env::var("ALLOCATORS").as_deref() == Ok("all") {
-        SETTINGS
-    } else {
-        &SETTINGS[..1]
+    let settings: Vec<Setting> = match std::env::var("ALLOCATORS").as_deref() {
+        Ok("all") => SETTINGS.to_vec(),
+        // Rows of SETTINGS by number (0 is as built).
+        Ok(rows) => rows
+            .split(',')
+            .filter_map(|r| SETTINGS.get(r.trim().parse::<usize>().ok()?).copied())
+            .collect(),
+        Err(_) => SETTINGS[..1].to_vec(),
     };
     // One instance filled before resuming, and an empty one per setting for the watch.
     let bench = BenchFleet::start(1 + settings.len()).await;
@@ -352,6 +389,7 @@ async fn main() {
         "  {:<24} {:<14} {:>10} {:>15} {:>15}   churned ({rounds} rounds of every object updated twice, a tenth deleted and recreated)",
         "ALLOCATOR", "FILLED BY", "RSS BEFORE", "SYNCED", "AFTER LISTS"
     );
+    let mut reads = Vec::new();
     for (row, &(label, env)) in settings.iter().enumerate() {
         // Filled by the initial list.
         let child = Child::start(&bench, &dir, &files, &format!("list-{row}"), env, LISTED).await;
@@ -365,6 +403,11 @@ async fn main() {
         let synced = child.sample().await;
         child.list_both().await;
         let fresh = child.sample().await;
+        let selected = child
+            .reads(&format!("{DEPLOYS}?labelSelector=shard%3D3"), 50)
+            .await;
+        let all = child.reads(DEPLOYS, 5).await;
+        let read = child.sample().await;
         set_paused(&bench.host, LISTED, true).await;
         drop(child);
         print_row(
@@ -374,6 +417,12 @@ async fn main() {
             &[("synced", synced), ("listed", fresh)],
             n,
         );
+        reads.push((
+            label,
+            selected,
+            all,
+            per_object(list_before.rss, read.rss, n),
+        ));
         let fresh_growth = fresh.rss.saturating_sub(list_before.rss).max(1);
 
         // Filled by watch events, then churned.
@@ -423,5 +472,18 @@ async fn main() {
         }
         set_paused(&bench.host, &instance, true).await;
         drop(child);
+    }
+    println!(
+        "read path of the list-filled child (kairship's own page faults; p50 includes the client in the bench's process):"
+    );
+    for (label, selected, all, resident) in reads {
+        println!(
+            "  {label:<24} label-selected LIST ({}) p50 {:>7.2?}, {:>5.0} faults/req; LIST all p50 {:>7.0?}, {:>6.0} faults/req; then {resident:.0} B resident per object",
+            n / 100,
+            selected.0,
+            selected.1,
+            all.0,
+            all.1,
+        );
     }
 }

@@ -221,6 +221,12 @@ pub fn rss_kib() -> u64 {
     procs::vm_rss_kib(&std::fs::read_to_string("/proc/self/status").unwrap_or_default())
 }
 
+/// This process's minor page faults so far (see [`procs::minor_faults`]).
+#[allow(dead_code)]
+pub fn minor_faults() -> u64 {
+    procs::minor_faults(std::process::id())
+}
+
 /// This process's CPU time (user + system), from /proc (10 ms ticks).
 #[allow(dead_code)]
 pub fn cpu_time() -> Duration {

@@ -343,6 +343,18 @@ pub fn usage_ticks(pid: u32) -> u64 {
     stat_ticks(&stat)
 }
 
+/// A process's minor page faults so far (`minflt` in /proc/<pid>/stat): a fresh mapping
+/// touched, or pages given back to the system touched again.
+pub fn minor_faults(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // After the command's name, which may hold spaces: state, ppid, pgrp, session,
+    // tty_nr, tpgid, flags, minflt.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(7))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
 /// utime + stime of a `/proc/<pid>/stat` text, in clock ticks.
 fn stat_ticks(stat: &str) -> u64 {
     // Fields after the command name (which may hold spaces): utime and stime are 14 and 15.
