@@ -47,6 +47,11 @@ impl InstanceReader {
         &self.name
     }
 
+    /// What the proxy answered for the instance since its actor started.
+    pub fn traffic(&self) -> &super::traffic::Traffic {
+        &self.traffic
+    }
+
     /// The instance's client, once connected: the API acts with it only as the caller.
     pub fn client(&self) -> Option<&kube::Client> {
         self.client.as_ref()

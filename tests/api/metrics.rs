@@ -16,6 +16,7 @@ async fn metrics_report_instances_leadership_and_requests() {
     kairship_wire::kubeconfig::write(&path, &kc).expect("write");
     let client = crate::common::client_from(&path).await;
     // One proxied request, so the request metrics have something to show.
+    let started = jiff::Timestamp::now().as_second();
     let proxy = http::Request::get("/apis/kairship.io/v1alpha1/instances/karmada-1/proxy/apis/cluster.karmada.io/v1alpha1/clusters").body(Vec::new()).expect("request");
     client.request_text(proxy).await.expect("proxy answers");
     // Two gRPC calls, one failing, counted by method and code.
@@ -101,6 +102,35 @@ async fn metrics_report_instances_leadership_and_requests() {
         text.contains("kairship_api_request_duration_seconds_bucket"),
         "{text}"
     );
+    // What the instance is used for: the proxied request, counted once however often
+    // /metrics is scraped, and when it came; the capacity it schedules onto.
+    let value = |text: &str, series: &str| -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .and_then(|v| v.parse().ok())
+    };
+    let requests = r#"kairship_instance_requests_total{karmada_instance="karmada-1"}"#;
+    let errors = r#"kairship_instance_request_errors_total{karmada_instance="karmada-1"}"#;
+    let last = r#"kairship_instance_last_request_timestamp_seconds{karmada_instance="karmada-1"}"#;
+    let again = scrape().await;
+    assert_eq!(value(&again, requests), Some(1.0), "{again}");
+    assert_eq!(value(&again, errors), Some(0.0), "{again}");
+    let at = value(&again, last).expect("last request time") as i64;
+    assert!(
+        (started..=jiff::Timestamp::now().as_second()).contains(&at),
+        "last request at {at}, the test started at {started}"
+    );
+    let cores = value(
+        &again,
+        r#"kairship_instance_member_capacity{karmada_instance="karmada-1",resource="cpu",state="allocatable"}"#,
+    )
+    .expect("member cpu");
+    assert!(cores >= 1.0, "{cores} cores allocatable on the members");
+    let proxy = http::Request::get("/apis/kairship.io/v1alpha1/instances/karmada-1/proxy/api/v1/namespaces/default/configmaps/absent").body(Vec::new()).expect("request");
+    client.request_text(proxy).await.expect_err("404");
+    let after = scrape().await;
+    assert_eq!(value(&after, requests), Some(2.0), "{after}");
+    assert_eq!(value(&after, errors), Some(0.0), "a 404 is no server error");
     // Seconds left on the instance's serving certificate (the simulator's last a year).
     let serving = r#"kairship_instance_certificate_expiry_seconds{karmada_instance="karmada-1",certificate="karmada-apiserver serving"} "#;
     let left = crate::common::eventually(

@@ -445,14 +445,14 @@ impl OnInstance {
         resp.map_err(|e| ApiError::Unavailable(format!("instance {:?}: {e}", self.reader.name())))
     }
 
-    /// A slot for a stream held open on the instance (a watch passed through), kept as long
-    /// as the stream runs; RESOURCE_EXHAUSTED (429) when the instance has as many as it
-    /// may, so streams never take the streams reads need.
     /// Counts the proxy's answer for the instance (`cache::traffic`).
     pub fn count_answer(&self, status: http::StatusCode) {
         self.reader.traffic.record(status);
     }
 
+    /// A slot for a stream held open on the instance (a watch passed through), kept as long
+    /// as the stream runs; RESOURCE_EXHAUSTED (429) when the instance has as many as it
+    /// may, so streams never take the streams reads need.
     pub fn open_stream(&self) -> Result<OwnedSemaphorePermit, ApiError> {
         use crate::actors::instance::MAX_PASSTHROUGH_STREAMS as MAX;
         // The last streams are kept for the roles above the caller's, so viewers' watches

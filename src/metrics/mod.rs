@@ -14,6 +14,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+mod usage;
+
 use crate::actors::tree::TreeHandle;
 use crate::cache::caches::Kind;
 use crate::crd::Instance;
@@ -107,6 +109,7 @@ pub struct Metrics {
     status_writes_seen: std::sync::atomic::AtomicU64,
     requests: Family<RequestLabels, Counter>,
     latency: Family<DurationLabels, Histogram>,
+    usage: usage::Usage,
 }
 
 const PHASES: [&str; 7] = [
@@ -257,6 +260,8 @@ impl Metrics {
             "API request latency by surface and method",
             latency.clone(),
         );
+        let usage = usage::Usage::default();
+        usage.register(&mut registry);
         Arc::new(Self {
             registry,
             phase,
@@ -279,6 +284,7 @@ impl Metrics {
             status_writes_seen: Default::default(),
             requests,
             latency,
+            usage,
         })
     }
 
@@ -433,6 +439,20 @@ impl Metrics {
                 }
             }
         }
+        let readers: Vec<(String, Arc<crate::cache::InstanceReader>)> = instances
+            .iter()
+            .filter_map(|i| {
+                let name = i.metadata.name.clone()?;
+                Some((name.clone(), tree.reader(&name)?))
+            })
+            .collect();
+        self.usage.render(
+            readers.iter().map(|(n, r)| (n.as_str(), &**r)),
+            instances.iter().filter_map(|i| {
+                let stats = i.status.as_ref()?.stats.as_ref()?;
+                Some((i.metadata.name.as_deref()?, stats))
+            }),
+        );
         if let Ok(actors) = tree.actors().await {
             for a in actors {
                 if let Some(i) = a.instance {

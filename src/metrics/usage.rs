@@ -1,0 +1,131 @@
+//! What each instance is used for and schedules onto, as `/metrics` shows it: the
+//! requests Kairship's proxy answered for it and when the last came (so idle instances
+//! can be found, and charged for what they are used), and its member clusters' capacity.
+//! Request counts are the replica's that runs the instance: they start from zero with its
+//! actor, and Prometheus reads a counter that starts again as a reset.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::AtomicU64;
+
+use parking_lot::Mutex;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use super::InstanceLabels;
+use crate::cache::traffic::Counts;
+use crate::cache::InstanceReader;
+use crate::crd::InstanceStats;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CapacityLabels {
+    karmada_instance: String,
+    /// cpu (cores), memory (bytes), pods.
+    resource: String,
+    /// allocatable or allocated.
+    state: String,
+}
+
+#[derive(Default)]
+pub(super) struct Usage {
+    requests: Family<InstanceLabels, Counter>,
+    request_errors: Family<InstanceLabels, Counter>,
+    last_request: Family<InstanceLabels, Gauge>,
+    capacity: Family<CapacityLabels, Gauge<f64, AtomicU64>>,
+    /// Each instance's counts at the last scrape: the counters grow by the difference.
+    seen: Mutex<HashMap<String, Counts>>,
+}
+
+impl Usage {
+    pub(super) fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "kairship_instance_requests",
+            "Requests Kairship's proxy answered for each instance, counted by the replica that runs it",
+            self.requests.clone(),
+        );
+        registry.register(
+            "kairship_instance_request_errors",
+            "Of those, answered with a server error (5xx, Kairship's own 502/503/504 included)",
+            self.request_errors.clone(),
+        );
+        registry.register(
+            "kairship_instance_last_request_timestamp_seconds",
+            "When Kairship's proxy last answered a request for each instance (absent: none since its actor started)",
+            self.last_request.clone(),
+        );
+        registry.register(
+            "kairship_instance_member_capacity",
+            "The member clusters' capacity each instance schedules onto, by resource (cpu in cores, memory in bytes, pods) and state (allocatable, allocated)",
+            self.capacity.clone(),
+        );
+    }
+
+    /// Sets the series of every instance this replica runs (`readers`) and whose stats
+    /// the host shows; series of instances gone from here are dropped.
+    pub(super) fn render<'a>(
+        &self,
+        readers: impl Iterator<Item = (&'a str, &'a InstanceReader)>,
+        stats: impl Iterator<Item = (&'a str, &'a InstanceStats)>,
+    ) {
+        self.last_request.clear();
+        self.capacity.clear();
+        let mut seen = self.seen.lock();
+        let mut here = BTreeSet::new();
+        for (name, reader) in readers {
+            here.insert(name.to_string());
+            let labels = InstanceLabels {
+                karmada_instance: name.to_string(),
+            };
+            let now = reader.traffic().counts();
+            // Counts that went back belong to a new actor: all of them are new.
+            let new = seen
+                .get(name)
+                .and_then(|base| now.since(*base))
+                .unwrap_or(now);
+            seen.insert(name.to_string(), now);
+            self.requests.get_or_create(&labels).inc_by(new.requests);
+            self.request_errors
+                .get_or_create(&labels)
+                .inc_by(new.failed);
+            if let Some(at) = reader.traffic().last_request() {
+                self.last_request.get_or_create(&labels).set(at);
+            }
+        }
+        seen.retain(|name, _| {
+            let keep = here.contains(name);
+            if !keep {
+                let labels = InstanceLabels {
+                    karmada_instance: name.clone(),
+                };
+                self.requests.remove(&labels);
+                self.request_errors.remove(&labels);
+            }
+            keep
+        });
+        for (name, s) in stats {
+            for (resource, state, q) in [
+                ("cpu", "allocatable", &s.cpu_allocatable),
+                ("cpu", "allocated", &s.cpu_allocated),
+                ("memory", "allocatable", &s.memory_allocatable),
+                ("memory", "allocated", &s.memory_allocated),
+                ("pods", "allocatable", &s.pods_allocatable),
+                ("pods", "allocated", &s.pods_allocated),
+            ] {
+                self.capacity
+                    .get_or_create(&CapacityLabels {
+                        karmada_instance: name.to_string(),
+                        resource: resource.into(),
+                        state: state.into(),
+                    })
+                    .set(units(q));
+            }
+        }
+    }
+}
+
+/// A quantity in its unit (cores, bytes, pods); 0 when absent or not one.
+fn units(q: &str) -> f64 {
+    crate::quantity::parse(q).map_or(0.0, |m| m.0 as f64 / 1000.0)
+}
