@@ -4,7 +4,8 @@
 //! then `Ready=True` reason `Completed`, the whole condition list rewritten each time),
 //! writes the Secret `<name>-karmada-admin-config` (key `karmada.config`) and reports
 //! `status.secretRef`, and keeps the components' Deployments and etcd's StatefulSet, each
-//! ready with one Running Pod (which runs nothing); like the real one it never writes `observedGeneration` nor
+//! ready with one Running Pod (which runs nothing) whose container has the resources the
+//! component's spec names; like the real one it never writes `observedGeneration` nor
 //! the version it installed. Deleting the object tears the instance down.
 
 use std::collections::HashSet;
@@ -378,11 +379,17 @@ fn components(fleet: &Fleet, ns: &str, name: &str, karmada: &Value) -> Result<()
             "app.kubernetes.io/instance": name,
             "app.kubernetes.io/name": component,
         });
+        // The operator gives each container the resources its component's spec names.
+        let mut container = json!({"name": component});
+        if let Some(r) = karmada.pointer(&format!("{at}/resources")) {
+            container["resources"] = r.clone();
+        }
         let image = match component {
             "etcd" => "registry.k8s.io/etcd:3.5.16-0".to_string(),
             "karmada-apiserver" => "registry.k8s.io/kube-apiserver:v1.31.3".to_string(),
             c => format!("docker.io/karmada/{c}:{version}"),
         };
+        container["image"] = json!(image);
         let obj = json!({
             "apiVersion": "apps/v1", "kind": kind,
             "metadata": {"name": object, "namespace": ns, "labels": labels},
@@ -391,7 +398,7 @@ fn components(fleet: &Fleet, ns: &str, name: &str, karmada: &Value) -> Result<()
                 "selector": {"matchLabels": {"app.kubernetes.io/name": component, "app.kubernetes.io/instance": name}},
                 "template": {
                     "metadata": {"labels": {"app.kubernetes.io/name": component, "app.kubernetes.io/instance": name}},
-                    "spec": {"containers": [{"name": component, "image": image}]},
+                    "spec": {"containers": [container.clone()]},
                 },
             },
         });
@@ -409,7 +416,7 @@ fn components(fleet: &Fleet, ns: &str, name: &str, karmada: &Value) -> Result<()
         for index in 0..MAX_REPLICAS {
             let pod = format!("{}-{index}", component_name(name, component));
             match index < replicas {
-                true => component_pod(fleet, ns, name, component, &pod, &image)?,
+                true => component_pod(fleet, ns, name, component, &pod, &container)?,
                 false => remove_pod(fleet, ns, &pod)?,
             }
         }
@@ -436,7 +443,7 @@ fn component_pod(
     name: &str,
     component: &str,
     pod: &str,
-    image: &str,
+    container: &Value,
 ) -> Result<(), crate::Error> {
     let host = fleet.host();
     let def = host
@@ -448,7 +455,7 @@ fn component_pod(
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": pod, "namespace": ns, "labels": {
             "app.kubernetes.io/name": component, "app.kubernetes.io/instance": name}},
-        "spec": {"nodeName": "host-node-0", "containers": [{"name": component, "image": image}]},
+        "spec": {"nodeName": "host-node-0", "containers": [container]},
     });
     let stored = match host.store.create(&def, Some(ns), obj.clone()) {
         Err(e) if e.code == 409 => return Ok(()),
@@ -458,7 +465,7 @@ fn component_pod(
     running["status"] = json!({
         "phase": "Running", "startTime": now, "podIP": "10.244.0.10",
         "conditions": [{"type": "Ready", "status": "True"}],
-        "containerStatuses": [{"name": component, "image": image, "ready": true, "started": true,
+        "containerStatuses": [{"name": component, "image": container["image"], "ready": true, "started": true,
             "restartCount": 0, "state": {"running": {"startedAt": now}}}],
     });
     host.store.update(&def, Some(ns), pod, running, true)?;

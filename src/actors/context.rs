@@ -111,6 +111,13 @@ impl Settings {
     }
 }
 
+/// Instance actors of one replica that connect and fill their caches at once; the others
+/// wait their turn. 2,000 actors of a replica starting together (a cold start, a replica
+/// taking over a dead one's share) opened 2,000 TLS connections and 22,000 LISTs at once:
+/// the listener's queue overflowed, host calls timed out behind them, and the retries
+/// kept the fleet from ever reaching Running.
+pub const STARTING_AT_ONCE: usize = 64;
+
 impl Default for Settings {
     fn default() -> Self {
         Self {
@@ -145,7 +152,7 @@ impl Default for Settings {
             member_networks: Default::default(),
             probes_instance_series: false,
             alerts_url: None,
-            starting_at_once: super::instance::STARTING_AT_ONCE,
+            starting_at_once: STARTING_AT_ONCE,
         }
     }
 }

@@ -113,6 +113,13 @@ pub fn instance(i: &crd::Instance) -> proto::Instance {
                 overridden: d.overridden,
             })
             .collect(),
+        control_plane: s.control_plane.as_ref().map(|c| proto::ControlPlaneUsage {
+            pods: i32::try_from(c.pods).unwrap_or(i32::MAX),
+            cpu_requests: c.cpu_requests.clone(),
+            memory_requests: c.memory_requests.clone(),
+            containers_without_requests: i32::try_from(c.containers_without_requests)
+                .unwrap_or(i32::MAX),
+        }),
     });
     proto::Instance {
         metadata: Some(meta(&i.metadata)),

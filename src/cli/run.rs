@@ -197,7 +197,7 @@ pub struct RunArgs {
     pub alerts_url: Option<String>,
     /// Instance actors of this replica that connect and fill their caches at once, on a
     /// cold start or when it takes over a dead replica's share; the others wait their turn.
-    #[arg(long, default_value_t = crate::actors::instance::STARTING_AT_ONCE as u32,
+    #[arg(long, default_value_t = crate::actors::context::STARTING_AT_ONCE as u32,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub instances_starting_at_once: u32,
     #[command(flatten)]

@@ -13,6 +13,8 @@ use serde_json::Value;
 
 use super::{Controller, Scope, Work};
 use crate::actors::instance::status::Observed;
+use crate::crd::ControlPlaneUsage;
+use crate::quantity::{self, Milli};
 
 /// Why a container waits that means it is failing, not merely starting.
 const WAITING_FAILURES: [&str; 5] = [
@@ -62,10 +64,50 @@ pub fn first_failure(pods: &[Value]) -> Option<String> {
     Some(format!("component {name}: {why}"))
 }
 
+/// What their containers request: the control plane's share of the host
+/// (`Observed::control_plane`). Pods that finished hold nothing.
+pub fn requests(pods: &[Value]) -> ControlPlaneUsage {
+    let (mut cpu, mut memory) = (Milli::default(), Milli::default());
+    let (mut counted, mut without) = (0, 0);
+    let running = pods
+        .iter()
+        .filter(|p| !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")));
+    for pod in running {
+        counted += 1;
+        for c in pod["spec"]["containers"].as_array().into_iter().flatten() {
+            let asked = |r: &str| {
+                c["resources"]["requests"][r]
+                    .as_str()
+                    .and_then(|q| quantity::parse(q).ok())
+            };
+            let (c, m) = (asked("cpu"), asked("memory"));
+            if c.is_none() || m.is_none() {
+                without += 1;
+            }
+            cpu.0 += c.map_or(0, |q| q.0);
+            memory.0 += m.map_or(0, |q| q.0);
+        }
+    }
+    ControlPlaneUsage {
+        pods: counted,
+        cpu_requests: cpu.to_decimal(),
+        memory_requests: memory.to_binary(),
+        containers_without_requests: without,
+    }
+}
+
+/// What one look at the component pods found.
+#[derive(Debug, PartialEq)]
+pub struct Checked {
+    pub failing: Option<String>,
+    pub usage: ControlPlaneUsage,
+}
+
 /// Reads a managed instance's component pods every `--component-check-secs` while the
 /// instance answers, on every replica (each judges the instance itself, as with its
-/// watches). The verdict is the first failing component (`Observed::components`); when
-/// the host does not answer, that is not the instance's fault and the last verdict stands.
+/// watches). The verdict is the first failing component (`Observed::components`), and
+/// what the pods request (`Observed::control_plane`); when the host does not answer, that
+/// is not the instance's fault and the last verdict stands.
 #[derive(Default)]
 pub struct Components;
 
@@ -73,7 +115,7 @@ impl Controller for Components {
     const NAME: &'static str = "components";
     const LEADER_ONLY: bool = false;
     const RETRY_MAX: Duration = Duration::from_secs(30);
-    type Found = Option<String>;
+    type Found = Checked;
 
     fn reconcile(&mut self, scope: &Scope<'_>, _: &mut Observed) -> Option<Work<Self::Found>> {
         let operator = scope.operator().filter(|_| scope.answering)?;
@@ -85,7 +127,8 @@ impl Controller for Components {
         Some(Box::pin(check(host, operator, timeout)))
     }
 
-    fn record(&mut self, failing: Option<String>, observed: &mut Observed) {
+    fn record(&mut self, Checked { failing, usage }: Checked, observed: &mut Observed) {
+        observed.control_plane = Some(usage);
         if observed.components.as_ref() != Some(&failing) {
             match &failing {
                 Some(why) => tracing::warn!(%why, "a control plane component is failing"),
@@ -96,12 +139,13 @@ impl Controller for Components {
     }
 }
 
-/// The first failing component of the managed instance `name` in namespace `ns`.
+/// The first failing component of the managed instance `name` in namespace `ns`, and what
+/// its pods request.
 async fn check(
     host: kube::Client,
     (ns, name): (String, String),
     timeout: Duration,
-) -> Result<Option<String>, String> {
+) -> Result<Checked, String> {
     {
         let api: Api<Pod> = Api::namespaced(host, &ns);
         let params = ListParams::default().labels(&format!("app.kubernetes.io/instance={name}"));
@@ -112,7 +156,10 @@ async fn check(
                     .into_iter()
                     .filter_map(|p| serde_json::to_value(p).ok())
                     .collect();
-                Ok(first_failure(&pods))
+                Ok(Checked {
+                    failing: first_failure(&pods),
+                    usage: requests(&pods),
+                })
             }
             Ok(Err(e)) => Err(format!("listing the pods of {ns}/{name}: {e}")),
             Err(_) => Err(format!(
@@ -135,6 +182,37 @@ mod tests {
         };
         json!({"metadata": {"name": name, "labels": {"app.kubernetes.io/name": component}},
             "status": {"containerStatuses": [{"name": component, "state": state}]}})
+    }
+
+    #[test]
+    fn requests_add_up_over_pods_that_have_not_finished() {
+        let with = |cpu: Option<&str>, memory: Option<&str>, phase: &str| {
+            let mut requests = serde_json::Map::new();
+            if let Some(c) = cpu {
+                requests.insert("cpu".into(), json!(c));
+            }
+            if let Some(m) = memory {
+                requests.insert("memory".into(), json!(m));
+            }
+            json!({"spec": {"containers": [{"name": "c", "resources": {"requests": requests}}]},
+                "status": {"phase": phase}})
+        };
+        let pods = [
+            with(Some("250m"), Some("512Mi"), "Running"),
+            with(Some("1"), Some("1Gi"), "Pending"),
+            with(None, Some("256Mi"), "Running"),
+            with(Some("4"), Some("8Gi"), "Succeeded"),
+        ];
+        assert_eq!(
+            requests(&pods),
+            ControlPlaneUsage {
+                pods: 3,
+                cpu_requests: "1250m".into(),
+                memory_requests: "1792Mi".into(),
+                containers_without_requests: 1,
+            }
+        );
+        assert_eq!(requests(&[]).cpu_requests, "0");
     }
 
     #[test]

@@ -253,6 +253,24 @@ pub struct InstanceStatus {
     /// empty too: the status is merge-patched, and an absent list would keep the old one.
     #[serde(default)]
     pub drift: Vec<super::ClassDrift>,
+    /// A managed instance's control plane in the host, as its component pods ask for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<ControlPlaneUsage>,
+}
+
+/// What a managed instance's control plane takes in the host: its component pods (those
+/// karmada-operator labels for the instance, not finished) and the CPU and memory their
+/// containers request, the share the host's scheduler keeps for them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlPlaneUsage {
+    pub pods: i64,
+    /// Kubernetes quantities ("1500m", "3Gi"); "0" when no container requests any.
+    pub cpu_requests: String,
+    pub memory_requests: String,
+    /// Containers that request no CPU or no memory: the sums leave them out.
+    #[serde(default)]
+    pub containers_without_requests: i64,
 }
 
 /// A completed backup, as the Instance's status names it.

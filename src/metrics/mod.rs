@@ -448,10 +448,9 @@ impl Metrics {
             .collect();
         self.usage.render(
             readers.iter().map(|(n, r)| (n.as_str(), &**r)),
-            instances.iter().filter_map(|i| {
-                let stats = i.status.as_ref()?.stats.as_ref()?;
-                Some((i.metadata.name.as_deref()?, stats))
-            }),
+            instances
+                .iter()
+                .filter_map(|i| Some((i.metadata.name.as_deref()?, i.status.as_ref()?))),
         );
         if let Ok(actors) = tree.actors().await {
             for a in actors {

@@ -1,6 +1,7 @@
-//! What each instance is used for and schedules onto, as `/metrics` shows it: the
-//! requests Kairship's proxy answered for it and when the last came (so idle instances
-//! can be found, and charged for what they are used), and its member clusters' capacity.
+//! What each instance is used for and costs, as `/metrics` shows it: the requests
+//! Kairship's proxy answered for it and when the last came (so idle instances can be
+//! found), what a managed instance's control plane requests in the host, and its member
+//! clusters' capacity.
 //! Request counts are the replica's that runs the instance: they start from zero with its
 //! actor, and Prometheus reads a counter that starts again as a reset.
 
@@ -17,7 +18,7 @@ use prometheus_client::registry::Registry;
 use super::InstanceLabels;
 use crate::cache::traffic::Counts;
 use crate::cache::InstanceReader;
-use crate::crd::InstanceStats;
+use crate::crd::InstanceStatus;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CapacityLabels {
@@ -28,8 +29,16 @@ struct CapacityLabels {
     state: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResourceLabels {
+    karmada_instance: String,
+    /// cpu (cores), memory (bytes), pods.
+    resource: String,
+}
+
 #[derive(Default)]
 pub(super) struct Usage {
+    control_plane: Family<ResourceLabels, Gauge<f64, AtomicU64>>,
     requests: Family<InstanceLabels, Counter>,
     request_errors: Family<InstanceLabels, Counter>,
     last_request: Family<InstanceLabels, Gauge>,
@@ -56,21 +65,27 @@ impl Usage {
             self.last_request.clone(),
         );
         registry.register(
+            "kairship_instance_control_plane_requests",
+            "What a managed instance's control plane pods request in the host, by resource (cpu in cores, memory in bytes, pods: how many)",
+            self.control_plane.clone(),
+        );
+        registry.register(
             "kairship_instance_member_capacity",
             "The member clusters' capacity each instance schedules onto, by resource (cpu in cores, memory in bytes, pods) and state (allocatable, allocated)",
             self.capacity.clone(),
         );
     }
 
-    /// Sets the series of every instance this replica runs (`readers`) and whose stats
-    /// the host shows; series of instances gone from here are dropped.
+    /// Sets the series of every instance this replica runs (`readers`) and of every
+    /// instance's status as the host shows it; series of instances gone are dropped.
     pub(super) fn render<'a>(
         &self,
         readers: impl Iterator<Item = (&'a str, &'a InstanceReader)>,
-        stats: impl Iterator<Item = (&'a str, &'a InstanceStats)>,
+        statuses: impl Iterator<Item = (&'a str, &'a InstanceStatus)>,
     ) {
         self.last_request.clear();
         self.capacity.clear();
+        self.control_plane.clear();
         let mut seen = self.seen.lock();
         let mut here = BTreeSet::new();
         for (name, reader) in readers {
@@ -104,7 +119,24 @@ impl Usage {
             }
             keep
         });
-        for (name, s) in stats {
+        for (name, status) in statuses {
+            if let Some(c) = &status.control_plane {
+                for (resource, value) in [
+                    ("cpu", units(&c.cpu_requests)),
+                    ("memory", units(&c.memory_requests)),
+                    ("pods", c.pods as f64),
+                ] {
+                    self.control_plane
+                        .get_or_create(&ResourceLabels {
+                            karmada_instance: name.to_string(),
+                            resource: resource.into(),
+                        })
+                        .set(value);
+                }
+            }
+            let Some(s) = &status.stats else {
+                continue;
+            };
             for (resource, state, q) in [
                 ("cpu", "allocatable", &s.cpu_allocatable),
                 ("cpu", "allocated", &s.cpu_allocated),

@@ -32,4 +32,5 @@ mod server;
 mod shards;
 mod tables;
 mod upgrade;
+mod usage;
 mod webhook_replicas;

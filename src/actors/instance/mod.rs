@@ -36,13 +36,6 @@ pub const MAX_CONCURRENT_REQUESTS: usize = 64;
 /// starve.
 pub const MAX_PASSTHROUGH_STREAMS: usize = 100;
 
-/// Instance actors of one replica that connect and fill their caches at once; the others
-/// wait their turn. 2,000 actors of a replica starting together (a cold start, a replica
-/// taking over a dead one's share) opened 2,000 TLS connections and 22,000 LISTs at once:
-/// the listener's queue overflowed, host calls timed out behind them, and the retries
-/// kept the fleet from ever reaching Running.
-pub const STARTING_AT_ONCE: usize = 64;
-
 /// The longest an actor keeps its starting turn: one whose caches never fill (a kind the
 /// instance serves but never lists) must not keep the others waiting.
 const START_TURN: Duration = Duration::from_secs(30);
@@ -107,8 +100,9 @@ pub struct InstanceState {
     /// aggregating parses every Cluster's summary, which at 1,000 idle instances was most
     /// of the CPU, so it runs only when an input changed.
     stats_inputs: Option<tick::StatsInputs>,
-    /// This actor's turn among the replica's starting actors ([`STARTING_AT_ONCE`]), held
-    /// from the connect until its caches are filled (at most [`START_TURN`]).
+    /// This actor's turn among the replica's starting actors
+    /// (`Settings::starting_at_once`), held from the connect until its caches are filled
+    /// (at most [`START_TURN`]).
     start_turn: Option<(tokio::sync::OwnedSemaphorePermit, Instant)>,
 }
 

@@ -23,6 +23,8 @@ pub struct Observed {
     /// A managed instance's components at the last check: the first failing one
     /// (`Some(Some)`), none (`Some(None)`); `None`: not checked (External, or not yet).
     pub components: Option<Option<String>>,
+    /// What its component pods request in the host, at the same check.
+    pub control_plane: Option<crate::crd::ControlPlaneUsage>,
     /// The scheduled backups at the last check; `None` without a schedule.
     pub backups: Option<crate::backups::schedule::Seen>,
     /// Where the instance differs from its class (`controllers::class_drift`).
@@ -330,6 +332,10 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
         last_sync_time,
         certificates,
         drift: o.drift.clone(),
+        control_plane: o
+            .control_plane
+            .clone()
+            .or_else(|| prev.and_then(|p| p.control_plane.clone())),
     }
 }
 
@@ -358,6 +364,7 @@ pub fn changed(prev: Option<&InstanceStatus>, next: &InstanceStatus) -> bool {
                 certificates,
                 last_backup,
                 drift,
+                control_plane,
             } = p;
             *phase != next.phase
                 || *conditions != next.conditions
@@ -370,6 +377,7 @@ pub fn changed(prev: Option<&InstanceStatus>, next: &InstanceStatus) -> bool {
                 || *certificates != next.certificates
                 || *last_backup != next.last_backup
                 || *drift != next.drift
+                || *control_plane != next.control_plane
         }
     }
 }

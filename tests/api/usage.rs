@@ -1,0 +1,88 @@
+//! What a managed instance costs in the host: its class asks components for resources,
+//! the (simulated) karmada-operator gives the pods those requests, and the Instance's
+//! status, the API and `/metrics` show what the control plane's pods request.
+
+use std::time::Duration;
+
+use kairship::crd::InstanceClassSpec;
+use kairship::proto::instance_service_client::InstanceServiceClient;
+use kairship::proto::{ControlPlaneUsage, CreateInstanceRequest, GetInstanceRequest};
+use serde_json::json;
+
+use crate::common::eventually;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_managed_instance_shows_what_its_control_plane_requests() {
+    let api = crate::server::Api::start(0).await;
+    crate::server::create_class(
+        &api.env.host,
+        "sized",
+        InstanceClassSpec {
+            karmada_spec: Some(json!({"components": {
+                "etcd": {"local": {"resources": {"requests": {"cpu": "250m", "memory": "512Mi"}}}},
+                "karmadaAPIServer": {"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+                "karmadaScheduler": {"replicas": 2,
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}},
+            }})),
+            ..Default::default()
+        },
+    )
+    .await;
+    let c = InstanceServiceClient::new(api.channel.clone());
+    c.clone()
+        .create_instance(CreateInstanceRequest {
+            instance: Some(crate::server::managed_instance_of("team-cost", "sized")),
+        })
+        .await
+        .expect("created");
+    // Seven pods (the scheduler's two among them); the aggregated apiserver, controller
+    // manager and webhook ask for nothing, so they are named as left out.
+    let want = ControlPlaneUsage {
+        pods: 7,
+        cpu_requests: "950m".into(),
+        memory_requests: "1792Mi".into(),
+        containers_without_requests: 3,
+    };
+    let seen = eventually(
+        Duration::from_secs(60),
+        "the control plane's requests in the status",
+        || async {
+            let status = c
+                .clone()
+                .get_instance(GetInstanceRequest {
+                    name: "team-cost".into(),
+                })
+                .await
+                .ok()?
+                .into_inner()
+                .status?;
+            status.control_plane.filter(|u| *u == want)
+        },
+    )
+    .await;
+    assert_eq!(seen, want);
+
+    let kc = kairship_wire::kubeconfig::build("u", &api.https, &api.ca_pem, "metrics-test");
+    let path = api.env.sim.dir.path().join("usage.kubeconfig");
+    kairship_wire::kubeconfig::write(&path, &kc).expect("write");
+    let client = crate::common::client_from(&path).await;
+    let text = client
+        .request_text(
+            http::Request::get("/metrics")
+                .body(Vec::new())
+                .expect("request"),
+        )
+        .await
+        .expect("metrics");
+    for line in [
+        r#"kairship_instance_control_plane_requests{karmada_instance="team-cost",resource="cpu"} 0.95"#,
+        r#"kairship_instance_control_plane_requests{karmada_instance="team-cost",resource="memory"} 1879048192.0"#,
+        r#"kairship_instance_control_plane_requests{karmada_instance="team-cost",resource="pods"} 7.0"#,
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing {line:?} in:\n{text}"
+        );
+    }
+    api.stop().await;
+}
