@@ -120,6 +120,7 @@ pub fn instance(i: &crd::Instance) -> proto::Instance {
             containers_without_requests: i32::try_from(c.containers_without_requests)
                 .unwrap_or(i32::MAX),
         }),
+        last_request_time: s.last_request_time.clone().unwrap_or_default(),
     });
     proto::Instance {
         metadata: Some(meta(&i.metadata)),

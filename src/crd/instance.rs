@@ -256,6 +256,10 @@ pub struct InstanceStatus {
     /// A managed instance's control plane in the host, as its component pods ask for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_plane: Option<ControlPlaneUsage>,
+    /// RFC 3339 time Kairship's proxy last answered a request for the instance (carried
+    /// over when its actor restarts); absent: none since Kairship first ran it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_request_time: Option<String>,
 }
 
 /// What a managed instance's control plane takes in the host: its component pods (those

@@ -1,6 +1,7 @@
-//! What a managed instance costs in the host: its class asks components for resources,
-//! the (simulated) karmada-operator gives the pods those requests, and the Instance's
-//! status, the API and `/metrics` show what the control plane's pods request.
+//! What an instance costs and is used for: a managed instance's class asks components
+//! for resources, the (simulated) karmada-operator gives the pods those requests, and the
+//! Instance's status, the API and `/metrics` show what the control plane's pods request;
+//! a request through the proxy shows as the instance's last request.
 
 use std::time::Duration;
 
@@ -12,8 +13,8 @@ use serde_json::json;
 use crate::common::eventually;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_managed_instance_shows_what_its_control_plane_requests() {
-    let api = crate::server::Api::start(0).await;
+async fn an_instance_shows_its_control_planes_requests_and_its_last_request() {
+    let api = crate::server::Api::start(1).await;
     crate::server::create_class(
         &api.env.host,
         "sized",
@@ -62,10 +63,48 @@ async fn a_managed_instance_shows_what_its_control_plane_requests() {
     .await;
     assert_eq!(seen, want);
 
+    // karmada-1 has had no request through Kairship; one GET through the proxy is its last.
+    let last = |name: &'static str| {
+        let c = c.clone();
+        async move {
+            c.clone()
+                .get_instance(GetInstanceRequest { name: name.into() })
+                .await
+                .ok()?
+                .into_inner()
+                .status
+                .map(|s| s.last_request_time)
+        }
+    };
+    assert_eq!(last("karmada-1").await.as_deref(), Some(""));
+
     let kc = kairship_wire::kubeconfig::build("u", &api.https, &api.ca_pem, "metrics-test");
     let path = api.env.sim.dir.path().join("usage.kubeconfig");
     kairship_wire::kubeconfig::write(&path, &kc).expect("write");
     let client = crate::common::client_from(&path).await;
+    let started = jiff::Timestamp::now().as_second();
+    let proxy = http::Request::get(
+        "/apis/kairship.io/v1alpha1/instances/karmada-1/proxy/api/v1/namespaces",
+    )
+    .body(Vec::new())
+    .expect("request");
+    client.request_text(proxy).await.expect("proxy answers");
+    let at = eventually(
+        Duration::from_secs(30),
+        "the last request in the status",
+        || async { last("karmada-1").await.filter(|t| !t.is_empty()) },
+    )
+    .await;
+    let at = at.parse::<jiff::Timestamp>().expect("RFC 3339").as_second();
+    assert!(
+        (started..=jiff::Timestamp::now().as_second()).contains(&at),
+        "last request at {at}, sent at {started} or after"
+    );
+    assert_eq!(
+        last("team-cost").await.as_deref(),
+        Some(""),
+        "no request reached it"
+    );
     let text = client
         .request_text(
             http::Request::get("/metrics")

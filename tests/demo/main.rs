@@ -173,6 +173,34 @@ async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
         2,
         "{table}"
     );
+    // Idle first: kubectl read karmada-1 through Kairship above, nothing reached karmada-2.
+    let mut usage = String::new();
+    for _ in 0..30 {
+        let (ok, table, err) = ctl(&["instances", "usage"]);
+        assert!(ok, "{err}");
+        usage = table;
+        let rows: Vec<&str> = usage.lines().collect();
+        if rows.len() == 3
+            && rows[1].starts_with("karmada-2")
+            && rows[1].contains("never")
+            && rows[2].starts_with("karmada-1")
+            && rows[2].contains(" ago")
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+    let rows: Vec<&str> = usage.lines().collect();
+    assert!(
+        rows.first().is_some_and(|h| h.contains("LAST REQUEST"))
+            && rows
+                .get(1)
+                .is_some_and(|r| r.starts_with("karmada-2") && r.contains("never"))
+            && rows
+                .get(2)
+                .is_some_and(|r| r.starts_with("karmada-1") && r.contains(" ago")),
+        "{usage}"
+    );
     let (ok, json, err) = ctl(&["stats", "karmada-1", "-o", "json"]);
     assert!(ok, "{err}");
     let stats: Value = serde_json::from_str(&json).expect("stats json");

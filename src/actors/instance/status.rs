@@ -25,6 +25,8 @@ pub struct Observed {
     pub components: Option<Option<String>>,
     /// What its component pods request in the host, at the same check.
     pub control_plane: Option<crate::crd::ControlPlaneUsage>,
+    /// When the proxy last answered a request for it (RFC 3339), since the actor started.
+    pub last_request: Option<String>,
     /// The scheduled backups at the last check; `None` without a schedule.
     pub backups: Option<crate::backups::schedule::Seen>,
     /// Where the instance differs from its class (`controllers::class_drift`).
@@ -336,6 +338,10 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
             .control_plane
             .clone()
             .or_else(|| prev.and_then(|p| p.control_plane.clone())),
+        last_request_time: o
+            .last_request
+            .clone()
+            .or_else(|| prev.and_then(|p| p.last_request_time.clone())),
     }
 }
 
@@ -365,6 +371,7 @@ pub fn changed(prev: Option<&InstanceStatus>, next: &InstanceStatus) -> bool {
                 last_backup,
                 drift,
                 control_plane,
+                last_request_time,
             } = p;
             *phase != next.phase
                 || *conditions != next.conditions
@@ -378,6 +385,8 @@ pub fn changed(prev: Option<&InstanceStatus>, next: &InstanceStatus) -> bool {
                 || *last_backup != next.last_backup
                 || *drift != next.drift
                 || *control_plane != next.control_plane
+                // The first request is news; later ones go out with the refresh.
+                || last_request_time.is_none() != next.last_request_time.is_none()
         }
     }
 }

@@ -52,6 +52,11 @@ pub(super) fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
         probe(myself, state);
     }
     run_controllers(myself, state, answering);
+    state.observed.last_request = state
+        .traffic
+        .last_request()
+        .and_then(|s| jiff::Timestamp::from_second(s).ok())
+        .map(|t| t.to_string());
     if state.ctx.leadership.is_leader() {
         sync_status(myself, state);
     }

@@ -59,6 +59,9 @@ pub enum InstancesCmd {
     },
     /// A component's log (its first pod unless --pod); -f follows it.
     ComponentLogs(super::components::LogsArgs),
+    /// What each instance is used for and costs, idle first: the last request through
+    /// Kairship, its control plane's requests in the host, its members' capacity.
+    Usage,
 }
 
 /// What karmada-operator installs for a managed instance; unset: Kairship's defaults.
@@ -261,5 +264,6 @@ pub(crate) async fn run(conn: &Conn, out: Output, cmd: &InstancesCmd) -> Result<
             super::components::restart(conn, out, name, component).await
         }
         InstancesCmd::ComponentLogs(a) => super::components::logs(conn, a).await,
+        InstancesCmd::Usage => super::usage::list(conn, out).await,
     }
 }

@@ -10,6 +10,7 @@ mod instances;
 mod pods;
 mod rollouts;
 mod search;
+mod usage;
 mod workloads;
 
 use std::path::PathBuf;
