@@ -11,10 +11,7 @@ use crate::server::Api;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_report_instances_leadership_and_requests() {
     let api = Api::start(1).await;
-    let kc = kairship_wire::kubeconfig::build("m", &api.https, &api.ca_pem, "metrics-test");
-    let path = api.env.sim.dir.path().join("metrics.kubeconfig");
-    kairship_wire::kubeconfig::write(&path, &kc).expect("write");
-    let client = crate::common::client_from(&path).await;
+    let client = api.metrics_client("metrics").await;
     // One proxied request, so the request metrics have something to show.
     let started = jiff::Timestamp::now().as_second();
     let proxy = http::Request::get("/apis/kairship.io/v1alpha1/instances/karmada-1/proxy/apis/cluster.karmada.io/v1alpha1/clusters").body(Vec::new()).expect("request");
@@ -38,16 +35,7 @@ async fn metrics_report_instances_leadership_and_requests() {
         .set_fault("karmada-1", serde_json::json!({"mode": "compact"}))
         .await;
     assert_eq!(code, 200);
-    let scrape = || async {
-        client
-            .request_text(
-                http::Request::get("/metrics")
-                    .body(Vec::new())
-                    .expect("request"),
-            )
-            .await
-            .expect("metrics")
-    };
+    let scrape = || crate::server::scrape(&client);
     crate::common::eventually(
         Duration::from_secs(10),
         "watch restarts counted",
@@ -74,14 +62,7 @@ async fn metrics_report_instances_leadership_and_requests() {
         .await
         .expect("readyz answers 200");
     assert_eq!(ready, "ok");
-    let text = client
-        .request_text(
-            http::Request::get("/metrics")
-                .body(Vec::new())
-                .expect("request"),
-        )
-        .await
-        .expect("metrics");
+    let text = scrape().await;
     for line in [
         r#"kairship_instance_phase{karmada_instance="karmada-1",phase="Running"} 1"#,
         r#"kairship_instance_phase{karmada_instance="karmada-1",phase="Unreachable"} 0"#,

@@ -28,6 +28,15 @@ impl Api {
         Self::start_with(instances, None).await
     }
 
+    /// A client of the HTTPS address as a caller with a role on every instance, so it may
+    /// read `/metrics` (which names them all); `name` names its kubeconfig.
+    pub async fn metrics_client(&self, name: &str) -> kube::Client {
+        let kc = kairship_wire::kubeconfig::build(name, &self.https, &self.ca_pem, "metrics-test");
+        let path = self.env.sim.dir.path().join(format!("{name}.kubeconfig"));
+        kairship_wire::kubeconfig::write(&path, &kc).expect("write");
+        crate::common::client_from(&path).await
+    }
+
     /// Kairship acts on the host as its own user (`kairship`), so the host's audit shows
     /// exactly its calls; with `leader`, it takes part in Lease election.
     pub async fn start_with(instances: usize, leader: Option<LeaderConfig>) -> Self {
@@ -272,4 +281,16 @@ pub async fn create_class(
         .create(&Default::default(), &class)
         .await
         .unwrap_or_else(|e| panic!("class {name} not created: {e}"))
+}
+
+/// `/metrics` as `client` reads it.
+pub async fn scrape(client: &kube::Client) -> String {
+    client
+        .request_text(
+            http::Request::get("/metrics")
+                .body(Vec::new())
+                .expect("request"),
+        )
+        .await
+        .expect("metrics")
 }

@@ -78,10 +78,7 @@ async fn an_instance_shows_its_control_planes_requests_and_its_last_request() {
     };
     assert_eq!(last("karmada-1").await.as_deref(), Some(""));
 
-    let kc = kairship_wire::kubeconfig::build("u", &api.https, &api.ca_pem, "metrics-test");
-    let path = api.env.sim.dir.path().join("usage.kubeconfig");
-    kairship_wire::kubeconfig::write(&path, &kc).expect("write");
-    let client = crate::common::client_from(&path).await;
+    let client = api.metrics_client("usage").await;
     let started = jiff::Timestamp::now().as_second();
     let proxy = http::Request::get(
         "/apis/kairship.io/v1alpha1/instances/karmada-1/proxy/api/v1/namespaces",
@@ -105,14 +102,7 @@ async fn an_instance_shows_its_control_planes_requests_and_its_last_request() {
         Some(""),
         "no request reached it"
     );
-    let text = client
-        .request_text(
-            http::Request::get("/metrics")
-                .body(Vec::new())
-                .expect("request"),
-        )
-        .await
-        .expect("metrics");
+    let text = crate::server::scrape(&client).await;
     for line in [
         r#"kairship_instance_control_plane_requests{karmada_instance="team-cost",resource="cpu"} 0.95"#,
         r#"kairship_instance_control_plane_requests{karmada_instance="team-cost",resource="memory"} 1879048192.0"#,

@@ -134,10 +134,7 @@ fn check(what: &str, expr: &str, exported: &BTreeMap<String, BTreeSet<String>>) 
 async fn alert_rules_and_dashboard_query_what_kairship_exports() {
     let api = Api::start(1).await;
     // A request of each surface the rules look at, so every family has samples.
-    let kc = kairship_wire::kubeconfig::build("alerts", &api.https, &api.ca_pem, "metrics-test");
-    let path = api.env.sim.dir.path().join("alerts.kubeconfig");
-    kairship_wire::kubeconfig::write(&path, &kc).expect("write");
-    let client = crate::common::client_from(&path).await;
+    let client = api.metrics_client("alerts").await;
     let proxy = http::Request::get(
         "/apis/kairship.io/v1alpha1/instances/karmada-1/proxy/api/v1/namespaces",
     )
