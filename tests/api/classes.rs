@@ -9,26 +9,13 @@ use kairship::crd::{InstanceClass, InstanceClassSpec};
 use kairship::proto::instance_service_client::InstanceServiceClient;
 use kairship::proto::rollout_service_client::RolloutServiceClient;
 use kairship::proto::{
-    ClassDrift, CreateInstanceRequest, GetInstanceRequest, PlanRolloutRequest, RolloutOptions,
-    RolloutSpec, StartRolloutRequest,
+    ClassDrift, CreateInstanceRequest, PlanRolloutRequest, RolloutOptions, RolloutSpec,
+    StartRolloutRequest,
 };
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
-use tonic::transport::Channel;
 
 use crate::common::eventually;
-
-async fn status_of(
-    c: &InstanceServiceClient<Channel>,
-    name: &str,
-) -> Option<kairship::proto::InstanceStatus> {
-    c.clone()
-        .get_instance(GetInstanceRequest { name: name.into() })
-        .await
-        .ok()?
-        .into_inner()
-        .status
-}
 
 fn fields(d: &[ClassDrift]) -> Vec<(String, bool)> {
     d.iter().map(|d| (d.field.clone(), d.overridden)).collect()
@@ -109,20 +96,20 @@ async fn instances_from_a_class_show_their_drift_and_a_class_rollout_brings_them
             || {
                 let c = c.clone();
                 async move {
-                    let s = status_of(&c, n).await?;
+                    let s = crate::server::status_of(&c, n).await?;
                     (s.phase == "Running" && s.karmada_version == "v1.12.0").then_some(())
                 }
             },
         )
         .await;
     }
-    let s = status_of(&c, "std-b").await.expect("status");
+    let s = crate::server::status_of(&c, "std-b").await.expect("status");
     assert_eq!(
         fields(&s.drift),
         [("/components/karmadaScheduler/replicas".to_string(), true)],
         "only its own setting differs"
     );
-    assert!(status_of(&c, "std-a")
+    assert!(crate::server::status_of(&c, "std-a")
         .await
         .expect("status")
         .drift
@@ -146,7 +133,7 @@ async fn instances_from_a_class_show_their_drift_and_a_class_rollout_brings_them
     let drift = eventually(Duration::from_secs(30), "std-a drifts", || {
         let c = c.clone();
         async move {
-            let d = status_of(&c, "std-a").await?.drift;
+            let d = crate::server::status_of(&c, "std-a").await?.drift;
             d.iter()
                 .any(|x| x.field == "/featureGates/Failover")
                 .then_some(d)
@@ -166,7 +153,7 @@ async fn instances_from_a_class_show_their_drift_and_a_class_rollout_brings_them
         .any(|d| d.field == "/components/karmadaScheduler/imageTag"
             && d.class_value == "\"v1.13.0\""));
     assert_eq!(
-        status_of(&c, "std-a")
+        crate::server::status_of(&c, "std-a")
             .await
             .expect("status")
             .karmada_version,
@@ -225,7 +212,7 @@ async fn instances_from_a_class_show_their_drift_and_a_class_rollout_brings_them
         let s = eventually(Duration::from_secs(30), &format!("{n} in line"), || {
             let c = c.clone();
             async move {
-                let s = status_of(&c, n).await?;
+                let s = crate::server::status_of(&c, n).await?;
                 (s.drift.iter().all(|d| d.overridden)).then_some(s)
             }
         })

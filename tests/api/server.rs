@@ -294,3 +294,16 @@ pub async fn scrape(client: &kube::Client) -> String {
         .await
         .expect("metrics")
 }
+
+/// An instance's status as GetInstance answers it (`None`: not found, or no status yet).
+pub async fn status_of(
+    c: &kairship::proto::instance_service_client::InstanceServiceClient<tonic::transport::Channel>,
+    name: &str,
+) -> Option<kairship::proto::InstanceStatus> {
+    c.clone()
+        .get_instance(kairship::proto::GetInstanceRequest { name: name.into() })
+        .await
+        .ok()?
+        .into_inner()
+        .status
+}

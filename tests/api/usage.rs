@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use kairship::crd::InstanceClassSpec;
 use kairship::proto::instance_service_client::InstanceServiceClient;
-use kairship::proto::{ControlPlaneUsage, CreateInstanceRequest, GetInstanceRequest};
+use kairship::proto::{ControlPlaneUsage, CreateInstanceRequest};
 use serde_json::json;
 
 use crate::common::eventually;
@@ -48,15 +48,7 @@ async fn an_instance_shows_its_control_planes_requests_and_its_last_request() {
         Duration::from_secs(60),
         "the control plane's requests in the status",
         || async {
-            let status = c
-                .clone()
-                .get_instance(GetInstanceRequest {
-                    name: "team-cost".into(),
-                })
-                .await
-                .ok()?
-                .into_inner()
-                .status?;
+            let status = crate::server::status_of(&c, "team-cost").await?;
             status.control_plane.filter(|u| *u == want)
         },
     )
@@ -67,12 +59,8 @@ async fn an_instance_shows_its_control_planes_requests_and_its_last_request() {
     let last = |name: &'static str| {
         let c = c.clone();
         async move {
-            c.clone()
-                .get_instance(GetInstanceRequest { name: name.into() })
+            crate::server::status_of(&c, name)
                 .await
-                .ok()?
-                .into_inner()
-                .status
                 .map(|s| s.last_request_time)
         }
     };
