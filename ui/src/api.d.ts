@@ -776,6 +776,14 @@ export interface components {
             status?: string;
             type?: string;
         };
+        "kairship.v1alpha1.ControlPlaneUsage": {
+            /** Format: int32 */
+            containersWithoutRequests?: number;
+            cpuRequests?: string;
+            memoryRequests?: string;
+            /** Format: int32 */
+            pods?: number;
+        };
         "kairship.v1alpha1.ControllerStatus": {
             active?: boolean;
             description?: string;
@@ -883,11 +891,13 @@ export interface components {
         "kairship.v1alpha1.InstanceStatus": {
             certificates?: components["schemas"]["kairship.v1alpha1.Certificate"][];
             conditions?: components["schemas"]["kairship.v1alpha1.Condition"][];
+            controlPlane?: components["schemas"]["kairship.v1alpha1.ControlPlaneUsage"];
             drift?: components["schemas"]["kairship.v1alpha1.ClassDrift"][];
             karmadaVersion?: string;
             kubernetesVersion?: string;
             lastBackup?: string;
             lastBackupTime?: string;
+            lastRequestTime?: string;
             /** Format: int64 */
             observedGeneration?: string;
             phase?: string;

@@ -2,7 +2,7 @@
 // policy and workload counts.
 
 import { api, atLeast, type Instance, type Condition, type Roles } from './client';
-import { h, confirmDialog } from './dom';
+import { age, h, confirmDialog } from './dom';
 import { quantity, usage } from './quantity';
 
 /** The condition that explains the phase: the first one not True other than the Ready
@@ -68,7 +68,13 @@ export function overviewRows(list: Instance[], roles: Roles, onChange: () => voi
     return h(
       'tr',
       { 'data-instance': name },
-      h('td', {}, h('a', { href: `#/instances/${encodeURIComponent(name)}` }, name), h('div', { class: 'muted' }, i.spec?.mode === 'INSTANCE_MODE_MANAGED' ? 'managed' : 'external', i.status?.karmadaVersion ? ` · ${i.status.karmadaVersion}` : '')),
+      h(
+        'td',
+        {},
+        h('a', { href: `#/instances/${encodeURIComponent(name)}` }, name),
+        h('div', { class: 'muted' }, i.spec?.mode === 'INSTANCE_MODE_MANAGED' ? 'managed' : 'external', i.status?.karmadaVersion ? ` · ${i.status.karmadaVersion}` : ''),
+        controlPlane(i),
+      ),
       h('td', {}, phaseBadge(i.status?.phase), h('div', { class: 'why' }, explanation(i.status?.conditions))),
       h('td', { 'data-col': 'clusters' }, `${st.clustersReady ?? 0}/${st.clustersTotal ?? 0}`),
       h('td', {}, `${st.nodesReady ?? 0}/${st.nodesTotal ?? 0}`),
@@ -81,16 +87,31 @@ export function overviewRows(list: Instance[], roles: Roles, onChange: () => voi
       ),
       h('td', { title: `PP ${st.propagationPolicies ?? 0}, OP ${st.overridePolicies ?? 0}, CPP ${st.clusterPropagationPolicies ?? 0}, COP ${st.clusterOverridePolicies ?? 0}` }, policies),
       h('td', {}, st.workloads ?? 0),
+      h('td', { 'data-col': 'last-request', title: i.status?.lastRequestTime || 'no request through Kairship since it first ran this instance' }, lastRequest(i.status?.lastRequestTime)),
       h('td', {}, atLeast(roles.on(i.metadata?.name ?? ''), 'admin') && h('button', { class: 'danger small', onclick: () => askDelete(i, onChange, report) }, 'Delete')),
     );
   });
+}
+
+/** How long ago Kairship's proxy last answered for the instance: idle ones stand out. */
+function lastRequest(at?: string): string {
+  if (!at) return 'never';
+  const secs = Math.max(0, Math.floor((Date.now() - Date.parse(at)) / 1000));
+  return Number.isNaN(secs) ? at : `${age(secs)} ago`;
+}
+
+/** What a managed instance's control plane requests in the host, under its name. */
+function controlPlane(i: Instance) {
+  const c = i.status?.controlPlane;
+  if (!c) return null;
+  return h('div', { class: 'muted', 'data-col': 'control-plane', title: 'what its control plane pods request in the host' }, `control plane: ${c.pods ?? 0} pods, ${c.cpuRequests ?? '0'} CPU, ${c.memoryRequests ?? '0'} memory`);
 }
 
 export function overviewTable(list: Instance[], roles: Roles, onChange: () => void, report: (e: unknown) => void) {
   return h(
     'table',
     { class: 'grid', id: 'instances' },
-    h('thead', {}, h('tr', {}, ['Instance', 'Phase', 'Clusters', 'Nodes', 'Allocated / allocatable', 'Policies', 'Workloads', ''].map((t) => h('th', {}, t)))),
+    h('thead', {}, h('tr', {}, ['Instance', 'Phase', 'Clusters', 'Nodes', 'Allocated / allocatable', 'Policies', 'Workloads', 'Last request', ''].map((t) => h('th', {}, t)))),
     h('tbody', {}, overviewRows(list, roles, onChange, report)),
   );
 }

@@ -74,6 +74,8 @@ test('the overview lists every instance Running with its capacity', async ({ pag
   // Used and allocatable in one unit: cores, binary memory units.
   await expect(first.locator('.bar-label').first()).toHaveText(/^CPU [\d.]+ \/ [\d.]+ cores$/);
   await expect(first.locator('.bar-label').nth(1)).toHaveText(/^Memory [\d.]+ [KMGTP]?i?B \/ [\d.]+ [KMGTP]?i?B$/);
+  // When Kairship's proxy last answered for it (the console itself calls REST, not the proxy).
+  await expect(first.locator('[data-col="last-request"]')).toHaveText(/^(never|\d+[smhd] ago)$/);
   await page.screenshot({ path: join(shots, 'console-overview.png'), fullPage: true });
 });
 
@@ -289,6 +291,11 @@ test('create a managed instance, see the server refuse a bad name, then delete i
   await expect(page.locator('h2')).toHaveText('Instance console-e2e');
   await page.click('header a[href="#/"]');
   await expect(phaseOf(page, 'console-e2e')).toHaveText('Running', { timeout: 60_000 });
+  // What its control plane takes in the host: six pods, none asking for resources here.
+  await expect(page.locator('#instances tr[data-instance="console-e2e"] [data-col="control-plane"]')).toHaveText(
+    'control plane: 6 pods, 0 CPU, 0 memory',
+    { timeout: 60_000 },
+  );
   // Its control plane: the components karmada-operator runs, a log, a restart.
   await page.click('#instances tr[data-instance="console-e2e"] a');
   const apiserver = page.locator('#components tr[data-component="karmada-apiserver"]');
