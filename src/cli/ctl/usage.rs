@@ -4,17 +4,13 @@
 
 use serde_json::Value;
 
-use super::{n, print, s, status, Conn, Output};
-use crate::proto::{self, instance_service_client::InstanceServiceClient};
+use super::{n, print, s, Conn, Output};
+use crate::proto;
 use crate::Error;
 
 pub(super) async fn list(conn: &Conn, out: Output) -> Result<(), Error> {
-    let mut c = InstanceServiceClient::new(conn.channel.clone());
-    let mut r = c
-        .list_instances(conn.request(proto::ListInstancesRequest::default()))
-        .await
-        .map_err(status)?
-        .into_inner();
+    // Every page: idle first means across the whole fleet.
+    let mut r = super::instances::every_instance(conn).await?;
     // RFC 3339 in UTC sorts as time does; "" (never) first.
     r.instances.sort_by(|a, b| {
         let last = |i: &proto::Instance| {
