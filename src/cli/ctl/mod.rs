@@ -304,6 +304,37 @@ pub(crate) fn n(v: &Value, path: &str) -> String {
     }
 }
 
+/// Every instance the caller may see, page after page (a page holds at most 500).
+pub(crate) async fn every_instance(conn: &Conn) -> Result<proto::ListInstancesResponse, Error> {
+    let mut c = InstanceServiceClient::new(conn.channel.clone());
+    let mut all = proto::ListInstancesResponse::default();
+    let mut token = String::new();
+    loop {
+        let options = proto::ListOptions {
+            page_token: token.clone(),
+            ..Default::default()
+        };
+        let page = c
+            .list_instances(conn.request(proto::ListInstancesRequest {
+                options: Some(options),
+            }))
+            .await
+            .map_err(status)?
+            .into_inner();
+        all.instances.extend(page.instances);
+        if page.next_page_token.is_empty() {
+            return Ok(all);
+        }
+        // A server handing back the token it was given would never end the loop.
+        if page.next_page_token == token {
+            return Err(Error::Usage(
+                "ListInstances returned the same page token twice".into(),
+            ));
+        }
+        token = page.next_page_token;
+    }
+}
+
 pub async fn run(args: CtlArgs) -> Result<(), Error> {
     let conn = connect(&args).await?;
     let out = args.output;

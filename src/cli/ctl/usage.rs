@@ -10,7 +10,7 @@ use crate::Error;
 
 pub(super) async fn list(conn: &Conn, out: Output) -> Result<(), Error> {
     // Every page: idle first means across the whole fleet.
-    let mut r = super::instances::every_instance(conn).await?;
+    let mut r = super::every_instance(conn).await?;
     // RFC 3339 in UTC sorts as time does; "" (never) first.
     r.instances.sort_by(|a, b| {
         let last = |i: &proto::Instance| {
