@@ -64,6 +64,7 @@ pub async fn attach_external(
         backup_schedule: None,
         maintenance_window: None,
         guardrails: Vec::new(),
+        hibernation: None,
     };
     create_idempotent(
         &Api::<Instance>::all(host.clone()),

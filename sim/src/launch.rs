@@ -26,8 +26,9 @@ impl Fleet {
                 .await?;
         }
         let operator = tokio::spawn(crate::operator::run(fleet.clone()));
+        let replicas = tokio::spawn(crate::components::follow_replicas(fleet.clone()));
         let (admin_addr, admin) = crate::admin::serve(fleet.clone(), config.admin_port).await?;
-        fleet.attach(admin_addr, [operator, admin]);
+        fleet.attach(admin_addr, [operator, replicas, admin]);
         fleet.write_state()?;
         info!(host = %fleet.host().url(), admin = %admin_addr, instances = config.instances, "simulated fleet ready");
         Ok(fleet)

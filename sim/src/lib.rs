@@ -14,6 +14,7 @@
 
 pub mod admin;
 pub mod clusters;
+pub mod components;
 pub mod faults;
 pub mod fleet;
 pub mod karmada;

@@ -5,8 +5,10 @@
 //! writes the Secret `<name>-karmada-admin-config` (key `karmada.config`) and reports
 //! `status.secretRef`, and keeps the components' Deployments and etcd's StatefulSet, each
 //! ready with one Running Pod (which runs nothing) whose container has the resources the
-//! component's spec names; like the real one it never writes `observedGeneration` nor
-//! the version it installed. Deleting the object tears the instance down.
+//! component's spec names (`components`); like the real one it never writes
+//! `observedGeneration` nor the version it installed, and leaves a resource with
+//! `spec.suspend: true` alone, its deletion included. Deleting the object tears the
+//! instance down.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -16,6 +18,7 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tracing::{info, warn};
 
+use crate::components::{component_name, components, COMPONENTS, MAX_REPLICAS};
 use crate::fleet::Fleet;
 use crate::patch::PatchKind;
 use crate::resources::ResourceDef;
@@ -114,6 +117,12 @@ fn reconcile(
         })
         .unwrap_or_default();
     let ours = finalizers.iter().any(|f| f == FINALIZER);
+    // Suspended (v1.14+): the operator does not act on the object at all, its deletion
+    // included, until it is resumed; a resumed spec is a new generation, run then.
+    if obj.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true) {
+        info!(karmada = %name, namespace = %ns, "suspended; not reconciled");
+        return;
+    }
     let result = if meta_str(obj, "deletionTimestamp").is_some() {
         done.lock().remove(&key);
         if ours {
@@ -309,166 +318,6 @@ async fn install(
     }});
     patch(fleet, def, ns, name, status, true)?;
     info!(karmada = %name, instance = %inst_name, version = %version, "simulated Karmada control plane ready");
-    Ok(())
-}
-
-/// The Deployments (and etcd's StatefulSet) the real operator runs for a control plane,
-/// named and labelled as it names them, at `version`, with the replicas the Karmada spec
-/// asks for (at its pointer; 1 by default), every replica ready.
-const COMPONENTS: [(&str, &str, &str, &str); 6] = [
-    (
-        "statefulsets",
-        "StatefulSet",
-        "etcd",
-        "/spec/components/etcd/local",
-    ),
-    (
-        "deployments",
-        "Deployment",
-        "karmada-apiserver",
-        "/spec/components/karmadaAPIServer",
-    ),
-    (
-        "deployments",
-        "Deployment",
-        "karmada-aggregated-apiserver",
-        "/spec/components/karmadaAggregatedAPIServer",
-    ),
-    (
-        "deployments",
-        "Deployment",
-        "karmada-controller-manager",
-        "/spec/components/karmadaControllerManager",
-    ),
-    (
-        "deployments",
-        "Deployment",
-        "karmada-scheduler",
-        "/spec/components/karmadaScheduler",
-    ),
-    (
-        "deployments",
-        "Deployment",
-        "karmada-webhook",
-        "/spec/components/karmadaWebhook",
-    ),
-];
-/// More pods than any component may have (karmada_spec's bound), for removing surplus.
-const MAX_REPLICAS: i64 = 10;
-
-fn component_name(instance: &str, component: &str) -> String {
-    format!("{instance}-{component}")
-}
-
-fn components(fleet: &Fleet, ns: &str, name: &str, karmada: &Value) -> Result<(), crate::Error> {
-    let version = wanted_version(karmada);
-    let host = fleet.host();
-    for (plural, kind, component, at) in COMPONENTS {
-        let replicas = karmada
-            .pointer(&format!("{at}/replicas"))
-            .and_then(Value::as_i64)
-            .unwrap_or(1)
-            .clamp(0, MAX_REPLICAS);
-        let def = host
-            .store
-            .lookup("apps", "v1", plural)
-            .ok_or_else(|| crate::Error::Invalid(format!("{plural} are not served")))?;
-        let object = component_name(name, component);
-        let labels = json!({
-            "app.kubernetes.io/managed-by": "karmada-operator",
-            "app.kubernetes.io/instance": name,
-            "app.kubernetes.io/name": component,
-        });
-        // The operator gives each container the resources its component's spec names.
-        let mut container = json!({"name": component});
-        if let Some(r) = karmada.pointer(&format!("{at}/resources")) {
-            container["resources"] = r.clone();
-        }
-        let image = match component {
-            "etcd" => "registry.k8s.io/etcd:3.5.16-0".to_string(),
-            "karmada-apiserver" => "registry.k8s.io/kube-apiserver:v1.31.3".to_string(),
-            c => format!("docker.io/karmada/{c}:{version}"),
-        };
-        container["image"] = json!(image);
-        let obj = json!({
-            "apiVersion": "apps/v1", "kind": kind,
-            "metadata": {"name": object, "namespace": ns, "labels": labels},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app.kubernetes.io/name": component, "app.kubernetes.io/instance": name}},
-                "template": {
-                    "metadata": {"labels": {"app.kubernetes.io/name": component, "app.kubernetes.io/instance": name}},
-                    "spec": {"containers": [container.clone()]},
-                },
-            },
-        });
-        let stored = match host.store.create(&def, Some(ns), obj.clone()) {
-            Err(e) if e.code == 409 => host.store.update(&def, Some(ns), &object, obj, false)?,
-            other => other?,
-        };
-        let mut ready = stored.value.clone();
-        ready["status"] = json!({
-            "observedGeneration": stored.value["metadata"]["generation"],
-            "replicas": replicas, "readyReplicas": replicas, "updatedReplicas": replicas,
-            "availableReplicas": replicas,
-        });
-        host.store.update(&def, Some(ns), &object, ready, true)?;
-        for index in 0..MAX_REPLICAS {
-            let pod = format!("{}-{index}", component_name(name, component));
-            match index < replicas {
-                true => component_pod(fleet, ns, name, component, &pod, &container)?,
-                false => remove_pod(fleet, ns, &pod)?,
-            }
-        }
-    }
-    Ok(())
-}
-
-fn remove_pod(fleet: &Fleet, ns: &str, pod: &str) -> Result<(), crate::Error> {
-    let host = fleet.host();
-    let def = host
-        .store
-        .lookup("", "v1", "pods")
-        .ok_or_else(|| crate::Error::Invalid("pods are not served".into()))?;
-    match host.store.delete(&def, Some(ns), pod, Default::default()) {
-        Err(e) if e.code == 404 => Ok(()),
-        other => other.map(drop).map_err(Into::into),
-    }
-}
-
-/// One Running, ready Pod behind a component, named `pod`.
-fn component_pod(
-    fleet: &Fleet,
-    ns: &str,
-    name: &str,
-    component: &str,
-    pod: &str,
-    container: &Value,
-) -> Result<(), crate::Error> {
-    let host = fleet.host();
-    let def = host
-        .store
-        .lookup("", "v1", "pods")
-        .ok_or_else(|| crate::Error::Invalid("pods are not served".into()))?;
-    let now = now_rfc3339();
-    let obj = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": pod, "namespace": ns, "labels": {
-            "app.kubernetes.io/name": component, "app.kubernetes.io/instance": name}},
-        "spec": {"nodeName": "host-node-0", "containers": [container]},
-    });
-    let stored = match host.store.create(&def, Some(ns), obj.clone()) {
-        Err(e) if e.code == 409 => return Ok(()),
-        other => other?,
-    };
-    let mut running = stored.value.clone();
-    running["status"] = json!({
-        "phase": "Running", "startTime": now, "podIP": "10.244.0.10",
-        "conditions": [{"type": "Ready", "status": "True"}],
-        "containerStatuses": [{"name": component, "image": container["image"], "ready": true, "started": true,
-            "restartCount": 0, "state": {"running": {"startedAt": now}}}],
-    });
-    host.store.update(&def, Some(ns), pod, running, true)?;
     Ok(())
 }
 

@@ -256,6 +256,8 @@ pub fn instance_spec(spec: Option<&proto::InstanceSpec>) -> Result<crd::Instance
         cache_budget: None,
         // Set on the Instance (kubectl) until the API carries it.
         maintenance_window: None,
+        // Set on the Instance (kubectl) until the API carries it.
+        hibernation: None,
         // The class's, when it is made from one (`create_instance`), kept by updates.
         guardrails: Vec::new(),
         backup_schedule: spec

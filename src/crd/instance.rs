@@ -100,6 +100,73 @@ pub struct InstanceSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "super::guardrail::schema")]
     pub guardrails: Vec<serde_json::Value>,
+    /// When a managed instance sleeps: its control plane scaled to zero in the host, its
+    /// data kept, woken by the next request through Kairship (`hibernation`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hibernation: Option<HibernationSpec>,
+}
+
+/// When an instance sleeps. Besides these, `kairship ctl instances hibernate|wake` and
+/// requests decide: the latest event wins (`hibernation::decide`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct HibernationSpec {
+    /// Asleep from each `start`, awake from each `end` (Gardener's shape).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedules: Vec<HibernationSchedule>,
+    /// Sleep once no request reached it through Kairship for this many minutes (5 to
+    /// 525600); unset: only schedules and commands put it to sleep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_after_minutes: Option<u32>,
+}
+
+/// One schedule: five-field cron expressions read in `location`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct HibernationSchedule {
+    /// When it falls asleep ("0 20 * * 1-5").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<String>,
+    /// When it wakes ("0 8 * * 1-5").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<String>,
+    /// An IANA time zone (`Europe/Berlin`); default UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+}
+
+impl HibernationSpec {
+    pub const IDLE_MINUTES: std::ops::RangeInclusive<u32> = 5..=525_600;
+
+    /// Its schedules, read; the first that does not parse is named.
+    pub fn schedules(
+        &self,
+    ) -> Result<Vec<crate::hibernation::decide::Schedule>, String> {
+        self.schedules
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                crate::hibernation::decide::Schedule::parse(
+                    s.start.as_deref(),
+                    s.end.as_deref(),
+                    s.location.as_deref(),
+                )
+                .map_err(|e| format!("spec.hibernation.schedules[{i}]: {e}"))
+            })
+            .collect()
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        self.schedules()?;
+        match self.idle_after_minutes {
+            Some(m) if !Self::IDLE_MINUTES.contains(&m) => Err(format!(
+                "spec.hibernation.idleAfterMinutes must be between {} and {}, got {m}",
+                Self::IDLE_MINUTES.start(),
+                Self::IDLE_MINUTES.end()
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// A weekly maintenance window (`rollout::window`): on `days` (Mon..Sun; none: every
@@ -174,6 +241,8 @@ pub enum Phase {
     Degraded,
     Unreachable,
     Terminating,
+    /// Its control plane is scaled to zero (`hibernation`); a request wakes it.
+    Hibernated,
 }
 
 /// A Kubernetes-style condition (metav1.Condition).
@@ -260,6 +329,68 @@ pub struct InstanceStatus {
     /// over when its actor restarts); absent: none since Kairship first ran it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_request_time: Option<String>,
+    /// Where hibernation has it (absent: never hibernated). Written by the leader while
+    /// the instance's actor is stopped, so the actor never writes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hibernation: Option<HibernationStatus>,
+}
+
+/// Where an instance is between awake and asleep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+pub enum HibernationState {
+    #[default]
+    Awake,
+    /// Its actor is stopped and its components are being scaled to zero.
+    Hibernating,
+    Hibernated,
+    /// Its components are being scaled up; its actor starts once they are ready.
+    Waking,
+}
+
+impl HibernationState {
+    /// Its actor does not run: nothing answers, or not yet.
+    pub fn asleep(self) -> bool {
+        self != HibernationState::Awake
+    }
+}
+
+/// Hibernation's record of an instance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct HibernationStatus {
+    pub state: HibernationState,
+    /// Why it is in that state (a schedule, a command, a request, idleness).
+    #[serde(default)]
+    pub reason: String,
+    /// RFC 3339 time it entered the state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// Seconds the last hibernation took, from the decision to every component at zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_hibernate_seconds: Option<f64>,
+    /// Seconds the last wake took, from the decision to the actor starting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_wake_seconds: Option<f64>,
+    /// Times it was woken.
+    #[serde(default)]
+    pub wakes: i64,
+    /// Seconds it spent hibernated, counted at each wake.
+    #[serde(default)]
+    pub hibernated_seconds: i64,
+    /// What became of etcd: scaled to zero with its volume claim, or kept running because
+    /// its data lives in an emptyDir that scaling to zero would lose.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub etcd: String,
+}
+
+impl Instance {
+    /// Hibernation has its actor stopped (`HibernationState::asleep`).
+    pub fn asleep(&self) -> bool {
+        self.status
+            .as_ref()
+            .and_then(|s| s.hibernation.as_ref())
+            .is_some_and(|h| h.state.asleep())
+    }
 }
 
 /// What a managed instance's control plane takes in the host: its component pods (those
@@ -304,6 +435,15 @@ pub struct CertificateStatus {
 impl InstanceSpec {
     /// Checks what the schema cannot express, naming the offending field.
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(h) = &self.hibernation {
+            if self.mode != InstanceMode::Managed {
+                return Err(
+                    "spec.hibernation needs spec.mode Managed: Kairship cannot scale an external instance's control plane"
+                        .into(),
+                );
+            }
+            h.validate()?;
+        }
         match self.mode {
             InstanceMode::External => match &self.external {
                 None => Err("spec.external is required when spec.mode is External".into()),

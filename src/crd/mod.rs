@@ -84,6 +84,7 @@ mod tests {
             maintenance_window: None,
             class_name: None,
             guardrails: Vec::new(),
+            hibernation: None,
         };
         assert!(spec
             .validate()

@@ -342,6 +342,9 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
             .last_request
             .clone()
             .or_else(|| prev.and_then(|p| p.last_request_time.clone())),
+        // The leader's alone (`hibernation::runner`): absent from the merge patch, so a
+        // stale copy never undoes its step.
+        hibernation: None,
     }
 }
 
@@ -372,6 +375,7 @@ pub fn changed(prev: Option<&InstanceStatus>, next: &InstanceStatus) -> bool {
                 drift,
                 control_plane,
                 last_request_time,
+                hibernation: _,
             } = p;
             *phase != next.phase
                 || *conditions != next.conditions

@@ -178,6 +178,19 @@ async fn delete_karmada(ctx: &Context, ns: &str, name: &str) -> Result<(), HostE
         warn!(instance = %name, namespace = %ns, "Karmada object of this name is not Kairship's; left in place");
         return Ok(());
     }
+    // A suspended object's deletion waits for it to be resumed (a hibernated instance's
+    // is suspended): resume it first, or the operator never tears it down.
+    if current.data.pointer("/spec/suspend") == Some(&serde_json::Value::Bool(true)) {
+        let resume = serde_json::json!({"spec": {"suspend": false}});
+        let write = ctx
+            .leadership
+            .fenced(
+                timeout,
+                api.patch(name, &PatchParams::default(), &Patch::Merge(&resume)),
+            )
+            .await;
+        fenced(format!("resuming Karmada {ns}/{name}"), write)?;
+    }
     let params = kube::api::DeleteParams {
         preconditions: Some(kube::api::Preconditions {
             uid: current.metadata.uid.clone(),

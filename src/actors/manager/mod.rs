@@ -116,7 +116,11 @@ impl InstanceManager {
             return;
         };
         child.finished(Pending::Respawn);
-        if child.actor.is_some() || child.instance.spec.paused || deleting(&child.instance) {
+        if child.actor.is_some()
+            || child.instance.spec.paused
+            || child.instance.asleep()
+            || deleting(&child.instance)
+        {
             return;
         }
         if placement::decide(&state.ctx, &child.instance).is_some_and(|s| s != Step::Run) {
@@ -320,6 +324,10 @@ impl InstanceManager {
         };
         if child.instance.spec.paused {
             Self::stop_child(state, &name, "instance is paused");
+            return;
+        }
+        if child.instance.asleep() {
+            Self::stop_child(state, &name, "instance is hibernating");
             return;
         }
         if step.is_some_and(|s| s != Step::Run) {
@@ -574,6 +582,7 @@ mod tests {
                 maintenance_window: None,
                 class_name: None,
                 guardrails: Vec::new(),
+                hibernation: None,
             },
         );
         let mut scheduled = before.clone();

@@ -25,6 +25,8 @@ pub struct RootState {
     leadership_task: tokio::task::JoinHandle<()>,
     /// The leader's FleetRollout passes (`rollout::runner`).
     rollouts_task: tokio::task::JoinHandle<()>,
+    /// The leader's hibernation passes (`hibernation::runner`).
+    hibernation_task: tokio::task::JoinHandle<()>,
 }
 
 impl RootSupervisor {
@@ -68,9 +70,11 @@ impl Actor for RootSupervisor {
             }
         });
         let rollouts_task = tokio::spawn(crate::rollout::runner::run(ctx.clone()));
+        let hibernation_task = tokio::spawn(crate::hibernation::runner::run(ctx.clone()));
         let mut state = RootState {
             ctx,
             rollouts_task,
+            hibernation_task,
             manager: None,
             tracker: RestartTracker::default(),
             last_error: None,
@@ -89,6 +93,7 @@ impl Actor for RootSupervisor {
     ) -> Result<(), ActorProcessingErr> {
         state.leadership_task.abort();
         state.rollouts_task.abort();
+        state.hibernation_task.abort();
         if let Some(m) = state.manager.take() {
             let _ = m
                 .stop_and_wait(

@@ -75,6 +75,7 @@ impl Instances {
         // does not name one.
         spec.cache_budget = current.spec.cache_budget.clone();
         spec.maintenance_window = current.spec.maintenance_window.clone();
+        spec.hibernation = current.spec.hibernation.clone();
         if spec.class_name.is_some() && spec.class_name != current.spec.class_name {
             return Err(ApiError::invalid(
                 "instance.spec.class_name",
