@@ -90,6 +90,9 @@ pub struct Settings {
     /// Instance actors of this replica that connect and fill their caches at once
     /// (`--instances-starting-at-once`).
     pub starting_at_once: usize,
+    /// How long a request to a hibernated instance is held while it wakes
+    /// (`--wake-timeout-secs`).
+    pub wake_timeout: Duration,
 }
 
 impl Settings {
@@ -153,6 +156,7 @@ impl Default for Settings {
             probes_instance_series: false,
             alerts_url: None,
             starting_at_once: STARTING_AT_ONCE,
+            wake_timeout: Duration::from_secs(120),
         }
     }
 }

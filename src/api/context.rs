@@ -43,6 +43,8 @@ pub struct ApiContext {
     pub drain: crate::api::drain::Drain,
     /// How requests for instances other replicas own reach them (sharded fleets).
     pub forwarder: Option<Arc<crate::api::forward::Forwarder>>,
+    /// The wakes of hibernated instances this replica asked for.
+    pub(crate) wakes: Arc<crate::api::request::wake::Wakes>,
 }
 
 impl ApiContext {
@@ -71,6 +73,7 @@ impl ApiContext {
             instances,
             drain: crate::api::drain::Drain::never(),
             forwarder: None,
+            wakes: Default::default(),
         }
     }
 

@@ -200,6 +200,10 @@ pub struct RunArgs {
     #[arg(long, default_value_t = crate::actors::context::STARTING_AT_ONCE as u32,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub instances_starting_at_once: u32,
+    /// How long a request to a hibernated instance (proxy, gRPC or REST) is held while the
+    /// instance wakes, before it is answered 503.
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub wake_timeout_secs: u64,
     #[command(flatten)]
     pub sharding: super::shard_args::ShardArgs,
     /// Objects of one instance the caches may keep, every kind together (an Instance's
@@ -429,6 +433,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         shards,
         probes_instance_series: args.probes_instance_series,
         starting_at_once: args.instances_starting_at_once as usize,
+        wake_timeout: std::time::Duration::from_secs(args.wake_timeout_secs),
         alerts_url: match &args.alerts_url {
             Some(url) => {
                 crate::rollout::alerts::Reader::new(url, std::time::Duration::from_secs(1))

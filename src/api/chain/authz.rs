@@ -201,12 +201,18 @@ async fn forward_if_elsewhere(
         record.update(|f| f.forwarded_to = Some(replica.to_string()));
     };
     let forwarder = chain.ctx.forwarder.as_deref();
+    // The owner holds a request for a hibernated instance while it wakes.
+    let patience = match lookup(instance).is_some_and(|i| i.asleep()) {
+        true => chain.ctx.tree.settings().wake_timeout,
+        false => std::time::Duration::ZERO,
+    };
     match pass(
         forwarder,
         shards,
         lookup,
         instance,
         (req, !writes),
+        patience,
         forwarding,
     )
     .await

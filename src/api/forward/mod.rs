@@ -249,7 +249,7 @@ impl Forwarder {
         replica: &str,
         address: &str,
         mut req: Request,
-        read: bool,
+        (read, patience): (bool, Duration),
     ) -> Result<Response, Unsent> {
         let address = crate::actors::shards::peer_address(address).map_err(|e| {
             Unsent::Failed(ApiError::Unavailable(format!(
@@ -306,7 +306,7 @@ impl Forwarder {
         } else {
             &self.pooled
         };
-        let within = self.config.head_timeout;
+        let within = self.config.head_timeout + patience;
         let mut answer = match tokio::time::timeout(within, client.request(outgoing)).await {
             Ok(Ok(a)) => a,
             Ok(Err(e)) => {
@@ -420,13 +420,15 @@ pub enum Passed {
 /// its Lease has yet to expire), the request waits for the next owner, at most the
 /// forwarder's handoff bound; `forwarding` is told each replica it is passed to. `read`:
 /// the request only reads (the chain's rules say so), so it is sent again also when its
-/// connection broke before an answer.
+/// connection broke before an answer. `patience`: how much longer than the head timeout
+/// the owner may take (it holds requests for a hibernated instance while it wakes).
 pub async fn pass(
     forwarder: Option<&Forwarder>,
     shards: &Shards,
     lookup: impl Fn(&str) -> Option<Arc<Instance>>,
     instance: &str,
     (req, read): (Request, bool),
+    patience: Duration,
     forwarding: impl Fn(&str),
 ) -> Result<Passed, ApiError> {
     let forwarded = req.headers().contains_key(FORWARDED_BY);
@@ -461,7 +463,7 @@ pub async fn pass(
         tracing::debug!(instance, replica = %replica, "forwarding to the instance's owner");
         let outgoing = take(&mut req, &replay)?;
         match forwarder
-            .try_send(shards.me(), &replica, &address, outgoing, read)
+            .try_send(shards.me(), &replica, &address, outgoing, (read, patience))
             .await
         {
             Ok(answer) => return Ok(Passed::Answered { replica, answer }),

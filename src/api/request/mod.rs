@@ -19,6 +19,7 @@ pub mod host;
 pub mod identity;
 pub mod query;
 pub mod review;
+pub mod wake;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,7 +66,7 @@ impl ApiContext {
         instance: &str,
     ) -> Result<OnInstance, ApiError> {
         let instance = authorized.instance(instance)?;
-        self.routed(authorized, instance).await
+        self.routed(authorized, instance, true).await
     }
 
     /// For a request over what the caller may see (search): `instance` if the caller holds
@@ -78,16 +79,18 @@ impl ApiContext {
         instance: &str,
     ) -> Result<OnInstance, ApiError> {
         self.authorize(authorized.caller(), need, instance, "read")?;
-        self.routed(authorized, instance).await
+        // A search across the fleet does not wake every sleeping instance it passes.
+        self.routed(authorized, instance, false).await
     }
 
     async fn routed(
         &self,
         authorized: &Authorized,
         instance: &str,
+        wake: bool,
     ) -> Result<OnInstance, ApiError> {
         let caller = authorized.caller().clone();
-        let (reader, permit) = self.route(instance).await?;
+        let (reader, permit) = self.route(instance, wake).await?;
         let identity = identity::on_instance(self, &caller, instance);
         let role = identity
             .as_ref()
@@ -116,9 +119,19 @@ impl ApiContext {
     async fn route(
         &self,
         name: &str,
+        wake: bool,
     ) -> Result<(Arc<InstanceReader>, OwnedSemaphorePermit), ApiError> {
         check_name("instance", name)?;
-        let instance = self.instance(name)?;
+        let mut instance = self.instance(name)?;
+        if wake::sleeping(&instance, self.tree.settings().wake_timeout) {
+            if !wake {
+                return Err(ApiError::Unavailable(format!(
+                    "instance {name:?} is hibernated; a request to it wakes it"
+                )));
+            }
+            self.wake(name).await?;
+            instance = self.instance(name)?;
+        }
         let Some(reader) = self.tree.reader(name) else {
             let why = match instance.spec.paused {
                 true => "it is paused".to_string(),
