@@ -121,6 +121,16 @@ pub fn instance(i: &crd::Instance) -> proto::Instance {
                 .unwrap_or(i32::MAX),
         }),
         last_request_time: s.last_request_time.clone().unwrap_or_default(),
+        hibernation: s.hibernation.as_ref().map(|h| proto::HibernationStatus {
+            state: format!("{:?}", h.state),
+            reason: h.reason.clone(),
+            since: h.since.clone().unwrap_or_default(),
+            last_hibernate_seconds: h.last_hibernate_seconds.unwrap_or_default(),
+            last_wake_seconds: h.last_wake_seconds.unwrap_or_default(),
+            wakes: h.wakes,
+            hibernated_seconds: h.hibernated_seconds,
+            etcd: h.etcd.clone(),
+        }),
     });
     proto::Instance {
         metadata: Some(meta(&i.metadata)),

@@ -484,6 +484,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/apis/kairship.io/v1alpha1/instances/{name}:hibernate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["InstanceService_HibernateInstance"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/apis/kairship.io/v1alpha1/instances/{name}:restart": {
         parameters: {
             query?: never;
@@ -494,6 +510,22 @@ export interface paths {
         get?: never;
         put?: never;
         post: operations["SupervisorService_RestartInstance"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/apis/kairship.io/v1alpha1/instances/{name}:wake": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["InstanceService_WakeInstance"];
         delete?: never;
         options?: never;
         head?: never;
@@ -830,6 +862,21 @@ export interface components {
             reason?: string;
             time?: string;
         };
+        "kairship.v1alpha1.HibernateInstanceRequest": {
+            name?: string;
+        };
+        "kairship.v1alpha1.HibernationStatus": {
+            etcd?: string;
+            /** Format: int64 */
+            hibernatedSeconds?: string;
+            lastHibernateSeconds?: number;
+            lastWakeSeconds?: number;
+            reason?: string;
+            since?: string;
+            state?: string;
+            /** Format: int64 */
+            wakes?: string;
+        };
         "kairship.v1alpha1.Instance": {
             metadata?: components["schemas"]["kairship.v1alpha1.ObjectMeta"];
             spec?: components["schemas"]["kairship.v1alpha1.InstanceSpec"];
@@ -893,6 +940,7 @@ export interface components {
             conditions?: components["schemas"]["kairship.v1alpha1.Condition"][];
             controlPlane?: components["schemas"]["kairship.v1alpha1.ControlPlaneUsage"];
             drift?: components["schemas"]["kairship.v1alpha1.ClassDrift"][];
+            hibernation?: components["schemas"]["kairship.v1alpha1.HibernationStatus"];
             karmadaVersion?: string;
             kubernetesVersion?: string;
             lastBackup?: string;
@@ -1233,6 +1281,9 @@ export interface components {
         "kairship.v1alpha1.UpdateWorkloadRequest": {
             instance?: string;
             objectJson?: string;
+        };
+        "kairship.v1alpha1.WakeInstanceRequest": {
+            name?: string;
         };
         "kairship.v1alpha1.Workload": {
             kind?: string;
@@ -2663,6 +2714,41 @@ export interface operations {
             };
         };
     };
+    InstanceService_HibernateInstance: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["kairship.v1alpha1.HibernateInstanceRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.Instance"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
     SupervisorService_RestartInstance: {
         parameters: {
             query?: never;
@@ -2685,6 +2771,41 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["kairship.v1alpha1.RestartInstanceResponse"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    InstanceService_WakeInstance: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["kairship.v1alpha1.WakeInstanceRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.Instance"];
                 };
             };
             /** @description An error as google.rpc.Status */

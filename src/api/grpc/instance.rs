@@ -404,6 +404,26 @@ impl InstanceService for Instances {
         Ok(Response::new(r))
     }
 
+    async fn hibernate_instance(
+        &self,
+        req: Request<proto::HibernateInstanceRequest>,
+    ) -> Result<Response<proto::Instance>, Status> {
+        on_instance_named(&req, &req.get_ref().name)?;
+        let name = req.into_inner().name;
+        let r = super::instance_hibernation::command(&self.0, &name, true).await?;
+        Ok(Response::new(r))
+    }
+
+    async fn wake_instance(
+        &self,
+        req: Request<proto::WakeInstanceRequest>,
+    ) -> Result<Response<proto::Instance>, Status> {
+        on_instance_named(&req, &req.get_ref().name)?;
+        let name = req.into_inner().name;
+        let r = super::instance_hibernation::command(&self.0, &name, false).await?;
+        Ok(Response::new(r))
+    }
+
     async fn create_backup(
         &self,
         req: Request<proto::CreateBackupRequest>,

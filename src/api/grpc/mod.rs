@@ -11,6 +11,7 @@ mod failover;
 mod instance;
 mod instance_backups;
 mod instance_components;
+mod instance_hibernation;
 mod instance_renewal;
 mod log_stream;
 mod member_proxy;

@@ -52,6 +52,21 @@ pub enum InstancesCmd {
     Components {
         name: String,
     },
+    /// Put a managed instance to sleep: its control plane scaled to zero in the host, its
+    /// data kept; the next request through Kairship wakes it.
+    Hibernate {
+        name: String,
+        /// Follow it until it is hibernated, printing each state.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Wake a hibernated instance (it stays awake until its schedule next starts sleep).
+    Wake {
+        name: String,
+        /// Follow it until it runs again, printing each state.
+        #[arg(long)]
+        wait: bool,
+    },
     /// Restart a managed instance's component (as `kubectl rollout restart`).
     RestartComponent {
         name: String,
@@ -260,6 +275,12 @@ pub(crate) async fn run(conn: &Conn, out: Output, cmd: &InstancesCmd) -> Result<
             super::components::restart(conn, out, name, component).await
         }
         InstancesCmd::ComponentLogs(a) => super::components::logs(conn, a).await,
+        InstancesCmd::Hibernate { name, wait } => {
+            print_instance(out, &super::hibernation::run(conn, name, true, *wait).await?)
+        }
+        InstancesCmd::Wake { name, wait } => {
+            print_instance(out, &super::hibernation::run(conn, name, false, *wait).await?)
+        }
         InstancesCmd::Usage => super::usage::list(conn, out).await,
     }
 }

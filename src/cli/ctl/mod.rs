@@ -6,6 +6,7 @@ mod backups;
 mod certificates;
 mod clusters;
 mod components;
+mod hibernation;
 mod instances;
 mod pods;
 mod rollouts;

@@ -198,6 +198,21 @@ pub const GRPC: &[(&str, Rule)] = &[
         )),
     ),
     (
+        "/kairship.v1alpha1.InstanceService/HibernateInstance",
+        kairship(named(
+            rule(Admin, Scope::Instance("name"), "hibernate", "instances"),
+            "name",
+        )),
+    ),
+    (
+        // Any request the caller may send wakes it too.
+        "/kairship.v1alpha1.InstanceService/WakeInstance",
+        kairship(named(
+            rule(View, Scope::Instance("name"), "wake", "instances"),
+            "name",
+        )),
+    ),
+    (
         "/kairship.v1alpha1.InstanceService/RenewCertificates",
         kairship(named(
             rule(
