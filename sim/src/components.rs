@@ -61,7 +61,12 @@ pub(crate) fn component_name(instance: &str, component: &str) -> String {
     format!("{instance}-{component}")
 }
 
-pub(crate) fn components(fleet: &Fleet, ns: &str, name: &str, karmada: &Value) -> Result<(), crate::Error> {
+pub(crate) fn components(
+    fleet: &Fleet,
+    ns: &str,
+    name: &str,
+    karmada: &Value,
+) -> Result<(), crate::Error> {
     let version = crate::operator::wanted_version(karmada);
     let host = fleet.host();
     for (plural, kind, component, at) in COMPONENTS {
@@ -201,7 +206,9 @@ pub async fn follow_replicas(fleet: Fleet) {
         let mut live = start.live;
         loop {
             match live.recv().await {
-                Ok(ev) if ev.kind != EventType::Deleted && keys.iter().any(|k| *k == *ev.resource) => {
+                Ok(ev)
+                    if ev.kind != EventType::Deleted && keys.iter().any(|k| *k == *ev.resource) =>
+                {
                     follow(&fleet, &ev.object.value)
                 }
                 Ok(_) => {}
@@ -223,7 +230,11 @@ fn follow(fleet: &Fleet, obj: &Value) {
         return;
     }
     let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
-    if obj.pointer("/status/observedGeneration").and_then(Value::as_i64) == generation {
+    if obj
+        .pointer("/status/observedGeneration")
+        .and_then(Value::as_i64)
+        == generation
+    {
         return;
     }
     let (Some(ns), Some(object), Some(component), Some(instance)) = (
@@ -272,7 +283,9 @@ fn follow(fleet: &Fleet, obj: &Value) {
                 apiserver_scaled(fleet, ns, instance, replicas);
             }
         }
-        Err(e) => warn!(namespace = %ns, object = %object, error = %e, "following a component's replicas"),
+        Err(e) => {
+            warn!(namespace = %ns, object = %object, error = %e, "following a component's replicas")
+        }
     }
 }
 

@@ -139,9 +139,7 @@ impl HibernationSpec {
     pub const IDLE_MINUTES: std::ops::RangeInclusive<u32> = 5..=525_600;
 
     /// Its schedules, read; the first that does not parse is named.
-    pub fn schedules(
-        &self,
-    ) -> Result<Vec<crate::hibernation::decide::Schedule>, String> {
+    pub fn schedules(&self) -> Result<Vec<crate::hibernation::decide::Schedule>, String> {
         self.schedules
             .iter()
             .enumerate()

@@ -45,10 +45,16 @@ pub const COMMAND_ANNOTATION: &str = "kairship.io/hibernationCommand";
 /// Where an instance should move next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
-    Hibernate { reason: String },
-    Wake { reason: String },
+    Hibernate {
+        reason: String,
+    },
+    Wake {
+        reason: String,
+    },
     /// It should sleep but cannot yet; the reason is shown in its status.
-    Wait { reason: String },
+    Wait {
+        reason: String,
+    },
 }
 
 /// Runs the passes until the process stops; only the leader acts.
@@ -260,7 +266,10 @@ async fn hibernate(
     h.last_hibernate_seconds = Some(seconds_since(h.since.as_deref()));
     h.since = Some(now());
     h.etcd = etcd.to_string();
-    let message = format!("hibernated: {}; a request through Kairship wakes it", h.reason);
+    let message = format!(
+        "hibernated: {}; a request through Kairship wakes it",
+        h.reason
+    );
     let conditions = [
         condition("Ready", "False", "Hibernated", &message),
         condition("Hibernated", "True", "Hibernated", &message),
@@ -448,7 +457,11 @@ mod tests {
     #[test]
     fn a_rollout_or_a_phase_other_than_running_holds_sleep_off() {
         let i = instance(idle(60), Phase::Running, None, &[]);
-        let step = next_step(&i, Some("FleetRollout r (Upgrading)".into()), ts("2026-11-30T11:00:00Z"));
+        let step = next_step(
+            &i,
+            Some("FleetRollout r (Upgrading)".into()),
+            ts("2026-11-30T11:00:00Z"),
+        );
         assert!(
             matches!(&step, Some(Step::Wait { reason }) if reason.contains("FleetRollout r")),
             "{step:?}"

@@ -91,7 +91,10 @@ impl<'a> Host<'a> {
         let patch = json!({"spec": {"suspend": suspend}});
         let done = self
             .write(
-                format!("setting suspend={suspend} on Karmada {}/{}", self.ns, self.name),
+                format!(
+                    "setting suspend={suspend} on Karmada {}/{}",
+                    self.ns, self.name
+                ),
                 api.patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch)),
             )
             .await?;
@@ -139,13 +142,21 @@ impl<'a> Host<'a> {
             .iter()
             .map(|x| {
                 let replicas = x.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-                let ready = x.status.as_ref().and_then(|s| s.ready_replicas).unwrap_or(0);
+                let ready = x
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.ready_replicas)
+                    .unwrap_or(0);
                 of(&x.metadata, false, replicas, ready)
             })
             .collect();
         out.extend(s.items.iter().map(|x| {
             let replicas = x.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-            let ready = x.status.as_ref().and_then(|s| s.ready_replicas).unwrap_or(0);
+            let ready = x
+                .status
+                .as_ref()
+                .and_then(|s| s.ready_replicas)
+                .unwrap_or(0);
             of(&x.metadata, true, replicas, ready)
         }));
         Ok(out)
@@ -172,11 +183,13 @@ impl<'a> Host<'a> {
         match c.stateful {
             true => {
                 let api: Api<StatefulSet> = Api::namespaced(self.ctx.host.clone(), &self.ns);
-                self.write(what, api.patch(&c.name, &params, &patch)).await?;
+                self.write(what, api.patch(&c.name, &params, &patch))
+                    .await?;
             }
             false => {
                 let api: Api<Deployment> = Api::namespaced(self.ctx.host.clone(), &self.ns);
-                self.write(what, api.patch(&c.name, &params, &patch)).await?;
+                self.write(what, api.patch(&c.name, &params, &patch))
+                    .await?;
             }
         }
         Ok(())

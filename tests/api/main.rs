@@ -13,6 +13,7 @@ mod grpc;
 mod guardrails;
 mod ha_settings;
 use kairship_test_support::harness;
+mod hibernation;
 mod impersonation;
 mod metrics;
 mod placement;

@@ -33,7 +33,10 @@ pub async fn command(
     let api: Api<Instance> = Api::all(ctx.tree.host().clone());
     let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
     let written = ctx
-        .host_call(&format!("instance {name:?}"), api.patch(name, &params, &patch))
+        .host_call(
+            &format!("instance {name:?}"),
+            api.patch(name, &params, &patch),
+        )
         .await?;
     tracing::info!(instance = %name, command = verb, "hibernation command recorded");
     Ok(convert::instance(&written))

@@ -57,11 +57,15 @@ pub fn sleeping(i: &Instance, limit: Duration) -> bool {
     let Some(h) = i.status.as_ref().and_then(|s| s.hibernation.as_ref()) else {
         return false;
     };
-    let woken_at = h.since.as_deref().and_then(|s| s.parse::<jiff::Timestamp>().ok());
-    let starting = matches!(state(i).1, Phase::Pending | Phase::Provisioning | Phase::Hibernated)
-        && woken_at.is_some_and(|t| {
-            jiff::Timestamp::now().duration_since(t).unsigned_abs() < limit
-        });
+    let woken_at = h
+        .since
+        .as_deref()
+        .and_then(|s| s.parse::<jiff::Timestamp>().ok());
+    let starting = matches!(
+        state(i).1,
+        Phase::Pending | Phase::Provisioning | Phase::Hibernated
+    ) && woken_at
+        .is_some_and(|t| jiff::Timestamp::now().duration_since(t).unsigned_abs() < limit);
     h.state.asleep() || starting
 }
 
@@ -100,8 +104,11 @@ impl ApiContext {
         let patch = serde_json::json!({"metadata": {"annotations": {WAKE_REQUEST_ANNOTATION: at}}});
         let api: Api<Instance> = Api::all(self.tree.host().clone());
         let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
-        self.host_call(&format!("instance {name:?}"), api.patch(name, &params, &patch))
-            .await
-            .map(drop)
+        self.host_call(
+            &format!("instance {name:?}"),
+            api.patch(name, &params, &patch),
+        )
+        .await
+        .map(drop)
     }
 }

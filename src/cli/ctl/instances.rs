@@ -275,12 +275,14 @@ pub(crate) async fn run(conn: &Conn, out: Output, cmd: &InstancesCmd) -> Result<
             super::components::restart(conn, out, name, component).await
         }
         InstancesCmd::ComponentLogs(a) => super::components::logs(conn, a).await,
-        InstancesCmd::Hibernate { name, wait } => {
-            print_instance(out, &super::hibernation::run(conn, name, true, *wait).await?)
-        }
-        InstancesCmd::Wake { name, wait } => {
-            print_instance(out, &super::hibernation::run(conn, name, false, *wait).await?)
-        }
+        InstancesCmd::Hibernate { name, wait } => print_instance(
+            out,
+            &super::hibernation::run(conn, name, true, *wait).await?,
+        ),
+        InstancesCmd::Wake { name, wait } => print_instance(
+            out,
+            &super::hibernation::run(conn, name, false, *wait).await?,
+        ),
         InstancesCmd::Usage => super::usage::list(conn, out).await,
     }
 }
