@@ -144,9 +144,16 @@ pub fn next_step(instance: &Instance, rollout: Option<String>, now: Timestamp) -
         _ => None,
     };
     let created = instance.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let wake_request = time(annotation(instance, WAKE_REQUEST_ANNOTATION).as_deref());
+    let wake_command = command
+        .filter(|(_, hibernate)| !hibernate)
+        .map(|(at, _)| at);
+    // Idleness counts from the last sign of use: a request, a wake, its creation.
     let last_activity = [
         time(status.and_then(|s| s.last_request_time.as_deref())),
         awake_since,
+        wake_request,
+        wake_command,
         created,
     ]
     .into_iter()
@@ -154,7 +161,7 @@ pub fn next_step(instance: &Instance, rollout: Option<String>, now: Timestamp) -
     .max();
     let inputs = Inputs {
         last_activity,
-        last_wake_request: time(annotation(instance, WAKE_REQUEST_ANNOTATION).as_deref()),
+        last_wake_request: wake_request,
         last_command: command,
         in_flight: rollout.into_iter().collect(),
     };
@@ -432,6 +439,18 @@ mod tests {
         );
         let step = next_step(&asked, None, ts("2026-11-30T11:00:01Z"));
         assert!(matches!(step, Some(Step::Wake { .. })), "{step:?}");
+        // Woken at 11:00 by that request: idle again an hour after it, not before.
+        let mut woken = asked.clone();
+        if let Some(h) = woken.status.as_mut().and_then(|s| s.hibernation.as_mut()) {
+            h.state = HibernationState::Awake;
+            h.since = Some("2026-11-30T11:00:05Z".into());
+        }
+        if let Some(s) = woken.status.as_mut() {
+            s.phase = Phase::Running;
+        }
+        assert_eq!(next_step(&woken, None, ts("2026-11-30T11:59:00Z")), None);
+        let step = next_step(&woken, None, ts("2026-11-30T12:00:05Z"));
+        assert!(matches!(step, Some(Step::Hibernate { .. })), "{step:?}");
     }
 
     #[test]

@@ -49,6 +49,7 @@ impl MemoryHost {
             maintenance_window: None,
             class_name: None,
             guardrails: Vec::new(),
+            hibernation: None,
         };
         let mut i = serde_json::to_value(Instance::new("karmada-1", spec)).unwrap_or_default();
         i["metadata"]["resourceVersion"] = json!("1");
