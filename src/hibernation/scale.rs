@@ -57,10 +57,13 @@ impl Component {
         self.role == "etcd"
     }
 
-    /// Up again as it was before hibernation.
+    /// Up again: as it was before hibernation while that is recorded, else every replica
+    /// it asks for ready (karmada-operator's update on resume replaces the record).
     pub fn restored(&self) -> bool {
-        self.before
-            .is_none_or(|n| self.replicas >= n && self.ready >= n)
+        match self.before {
+            Some(n) => self.replicas >= n && self.ready >= n,
+            None => self.ready >= self.replicas,
+        }
     }
 }
 

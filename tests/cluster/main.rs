@@ -15,6 +15,7 @@ mod managed;
 mod managed_backups;
 mod managed_broken;
 mod managed_components;
+mod managed_hibernation;
 mod managed_rollouts;
 mod promote;
 mod readers;

@@ -5,7 +5,8 @@
 //! in-cluster Service; a real member joined through Kairship's proxy and a workload placed
 //! on it; upgraded to the pinned release (Upgrading from/to, then Running on the new
 //! images, the workload still placed); a failure (a CRD tarball that does not exist) shown
-//! with the operator's message and fixed by an update; deleted, with nothing left but the
+//! with the operator's message and fixed by an update; hibernated and woken by kubectl
+//! through Kairship (`managed_hibernation`); deleted, with nothing left but the
 //! namespace. Timings are printed, not asserted. The upgrade is a FleetRollout of the
 //! instance's class (`managed_rollouts`).
 
@@ -533,6 +534,7 @@ pub async fn lifecycle(demo: &ClusterDemo) {
     .await;
 
     crate::managed_components::certificates_renewed(demo, NAME).await;
+    crate::managed_hibernation::asleep_and_woken_by_kubectl(demo, NAME).await;
 
     // Delete: the operator removes the control plane; the Karmada object goes.
     crate::managed_rollouts::delete_second(demo).await;
