@@ -70,6 +70,8 @@ export const api = {
   instance: (name: string) => call<Instance>('GET', `/instances/${seg(name)}`),
   createInstance: (instance: Instance) => call<Instance>('POST', '/instances', instance),
   deleteInstance: (name: string) => call<unknown>('DELETE', `/instances/${seg(name)}`),
+  hibernate: (name: string, sleep: boolean) =>
+    call<Instance>('POST', `/instances/${seg(name)}:${sleep ? 'hibernate' : 'wake'}`, {}),
   clusters: (inst: string) =>
     call<S['kairship.v1alpha1.ListClustersResponse']>('GET', `/instances/${seg(inst)}/clusters`).then(
       (r) => r.clusters ?? [],

@@ -56,6 +56,49 @@ export async function askDelete(i: Instance, after: () => void, report: (e: unkn
   }
 }
 
+/** What hibernation stops, said before an admin puts an instance to sleep. */
+const SLEEP_RISK =
+  'Its control plane is scaled to zero in the host and Kairship stops watching it; its data is kept and its member clusters keep running their workloads. ' +
+  "While it sleeps Karmada's controllers do nothing: a failing member is not failed over, workloads are not rescheduled and policy changes are not applied until it wakes. " +
+  'The next request through Kairship (kubectl, the API, this console) wakes it and is held until it answers.';
+
+async function askHibernate(i: Instance, after: () => void, report: (e: unknown) => void) {
+  const name = i.metadata?.name ?? '';
+  const ok = await confirmDialog(`Hibernate instance ${name}?`, SLEEP_RISK, `Hibernate ${name}`);
+  if (!ok) return;
+  try {
+    await api.hibernate(name, true);
+    after();
+  } catch (e) {
+    report(e);
+  }
+}
+
+/** A managed instance's hibernation: where it is, and the button that moves it. */
+function hibernation(i: Instance, roles: Roles, onChange: () => void, report: (e: unknown) => void) {
+  if (i.spec?.mode !== 'INSTANCE_MODE_MANAGED') return null;
+  const name = i.metadata?.name ?? '';
+  const hs = i.status?.hibernation;
+  const state = hs?.state || 'Awake';
+  const asleep = state !== 'Awake';
+  const role = roles.on(name);
+  const button = asleep
+    ? atLeast(role, 'view') &&
+      h('button', {
+        class: 'small', 'data-action': 'wake',
+        onclick: async () => {
+          try { await api.hibernate(name, false); onChange(); } catch (e) { report(e); }
+        },
+      }, 'Wake')
+    : atLeast(role, 'admin') &&
+      h('button', { class: 'small', 'data-action': 'hibernate', onclick: () => askHibernate(i, onChange, report) }, 'Hibernate');
+  const hours = ((Number(hs?.hibernatedSeconds ?? 0)) / 3600).toFixed(1);
+  const text = asleep
+    ? `${state}${hs?.reason ? `: ${hs.reason}` : ''}`
+    : hs ? `awake · woken ${hs.wakes ?? 0}×, ${hours} h asleep in all` : '';
+  return h('div', { class: 'muted', 'data-col': 'hibernation', 'data-state': state }, text, ' ', button);
+}
+
 export function overviewRows(list: Instance[], roles: Roles, onChange: () => void, report: (e: unknown) => void) {
   return list.map((i) => {
     const name = i.metadata?.name ?? '';
@@ -75,7 +118,7 @@ export function overviewRows(list: Instance[], roles: Roles, onChange: () => voi
         h('div', { class: 'muted' }, i.spec?.mode === 'INSTANCE_MODE_MANAGED' ? 'managed' : 'external', i.status?.karmadaVersion ? ` · ${i.status.karmadaVersion}` : ''),
         controlPlane(i),
       ),
-      h('td', {}, phaseBadge(i.status?.phase), h('div', { class: 'why' }, explanation(i.status?.conditions))),
+      h('td', {}, phaseBadge(i.status?.phase), h('div', { class: 'why' }, explanation(i.status?.conditions)), hibernation(i, roles, onChange, report)),
       h('td', { 'data-col': 'clusters' }, `${st.clustersReady ?? 0}/${st.clustersTotal ?? 0}`),
       h('td', {}, `${st.nodesReady ?? 0}/${st.nodesTotal ?? 0}`),
       h(

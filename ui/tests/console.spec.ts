@@ -328,6 +328,18 @@ test('create a managed instance, see the server refuse a bad name, then delete i
     await expect(page.locator('#notice')).toContainText('Renewed 5 certificates; rolling', { timeout: 2_000 });
   }).toPass({ timeout: 30_000 });
   await page.click('header a[href="#/"]');
+  // Hibernated from the overview, after the risk is spelt out; then woken.
+  const row = page.locator('#instances tr[data-instance="console-e2e"]');
+  await row.locator('[data-action="hibernate"]').click();
+  const sleep = page.getByRole('dialog', { name: 'Hibernate instance console-e2e?' });
+  await expect(sleep).toContainText('a failing member is not failed over');
+  await sleep.locator('button', { hasText: 'Hibernate console-e2e' }).click();
+  await expect(phaseOf(page, 'console-e2e')).toHaveText('Hibernated', { timeout: 60_000 });
+  await expect(row.locator('[data-col="hibernation"]')).toHaveAttribute('data-state', 'Hibernated');
+  await expect(row.locator('[data-col="hibernation"]')).toContainText('a command');
+  await row.locator('[data-action="wake"]').click();
+  await expect(phaseOf(page, 'console-e2e')).toHaveText('Running', { timeout: 60_000 });
+  await expect(row.locator('[data-col="hibernation"]')).toContainText('woken 1×');
   await page.locator('#instances tr[data-instance="console-e2e"] button', { hasText: 'Delete' }).click();
   const dialog = page.getByRole('dialog');
   await expect(dialog).toContainText('the Instance "console-e2e" and its InstanceRegistration');
