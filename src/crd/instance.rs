@@ -114,8 +114,8 @@ pub struct HibernationSpec {
     /// Asleep from each `start`, awake from each `end` (Gardener's shape).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schedules: Vec<HibernationSchedule>,
-    /// Sleep once no request reached it through Kairship for this many minutes (5 to
-    /// 525600); unset: only schedules and commands put it to sleep.
+    /// Sleep once no request reached it through Kairship for this many minutes (1 to
+    /// 525600, a year); unset: only schedules and commands put it to sleep.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_after_minutes: Option<u32>,
 }
@@ -136,7 +136,7 @@ pub struct HibernationSchedule {
 }
 
 impl HibernationSpec {
-    pub const IDLE_MINUTES: std::ops::RangeInclusive<u32> = 5..=525_600;
+    pub const IDLE_MINUTES: std::ops::RangeInclusive<u32> = 1..=525_600;
 
     /// Its schedules, read; the first that does not parse is named.
     pub fn schedules(&self) -> Result<Vec<crate::hibernation::decide::Schedule>, String> {
@@ -356,6 +356,8 @@ impl HibernationState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct HibernationStatus {
+    /// Absent in a status only a waiting reason was written to: Awake.
+    #[serde(default)]
     pub state: HibernationState,
     /// Why it is in that state (a schedule, a command, a request, idleness).
     #[serde(default)]

@@ -181,6 +181,14 @@ pub fn next_step(instance: &Instance, rollout: Option<String>, now: Timestamp) -
             }
         }
         (HibernationState::Hibernated, false) => Some(Step::Wake { reason }),
+        // A write of its stopping actor landed after the leader's: said again.
+        (HibernationState::Hibernated, true)
+            if status.is_some_and(|s| s.phase != Phase::Hibernated) =>
+        {
+            Some(Step::Hibernate {
+                reason: h.reason.clone(),
+            })
+        }
         (HibernationState::Awake, false) if !verdict.waiting_for.is_empty() => {
             let waiting = format!(
                 "{reason}; sleep waits for {}",
@@ -240,6 +248,9 @@ async fn hibernate(
         return Ok(());
     };
     let mut h = hibernation(instance);
+    if h.state == HibernationState::Hibernated {
+        return write_status(ctx, name, asleep_status(&h)).await;
+    }
     if h.state == HibernationState::Awake {
         if let Some(backup) = backup_running(ctx, name).await? {
             let reason = format!("{reason}; sleep waits for backup {backup}");
@@ -273,6 +284,12 @@ async fn hibernate(
     h.last_hibernate_seconds = Some(seconds_since(h.since.as_deref()));
     h.since = Some(now());
     h.etcd = etcd.to_string();
+    info!(seconds = h.last_hibernate_seconds, etcd, "hibernated");
+    write_status(ctx, name, asleep_status(&h)).await
+}
+
+/// The status of a hibernated instance: its phase, why, and hibernation's record.
+fn asleep_status(h: &HibernationStatus) -> serde_json::Value {
     let message = format!(
         "hibernated: {}; a request through Kairship wakes it",
         h.reason
@@ -281,13 +298,7 @@ async fn hibernate(
         condition("Ready", "False", "Hibernated", &message),
         condition("Hibernated", "True", "Hibernated", &message),
     ];
-    info!(seconds = h.last_hibernate_seconds, etcd, "hibernated");
-    write_status(
-        ctx,
-        name,
-        json!({"phase": Phase::Hibernated, "conditions": conditions, "hibernation": h}),
-    )
-    .await
+    json!({"phase": Phase::Hibernated, "conditions": conditions, "hibernation": h})
 }
 
 fn condition(type_: &str, status: &str, reason: &str, message: &str) -> crate::crd::Condition {
@@ -491,6 +502,32 @@ mod tests {
             matches!(&step, Some(Step::Wait { reason }) if reason.contains("Upgrading")),
             "{step:?}"
         );
+    }
+
+    #[test]
+    fn a_hibernated_instance_whose_phase_was_overwritten_is_said_hibernated_again() {
+        let i = instance(
+            None,
+            Phase::Running,
+            Some(HibernationState::Hibernated),
+            &[(COMMAND_ANNOTATION, "hibernate 2026-11-30T10:00:00Z")],
+        );
+        let step = next_step(&i, None, ts("2026-11-30T11:00:00Z"));
+        assert!(matches!(step, Some(Step::Hibernate { .. })), "{step:?}");
+        let settled = instance(
+            None,
+            Phase::Hibernated,
+            Some(HibernationState::Hibernated),
+            &[(COMMAND_ANNOTATION, "hibernate 2026-11-30T10:00:00Z")],
+        );
+        assert_eq!(next_step(&settled, None, ts("2026-11-30T11:00:00Z")), None);
+    }
+
+    #[test]
+    fn a_status_with_only_a_waiting_reason_reads_as_awake() {
+        let h: HibernationStatus =
+            serde_json::from_value(json!({"reason": "sleep waits for backup b"})).expect("reads");
+        assert_eq!(h.state, HibernationState::Awake);
     }
 
     #[test]

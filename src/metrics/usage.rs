@@ -43,6 +43,9 @@ pub(super) struct Usage {
     request_errors: Family<InstanceLabels, Counter>,
     last_request: Family<InstanceLabels, Gauge>,
     capacity: Family<CapacityLabels, Gauge<f64, AtomicU64>>,
+    hibernated: Family<InstanceLabels, Gauge>,
+    hibernated_seconds: Family<InstanceLabels, Gauge>,
+    wakes: Family<InstanceLabels, Gauge>,
     /// Each instance's counts at the last scrape: the counters grow by the difference.
     seen: Mutex<HashMap<String, Counts>>,
 }
@@ -74,6 +77,21 @@ impl Usage {
             "The member clusters' capacity each instance schedules onto, by resource (cpu in cores, memory in bytes, pods) and state (allocatable, allocated)",
             self.capacity.clone(),
         );
+        registry.register(
+            "kairship_instance_hibernated",
+            "1 while a managed instance's control plane is hibernating, hibernated or waking (its actor stopped), else 0",
+            self.hibernated.clone(),
+        );
+        registry.register(
+            "kairship_instance_hibernated_seconds",
+            "Seconds an instance has spent hibernated in all, the current sleep included (times its control plane's requests: what hibernation saved)",
+            self.hibernated_seconds.clone(),
+        );
+        registry.register(
+            "kairship_instance_wakes",
+            "Times an instance was woken from hibernation",
+            self.wakes.clone(),
+        );
     }
 
     /// Sets the series of every instance this replica runs (`readers`) and of every
@@ -86,6 +104,9 @@ impl Usage {
         self.last_request.clear();
         self.capacity.clear();
         self.control_plane.clear();
+        self.hibernated.clear();
+        self.hibernated_seconds.clear();
+        self.wakes.clear();
         let mut seen = self.seen.lock();
         let mut here = BTreeSet::new();
         for (name, reader) in readers {
@@ -119,7 +140,33 @@ impl Usage {
             }
             keep
         });
+        let now = jiff::Timestamp::now();
         for (name, status) in statuses {
+            // Every instance's (0 for one never hibernated), so a sum counts the fleet.
+            {
+                let h = status.hibernation.clone().unwrap_or_default();
+                let labels = InstanceLabels {
+                    karmada_instance: name.to_string(),
+                };
+                let asleep = h.state.asleep();
+                // The current sleep counts from when it began; past ones were added at
+                // each wake.
+                let current = match h.state {
+                    crate::crd::HibernationState::Hibernated => h
+                        .since
+                        .as_deref()
+                        .and_then(|s| s.parse::<jiff::Timestamp>().ok())
+                        .map_or(0, |t| now.duration_since(t).as_secs().max(0)),
+                    _ => 0,
+                };
+                self.hibernated
+                    .get_or_create(&labels)
+                    .set(i64::from(asleep));
+                self.hibernated_seconds
+                    .get_or_create(&labels)
+                    .set(h.hibernated_seconds + current);
+                self.wakes.get_or_create(&labels).set(h.wakes);
+            }
             if let Some(c) = &status.control_plane {
                 for (resource, value) in [
                     ("cpu", units(&c.cpu_requests)),

@@ -4,7 +4,8 @@
 //! in the host (etcd, in an emptyDir, kept), its operator suspended and no actor; then 20
 //! requests through the proxy at once, kubectl's GET among them, are held, cause one wake,
 //! and answer with the object created before it slept. A schedule puts an instance to
-//! sleep by itself; a fleet search passes a sleeping instance without waking it.
+//! sleep by itself, and so does idleness; a fleet search passes a sleeping instance
+//! without waking it.
 
 use std::time::{Duration, Instant};
 
@@ -25,7 +26,7 @@ async fn until(
     what: &str,
     done: impl Fn(&InstanceStatus) -> bool,
 ) -> InstanceStatus {
-    eventually(Duration::from_secs(90), what, || async {
+    eventually(Duration::from_secs(150), what, || async {
         crate::server::status_of(c, name).await.filter(|s| done(s))
     })
     .await
@@ -149,12 +150,26 @@ async fn a_hibernated_instance_is_scaled_to_zero_and_woken_once_by_held_requests
         .expect("status");
     assert_eq!(state(&still), "Hibernated", "a search does not wake it");
 
-    // Twenty requests at once: kubectl's GET and 19 from a client; each is held and
-    // answered with the namespace made before the instance slept.
+    // Twenty requests at once: kubectl's GET, a watch and 18 GETs from a client; each is
+    // held and answered with the namespace made before the instance slept.
     let woke = Instant::now();
     let client = crate::common::client_from(&kubeconfig).await;
+    let watching = {
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        tokio::spawn(async move {
+            use futures::StreamExt;
+            let params = kube::api::WatchParams::default().fields("metadata.name=before-sleep");
+            let mut events = namespaces.watch(&params, "0").await?.boxed();
+            match events.next().await {
+                Some(Ok(kube::api::WatchEvent::Added(ns))) => Ok(ns.metadata.name),
+                other => Err(kube::Error::Service(
+                    format!("first event: {other:?}").into(),
+                )),
+            }
+        })
+    };
     let mut held = tokio::task::JoinSet::new();
-    for _ in 0..19 {
+    for _ in 0..18 {
         let namespaces: Api<Namespace> = Api::all(client.clone());
         held.spawn(async move {
             let started = Instant::now();
@@ -185,6 +200,12 @@ async fn a_hibernated_instance_is_scaled_to_zero_and_woken_once_by_held_requests
         waits.push(answer.expect("task").expect("a held GET answers"));
     }
     let out = kubectl.await.expect("kubectl task");
+    let watched = tokio::time::timeout(Duration::from_secs(60), watching)
+        .await
+        .expect("the held watch answers")
+        .expect("watch task")
+        .expect("the watch's first event");
+    assert_eq!(watched.as_deref(), Some("before-sleep"));
     assert!(
         out.status.success(),
         "kubectl: {}",
@@ -246,6 +267,20 @@ async fn a_schedule_puts_an_instance_to_sleep_and_an_external_one_is_refused() {
     .await;
     let reason = asleep.hibernation.map(|h| h.reason).unwrap_or_default();
     assert!(reason.contains("schedule"), "{reason}");
+
+    // Idle for a minute: asleep, the reason saying since when.
+    create_running(&c, "idle").await;
+    let patch = json!({"spec": {"hibernation": {"idleAfterMinutes": 1}}});
+    instances
+        .patch("idle", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("idleness set");
+    let asleep = until(&c, "idle", "hibernation after a minute idle", |s| {
+        state(s) == "Hibernated"
+    })
+    .await;
+    let reason = asleep.hibernation.map(|h| h.reason).unwrap_or_default();
+    assert!(reason.starts_with("idle since"), "{reason}");
 
     // External instances cannot be hibernated: Kairship does not run their control plane.
     let refused = c

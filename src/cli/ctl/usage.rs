@@ -41,6 +41,8 @@ fn rows(items: &[Value], now: jiff::Timestamp) -> Vec<Vec<String>> {
         "MEMORY REQUESTS",
         "MEMBER CPU",
         "MEMBER MEMORY",
+        "HOURS ASLEEP",
+        "CPU-HOURS SAVED",
     ]
     .map(String::from)
     .to_vec()];
@@ -56,9 +58,33 @@ fn rows(items: &[Value], now: jiff::Timestamp) -> Vec<Vec<String>> {
             or_dash(s(i, "/status/controlPlane/memoryRequests")),
             allocated(i, "cpu"),
             allocated(i, "memory"),
+            or_dash(format!("{:.1}", asleep_hours(i, now))),
+            or_dash(saved(i, now)),
         ]);
     }
     rows
+}
+
+/// Hours hibernated in all: past sleeps (counted at each wake) and the current one.
+fn asleep_hours(i: &Value, now: jiff::Timestamp) -> f64 {
+    let past = n(i, "/status/hibernation/hibernatedSeconds")
+        .parse::<f64>()
+        .unwrap_or(0.0);
+    let current = match s(i, "/status/hibernation/state").as_str() {
+        "Hibernated" => s(i, "/status/hibernation/since")
+            .parse::<jiff::Timestamp>()
+            .map_or(0, |t| (now.as_second() - t.as_second()).max(0)),
+        _ => 0,
+    };
+    (past + current as f64) / 3600.0
+}
+
+/// What its control plane would have asked for while it slept: hours asleep times its
+/// CPU requests.
+fn saved(i: &Value, now: jiff::Timestamp) -> String {
+    let cores = crate::quantity::parse(&s(i, "/status/controlPlane/cpuRequests"))
+        .map_or(0.0, |m| m.0 as f64 / 1000.0);
+    format!("{:.1}", asleep_hours(i, now) * cores)
 }
 
 /// `allocated/allocatable` of the members, or `-` before the first stats.
@@ -114,10 +140,14 @@ mod tests {
         let external = json!({"metadata": {"name": "ext"}, "status": {"phase": "Running"}});
         let managed = json!({"metadata": {"name": "m"}, "status": {"phase": "Running",
             "controlPlane": {"pods": 7, "cpuRequests": "950m", "memoryRequests": "1792Mi"},
+            "hibernation": {"state": "Awake", "hibernatedSeconds": "7200"},
             "stats": {"cpuAllocated": "2", "cpuAllocatable": "16",
                 "memoryAllocated": "4Gi", "memoryAllocatable": "64Gi"}}});
         let r = rows(&[external, managed], now);
-        assert_eq!(r[1][2..], ["never", "-", "-", "-", "-", "-"]);
-        assert_eq!(r[2][3..], ["7", "950m", "1792Mi", "2/16", "4Gi/64Gi"]);
+        assert_eq!(r[1][2..], ["never", "-", "-", "-", "-", "-", "-", "-"]);
+        assert_eq!(
+            r[2][3..],
+            ["7", "950m", "1792Mi", "2/16", "4Gi/64Gi", "2.0", "1.9"]
+        );
     }
 }

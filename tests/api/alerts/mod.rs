@@ -155,8 +155,15 @@ async fn alert_rules_and_dashboard_query_what_kairship_exports() {
     // A backup schedule, so the backup families have samples.
     let c = InstanceServiceClient::new(api.channel.clone());
     crate::backups::schedule(&c, "karmada-1", 60, 1).await;
+    // A managed instance, so its control plane's families have samples.
+    c.clone()
+        .create_instance(kairship::proto::CreateInstanceRequest {
+            instance: Some(crate::server::managed_instance("metered")),
+        })
+        .await
+        .expect("managed instance created");
     let exported = crate::common::eventually(
-        std::time::Duration::from_secs(10),
+        std::time::Duration::from_secs(60),
         "every family in the scrape",
         || async {
             let text = client
@@ -173,7 +180,11 @@ async fn alert_rules_and_dashboard_query_what_kairship_exports() {
                     && !l.ends_with(" 0")
             });
             let rollout = e.contains_key("kairship_rollout_phase");
-            (e.contains_key("kairship_instance_certificate_expiry_seconds") && completed && rollout)
+            let plane = e.contains_key("kairship_instance_control_plane_requests");
+            (e.contains_key("kairship_instance_certificate_expiry_seconds")
+                && completed
+                && rollout
+                && plane)
                 .then_some(e)
         },
     )
