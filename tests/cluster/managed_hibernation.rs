@@ -100,9 +100,14 @@ async fn host_usage(demo: &ClusterDemo, name: &str) -> HostUsage {
 async fn usage_matches_the_host(demo: &ClusterDemo, name: &str) {
     let checked = poll(Duration::from_secs(120), PROCESS_POLL, || {
         let listed = pods(demo, name);
+        // Pods that have not finished, as the host's scheduler keeps room for them.
         let running: Vec<&Value> = listed
             .iter()
-            .filter(|p| p["status"]["phase"] == "Running")
+            .filter(|p| !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")))
+            .collect();
+        let phases: Vec<String> = listed
+            .iter()
+            .map(|p| format!("{}={}", p["metadata"]["name"].as_str().unwrap_or_default(), p["status"]["phase"].as_str().unwrap_or_default()))
             .collect();
         let (mut cpu, mut memory) = (0i128, 0i128);
         for c in running.iter().flat_map(|p| {
@@ -128,12 +133,10 @@ async fn usage_matches_the_host(demo: &ClusterDemo, name: &str) {
                 .map_or(-1, |m| m.0)
         };
         let matched = plane["pods"].as_i64() == Some(running.len() as i64)
-            && running.len() == listed.len()
             && parse(&plane["cpuRequests"]) == cpu
             && parse(&plane["memoryRequests"]) == memory;
         let seen = format!(
-            "Kairship {plane}; host: {} pods ({} running), cpu {cpu}m/1000, memory {memory}m/1000",
-            listed.len(),
+            "Kairship {plane}; host: {} pods not finished of {phases:?}, cpu {cpu}m/1000, memory {memory}m/1000",
             running.len()
         );
         async move { matched.then_some(seen.clone()).ok_or(seen) }
@@ -185,6 +188,7 @@ pub async fn asleep_and_woken_by_kubectl(demo: &ClusterDemo, name: &str) {
         let left = poll(Duration::from_secs(120), PROCESS_POLL, || {
             let names: Vec<String> = pods(demo, name)
                 .iter()
+                .filter(|p| !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")))
                 .filter_map(|p| p["metadata"]["name"].as_str().map(String::from))
                 .collect();
             let only_etcd = names.iter().all(|n| n.contains("-etcd-"));
