@@ -254,6 +254,9 @@ async fn hibernate(
     if h.state == HibernationState::Awake {
         if let Some(backup) = backup_running(ctx, name).await? {
             let reason = format!("{reason}; sleep waits for backup {backup}");
+            if h.reason == reason {
+                return Ok(());
+            }
             return write_status(ctx, name, json!({"hibernation": {"reason": reason}})).await;
         }
         info!(%reason, "hibernating");

@@ -150,8 +150,9 @@ async fn a_hibernated_instance_is_scaled_to_zero_and_woken_once_by_held_requests
         .expect("status");
     assert_eq!(state(&still), "Hibernated", "a search does not wake it");
 
-    // Twenty requests at once: kubectl's GET, a watch and 18 GETs from a client; each is
-    // held and answered with the namespace made before the instance slept.
+    // Twenty requests at once: kubectl's GET, a watch, a gRPC call and 17 GETs from a
+    // client; each is held and answered (the GETs with the namespace made before the
+    // instance slept).
     let woke = Instant::now();
     let client = crate::common::client_from(&kubeconfig).await;
     let watching = {
@@ -168,8 +169,21 @@ async fn a_hibernated_instance_is_scaled_to_zero_and_woken_once_by_held_requests
             }
         })
     };
+    let grpc = {
+        let mut clusters =
+            kairship::proto::cluster_service_client::ClusterServiceClient::new(api.channel.clone());
+        tokio::spawn(async move {
+            clusters
+                .list_clusters(kairship::proto::ListClustersRequest {
+                    instance: "sleepy".into(),
+                    options: None,
+                })
+                .await
+                .map(|r| r.into_inner().clusters.len())
+        })
+    };
     let mut held = tokio::task::JoinSet::new();
-    for _ in 0..18 {
+    for _ in 0..17 {
         let namespaces: Api<Namespace> = Api::all(client.clone());
         held.spawn(async move {
             let started = Instant::now();
@@ -206,6 +220,14 @@ async fn a_hibernated_instance_is_scaled_to_zero_and_woken_once_by_held_requests
         .expect("watch task")
         .expect("the watch's first event");
     assert_eq!(watched.as_deref(), Some("before-sleep"));
+    let members = grpc
+        .await
+        .expect("gRPC task")
+        .expect("the held gRPC call answers");
+    assert!(
+        members > 0,
+        "ListClusters answered with the instance's members"
+    );
     assert!(
         out.status.success(),
         "kubectl: {}",
@@ -281,6 +303,42 @@ async fn a_schedule_puts_an_instance_to_sleep_and_an_external_one_is_refused() {
     .await;
     let reason = asleep.hibernation.map(|h| h.reason).unwrap_or_default();
     assert!(reason.starts_with("idle since"), "{reason}");
+
+    // A backup in progress holds sleep off until it completes.
+    create_running(&c, "backed-up").await;
+    let store = kairship::backups::Store::secrets(
+        api.env.host.clone(),
+        crate::harness::NS.into(),
+        1 << 30,
+        Duration::from_secs(10),
+    );
+    let mut backup =
+        kairship::backups::Record::start("backed-up", jiff::Timestamp::now(), "test", false);
+    store.create(&backup).await.expect("a Running backup");
+    c.clone()
+        .hibernate_instance(HibernateInstanceRequest {
+            name: "backed-up".into(),
+        })
+        .await
+        .expect("hibernate accepted");
+    let waiting = until(&c, "backed-up", "sleep waiting for the backup", |s| {
+        s.hibernation
+            .as_ref()
+            .is_some_and(|h| h.reason.contains("waits for backup"))
+    })
+    .await;
+    assert_eq!(state(&waiting), "Awake", "{waiting:?}");
+    assert_eq!(waiting.phase, "Running");
+    backup.phase = kairship::backups::Phase::Completed;
+    backup.completed = jiff::Timestamp::now().to_string();
+    store.update(&backup).await.expect("the backup completes");
+    until(
+        &c,
+        "backed-up",
+        "hibernated once the backup completed",
+        |s| state(s) == "Hibernated",
+    )
+    .await;
 
     // External instances cannot be hibernated: Kairship does not run their control plane.
     let refused = c

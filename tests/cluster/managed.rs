@@ -3,10 +3,10 @@
 //! one registry and a CRD tarball Kairship serves (the node has no way out); Provisioning
 //! with the operator's own words, then Running once its admin kubeconfig answers from the
 //! in-cluster Service; a real member joined through Kairship's proxy and a workload placed
-//! on it; upgraded to the pinned release (Upgrading from/to, then Running on the new
+//! on it; hibernated and woken by kubectl through Kairship (`managed_hibernation`);
+//! upgraded to the pinned release (Upgrading from/to, then Running on the new
 //! images, the workload still placed); a failure (a CRD tarball that does not exist) shown
-//! with the operator's message and fixed by an update; hibernated and woken by kubectl
-//! through Kairship (`managed_hibernation`); deleted, with nothing left but the
+//! with the operator's message and fixed by an update; deleted, with nothing left but the
 //! namespace. Timings are printed, not asserted. The upgrade is a FleetRollout of the
 //! instance's class (`managed_rollouts`).
 
@@ -436,6 +436,9 @@ pub async fn lifecycle(demo: &ClusterDemo) {
     })
     .await
     .unwrap_or_else(|on| panic!("the workload was not placed on member1 (on {on:?})"));
+    // Asleep and woken while its control plane is as the operator made it; the upgrade
+    // below then runs on a woken instance.
+    crate::managed_hibernation::asleep_and_woken_by_kubectl(demo, NAME).await;
 
     // Upgrade to the pinned release by a rollout of the class, this instance its canary:
     // Upgrading from/to, then Running on the new images.
@@ -534,7 +537,6 @@ pub async fn lifecycle(demo: &ClusterDemo) {
     .await;
 
     crate::managed_components::certificates_renewed(demo, NAME).await;
-    crate::managed_hibernation::asleep_and_woken_by_kubectl(demo, NAME).await;
 
     // Delete: the operator removes the control plane; the Karmada object goes.
     crate::managed_rollouts::delete_second(demo).await;
