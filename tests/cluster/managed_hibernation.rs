@@ -13,7 +13,7 @@ use kairship_test_support::{poll, PROCESS_POLL};
 use serde_json::Value;
 
 use crate::ha::ClusterDemo;
-use crate::managed::{ctl_ok, kubectl_with, proxy_kubeconfig, NS};
+use crate::managed::{ctl_ok, proxy_kubeconfig, try_kubectl, NS};
 
 /// Wakes measured, each after a hibernation.
 const WAKES: usize = 3;
@@ -148,6 +148,28 @@ async fn usage_matches_the_host(demo: &ClusterDemo, name: &str) {
     }
 }
 
+/// What Kairship's replicas logged about `name`'s hibernation and its requests.
+fn kairship_log(demo: &ClusterDemo, name: &str) -> String {
+    let logs = demo.kubectl(&[
+        "-n",
+        NS,
+        "logs",
+        "-l",
+        "app.kubernetes.io/name=kairship",
+        "--prefix",
+        "--tail=2000",
+    ]);
+    logs.lines()
+        .filter(|l| l.contains(name))
+        .filter(|l| {
+            ["hibernat", "wak", "held", "actor", "Unavailable", "503"]
+                .iter()
+                .any(|w| l.contains(w))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
@@ -213,12 +235,26 @@ pub async fn asleep_and_woken_by_kubectl(demo: &ClusterDemo, name: &str) {
         // kubectl through Kairship: held while the instance wakes, then answered with the
         // workload made before it slept.
         let started = Instant::now();
-        let got = kubectl_with(
+        let got = try_kubectl(
             &proxy,
-            &["get", "deployments", "-n", "managed-app", "-o", "name"],
+            &[
+                "-v=6",
+                "get",
+                "deployments",
+                "-n",
+                "managed-app",
+                "-o",
+                "name",
+            ],
             None,
         );
         let waited = started.elapsed();
+        let got = got.unwrap_or_else(|e| {
+            panic!(
+                "kubectl through Kairship after {waited:?}: {e}\nKairship's log of {name}:\n{}",
+                kairship_log(demo, name)
+            )
+        });
         assert_eq!(got.trim(), "deployment.apps/web", "{got}");
         println!(
             "wake {}: kubectl answered after {:.1}s",

@@ -78,7 +78,11 @@ impl ApiContext {
         loop {
             let instance = self.instance(name)?;
             match state(&instance) {
-                (HibernationState::Awake, Phase::Running | Phase::Degraded) => {
+                // Running as the host says, and its reader here answers (the chain routed
+                // the request to the replica that runs it).
+                (HibernationState::Awake, Phase::Running | Phase::Degraded)
+                    if self.tree.reader(name).is_some_and(|r| r.health().is_ok()) =>
+                {
                     info!(instance = %name, waited_ms = started.elapsed().as_millis() as u64, "held request goes on: the instance woke");
                     return Ok(());
                 }
