@@ -44,7 +44,7 @@ pub struct ApiContext {
     /// How requests for instances other replicas own reach them (sharded fleets).
     pub forwarder: Option<Arc<crate::api::forward::Forwarder>>,
     /// The wakes of hibernated instances this replica asked for.
-    pub(crate) wakes: Arc<crate::api::request::wake::Wakes>,
+    pub(crate) wakes: Arc<Wakes>,
 }
 
 impl ApiContext {
@@ -121,5 +121,30 @@ impl ApiContext {
             .store()
             .get(&ObjectRef::new(name))
             .ok_or_else(|| ApiError::NotFound(format!("instance {name:?} not found")))
+    }
+}
+
+/// A wake asked for within this long is not asked for again by this replica.
+const ASK_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The wakes of hibernated instances this replica asked for, by instance
+/// (`api::request::wake`).
+#[derive(Default)]
+pub struct Wakes {
+    asked: parking_lot::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+}
+
+impl Wakes {
+    /// Whether this request is the one to ask (none did within [`ASK_AGAIN_AFTER`]).
+    pub(crate) fn first(&self, name: &str) -> bool {
+        let mut asked = self.asked.lock();
+        asked.retain(|_, at| at.elapsed() < ASK_AGAIN_AFTER);
+        match asked.contains_key(name) {
+            true => false,
+            false => {
+                asked.insert(name.to_string(), std::time::Instant::now());
+                true
+            }
+        }
     }
 }

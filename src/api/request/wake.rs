@@ -3,11 +3,9 @@
 //! many requests wait), and each request is held, bounded by `--wake-timeout-secs`, until
 //! the instance runs again; its caller sees a slow answer, not an error.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, Patch, PatchParams};
-use parking_lot::Mutex;
 use tracing::info;
 
 use crate::api::context::ApiContext;
@@ -15,31 +13,8 @@ use crate::crd::{HibernationState, Instance, Phase};
 use crate::error::ApiError;
 use crate::hibernation::runner::WAKE_REQUEST_ANNOTATION;
 
-/// A wake asked for within this long is not asked for again by this replica.
-const ASK_AGAIN_AFTER: Duration = Duration::from_secs(30);
 /// How often a held request looks whether the instance runs again.
 const LOOK_EVERY: Duration = Duration::from_millis(200);
-
-/// The wakes this replica asked for, by instance.
-#[derive(Default)]
-pub struct Wakes {
-    asked: Mutex<HashMap<String, Instant>>,
-}
-
-impl Wakes {
-    /// Whether this request is the one to ask (none did within [`ASK_AGAIN_AFTER`]).
-    fn first(&self, name: &str) -> bool {
-        let mut asked = self.asked.lock();
-        asked.retain(|_, at| at.elapsed() < ASK_AGAIN_AFTER);
-        match asked.contains_key(name) {
-            true => false,
-            false => {
-                asked.insert(name.to_string(), Instant::now());
-                true
-            }
-        }
-    }
-}
 
 fn state(i: &Instance) -> (HibernationState, Phase) {
     let s = i.status.as_ref();
