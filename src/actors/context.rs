@@ -96,6 +96,16 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The namespace of a managed instance's `Karmada` object: its own, else Kairship's.
+    pub fn managed_namespace_of(&self, instance: &crate::crd::Instance) -> String {
+        instance
+            .spec
+            .managed
+            .as_ref()
+            .and_then(|m| m.namespace.clone())
+            .unwrap_or_else(|| self.managed_namespace.clone())
+    }
+
     /// Where backups are kept, reached with `host`.
     pub fn backup_store(&self, host: &kube::Client) -> crate::backups::Store {
         match &self.backup_dir {

@@ -26,13 +26,10 @@ pub fn karmada_of(ctx: &Context, instance: &Instance) -> Option<(String, String)
     if instance.spec.mode != InstanceMode::Managed {
         return None;
     }
-    let ns = instance
-        .spec
-        .managed
-        .as_ref()
-        .and_then(|m| m.namespace.clone())
-        .unwrap_or_else(|| ctx.settings.managed_namespace.clone());
-    Some((ns, instance.name_any()))
+    Some((
+        ctx.settings.managed_namespace_of(instance),
+        instance.name_any(),
+    ))
 }
 
 /// One component as hibernation sees it.

@@ -88,12 +88,7 @@ pub async fn connect(ctx: &Context, instance: &Instance) -> Result<Connected, Co
             client_from(ctx, &config, source, None, None).await
         }
         InstanceMode::Managed => {
-            let ns = instance
-                .spec
-                .managed
-                .as_ref()
-                .and_then(|m| m.namespace.clone())
-                .unwrap_or_else(|| ctx.settings.managed_namespace.clone());
+            let ns = ctx.settings.managed_namespace_of(instance);
             ctx.settings
                 .scope
                 .check_managed_namespace(

@@ -125,12 +125,7 @@ async fn cleanup(ctx: &Context, instance: &Instance, name: &str) -> Result<(), H
     )
     .await;
     if instance.spec.mode == InstanceMode::Managed {
-        let ns = instance
-            .spec
-            .managed
-            .as_ref()
-            .and_then(|m| m.namespace.clone())
-            .unwrap_or_else(|| ctx.settings.managed_namespace.clone());
+        let ns = ctx.settings.managed_namespace_of(instance);
         delete_karmada(ctx, &ns, name).await?;
     }
     registration::remove(ctx, name).await?;

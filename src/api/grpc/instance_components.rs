@@ -26,12 +26,7 @@ fn scope(ctx: &ApiContext, instance: &Instance) -> Result<(String, String), ApiE
             "instance {name:?} is External: its control plane runs elsewhere, and Kairship sees no components of it"
         )));
     }
-    let ns = instance
-        .spec
-        .managed
-        .as_ref()
-        .and_then(|m| m.namespace.clone())
-        .unwrap_or_else(|| ctx.tree.settings().managed_namespace.clone());
+    let ns = ctx.tree.settings().managed_namespace_of(&instance);
     let selector =
         format!("app.kubernetes.io/managed-by=karmada-operator,app.kubernetes.io/instance={name}");
     Ok((ns, selector))
