@@ -26,7 +26,7 @@ fn scope(ctx: &ApiContext, instance: &Instance) -> Result<(String, String), ApiE
             "instance {name:?} is External: its control plane runs elsewhere, and Kairship sees no components of it"
         )));
     }
-    let ns = ctx.tree.settings().managed_namespace_of(&instance);
+    let ns = ctx.tree.settings().managed_namespace_of(instance);
     let selector =
         format!("app.kubernetes.io/managed-by=karmada-operator,app.kubernetes.io/instance={name}");
     Ok((ns, selector))
