@@ -112,7 +112,7 @@ pub(crate) fn components(
             Err(e) if e.code == 409 => host.store.update(&def, Some(ns), &object, obj, false)?,
             other => other?,
         };
-        let mut ready = stored.value.clone();
+        let mut ready = unconditional(&stored.value);
         ready["status"] = ready_status(stored.value["metadata"]["generation"].as_i64(), replicas);
         host.store.update(&def, Some(ns), &object, ready, true)?;
         if component == "karmada-apiserver" {
@@ -271,7 +271,7 @@ fn follow(fleet: &Fleet, obj: &Value) {
             .store
             .lookup("apps", "v1", plural)
             .ok_or_else(|| crate::Error::Invalid(format!("{plural} are not served")))?;
-        let mut ready = obj.clone();
+        let mut ready = unconditional(obj);
         ready["status"] = ready_status(generation, replicas);
         host.store.update(&def, Some(ns), object, ready, true)?;
         Ok(())
@@ -287,6 +287,17 @@ fn follow(fleet: &Fleet, obj: &Value) {
             warn!(namespace = %ns, object = %object, error = %e, "following a component's replicas")
         }
     }
+}
+
+/// `obj` without its resourceVersion: the operator and the host's controllers both write a
+/// component's status (each as it last saw it), and a conflict between two writes of the
+/// same figures failed the operator's install workflow.
+fn unconditional(obj: &Value) -> Value {
+    let mut obj = obj.clone();
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+    }
+    obj
 }
 
 fn ready_status(generation: Option<i64>, replicas: i64) -> Value {

@@ -117,7 +117,11 @@ fn time(s: Option<&str>) -> Option<Timestamp> {
 /// What a managed instance should do now (`None`: nothing), from its spec, status,
 /// annotations and a rollout that holds it (`rollout`).
 pub fn next_step(instance: &Instance, rollout: Option<String>, now: Timestamp) -> Option<Step> {
-    if instance.metadata.deletion_timestamp.is_some() || instance.spec.paused {
+    // Kairship runs no External instance's control plane: there is nothing to scale.
+    if instance.metadata.deletion_timestamp.is_some()
+        || instance.spec.paused
+        || instance.spec.mode != crate::crd::InstanceMode::Managed
+    {
         return None;
     }
     let h = hibernation(instance);
