@@ -147,4 +147,9 @@ impl Wakes {
             }
         }
     }
+
+    /// Drops the mark of a wake whose asking failed.
+    pub(crate) fn forget(&self, name: &str) {
+        self.asked.lock().remove(name);
+    }
 }

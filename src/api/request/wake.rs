@@ -64,7 +64,11 @@ impl ApiContext {
                 (HibernationState::Hibernated | HibernationState::Hibernating, _)
                     if self.wakes.first(name) =>
                 {
-                    self.ask_wake(name).await?;
+                    if let Err(e) = self.ask_wake(name).await {
+                        // The next request asks again rather than waiting out the mark.
+                        self.wakes.forget(name);
+                        return Err(e);
+                    }
                 }
                 _ => {}
             }
