@@ -144,7 +144,14 @@ async fn a_hibernated_instance_is_scaled_to_zero_and_woken_once_by_held_requests
         })
         .await
         .expect("search answers");
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // A request that wakes writes the wake annotation before it is held: none was.
+    let instances: Api<kairship::crd::Instance> = Api::all(host.clone());
+    let seen = instances.get("sleepy").await.expect("instance");
+    assert!(
+        !kube::ResourceExt::annotations(&seen)
+            .contains_key(kairship::hibernation::runner::WAKE_REQUEST_ANNOTATION),
+        "a search asked for no wake"
+    );
     let still = crate::server::status_of(&c, "sleepy")
         .await
         .expect("status");
