@@ -9,10 +9,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kairship::actors::context::Settings;
 use kairship::actors::tree::{Election, Tree};
 use kairship::api::context::ApiContext;
 use kairship::auth::{Auth, AuthConfig};
+use kairship::context::Settings;
 use kairship::crd::{InstanceRoleBinding, InstanceRoleBindingSpec, Role, Subject, SubjectKind};
 use kairship::proto::workload_service_client::WorkloadServiceClient;
 use kairship::proto::GetWorkloadRequest;

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 #[allow(dead_code)]
 mod common;
 use common::rss_kib;
-use kairship::actors::context::Settings;
 use kairship::actors::instance::InstanceMsg;
 use kairship::actors::tree::Tree;
 use kairship::bootstrap;
+use kairship::context::Settings;
 use kairship::crd::{Instance, Phase};
 use kairship_sim::{Fleet, FleetConfig};
 use kube::api::{Api, ListParams};

@@ -125,18 +125,6 @@ impl ApiError {
     }
 
     /// Maps a failed call to a Kubernetes API (`what` names the object).
-    /// An actor's host call as the API answers it: the host's own answer, or a deadline.
-    pub fn from_host(e: crate::actors::host_error::HostError) -> Self {
-        use crate::actors::host_error::HostError;
-        match e {
-            HostError::Api { what, source } => Self::from_kube(source, &what),
-            HostError::TimedOut { what, after } => {
-                Self::DeadlineExceeded(format!("{what}: the host did not answer within {after:?}"))
-            }
-            other => Self::Internal(other.to_string()),
-        }
-    }
-
     pub fn from_kube(e: kube::Error, what: &str) -> Self {
         match e {
             kube::Error::Api(s) => match s.code {

@@ -9,11 +9,11 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::actors::context::Settings;
 use crate::actors::tree::{Election, Tree};
 use crate::api;
 use crate::api::context::ApiContext;
 use crate::api::drain::{Drain, DrainControl};
+use crate::context::Settings;
 
 pub struct ServerConfig {
     pub host: kube::Client,

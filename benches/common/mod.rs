@@ -180,7 +180,7 @@ impl BenchServer {
             host: bench.host.clone(),
             identity: "bench".into(),
             election: kairship::actors::tree::Election::Always,
-            settings: kairship::actors::context::Settings::default(),
+            settings: kairship::context::Settings::default(),
             grpc_addr: "127.0.0.1:0".parse().expect("addr"),
             http_addr: "127.0.0.1:0".parse().expect("addr"),
             probes_addr: None,

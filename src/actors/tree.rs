@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorRef};
 
-use super::context::{Context, Counters, Settings};
 use super::instance::InstanceMsg;
-use super::leader::{self, Elector, LeaderConfig, Leadership};
 use super::manager::ManagerMsg;
 use super::root::{RootMsg, RootSupervisor};
 use super::supervision::ActorSnapshot;
+use crate::context::{Context, Counters, Settings};
+use crate::host::leader::{self, Elector, LeaderConfig, Leadership};
 
 /// How long a query into the tree may take before it is reported as failed.
 const QUERY_TIMEOUT_MS: u64 = 2_000;
@@ -42,7 +42,7 @@ pub struct Tree {
     handle: TreeHandle,
     root_task: tokio::task::JoinHandle<()>,
     elector: Option<Elector>,
-    shards: Option<super::shards::Running>,
+    shards: Option<crate::host::shards::Running>,
 }
 
 #[derive(Clone)]
@@ -88,12 +88,12 @@ impl Tree {
         let shards = settings
             .shards
             .clone()
-            .map(|cfg| super::shards::spawn(host.clone(), cfg));
+            .map(|cfg| crate::host::shards::spawn(host.clone(), cfg));
         let starting_at_once = settings.starting_at_once.max(1);
         let ctx = Context {
-            instances: super::instance_informer::InstanceInformer::start(&host),
-            rollouts: crate::rollout::store::FleetRollouts::start(&host),
-            classes: super::watched::Watched::start(&host),
+            instances: crate::host::instance_informer::InstanceInformer::start(&host),
+            rollouts: crate::host::rollouts::FleetRollouts::start(&host),
+            classes: crate::host::watched::Watched::start(&host),
             shards: shards.as_ref().map(|r| r.shards.clone()),
             host,
             leadership,
@@ -148,7 +148,7 @@ impl Tree {
                 .store()
                 .state()
                 .iter()
-                .filter(|i| super::shards::handoff::recorded(i) == Some(me.as_str()))
+                .filter(|i| crate::host::shards::handoff::recorded(i) == Some(me.as_str()))
                 .count()
         };
         let started = tokio::time::Instant::now();
@@ -189,7 +189,7 @@ impl TreeHandle {
     }
 
     /// This replica's share of the instances, when the fleet is sharded.
-    pub fn shards(&self) -> Option<&super::shards::Shards> {
+    pub fn shards(&self) -> Option<&crate::host::shards::Shards> {
         self.ctx.shards.as_ref()
     }
 
@@ -206,17 +206,17 @@ impl TreeHandle {
     }
 
     /// The process's Instance objects, as its one watch of them sees them.
-    pub fn instances(&self) -> &super::instance_informer::InstanceInformer {
+    pub fn instances(&self) -> &crate::host::instance_informer::InstanceInformer {
         &self.ctx.instances
     }
 
     /// The host's InstanceClasses as watched.
-    pub fn classes(&self) -> &super::watched::Watched<crate::crd::InstanceClass> {
+    pub fn classes(&self) -> &crate::host::watched::Watched<crate::crd::InstanceClass> {
         &self.ctx.classes
     }
 
     /// The host's FleetRollouts as watched.
-    pub fn rollouts(&self) -> &crate::rollout::store::FleetRollouts {
+    pub fn rollouts(&self) -> &crate::host::rollouts::FleetRollouts {
         &self.ctx.rollouts
     }
 

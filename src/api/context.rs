@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use kube::runtime::reflector::ObjectRef;
 
-use crate::actors::instance_informer::InstanceInformer;
 use crate::actors::tree::TreeHandle;
 use crate::auth::{Auth, Caller, Role};
 use crate::crd::Instance;
 use crate::error::{check_name, ApiError};
+use crate::host::instance_informer::InstanceInformer;
 
 /// A call to `whom` made for a request, bounded by `after`: its failure as an `ApiError`
 /// naming `what`.

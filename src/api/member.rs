@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use kube::config::KubeConfigOptions;
 
-use crate::actors::instance::connect::{parse_kubeconfig, without_detail};
 use crate::error::ApiError;
+use crate::host::kubeconfig::{parse_kubeconfig, without_detail};
 use crate::member_networks::MemberNetworks;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

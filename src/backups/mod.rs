@@ -16,7 +16,7 @@ pub mod take;
 pub use record::{Phase, Record};
 pub use store::Store;
 
-use crate::actors::host_error::HostError;
+use crate::host::error::HostError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {

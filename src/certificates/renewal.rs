@@ -17,10 +17,10 @@ use k8s_openapi::ByteString;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{json, Map, Value};
 
-use crate::actors::host_error::{bounded, HostError};
-use crate::actors::instance::connect;
 use crate::crd::operator_certs::{self, RenewError, Renewed};
 use crate::crd::CertificateStatus;
+use crate::host::error::{bounded, HostError};
+use crate::host::karmada;
 
 /// The annotation whose new value rolls a component.
 pub const RENEWED_AT: &str = "kairship.io/certificates-renewed-at";
@@ -39,7 +39,7 @@ pub enum RenewalError {
     )]
     Busy { name: String, ready: String },
     /// A same-named `Karmada` object someone else made: not this instance's to renew.
-    #[error("Karmada {ns}/{name} is not Kairship's (it lacks the label {label}={name}): Kairship renews no certificates of it", label = crate::actors::host_scope::OWNER_LABEL)]
+    #[error("Karmada {ns}/{name} is not Kairship's (it lacks the label {label}={name}): Kairship renews no certificates of it", label = crate::host::scope::OWNER_LABEL)]
     NotOurs { ns: String, name: String },
     #[error("{secret}: {source}")]
     Certificates {
@@ -68,14 +68,14 @@ pub async fn renew(
     // The operator idle first: a workflow in progress uploads the certificates it loaded
     // at its start, which would undo the renewal.
     let karmadas: Api<DynamicObject> =
-        Api::namespaced_with(host.clone(), ns, &connect::karmada_resource());
+        Api::namespaced_with(host.clone(), ns, &karmada::karmada_resource());
     let what = format!("Karmada {ns}/{name}");
     let karmada = bounded(
         &what,
         timeout,
         tokio::time::timeout(timeout, karmadas.get(name)).await,
     )?;
-    if !connect::owned(&karmada, name) {
+    if !karmada::owned(&karmada, name) {
         return Err(RenewalError::NotOurs {
             ns: ns.to_string(),
             name: name.to_string(),

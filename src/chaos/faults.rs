@@ -73,9 +73,7 @@ impl Injector {
             .as_ref()
             .ok_or("the instances' own kubeconfigs are not known here")?;
         let path = dir.join(format!("{instance}.kubeconfig"));
-        crate::cli::run::host_client(Some(&path))
-            .await
-            .map_err(|e| e.to_string())
+        crate::host::client::from_kubeconfig(Some(&path)).await
     }
 
     async fn sim(

@@ -145,7 +145,7 @@ async fn holder(leases: &Api<Lease>) -> Option<String> {
     let age = jiff::Timestamp::now().duration_since(renewed).as_secs();
     // The replica, not its process (`actors::leader::process_identity`).
     let holder = spec.holder_identity?;
-    (age <= duration).then(|| crate::actors::leader::replica_of(&holder).to_string())
+    (age <= duration).then(|| crate::host::leader::replica_of(&holder).to_string())
 }
 
 /// One sample of the whole system.
@@ -186,9 +186,7 @@ async fn start(
         tokio::time::sleep(SAMPLE).await;
     }
     let host_kubeconfig = sim_dir.join("kubeconfigs/host.kubeconfig");
-    let host = crate::cli::run::host_client(Some(&host_kubeconfig))
-        .await
-        .map_err(|e| e.to_string())?;
+    let host = crate::host::client::from_kubeconfig(Some(&host_kubeconfig)).await?;
     let kube_err = |what: &'static str| move |e: kube::Error| format!("{what}: {e}");
     bootstrap::install_crds(&host)
         .await

@@ -4,12 +4,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::Kubeconfig;
 
-use crate::actors::context::Settings;
-use crate::actors::leader::LeaderConfig;
 use crate::actors::tree::{Election, Tree};
 use crate::cache::budget::CacheBudget;
+use crate::context::Settings;
+use crate::host::leader::LeaderConfig;
 use crate::server;
 use crate::Error;
 
@@ -197,7 +197,7 @@ pub struct RunArgs {
     pub alerts_url: Option<String>,
     /// Instance actors of this replica that connect and fill their caches at once, on a
     /// cold start or when it takes over a dead replica's share; the others wait their turn.
-    #[arg(long, default_value_t = crate::actors::context::STARTING_AT_ONCE as u32,
+    #[arg(long, default_value_t = crate::context::STARTING_AT_ONCE as u32,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub instances_starting_at_once: u32,
     /// How long a request to a hibernated instance (proxy, gRPC or REST) is held while the
@@ -234,20 +234,9 @@ pub struct RunArgs {
 }
 
 pub async fn host_client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, Error> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kc = Kubeconfig::read_from(path)
-                .map_err(|e| Error::Usage(format!("reading kubeconfig {}: {e}", path.display())))?;
-            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| Error::Usage(format!("kubeconfig {}: {e}", path.display())))?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| Error::Usage(format!("no host cluster: pass --kubeconfig ({e})")))?,
-    };
-    crate::actors::instance::client::build_host(&config)
-        .map_err(|e| Error::Usage(format!("building the host client: {e}")))
+    crate::host::client::from_kubeconfig(kubeconfig.map(PathBuf::as_path))
+        .await
+        .map_err(Error::Usage)
 }
 
 const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
@@ -329,7 +318,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     // The number of instances is not known yet: take what the hard limit allows.
     let files = crate::open_files::raise_open_files();
     tracing::info!(open_files = files, "open-files limit");
-    let identity = crate::actors::leader::process_identity(
+    let identity = crate::host::leader::process_identity(
         &args.identity.clone().unwrap_or_else(default_identity),
     );
     let leader = LeaderConfig {
@@ -351,7 +340,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let shards = args.sharding.shards(
         sharded,
         &args.leader_elect_namespace,
-        crate::actors::leader::replica_of(&identity),
+        crate::host::leader::replica_of(&identity),
         &identity,
         (
             leader.lease_duration,
@@ -557,13 +546,13 @@ pub fn audit_sink(
 
 /// What Kairship may touch on the host for an instance, from the flags (each list's
 /// default when the flag is not given).
-fn host_scope(args: &RunArgs) -> crate::actors::host_scope::HostScope {
-    let defaults = crate::actors::host_scope::HostScope::default();
+fn host_scope(args: &RunArgs) -> crate::host::scope::HostScope {
+    let defaults = crate::host::scope::HostScope::default();
     let or = |given: &Vec<String>, default: Vec<String>| match given.is_empty() {
         true => default,
         false => given.clone(),
     };
-    crate::actors::host_scope::HostScope {
+    crate::host::scope::HostScope {
         kubeconfig_namespaces: or(
             &args.kubeconfig_secret_namespaces,
             vec![args.auth.namespace.clone()],

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::actors::shards::ShardConfig;
 use crate::api::forward::ForwardConfig;
+use crate::host::shards::ShardConfig;
 use crate::Error;
 
 #[derive(Debug, Args, Clone)]
@@ -25,7 +25,7 @@ pub struct ShardArgs {
     /// Where peers reach this replica's HTTPS port; by default `https://$POD_IP:<port of
     /// --http-addr>` (the chart passes the pod's IP), else the --http-addr itself. An
     /// `https://host:port` address: peers dial nothing else.
-    #[arg(long, value_parser = crate::actors::shards::peer_address)]
+    #[arg(long, value_parser = crate::host::shards::peer_address)]
     pub shard_address: Option<String>,
     /// PEM of the CA that signed the replicas' serving certificate: peers are trusted only
     /// with a certificate it signed. By default the CA certificates that follow the serving

@@ -2,9 +2,9 @@
 //! (`crate::certificates`) for its status.
 
 use super::{Controller, Scope, Work};
-use crate::actors::instance::status::Observed;
 use crate::certificates::check;
 use crate::crd::CertificateStatus;
+use crate::status::Observed;
 
 /// Reads the certificates every `--certificate-check-secs` once connected, and every
 /// [`RECHECK_EVERY`](crate::certificates::renewal::RECHECK_EVERY) for a while after a renewal, so the

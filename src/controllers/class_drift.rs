@@ -3,8 +3,8 @@
 //! classes and the Instance as watched; no call is made, so it runs at every tick.
 
 use super::{Controller, Scope, Work};
-use crate::actors::instance::status::Observed;
 use crate::crd::drift;
+use crate::status::Observed;
 
 #[derive(Default)]
 pub struct ClassDrift;

@@ -16,19 +16,17 @@ use kube::Resource;
 use serde_json::{json, Value};
 
 use super::{Controller, Scope, Work};
-use crate::actors::context::Context;
-use crate::actors::host_error::{bounded, fenced, HostError};
-use crate::actors::instance::connect::{self, KubeconfigSource};
-use crate::actors::instance::status::Observed;
 use crate::cache::caches::Kind;
+use crate::context::Context;
 use crate::crd::Instance;
+use crate::host::error::{bounded, fenced, HostError};
+use crate::host::kubeconfig::{self, KubeconfigSource};
+use crate::status::Observed;
 
 /// The key of the kubeconfig in the Secret Kairship writes for Clusterpedia.
 pub const SECRET_KEY: &str = "kubeconfig";
 
-pub use crate::actors::instance::status::{
-    ClusterpediaReported as Reported, CLUSTERPEDIA_CONDITION as CONDITION,
-};
+pub use crate::status::{ClusterpediaReported as Reported, CLUSTERPEDIA_CONDITION as CONDITION};
 
 pub fn resource() -> ApiResource {
     ApiResource {
@@ -302,9 +300,15 @@ impl Server {
 }
 
 async fn server_of(ctx: &Context, source: &KubeconfigSource) -> Result<Server, HostError> {
-    let bytes = connect::secret_value(ctx, &source.namespace, &source.name, &source.key)
-        .await
-        .map_err(|e| HostError::Secret(e.to_string()))?;
+    let bytes = kubeconfig::secret_value(
+        &ctx.host,
+        ctx.settings.host_call_timeout,
+        &source.namespace,
+        &source.name,
+        &source.key,
+    )
+    .await
+    .map_err(|e| HostError::Secret(e.to_string()))?;
     let bad = |why: String| {
         HostError::Secret(format!(
             "secret {}/{} key {:?}: {why}",
@@ -312,7 +316,7 @@ async fn server_of(ctx: &Context, source: &KubeconfigSource) -> Result<Server, H
         ))
     };
     let text = String::from_utf8(bytes).map_err(|_| bad("not UTF-8".into()))?;
-    let kc = connect::parse_kubeconfig(&text, "an instance").map_err(bad)?;
+    let kc = kubeconfig::parse_kubeconfig(&text, "an instance").map_err(bad)?;
     let current = kc.current_context.clone().unwrap_or_default();
     let cluster_name = kc
         .contexts

@@ -12,9 +12,9 @@ use kube::api::{Api, ListParams};
 use serde_json::Value;
 
 use super::{Controller, Scope, Work};
-use crate::actors::instance::status::Observed;
 use crate::crd::ControlPlaneUsage;
 use crate::quantity::{self, Milli};
+use crate::status::Observed;
 
 /// Why a container waits that means it is failing, not merely starting.
 const WAITING_FAILURES: [&str; 5] = [

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::FutureExt;
 
 use super::{Controller, Scope};
-use crate::actors::instance::status::Observed;
+use crate::status::Observed;
 
 pub(crate) type AnyWork = Pin<Box<dyn Future<Output = Result<Box<dyn Any + Send>, String>> + Send>>;
 

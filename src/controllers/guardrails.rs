@@ -11,8 +11,8 @@ use std::time::Duration;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 
 use super::{Controller, Scope, Work};
-use crate::actors::instance::status::Observed;
 use crate::crd::guardrail::{self, Guardrail, KINDS, LABEL, MANAGER};
+use crate::status::Observed;
 
 /// How soon a pass with failures is tried again.
 const RETRY_FAILED: Duration = Duration::from_secs(30);

@@ -18,8 +18,8 @@ use kube::discovery::ApiResource;
 use serde_json::json;
 
 use super::{namespace_roles, Controller, Scope, Work};
-use crate::actors::instance::status::Observed;
 use crate::crd::Instance;
+use crate::status::Observed;
 
 pub const ANNOTATION: &str = "kairship.io/member-access";
 pub const POLICY: &str = "kairship-member-access";

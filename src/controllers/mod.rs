@@ -29,10 +29,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
-use crate::actors::context::Context;
-use crate::actors::instance::connect::KubeconfigSource;
-use crate::actors::instance::status::Observed;
+use crate::context::Context;
 use crate::crd::Instance;
+use crate::host::kubeconfig::KubeconfigSource;
+use crate::status::Observed;
 pub use runner::{ControllerView, Done, Runner};
 pub use table::{Selection, SelectionError, TABLE};
 

@@ -14,7 +14,7 @@ use kairship_wire::roles::{Class, Role, EDIT_LABEL, SYSTEM_LABEL};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 use super::{Controller, Scope, Work};
-use crate::actors::instance::status::Observed;
+use crate::status::Observed;
 
 /// The RoleBinding's name in each workload namespace.
 pub const NAME: &str = "kairship:edit";

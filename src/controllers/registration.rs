@@ -7,10 +7,10 @@ use kube::api::{Api, PostParams};
 use kube::Resource;
 
 use super::{Controller, Scope, Work};
-use crate::actors::context::{Context, Counters};
-use crate::actors::host_error::{bounded, fenced, gone_is_fine, HostError};
-use crate::actors::instance::status::Observed;
+use crate::context::{Context, Counters};
 use crate::crd::{Instance, InstanceMode, InstanceRegistration, InstanceRegistrationSpec};
+use crate::host::error::{bounded, fenced, gone_is_fine, HostError};
+use crate::status::Observed;
 
 #[derive(Default)]
 pub struct Registration {

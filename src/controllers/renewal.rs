@@ -4,8 +4,8 @@
 use std::time::Instant;
 
 use super::{Controller, Scope, Work};
-use crate::actors::instance::status::Observed;
 use crate::certificates::renewal::{due, renew, Done, RETRY_AFTER};
+use crate::status::Observed;
 
 /// The leader's automatic renewals: once the first of a managed instance's leaves expires
 /// within `--certificate-auto-renew-days` (as the certificates controller last read them),

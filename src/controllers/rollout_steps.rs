@@ -11,13 +11,13 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{json, Value};
 
 use super::{Controller, Scope, Work};
-use crate::actors::instance::status::Observed;
 use crate::backups::take::{self, Request};
 use crate::backups::{Phase as BackupPhase, Store};
 use crate::cache::traffic::Counts;
 use crate::crd::{karmada_spec, FleetRollout, Instance, InstanceClassSpec, InstanceRollout};
+use crate::host::rollouts::{entry_patch, TICK};
 use crate::rollout::engine::{self, BackupState, Work as Step};
-use crate::rollout::store::{entry_patch, TICK};
+use crate::status::Observed;
 
 #[derive(Default)]
 pub struct RolloutSteps {

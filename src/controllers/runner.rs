@@ -9,7 +9,7 @@ use tracing::Instrument;
 
 use super::erased::Erased;
 use super::Scope;
-use crate::actors::instance::status::Observed;
+use crate::status::Observed;
 
 /// When one controller last finished, for the others to read ([`Scope::succeeded_at`]).
 #[derive(Debug)]
@@ -157,7 +157,7 @@ impl Runner {
             }
             Err(e) => {
                 slot.failures = slot.failures.saturating_add(1);
-                let wait = crate::actors::supervision::backoff_step(
+                let wait = crate::host::backoff::backoff_step(
                     Duration::from_secs(1),
                     slot.controller.retry_max(),
                     slot.failures as usize,

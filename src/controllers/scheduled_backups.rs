@@ -4,9 +4,9 @@
 //! `BackupsHealthy`).
 
 use super::{Controller, Scope, Work};
-use crate::actors::instance::status::Observed;
 use crate::backups::schedule::{self, Seen};
 use crate::backups::take::Request;
+use crate::status::Observed;
 
 #[derive(Default)]
 pub struct ScheduledBackups;

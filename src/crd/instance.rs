@@ -139,12 +139,12 @@ impl HibernationSpec {
     pub const IDLE_MINUTES: std::ops::RangeInclusive<u32> = 1..=525_600;
 
     /// Its schedules, read; the first that does not parse is named.
-    pub fn schedules(&self) -> Result<Vec<crate::hibernation::decide::Schedule>, String> {
+    pub fn schedules(&self) -> Result<Vec<crate::schedule::cron::Schedule>, String> {
         self.schedules
             .iter()
             .enumerate()
             .map(|(i, s)| {
-                crate::hibernation::decide::Schedule::parse(
+                crate::schedule::cron::Schedule::parse(
                     s.start.as_deref(),
                     s.end.as_deref(),
                     s.location.as_deref(),
@@ -184,8 +184,8 @@ pub struct MaintenanceWindowSpec {
 impl MaintenanceWindowSpec {
     pub fn window(
         &self,
-    ) -> Result<crate::rollout::window::Window, crate::rollout::window::WindowError> {
-        crate::rollout::window::Window::parse(
+    ) -> Result<crate::schedule::window::Window, crate::schedule::window::WindowError> {
+        crate::schedule::window::Window::parse(
             &self.days,
             &self.start,
             &self.duration,

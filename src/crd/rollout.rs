@@ -32,11 +32,20 @@ fn twenty() -> u32 {
 }
 
 fn default_alerts() -> Vec<String> {
-    crate::rollout::alerts::DEFAULT_HALT_ON
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+    DEFAULT_HALT_ON.iter().map(|s| s.to_string()).collect()
 }
+
+/// The alerts a rollout halts on when its spec names none (`rollout::alerts` reads them):
+/// what a release can break on an instance, and the API's own errors. Certificate and
+/// backup alerts are left out: an upgrade does not cause them.
+pub const DEFAULT_HALT_ON: [&str; 6] = [
+    "KairshipInstanceUnreachable",
+    "KairshipInstanceDegraded",
+    "KairshipInstanceNotRunning",
+    "KairshipMemberClustersNotReady",
+    "KairshipCacheRelisting",
+    "KairshipAPIErrors",
+];
 
 /// A change rolled across the instances a selector picks.
 #[derive(CustomResource, Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -23,9 +23,9 @@ use tracing::{info, warn, Instrument};
 
 use super::decide::{decide, Inputs};
 use super::scale::{etcd_persistent, karmada_of, write_status, Host};
-use crate::actors::context::Context;
-use crate::actors::host_error::HostError;
+use crate::context::Context;
 use crate::crd::{HibernationState, HibernationStatus, Instance, Phase};
+use crate::host::error::HostError;
 
 pub const TICK: Duration = Duration::from_secs(1);
 

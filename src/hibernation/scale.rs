@@ -10,10 +10,10 @@ use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::ResourceExt;
 use serde_json::{json, Value};
 
-use crate::actors::context::Context;
-use crate::actors::host_error::{bounded, fenced, HostError};
-use crate::actors::instance::connect::karmada_resource;
+use crate::context::Context;
 use crate::crd::{Instance, InstanceMode};
+use crate::host::error::{bounded, fenced, HostError};
+use crate::host::karmada::karmada_resource;
 
 /// On each component scaled down: the replicas it ran before.
 pub const REPLICAS_ANNOTATION: &str = "kairship.io/replicasBeforeHibernation";

@@ -391,10 +391,10 @@ impl Metrics {
                 self.backup_interval
                     .get_or_create(&labels)
                     .set(i64::from(schedule.interval_minutes) * 60);
-                let failing = status.conditions.iter().any(|c| {
-                    c.type_ == crate::actors::instance::status::BACKUPS_CONDITION
-                        && c.status == "False"
-                });
+                let failing = status
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == crate::status::BACKUPS_CONDITION && c.status == "False");
                 self.backup_failing
                     .get_or_create(&labels)
                     .set(i64::from(failing));

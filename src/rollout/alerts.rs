@@ -12,18 +12,6 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-/// The alerts a rollout halts on when its spec names none: what a release can break on an
-/// instance, and the API's own errors. Certificate and backup alerts are left out: an
-/// upgrade does not cause them.
-pub const DEFAULT_HALT_ON: [&str; 6] = [
-    "KairshipInstanceUnreachable",
-    "KairshipInstanceDegraded",
-    "KairshipInstanceNotRunning",
-    "KairshipMemberClustersNotReady",
-    "KairshipCacheRelisting",
-    "KairshipAPIErrors",
-];
-
 /// One alert Prometheus reports firing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Firing {
@@ -247,7 +235,10 @@ mod tests {
     ]}}"#;
 
     fn defaults() -> Vec<String> {
-        DEFAULT_HALT_ON.iter().map(|s| s.to_string()).collect()
+        crate::crd::DEFAULT_HALT_ON
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
     }
 
     #[test]

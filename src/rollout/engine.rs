@@ -66,10 +66,10 @@ pub fn trouble(i: &Instance) -> Option<String> {
         let why = said("Ready").map(|m| format!(": {m}")).unwrap_or_default();
         return Some(format!("it is {:?}{why}", s.phase));
     }
-    said(crate::actors::instance::status::COMPONENTS_CONDITION)
+    said(crate::status::COMPONENTS_CONDITION)
         .map(|m| format!("a component is failing: {m}"))
         .or_else(|| {
-            said(crate::actors::instance::status::GUARDRAILS_CONDITION)
+            said(crate::status::GUARDRAILS_CONDITION)
                 .map(|m| format!("its guardrails were not applied: {m}"))
         })
 }
@@ -87,7 +87,7 @@ pub fn broken(i: &Instance, now: Timestamp) -> Option<String> {
         .as_ref()?
         .conditions
         .iter()
-        .find(|c| c.type_ == crate::actors::instance::status::COMPONENTS_CONDITION)?;
+        .find(|c| c.type_ == crate::status::COMPONENTS_CONDITION)?;
     let since = c.last_transition_time.parse::<Timestamp>().ok()?;
     (c.status == "False" && now.duration_since(since) >= COMPONENT_FAILING_FOR)
         .then(|| c.message.clone())
@@ -288,7 +288,7 @@ pub fn advance(
                 && s.observed_generation == instance.metadata.generation
                 && (instance.spec.guardrails.is_empty()
                     || s.conditions.iter().any(|c| {
-                        c.type_ == crate::actors::instance::status::GUARDRAILS_CONDITION
+                        c.type_ == crate::status::GUARDRAILS_CONDITION
                             && c.observed_generation == instance.metadata.generation
                     }))
         })

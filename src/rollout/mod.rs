@@ -1,7 +1,7 @@
 //! Fleet operations (issue 55): rolling a change across many instances in waves, within
 //! their maintenance windows, halting at the first failure and rolling the failed instance
 //! back. The pure parts: the waves a rollout runs in (`plan`), maintenance windows
-//! (`window`), what a rollout would do to each instance (`findings`), what changes in
+//! (`schedule::window`), what a rollout would do to each instance (`findings`), what changes in
 //! Karmada's CRDs between two releases (`crd_diff`) and which of each instance's objects
 //! those changes touch (`affected`), the alerts that halt it (`alerts`), what it does next
 //! given what Kairship sees (`decide`), and a `FleetRollout`'s passes and each instance's
@@ -16,5 +16,3 @@ pub mod engine;
 pub mod findings;
 pub mod plan;
 pub mod runner;
-pub mod store;
-pub mod window;

@@ -11,10 +11,10 @@ use tracing::{debug, info, warn};
 use super::alerts::{Read, Reader};
 use super::engine::{self, Planned};
 use super::findings;
-use super::store::{status_patch, TICK};
-use crate::actors::context::Context;
-use crate::controllers::phase_events::{event_on, About};
+use crate::context::events::{event_on, About};
+use crate::context::Context;
 use crate::crd::{FleetRollout, FleetRolloutSpec, FleetRolloutStatus, Instance, InstanceClassSpec};
+use crate::host::rollouts::{status_patch, TICK};
 
 /// The plan of `spec` over `fleet` at `now`, as `PlanRollout` would answer it (`class`:
 /// the class a class rollout names, if found; `crd`: the CRD changes of its releases).
@@ -177,7 +177,7 @@ fn moved_event(r: &FleetRollout, after: &FleetRolloutStatus, reporter: &str) -> 
 /// Records `event`; a failure is logged and not retried (the status says the same).
 async fn record(ctx: &Context, rollout: &str, event: Event) {
     let what = format!("an event of rollout {rollout}");
-    if let Err(e) = crate::controllers::phase_events::create(ctx, event, &what).await {
+    if let Err(e) = crate::context::events::create(ctx, event, &what).await {
         warn!(rollout, error = %e, "recording the rollout's event failed");
     }
 }

@@ -2,12 +2,13 @@
 
 use std::time::Duration;
 
-use kairship::actors::context::Settings;
-use kairship::actors::leader::LeaderConfig;
-use kairship::actors::supervision::{ActorSnapshot, RestartPolicy};
+use kairship::actors::supervision::ActorSnapshot;
 use kairship::actors::tree::Tree;
 use kairship::bootstrap;
+use kairship::context::Settings;
 use kairship::crd::{Instance, InstanceStatus, Phase};
+use kairship::host::backoff::RestartPolicy;
+use kairship::host::leader::LeaderConfig;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::discovery::ApiResource;
 
@@ -164,7 +165,7 @@ pub fn fast_settings() -> Settings {
         member_networks: kairship::member_networks::MemberNetworks::allowing_loopback(),
         // The air-gapped mirror the managed-instance tests point at, as an operator of an
         // air-gapped cluster allows theirs.
-        scope: kairship::actors::host_scope::HostScope {
+        scope: kairship::host::scope::HostScope {
             image_registries: vec!["registry.example.com".into()],
             crd_urls: vec!["http://crds.example.com/".into()],
             ..Default::default()

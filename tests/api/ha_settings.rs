@@ -137,7 +137,7 @@ async fn component_replicas_are_set_changed_and_refused_by_name() {
     let karmadas: KubeApi<DynamicObject> = KubeApi::namespaced_with(
         api.env.host.clone(),
         NS,
-        &kairship::actors::instance::connect::karmada_resource(),
+        &kairship::host::karmada::karmada_resource(),
     );
     let k = karmadas.get("team-ha").await.expect("Karmada object");
     assert_eq!(k.data["spec"]["components"]["etcd"]["local"]["replicas"], 3);

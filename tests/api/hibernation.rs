@@ -100,7 +100,7 @@ async fn a_hibernated_instance_is_scaled_to_zero_and_woken_once_by_held_requests
     let karmadas: Api<DynamicObject> = Api::namespaced_with(
         host.clone(),
         ns,
-        &kairship::actors::instance::connect::karmada_resource(),
+        &kairship::host::karmada::karmada_resource(),
     );
     let karmada = karmadas.get("sleepy").await.expect("Karmada object");
     assert_eq!(karmada.data["spec"]["suspend"], json!(true));

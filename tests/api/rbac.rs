@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
-use kairship::actors::leader::LeaderConfig;
 use kairship::auth::AuthConfig;
 use kairship::crd::{
     InstanceRegistration, InstanceRegistrationSpec, InstanceRoleBinding, InstanceRoleBindingSpec,
     Phase, Role, Subject, SubjectKind,
 };
+use kairship::host::leader::LeaderConfig;
 use kairship::proto::instance_service_client::InstanceServiceClient;
 use kairship::proto::*;
 use kube::api::{Api, PostParams};
@@ -38,12 +38,12 @@ async fn deploy_manifests_are_valid_and_rbac_covers_exactly_the_calls_made() {
         ..Default::default()
     };
     // Sharded, as the chart's defaults run it: its own Lease, the others' watched.
-    let settings = kairship::actors::context::Settings {
-        shards: Some(kairship::actors::shards::ShardConfig {
+    let settings = kairship::context::Settings {
+        shards: Some(kairship::host::shards::ShardConfig {
             lease_duration: lease.lease_duration,
             renew_deadline: lease.renew_deadline,
             retry_period: lease.retry_period,
-            ..kairship::actors::shards::ShardConfig::new(NS, "kairship-test", "kairship-test")
+            ..kairship::host::shards::ShardConfig::new(NS, "kairship-test", "kairship-test")
         }),
         ..crate::harness::fast_settings()
     };

@@ -167,7 +167,7 @@ async fn certificates_are_renewed_and_components_rolled() {
     let karmadas: KubeApi<DynamicObject> = KubeApi::namespaced_with(
         api.env.host.clone(),
         NS,
-        &kairship::actors::instance::connect::karmada_resource(),
+        &kairship::host::karmada::karmada_resource(),
     );
     let ready = |status: &str, reason: &str| {
         serde_json::json!({"status": {"conditions": [{"type": "Ready", "status": status,

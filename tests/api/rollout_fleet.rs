@@ -54,7 +54,7 @@ fn unfinished(s: &kairship::crd::FleetRolloutStatus) -> Vec<String> {
 async fn fifty_instances_in_four_waves_survive_a_restart_mid_wave() {
     // The tests' settings refresh each status every second: 50 writes a second that
     // Kairship's own Instance watch reads back, which a loaded CI machine fell behind on.
-    let settings = kairship::actors::context::Settings {
+    let settings = kairship::context::Settings {
         status_refresh: Duration::from_secs(10),
         ..crate::harness::fast_settings()
     };

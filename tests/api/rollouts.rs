@@ -442,7 +442,7 @@ async fn a_rollout_runs_in_waves_then_halts_and_rolls_back() {
 /// halt it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_canary_whose_requests_fail_while_it_soaks_halts_the_rollout() {
-    let settings = kairship::actors::context::Settings {
+    let settings = kairship::context::Settings {
         unreachable_after: 1000,
         degraded_after: Duration::from_secs(600),
         ..crate::harness::fast_settings()

@@ -2,10 +2,10 @@
 
 use std::path::PathBuf;
 
-use kairship::actors::leader::LeaderConfig;
 use kairship::actors::tree::Tree;
 use kairship::api::context::ApiContext;
 use kairship::auth::{Auth, AuthConfig};
+use kairship::host::leader::LeaderConfig;
 use tonic::transport::Channel;
 
 use crate::harness::Env;
@@ -57,7 +57,7 @@ impl Api {
         instances: usize,
         leader: Option<LeaderConfig>,
         auth: Option<AuthConfig>,
-        settings: kairship::actors::context::Settings,
+        settings: kairship::context::Settings,
     ) -> Self {
         let env = Env::start(instances).await;
         let host = env.sim.fleet.host().clone();

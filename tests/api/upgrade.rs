@@ -236,7 +236,7 @@ async fn managed_instance_upgrade_end_to_end() {
     let karmadas: KubeApi<DynamicObject> = KubeApi::namespaced_with(
         api.env.host.clone(),
         NS,
-        &kairship::actors::instance::connect::karmada_resource(),
+        &kairship::host::karmada::karmada_resource(),
     );
     let k = karmadas.get("team-u").await.expect("Karmada object");
     assert_eq!(

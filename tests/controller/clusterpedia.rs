@@ -124,7 +124,7 @@ async fn each_instance_is_registered_with_clusterpedia_through_a_secret_and_remo
     kairship::bootstrap::ensure_namespace(&env.host, PEDIA_NS)
         .await
         .expect("namespace");
-    let settings = kairship::actors::context::Settings {
+    let settings = kairship::context::Settings {
         clusterpedia: Some(PEDIA_NS.into()),
         clusterpedia_every: Duration::from_millis(300),
         ..fast_settings()

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use kairship::actors::instance::InstanceMsg;
 use kairship::actors::tree::Tree;
+use kairship::context::events;
+use kairship::controllers::member_access;
 use kairship::controllers::Selection;
-use kairship::controllers::{member_access, phase_events};
 use kairship::crd::{InstanceRegistration, Phase};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
@@ -47,7 +48,7 @@ async fn view(tree: &Tree, name: &str) -> Option<kairship::actors::instance::Ins
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_controller_switched_off_does_nothing_while_the_others_run() {
     let env = Env::start(1).await;
-    let settings = kairship::actors::context::Settings {
+    let settings = kairship::context::Settings {
         controllers_off: Selection::parse(&["*,-registration"])
             .expect("selection")
             .off(),
@@ -163,7 +164,7 @@ async fn what_a_controller_keeps_in_place_comes_back_after_a_hand_deletes_or_cha
 /// The phase events the host holds for `instance`, oldest first: (type, reason, message).
 async fn phase_events(host: &kube::Client, instance: &str) -> Vec<(String, String, String)> {
     let api: Api<k8s_openapi::api::core::v1::Event> =
-        Api::namespaced(host.clone(), phase_events::NAMESPACE);
+        Api::namespaced(host.clone(), events::NAMESPACE);
     let mut found: Vec<_> = api
         .list(&kube::api::ListParams::default())
         .await
@@ -173,8 +174,7 @@ async fn phase_events(host: &kube::Client, instance: &str) -> Vec<(String, Strin
         .filter(|e| {
             e.involved_object.kind.as_deref() == Some("Instance")
                 && e.involved_object.name.as_deref() == Some(instance)
-                && e.source.as_ref().and_then(|s| s.component.as_deref())
-                    == Some(phase_events::COMPONENT)
+                && e.source.as_ref().and_then(|s| s.component.as_deref()) == Some(events::COMPONENT)
         })
         .collect();
     found.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));

@@ -4,8 +4,8 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use kairship::actors::leader::LeaderConfig;
 use kairship::crd::Phase;
+use kairship::host::leader::LeaderConfig;
 
 use crate::common::eventually;
 use crate::harness::Env;
@@ -123,7 +123,7 @@ async fn holder(env: &Env) -> Option<String> {
         .spec?
         .holder_identity?;
     // The replica, not its process.
-    Some(kairship::actors::leader::replica_of(&holder).to_string())
+    Some(kairship::host::leader::replica_of(&holder).to_string())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

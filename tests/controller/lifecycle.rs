@@ -127,7 +127,7 @@ async fn managed_instance_goes_through_the_karmada_object() {
     let karmadas: Api<DynamicObject> = Api::namespaced_with(
         env.host.clone(),
         NS,
-        &kairship::actors::instance::connect::karmada_resource(),
+        &kairship::host::karmada::karmada_resource(),
     );
     assert!(
         karmadas.get_opt("team-a").await.expect("get").is_some(),

@@ -7,13 +7,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kairship::actors::context::Settings;
-use kairship::actors::leader::LeaderConfig;
-use kairship::actors::shards::handoff::OWNER_ANNOTATION;
-use kairship::actors::shards::{ring, ShardConfig};
 use kairship::actors::supervision::ActorState;
 use kairship::actors::tree::{Tree, TreeHandle};
+use kairship::context::Settings;
 use kairship::crd::Phase;
+use kairship::host::leader::LeaderConfig;
+use kairship::host::shards::handoff::OWNER_ANNOTATION;
+use kairship::host::shards::{ring, ShardConfig};
 use parking_lot::Mutex;
 
 use crate::common::eventually;

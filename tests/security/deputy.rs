@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
-use kairship::actors::instance::connect::karmada_resource;
 use kairship::crd::Instance;
+use kairship::host::karmada::karmada_resource;
 use kairship::proto::instance_service_client::InstanceServiceClient;
 use kairship::proto::{
     CreateInstanceRequest, DeleteInstanceRequest, Instance as ProtoInstance, InstanceMode,

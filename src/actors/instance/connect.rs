@@ -1,24 +1,16 @@
 //! Building the client of one instance: from its kubeconfig Secret (External), or from
 //! the karmada-operator `Karmada` object Kairship creates and waits for (Managed).
 
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::discovery::ApiResource;
+use kube::config::KubeConfigOptions;
 use serde_json::{json, Value};
 
 use super::now;
-use crate::actors::context::Context;
-use crate::actors::host_scope::OWNER_LABEL;
+use crate::context::Context;
 use crate::crd::{Instance, InstanceMode};
-
-/// Where the instance's kubeconfig lives (the Secret Kairship itself connects with).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KubeconfigSource {
-    pub namespace: String,
-    pub name: String,
-    pub key: String,
-}
+use crate::host::karmada::{karmada_resource, owned};
+use crate::host::kubeconfig::{self, parse_kubeconfig, without_detail, KubeconfigSource};
+use crate::host::scope::OWNER_LABEL;
 
 /// Why an instance cannot be connected yet.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -50,16 +42,6 @@ pub struct Connected {
     /// What the certificate checks need (the kubeconfig's CA, the endpoint, the operator's
     /// Secrets for a managed instance).
     pub certificates: crate::certificates::Inputs,
-}
-
-pub fn karmada_resource() -> ApiResource {
-    ApiResource {
-        group: "operator.karmada.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "operator.karmada.io/v1alpha1".into(),
-        kind: "Karmada".into(),
-        plural: "karmadas".into(),
-    }
 }
 
 pub async fn connect(ctx: &Context, instance: &Instance) -> Result<Connected, ConnectError> {
@@ -294,7 +276,7 @@ fn upgrade_message(from: Option<&str>, ns: &str, name: &str, spec: Option<&Value
     }
 }
 
-/// A leader-only write on the host (see [`crate::actors::leader::Leadership::fenced`]).
+/// A leader-only write on the host (see [`crate::host::leader::Leadership::fenced`]).
 async fn fenced<T>(
     ctx: &Context,
     write: impl std::future::Future<Output = T>,
@@ -317,23 +299,15 @@ async fn read_secret_key(
 }
 
 /// The value under `key` of Secret `ns/name` on the host, bounded by the request timeout.
-pub(crate) async fn secret_value(
+async fn secret_value(
     ctx: &Context,
     ns: &str,
     name: &str,
     key: &str,
 ) -> Result<Vec<u8>, ConnectError> {
-    let secrets: Api<Secret> = Api::namespaced(ctx.host.clone(), ns);
-    let secret = bounded(ctx, secrets.get_opt(name))
-        .await?
-        .map_err(|e| ConnectError::Failed(format!("reading secret {ns}/{name}: {e}")))?;
-    let secret = secret
-        .ok_or_else(|| ConnectError::Failed(format!("kubeconfig secret {ns}/{name} not found")))?;
-    secret
-        .data
-        .and_then(|mut d| d.remove(key))
-        .map(|b| b.0)
-        .ok_or_else(|| ConnectError::Failed(format!("secret {ns}/{name} has no key {key:?}")))
+    kubeconfig::secret_value(&ctx.host, ctx.settings.request_timeout, ns, name, key)
+        .await
+        .map_err(ConnectError::Failed)
 }
 
 async fn bounded<T>(
@@ -439,62 +413,6 @@ async fn ensure_karmada(
     }
 }
 
-/// Whether a `Karmada` object is the one Kairship created for instance `name`.
-pub fn owned(karmada: &DynamicObject, name: &str) -> bool {
-    karmada
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(OWNER_LABEL))
-        .is_some_and(|v| v == name)
-}
-
-/// A kubeconfig handed to Kairship (an instance's Secret, a member a caller joins):
-/// self-contained credentials only. Exec plugins and auth providers would run commands
-/// inside Kairship, and file paths would read Kairship's own files, on behalf of whoever
-/// wrote the kubeconfig. `for_what` names its use in refusals ("an instance").
-pub fn parse_kubeconfig(text: &str, for_what: &str) -> Result<Kubeconfig, String> {
-    // Never the parser's words: they quote the value, which may be any Secret's content.
-    let kc = Kubeconfig::from_yaml(text)
-        .map_err(|_| "invalid kubeconfig: the value is not a kubeconfig document".to_string())?;
-    let refuse = |what: &str, name: &str| {
-        Err(format!(
-            "kubeconfig {what} {name:?} is not allowed for {for_what}: use inline data (a token or *-data fields)"
-        ))
-    };
-    for c in &kc.clusters {
-        if c.cluster
-            .as_ref()
-            .is_some_and(|c| c.certificate_authority.is_some())
-        {
-            return refuse("cluster with a certificate-authority file", &c.name);
-        }
-    }
-    for a in &kc.auth_infos {
-        let Some(info) = &a.auth_info else { continue };
-        if info.exec.is_some() {
-            return refuse("user with an exec plugin", &a.name);
-        }
-        if info.auth_provider.is_some() {
-            return refuse("user with an auth-provider", &a.name);
-        }
-        if info.client_certificate.is_some() || info.client_key.is_some() {
-            return refuse("user with client-certificate/client-key files", &a.name);
-        }
-        if info.token_file.is_some() {
-            return refuse("user with a tokenFile", &a.name);
-        }
-    }
-    Ok(kc)
-}
-
-/// An error's own words without what it quotes after the first colon (a context's name,
-/// bytes of a certificate): the Secret's content stays out of statuses and logs.
-pub fn without_detail(e: &dyn std::fmt::Display) -> String {
-    let text = e.to_string();
-    text.split(": ").next().unwrap_or_default().to_string()
-}
-
 async fn client_from(
     ctx: &Context,
     kubeconfig: &str,
@@ -530,9 +448,9 @@ async fn client_from(
         kubeconfig: crate::certificates::from_config(&config),
         operator,
     };
-    let client = super::client::build(&config)
+    let client = crate::host::client::build(&config)
         .map_err(|e| ConnectError::Failed(format!("building client for {endpoint}: {e}")))?;
-    let upgrades = super::client::build_upgrades(&config)
+    let upgrades = crate::host::client::build_upgrades(&config)
         .map_err(|e| ConnectError::Failed(format!("building client for {endpoint}: {e}")))?;
     // One request before the caches start their watches all at once: until a connection
     // has negotiated HTTP/2, the pool cannot know it may share one, and each concurrent

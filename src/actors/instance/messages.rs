@@ -20,7 +20,7 @@ pub struct InstanceView {
 /// How a status write ended, and the Instance's resourceVersion it leaves behind (the
 /// precondition of the next write), when known.
 pub struct StatusWrite {
-    pub result: Result<Box<crate::crd::InstanceStatus>, crate::actors::host_error::HostError>,
+    pub result: Result<Box<crate::crd::InstanceStatus>, crate::host::error::HostError>,
     pub resource_version: Option<String>,
 }
 

@@ -2,13 +2,10 @@
 //! its client, caches, stats, status sync and registration. Slow I/O runs in spawned
 //! tasks that report back as messages, so the actor never blocks on its instance.
 
-pub mod client;
 pub mod connect;
-pub mod lifecycle;
 pub mod messages;
 pub mod probe;
 pub mod stats;
-pub mod status;
 mod status_sync;
 mod tick;
 
@@ -17,13 +14,13 @@ use std::time::{Duration, Instant};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tracing::{debug, info, warn};
 
-use super::context::Context;
 use crate::cache::caches::Caches;
 pub use crate::cache::InstanceReader;
+use crate::context::Context;
 use crate::crd::{Instance, InstanceStatus, Phase};
-use lifecycle::{Event, Lifecycle, Wait};
+use crate::status::lifecycle::{Event, Lifecycle, Wait};
+use crate::status::{self, Observed};
 pub use messages::{InstanceMsg, InstanceView, StatusWrite};
-use status::Observed;
 use status_sync::sync_status;
 
 pub struct InstanceActor;
@@ -72,7 +69,7 @@ pub struct InstanceState {
     resource_version: Option<String>,
     last_write_at: Option<Instant>,
     /// The Secret the instance's kubeconfig was read from at the last connect.
-    kubeconfig_source: Option<connect::KubeconfigSource>,
+    kubeconfig_source: Option<crate::host::kubeconfig::KubeconfigSource>,
     /// What the instance's certificates are read from, once connected.
     certificate_inputs: Option<crate::certificates::Inputs>,
     /// The per-instance controllers (their work is aborted with the actor).
@@ -210,7 +207,7 @@ pub(super) fn now() -> String {
 /// Delay before the n-th reconnect: exponential from 500 ms, capped at 10 s.
 fn reconnect_delay(attempt: u32) -> Duration {
     let n = attempt as usize + 1;
-    super::supervision::backoff_step(Duration::from_millis(500), Duration::from_secs(10), n)
+    crate::host::backoff::backoff_step(Duration::from_millis(500), Duration::from_secs(10), n)
 }
 
 impl Actor for InstanceActor {

@@ -9,10 +9,11 @@ use ractor::ActorRef;
 use serde_json::json;
 
 use super::messages::{InstanceMsg, StatusWrite};
-use super::{now, status, InstanceState};
-use crate::actors::context::{Context, Counters};
-use crate::actors::host_error;
+use super::{now, InstanceState};
+use crate::context::{Context, Counters};
 use crate::crd::{Instance, InstanceStatus};
+use crate::host::error::fenced;
+use crate::status;
 
 /// Writes status when it changed, or to refresh lastSyncTime; one write at a time.
 pub(super) fn sync_status(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
@@ -88,7 +89,7 @@ async fn write_status(
         .leadership
         .fenced(ctx.settings.request_timeout, call)
         .await;
-    match host_error::fenced("patching the Instance status", answer) {
+    match fenced("patching the Instance status", answer) {
         Ok(written) => {
             Counters::bump(&ctx.counters.status_writes);
             StatusWrite {

@@ -4,12 +4,12 @@
 
 use ractor::ActorRef;
 
-use super::lifecycle::Event;
 use super::stats;
 use super::status_sync::sync_status;
 use super::{InstanceMsg, InstanceState};
 use crate::cache::caches::{Caches, Kind};
 use crate::controllers::Scope;
+use crate::status::lifecycle::Event;
 
 #[derive(PartialEq)]
 pub(super) struct StatsInputs {

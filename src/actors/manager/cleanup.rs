@@ -8,11 +8,11 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::messages::ManagerMsg;
-use crate::actors::context::{Context, Counters};
-use crate::actors::host_error::{bounded, fenced, gone_is_fine, HostError};
-use crate::actors::instance::connect::{karmada_resource, owned};
+use crate::context::{Context, Counters};
 use crate::controllers::{clusterpedia, registration};
 use crate::crd::{Condition, Instance, InstanceMode, Phase, FINALIZER};
+use crate::host::error::{bounded, fenced, gone_is_fine, HostError};
+use crate::host::karmada::{karmada_resource, owned};
 
 fn now() -> String {
     jiff::Timestamp::now()

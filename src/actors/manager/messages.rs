@@ -22,7 +22,7 @@ pub enum ManagerMsg {
     /// Delayed restart of a failed child.
     Respawn(String),
     /// Leader-only cleanup of a deleted Instance finished (or failed).
-    CleanedUp(String, Result<(), crate::actors::host_error::HostError>),
+    CleanedUp(String, Result<(), crate::host::error::HostError>),
     Snapshot(RpcReplyPort<Vec<ActorSnapshot>>),
     /// Restart one instance actor on request (SRE action); forgives past failures.
     /// Restart an instance's actor; with the Instance's restart annotation value, a restart

@@ -13,13 +13,13 @@ use tokio::time::Instant;
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tracing::{info, warn};
 
-use super::context::Context;
 use super::instance::{InstanceActor, InstanceArgs, InstanceMsg};
-use super::instance_informer::InstanceEvent;
 use super::supervision::{ActorSnapshot, ActorState, Decision, RestartTracker};
-use crate::actors::shards::handoff::Step;
-use crate::actors::shards::machine::{self, Effect, Event, Placement};
+use crate::context::Context;
 use crate::crd::{Instance, FINALIZER};
+use crate::host::instance_informer::InstanceEvent;
+use crate::host::shards::handoff::Step;
+use crate::host::shards::machine::{self, Effect, Event, Placement};
 pub use messages::ManagerMsg;
 
 pub struct InstanceManager;

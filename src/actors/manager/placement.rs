@@ -1,7 +1,7 @@
-//! Where an instance's actor runs when the fleet is sharded (`actors::shards`): only on
+//! Where an instance's actor runs when the fleet is sharded (`host::shards`): only on
 //! the replica that owns the instance. The manager asks [`decide`] before it starts an
 //! actor or does an owner's work (finalizers, cleanup), feeds each instance's placement
-//! machine (`actors::shards::machine`), and carries out the record writes it asks for
+//! machine (`host::shards::machine`), and carries out the record writes it asks for
 //! here, one in flight per instance.
 
 use std::time::Duration;
@@ -11,10 +11,10 @@ use ractor::ActorRef;
 use tracing::{info, warn};
 
 use super::{ManagerMsg, ManagerState};
-use crate::actors::context::Context;
-use crate::actors::shards::handoff::{self, Step};
-use crate::actors::shards::machine::{self, Effect, Event, Record};
+use crate::context::Context;
 use crate::crd::Instance;
+use crate::host::shards::handoff::{self, Step};
+use crate::host::shards::machine::{self, Effect, Event, Record};
 
 /// What the manager may do for `instance` here: `None` when the fleet is not sharded
 /// (every replica runs every instance), else this replica's step.

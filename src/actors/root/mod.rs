@@ -9,9 +9,9 @@ use tokio::time::Instant;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tracing::{error, info};
 
-use super::context::Context;
 use super::manager::{InstanceManager, ManagerArgs, ManagerMsg};
 use super::supervision::{ActorSnapshot, ActorState, Decision, RestartTracker};
+use crate::context::Context;
 pub use messages::RootMsg;
 
 pub struct RootSupervisor;

@@ -25,9 +25,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
-use crate::actors::shards::Shards;
 use crate::crd::Instance;
 use crate::error::ApiError;
+use crate::host::shards::Shards;
 pub use route::Route;
 
 /// Marks a request a peer forwarded (its value: that peer's name). A forwarded request is
@@ -193,7 +193,7 @@ impl Forwarder {
     }
 
     async fn healthz(&self, address: &str) -> Result<(), String> {
-        let address = crate::actors::shards::peer_address(address)?;
+        let address = crate::host::shards::peer_address(address)?;
         let uri: http::Uri = format!("{address}/healthz")
             .parse()
             .map_err(|e| format!("{e}"))?;
@@ -225,7 +225,7 @@ impl Forwarder {
             ApiError::Internal(format!("a peer's address {address:?}: {e}"))
         };
         // Callers' credentials go to peers: over https only, whatever a Lease says.
-        crate::actors::shards::peer_address(address).map_err(|e| unusable(&e))?;
+        crate::host::shards::peer_address(address).map_err(|e| unusable(&e))?;
         let tls = ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(&self.config.ca_pem))
             .domain_name(self.config.server_name.clone());
@@ -251,7 +251,7 @@ impl Forwarder {
         mut req: Request,
         (read, patience): (bool, Duration),
     ) -> Result<Response, Unsent> {
-        let address = crate::actors::shards::peer_address(address).map_err(|e| {
+        let address = crate::host::shards::peer_address(address).map_err(|e| {
             Unsent::Failed(ApiError::Unavailable(format!(
                 "replica {replica:?}'s address {address:?} is refused: {e}"
             )))

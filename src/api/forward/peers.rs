@@ -8,7 +8,7 @@ use std::future::Future;
 use futures::future::join_all;
 
 use super::{Forwarder, FORWARDED_BY_NAME};
-use crate::actors::shards::Shards;
+use crate::host::shards::Shards;
 
 /// Every live peer (not this replica) with its address.
 pub fn live(shards: &Shards) -> Vec<(String, String)> {

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::actors::shards::handoff;
 use crate::crd::Instance;
+use crate::host::shards::handoff;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {

@@ -3,7 +3,6 @@
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use tonic::{Request, Response, Status};
 
-use crate::actors::host_scope::{crd_url_prefix, OutOfScope};
 use crate::api::chain::Authorized;
 use crate::api::context::ApiContext;
 use crate::api::convert;
@@ -11,6 +10,7 @@ use crate::api::paging;
 use crate::api::request::host;
 use crate::crd::Instance;
 use crate::error::{check_name, ApiError};
+use crate::host::scope::{crd_url_prefix, OutOfScope};
 use crate::proto::{self, instance_service_server::InstanceService};
 
 pub struct Instances(pub ApiContext);

@@ -136,7 +136,7 @@ pub async fn restore(
 impl From<BackupError> for ApiError {
     fn from(e: BackupError) -> Self {
         match e {
-            BackupError::Host(h) => ApiError::from_host(h),
+            BackupError::Host(h) => ApiError::from(h),
             BackupError::NotFound { .. } => ApiError::NotFound(e.to_string()),
             BackupError::Running { .. } => ApiError::AlreadyExists(e.to_string()),
             BackupError::Full { .. } => ApiError::ResourceExhausted(e.to_string()),

@@ -44,15 +44,15 @@ pub(super) async fn owned_scope(
     let karmadas: Api<kube::api::DynamicObject> = Api::namespaced_with(
         ctx.tree.host().clone(),
         &ns,
-        &crate::actors::instance::connect::karmada_resource(),
+        &crate::host::karmada::karmada_resource(),
     );
     let what = format!("Karmada {ns}/{name}");
     let karmada = ctx.host_call(&what, karmadas.get_opt(&name)).await?;
     match karmada {
-        Some(k) if crate::actors::instance::connect::owned(&k, &name) => Ok((ns, selector)),
+        Some(k) if crate::host::karmada::owned(&k, &name) => Ok((ns, selector)),
         Some(_) => Err(ApiError::FailedPrecondition(format!(
             "{what} is not Kairship's (it lacks the label {}={name}): Kairship neither reads nor changes its components",
-            crate::actors::host_scope::OWNER_LABEL
+            crate::host::scope::OWNER_LABEL
         ))),
         None => Err(ApiError::FailedPrecondition(format!(
             "{what} does not exist (yet): the instance has no components to act on"

@@ -19,7 +19,7 @@ pub async fn renew(
     let done = renewal::renew(ctx.tree.host(), &ns, &req.name, timeout)
         .await
         .map_err(|e| match e {
-            RenewalError::Host(h) => ApiError::from_host(h),
+            RenewalError::Host(h) => ApiError::from(h),
             RenewalError::Certificates {
                 source: RenewError::Signing { .. },
                 ..

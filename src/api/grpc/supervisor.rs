@@ -38,7 +38,7 @@ fn snapshot(a: &ActorSnapshot, replica: &str) -> proto::ActorSnapshot {
 /// it is recorded here (or nowhere yet), since its owner shows it otherwise.
 fn runs_here(
     ctx: &ApiContext,
-    shards: Option<&crate::actors::shards::Shards>,
+    shards: Option<&crate::host::shards::Shards>,
     instance: &str,
 ) -> bool {
     let Some(shards) = shards else {
@@ -47,7 +47,7 @@ fn runs_here(
     let recorded = ctx
         .instance(instance)
         .ok()
-        .and_then(|i| crate::actors::shards::handoff::recorded(&i).map(str::to_string));
+        .and_then(|i| crate::host::shards::handoff::recorded(&i).map(str::to_string));
     recorded.is_none_or(|r| r == shards.me() || !shards.live().contains(&r))
 }
 

@@ -16,7 +16,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::super::{BackupError, Record};
-use crate::actors::host_error::{bounded, gone_is_fine, HostError};
+use crate::host::error::{bounded, gone_is_fine, HostError};
 
 const RECORD_TYPE: &str = "kairship.io/backup";
 const DATA_TYPE: &str = "kairship.io/backup-data";

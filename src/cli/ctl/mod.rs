@@ -471,7 +471,7 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
                 for a in actors {
                     rows.push(vec![
                         s(a, "/name"),
-                        crate::actors::leader::replica_of(&s(a, "/replica")).to_string(),
+                        crate::host::leader::replica_of(&s(a, "/replica")).to_string(),
                         s(a, "/state"),
                         n(a, "/restartCount"),
                         format!("{}s", n(a, "/uptimeSeconds")),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use kairship_sim::{Fleet, FleetConfig};
 
-use crate::actors::context::Settings;
+use crate::context::Settings;
 use crate::{bootstrap, server, Error};
 
 mod cluster;
@@ -385,7 +385,7 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
     let election = match (&first, args.leader_elect) {
         (Some(f), _) => crate::actors::tree::Election::Lease(f.leader.clone()),
         (None, true) => {
-            crate::actors::tree::Election::Lease(crate::actors::leader::LeaderConfig::new(
+            crate::actors::tree::Election::Lease(crate::host::leader::LeaderConfig::new(
                 replicas::LEASE_NAMESPACE,
                 "kairship-controller-manager",
                 "kairship-demo",

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
-use crate::actors::leader::{process_identity, LeaderConfig};
-use crate::actors::shards::ShardConfig;
 use crate::api::forward::ForwardConfig;
+use crate::host::leader::{process_identity, LeaderConfig};
+use crate::host::shards::ShardConfig;
 use crate::Error;
 
 /// Where the leader Lease and the shard Leases live, as in the single-replica demo.
@@ -220,7 +220,7 @@ pub async fn owners(
     names: &[String],
     within: Duration,
 ) -> Result<BTreeMap<String, String>, Error> {
-    use crate::actors::shards::handoff::recorded;
+    use crate::host::shards::handoff::recorded;
     let api: kube::Api<crate::crd::Instance> = kube::Api::all(host.clone());
     let deadline = tokio::time::Instant::now() + within;
     loop {

@@ -64,7 +64,7 @@ async fn a_firing_alert_halts_a_rollout_and_its_canary_is_rolled_back() {
         return;
     }
     let port = free_port().expect("a free port");
-    let settings = kairship::actors::context::Settings {
+    let settings = kairship::context::Settings {
         alerts_url: Some(format!("http://127.0.0.1:{port}")),
         ..crate::harness::fast_settings()
     };

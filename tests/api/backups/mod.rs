@@ -363,7 +363,7 @@ async fn scheduled_backups_keep_the_newest() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_or_full_destination_fails_with_its_reason() {
-    let settings = |namespace: &str, max: u64| kairship::actors::context::Settings {
+    let settings = |namespace: &str, max: u64| kairship::context::Settings {
         backup_namespace: namespace.into(),
         backup_max_bytes: max,
         ..crate::harness::fast_settings()
@@ -407,7 +407,7 @@ async fn a_missing_or_full_destination_fails_with_its_reason() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_directory_destination_keeps_backups_as_files_and_restores_from_them() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let settings = |backup_dir: std::path::PathBuf, max: u64| kairship::actors::context::Settings {
+    let settings = |backup_dir: std::path::PathBuf, max: u64| kairship::context::Settings {
         backup_dir: Some(backup_dir),
         backup_max_bytes: max,
         ..crate::harness::fast_settings()

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use kairship::actors::shards::handoff::OWNER_ANNOTATION;
+use kairship::host::shards::handoff::OWNER_ANNOTATION;
 use kairship::proto::GetInstanceRequest;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use kairship::actors::shards::ring;
 use kairship::auth::AuthConfig;
+use kairship::host::shards::ring;
 use kairship::proto::GetInstanceRequest;
 
 use super::{owner, replica, Authed, Replica, ADMIN};

@@ -6,16 +6,16 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kairship::actors::context::Settings;
-use kairship::actors::leader::replica_of;
-use kairship::actors::leader::LeaderConfig;
-use kairship::actors::shards::handoff::OWNER_ANNOTATION;
-use kairship::actors::shards::ShardConfig;
 use kairship::actors::tree::Tree;
 use kairship::api::context::ApiContext;
 use kairship::api::forward::{ForwardConfig, Forwarder};
 use kairship::auth::{Auth, AuthConfig};
+use kairship::context::Settings;
 use kairship::crd::{InstanceRoleBinding, InstanceRoleBindingSpec, Role, Subject, SubjectKind};
+use kairship::host::leader::replica_of;
+use kairship::host::leader::LeaderConfig;
+use kairship::host::shards::handoff::OWNER_ANNOTATION;
+use kairship::host::shards::ShardConfig;
 use kairship::proto::instance_service_client::InstanceServiceClient;
 use kairship::proto::search_service_client::SearchServiceClient;
 use kairship::proto::supervisor_service_client::SupervisorServiceClient;

@@ -194,6 +194,57 @@ impl Cron {
     }
 }
 
+/// One schedule (Gardener's shape): asleep from each `start`, awake from each `end`, read
+/// in `zone`. Either may be absent (asleep every evening, woken only by use).
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    pub start: Option<Cron>,
+    pub end: Option<Cron>,
+    pub zone: TimeZone,
+}
+
+impl Schedule {
+    /// A schedule from its spelling; the zone is an IANA name (`UTC` when absent).
+    pub fn parse(
+        start: Option<&str>,
+        end: Option<&str>,
+        location: Option<&str>,
+    ) -> Result<Self, ScheduleError> {
+        let cron = |s: Option<&str>, field: &'static str| {
+            s.map(|s| {
+                s.parse::<Cron>()
+                    .map_err(|e| ScheduleError::Cron { field, source: e })
+            })
+            .transpose()
+        };
+        let zone = match location {
+            None | Some("") => TimeZone::UTC,
+            Some(name) => TimeZone::get(name).map_err(|e| ScheduleError::Location {
+                name: name.to_string(),
+                why: e.to_string(),
+            })?,
+        };
+        let (start, end) = (cron(start, "start")?, cron(end, "end")?);
+        if start.is_none() && end.is_none() {
+            return Err(ScheduleError::Empty);
+        }
+        Ok(Self { start, end, zone })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleError {
+    #[error("{field}: {source}")]
+    Cron {
+        field: &'static str,
+        source: CronError,
+    },
+    #[error("location {name:?} is not a time zone: {why}")]
+    Location { name: String, why: String },
+    #[error("a schedule needs a start, an end or both")]
+    Empty,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,11 +1,16 @@
-//! What every actor of the tree is handed: the host client, leadership, and settings.
+//! What every long-running part is handed (actors, controllers, the leader's passes, the
+//! API): the host client, leadership, settings, the process's watches, the routes to each
+//! instance's reader ([`routes`]), and Events on Kairship's objects ([`events`]).
+
+pub mod events;
+pub mod routes;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::leader::Leadership;
-use super::supervision::RestartPolicy;
+use crate::host::backoff::RestartPolicy;
+use crate::host::leader::Leadership;
 
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -17,7 +22,7 @@ pub struct Settings {
     pub cache_budget: crate::cache::budget::CacheBudget,
     /// What Kairship may touch on the host for an instance: kubeconfig Secrets' and
     /// managed control planes' namespaces, image registries, CRD tarball locations.
-    pub scope: super::host_scope::HostScope,
+    pub scope: crate::host::scope::HostScope,
     /// How often an instance actor recomputes stats, probes and syncs status.
     pub tick: Duration,
     /// Upper bound on one reachability probe.
@@ -80,7 +85,7 @@ pub struct Settings {
     pub controller_resync: Duration,
     /// Shard the instances across replicas by Leases of their own (`None`: every replica
     /// runs every instance, as a single replica does).
-    pub shards: Option<super::shards::ShardConfig>,
+    pub shards: Option<crate::host::shards::ShardConfig>,
     /// Where member clusters a caller names (join, remove) may be.
     pub member_networks: crate::member_networks::MemberNetworks,
     /// The plain probes port's `/metrics` shows series naming instances (it asks no token).
@@ -190,16 +195,16 @@ pub struct Context {
     pub leadership: Leadership,
     pub settings: Arc<Settings>,
     pub counters: Arc<Counters>,
-    /// Instance readers published for routing (see [`super::routes`]).
-    pub routes: super::routes::Routes,
+    /// Instance readers published for routing (see [`routes`]).
+    pub routes: routes::Routes,
     /// The process's one watch of Instance objects (the manager's and the API's).
-    pub instances: super::instance_informer::InstanceInformer,
+    pub instances: crate::host::instance_informer::InstanceInformer,
     /// This replica's share of the instances, when sharded.
-    pub shards: Option<super::shards::Shards>,
-    /// The host's FleetRollouts (`rollout::store`).
-    pub rollouts: crate::rollout::store::FleetRollouts,
+    pub shards: Option<crate::host::shards::Shards>,
+    /// The host's FleetRollouts (`host::rollouts`).
+    pub rollouts: crate::host::rollouts::FleetRollouts,
     /// The host's InstanceClasses.
-    pub classes: super::watched::Watched<crate::crd::InstanceClass>,
+    pub classes: crate::host::watched::Watched<crate::crd::InstanceClass>,
     /// Turns for instance actors connecting and filling their caches
     /// ([`Settings::starting_at_once`] at once).
     pub starts: Arc<tokio::sync::Semaphore>,

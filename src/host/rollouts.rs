@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::actors::watched::Watched;
 use crate::crd::{FleetRollout, FleetRolloutStatus, InstanceRollout};
+use crate::host::watched::Watched;
 
 /// How often the leader looks at every rollout, and each instance's controller at its
 /// own step.

@@ -2,8 +2,10 @@
 //! `Ready`, and where they apply `CertificatesExpiring`, `ComponentsHealthy`,
 //! `GuardrailsApplied`, Clusterpedia's) from what it observed. Pure functions.
 
-use super::lifecycle::{Lifecycle, Wait};
+pub mod lifecycle;
+
 use crate::crd::{Condition, InstanceStats, InstanceStatus, Phase};
+use lifecycle::{Lifecycle, Wait};
 
 /// What the instance actor knows at one tick.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -80,6 +80,20 @@ pub fn gone_is_fine(result: Result<(), HostError>) -> Result<(), HostError> {
     }
 }
 
+/// An actor's host call as the API answers it: the host's own answer, or a deadline.
+impl From<HostError> for crate::error::ApiError {
+    fn from(e: HostError) -> Self {
+        use crate::error::ApiError;
+        match e {
+            HostError::Api { what, source } => ApiError::from_kube(source, &what),
+            HostError::TimedOut { what, after } => ApiError::DeadlineExceeded(format!(
+                "{what}: the host did not answer within {after:?}"
+            )),
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -168,6 +168,24 @@ where
     }
 }
 
+/// The host's client from a kubeconfig file, else from the pod's service account or
+/// `$KUBECONFIG` (kube's inference); the error names which and why.
+pub async fn from_kubeconfig(path: Option<&std::path::Path>) -> Result<kube::Client, String> {
+    let config = match path {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| format!("reading kubeconfig {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| format!("no host cluster: pass --kubeconfig ({e})"))?,
+    };
+    build_host(&config).map_err(|e| format!("building the host client: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
