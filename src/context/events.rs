@@ -8,7 +8,7 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use super::Context;
-use crate::host::error::fenced;
+use crate::host::error::{fenced, HostError};
 
 /// Where the events of cluster-scoped objects go.
 pub const NAMESPACE: &str = "default";
@@ -16,16 +16,14 @@ pub const NAMESPACE: &str = "default";
 pub const COMPONENT: &str = "kairship";
 
 /// Records `event`, fenced to the leader's term; `what` names it in the error.
-pub async fn create(ctx: &Context, event: Event, what: &str) -> Result<(), String> {
+pub async fn create(ctx: &Context, event: Event, what: &str) -> Result<(), HostError> {
     let api: Api<Event> = Api::namespaced(ctx.host.clone(), NAMESPACE);
     let timeout = ctx.settings.host_call_timeout;
     let write = ctx
         .leadership
         .fenced(timeout, api.create(&PostParams::default(), &event))
         .await;
-    fenced(format!("recording {what}"), write)
-        .map(drop)
-        .map_err(|e| e.to_string())
+    fenced(format!("recording {what}"), write).map(drop)
 }
 
 /// A cluster-scoped Kairship object an Event is about.

@@ -1,23 +1,29 @@
 //! The `certificates` controller: reads the instance's certificates and their expiry
 //! (`crate::certificates`) for its status.
 
-use super::{Controller, Scope, Work};
+use std::time::Duration;
+
+use super::{Action, Controller, Next, Observed, Report, Scope};
 use crate::certificates::check;
 use crate::crd::CertificateStatus;
-use crate::status::Observed;
 
 /// Reads the certificates every `--certificate-check-secs` once connected, and every
 /// [`RECHECK_EVERY`](crate::certificates::renewal::RECHECK_EVERY) for a while after a renewal, so the
 /// new serving certificate shows soon. Leader only: its findings go to the status.
 #[derive(Default)]
-pub struct Certificates;
+pub struct Certificates {
+    /// How long until the next read, as the last look worked it out.
+    every: Duration,
+}
 
 impl Controller for Certificates {
     const NAME: &'static str = "certificates";
     type Found = Vec<CertificateStatus>;
 
-    fn reconcile(&mut self, scope: &Scope<'_>, _: &mut Observed) -> Option<Work<Self::Found>> {
-        let inputs = scope.certificate_inputs?.clone();
+    fn reconcile(&mut self, scope: &Scope<'_>, _: &Observed, _: &mut Report) -> Next<Self::Found> {
+        let Some(inputs) = scope.certificate_inputs.cloned() else {
+            return Next::Idle;
+        };
         let settings = &scope.ctx.settings;
         let every = match crate::certificates::renewal::recently_renewed(
             scope.instance,
@@ -28,14 +34,18 @@ impl Controller for Certificates {
             }
             false => settings.certificate_check_every,
         };
-        if !scope.due(Self::NAME, every) {
-            return None;
-        }
+        self.every = every;
         let host = scope.ctx.host.clone();
-        Some(Box::pin(async move { Ok(check(&host, &inputs).await) }))
+        Next::Start(Box::pin(async move { Ok(check(&host, &inputs).await) }))
     }
 
-    fn record(&mut self, found: Self::Found, observed: &mut Observed) {
-        observed.certificates = found;
+    fn record(&mut self, found: Self::Found, report: &mut Report) -> Action {
+        report.certificates = Some(found);
+        Action::requeue(self.every)
+    }
+
+    fn watches(&self, scope: &Scope<'_>, _: &Observed, key: &mut dyn std::hash::Hasher) {
+        // A reconnect reads them anew (a new CA, a new endpoint).
+        key.write_u8(u8::from(scope.certificate_inputs.is_some()));
     }
 }

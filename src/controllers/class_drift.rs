@@ -1,10 +1,11 @@
 //! Where a managed instance differs from its InstanceClass (`crd::class::drift`), field
 //! by field, for its status (`status.drift`) and the console's diff. Read from the host's
-//! classes and the Instance as watched; no call is made, so it runs at every tick.
+//! classes and the Instance as watched, whenever either changes; no call is made.
 
-use super::{Controller, Scope, Work};
+use std::hash::{Hash, Hasher};
+
+use super::{Action, Controller, Next, Observed, Report, Scope};
 use crate::crd::drift;
-use crate::status::Observed;
 
 #[derive(Default)]
 pub struct ClassDrift;
@@ -14,8 +15,8 @@ impl Controller for ClassDrift {
     const LEADER_ONLY: bool = false;
     type Found = ();
 
-    fn reconcile(&mut self, scope: &Scope<'_>, observed: &mut Observed) -> Option<Work<()>> {
-        observed.drift = scope
+    fn reconcile(&mut self, scope: &Scope<'_>, _: &Observed, report: &mut Report) -> Next<()> {
+        let found = scope
             .latest()
             .and_then(|i| {
                 let name = i.spec.class_name.as_deref()?;
@@ -39,8 +40,21 @@ impl Controller for ClassDrift {
                 Some(d)
             })
             .unwrap_or_default();
-        None
+        report.drift = Some(found);
+        Next::Wait(Action::await_change())
     }
 
-    fn record(&mut self, _found: (), _observed: &mut Observed) {}
+    fn record(&mut self, _found: (), _: &mut Report) -> Action {
+        Action::await_change()
+    }
+
+    fn watches(&self, scope: &Scope<'_>, _: &Observed, key: &mut dyn Hasher) {
+        let class = scope.latest().and_then(|i| i.spec.class_name.clone());
+        let version = class
+            .and_then(|c| scope.ctx.classes.get(&c))
+            .map(|c| c.metadata.resource_version.clone());
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        version.hash(&mut h);
+        key.write_u64(h.finish());
+    }
 }

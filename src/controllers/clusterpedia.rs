@@ -15,18 +15,25 @@ use kube::discovery::ApiResource;
 use kube::Resource;
 use serde_json::{json, Value};
 
-use super::{Controller, Scope, Work};
+use super::{Action, Controller, Next, Observed, Report, Scope};
 use crate::cache::caches::Kind;
 use crate::context::Context;
 use crate::crd::Instance;
 use crate::host::error::{bounded, fenced, HostError};
 use crate::host::kubeconfig::{self, KubeconfigSource};
-use crate::status::Observed;
 
 /// The key of the kubeconfig in the Secret Kairship writes for Clusterpedia.
 pub const SECRET_KEY: &str = "kubeconfig";
 
-pub use crate::status::{ClusterpediaReported as Reported, CLUSTERPEDIA_CONDITION as CONDITION};
+pub use crate::status::CLUSTERPEDIA_CONDITION as CONDITION;
+
+/// What Clusterpedia says of the instance: its `Ready` condition, or nothing yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reported {
+    pub ready: Option<bool>,
+    pub reason: String,
+    pub message: String,
+}
 
 pub fn resource() -> ApiResource {
     ApiResource {
@@ -47,13 +54,21 @@ pub fn secret_name(instance: &str) -> String {
 /// of it until Clusterpedia reports the instance Ready), once the instance is connected
 /// (its kubeconfig is known to work). A failure shows in the instance's condition.
 #[derive(Default)]
-pub struct Clusterpedia;
+pub struct Clusterpedia {
+    /// `--clusterpedia-every-secs`, as the last look read it.
+    every: std::time::Duration,
+}
 
 impl Controller for Clusterpedia {
     const NAME: &'static str = "clusterpedia";
     type Found = Reported;
 
-    fn reconcile(&mut self, scope: &Scope<'_>, observed: &mut Observed) -> Option<Work<Reported>> {
+    fn reconcile(
+        &mut self,
+        scope: &Scope<'_>,
+        _: &Observed,
+        report: &mut Report,
+    ) -> Next<Reported> {
         let settings = &scope.ctx.settings;
         let (Some(namespace), Some(source), Some(client), true) = (
             settings.clusterpedia.clone(),
@@ -61,17 +76,14 @@ impl Controller for Clusterpedia {
             scope.client.cloned(),
             scope.connected,
         ) else {
-            return None;
+            return Next::Idle;
         };
-        let every = match &observed.clusterpedia {
-            Some(r) if r.ready == Some(true) => settings.clusterpedia_every,
-            _ => settings.clusterpedia_every / 3,
-        };
-        if !scope.due(Self::NAME, every) {
-            return None;
+        if report.said(CONDITION).is_some() && !scope.requeued() {
+            return Next::Idle;
         }
+        self.every = settings.clusterpedia_every;
         let (ctx, instance) = (scope.ctx.clone(), scope.instance.clone());
-        Some(Box::pin(async move {
+        Next::Start(Box::pin(async move {
             let r = ensure(&ctx, &instance, &source, &client, &namespace).await;
             Ok(r.unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "registering with Clusterpedia failed; retrying");
@@ -84,8 +96,11 @@ impl Controller for Clusterpedia {
         }))
     }
 
-    fn record(&mut self, reported: Reported, observed: &mut Observed) {
-        observed.clusterpedia = Some(reported);
+    fn record(&mut self, reported: Reported, report: &mut Report) -> Action {
+        let ready = reported.ready == Some(true);
+        report.say(CONDITION, reported.ready, reported.reason, reported.message);
+        // Three times as often until Clusterpedia reports it Ready.
+        Action::requeue(if ready { self.every } else { self.every / 3 })
     }
 }
 

@@ -11,10 +11,11 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use serde_json::Value;
 
-use super::{Controller, Scope, Work};
+use super::{Action, Controller, ControllerError, Next, Observed, Report, Scope};
 use crate::crd::ControlPlaneUsage;
+use crate::host::error::HostError;
 use crate::quantity::{self, Milli};
-use crate::status::Observed;
+use crate::status::{components_said, COMPONENTS_CONDITION};
 
 /// Why a container waits that means it is failing, not merely starting.
 const WAITING_FAILURES: [&str; 5] = [
@@ -105,11 +106,14 @@ pub struct Checked {
 
 /// Reads a managed instance's component pods every `--component-check-secs` while the
 /// instance answers, on every replica (each judges the instance itself, as with its
-/// watches). The verdict is the first failing component (`Observed::components`), and
-/// what the pods request (`Observed::control_plane`); when the host does not answer, that
-/// is not the instance's fault and the last verdict stands.
+/// watches). The verdict is the first failing component (the `ComponentsHealthy`
+/// condition), and what the pods request (`status.controlPlane`); when the host does not
+/// answer, that is not the instance's fault and the last verdict stands.
 #[derive(Default)]
-pub struct Components;
+pub struct Components {
+    /// `--component-check-secs`, as the last look read it.
+    every: Duration,
+}
 
 impl Controller for Components {
     const NAME: &'static str = "components";
@@ -117,25 +121,28 @@ impl Controller for Components {
     const RETRY_MAX: Duration = Duration::from_secs(30);
     type Found = Checked;
 
-    fn reconcile(&mut self, scope: &Scope<'_>, _: &mut Observed) -> Option<Work<Self::Found>> {
-        let operator = scope.operator().filter(|_| scope.answering)?;
+    fn reconcile(&mut self, scope: &Scope<'_>, _: &Observed, _: &mut Report) -> Next<Checked> {
+        // Checked at once when the instance starts or stops answering, then at its cadence.
+        let Some(operator) = scope.operator().filter(|_| scope.answering) else {
+            return Next::Wait(Action::await_change());
+        };
         let settings = &scope.ctx.settings;
-        if !scope.due(Self::NAME, settings.component_check_every) {
-            return None;
-        }
+        self.every = settings.component_check_every;
         let (host, timeout) = (scope.ctx.host.clone(), settings.host_call_timeout);
-        Some(Box::pin(check(host, operator, timeout)))
+        Next::Start(Box::pin(check(host, operator, timeout)))
     }
 
-    fn record(&mut self, Checked { failing, usage }: Checked, observed: &mut Observed) {
-        observed.control_plane = Some(usage);
-        if observed.components.as_ref() != Some(&failing) {
+    fn record(&mut self, Checked { failing, usage }: Checked, report: &mut Report) -> Action {
+        report.control_plane = Some(usage);
+        let (ok, reason, message) = components_said(failing.as_deref());
+        if report.said(COMPONENTS_CONDITION).map(|c| c.status) != Some(Some(ok)) {
             match &failing {
                 Some(why) => tracing::warn!(%why, "a control plane component is failing"),
                 None => tracing::info!("every control plane component runs"),
             }
         }
-        observed.components = Some(failing);
+        report.say(COMPONENTS_CONDITION, Some(ok), reason, message);
+        Action::requeue(self.every)
     }
 }
 
@@ -145,7 +152,7 @@ async fn check(
     host: kube::Client,
     (ns, name): (String, String),
     timeout: Duration,
-) -> Result<Checked, String> {
+) -> Result<Checked, ControllerError> {
     {
         let api: Api<Pod> = Api::namespaced(host, &ns);
         let params = ListParams::default().labels(&format!("app.kubernetes.io/instance={name}"));
@@ -161,10 +168,16 @@ async fn check(
                     usage: requests(&pods),
                 })
             }
-            Ok(Err(e)) => Err(format!("listing the pods of {ns}/{name}: {e}")),
-            Err(_) => Err(format!(
-                "listing the pods of {ns}/{name}: the host did not answer within {timeout:?}"
-            )),
+            Ok(Err(source)) => Err(HostError::Api {
+                what: format!("listing the pods of {ns}/{name}"),
+                source,
+            }
+            .into()),
+            Err(_) => Err(HostError::TimedOut {
+                what: format!("listing the pods of {ns}/{name}"),
+                after: timeout,
+            }
+            .into()),
         }
     }
 }

@@ -2,22 +2,30 @@
 
 use std::any::Any;
 use std::future::Future;
+use std::hash::Hasher;
 use std::pin::Pin;
 use std::time::Duration;
 
 use futures::FutureExt;
 
-use super::{Controller, Scope};
-use crate::status::Observed;
+use super::{Action, Controller, ControllerError, Next, Observed, Report, Scope};
 
-pub(crate) type AnyWork = Pin<Box<dyn Future<Output = Result<Box<dyn Any + Send>, String>> + Send>>;
+pub(crate) type AnyWork =
+    Pin<Box<dyn Future<Output = Result<Box<dyn Any + Send>, ControllerError>> + Send>>;
 
 pub(crate) trait Erased: Send {
     fn name(&self) -> &'static str;
     fn leader_only(&self) -> bool;
     fn retry_max(&self) -> Duration;
-    fn reconcile(&mut self, scope: &Scope<'_>, observed: &mut Observed) -> Option<AnyWork>;
-    fn record(&mut self, found: Box<dyn Any + Send>, observed: &mut Observed);
+    fn reconcile(
+        &mut self,
+        scope: &Scope<'_>,
+        observed: &Observed,
+        report: &mut Report,
+    ) -> Next<Box<dyn Any + Send>>;
+    /// `None`: what was found is not this controller's type (a bug, named in the error).
+    fn record(&mut self, found: Box<dyn Any + Send>, report: &mut Report) -> Option<Action>;
+    fn watches(&self, scope: &Scope<'_>, observed: &Observed, key: &mut dyn Hasher);
 }
 
 impl<C: Controller> Erased for C {
@@ -30,15 +38,27 @@ impl<C: Controller> Erased for C {
     fn retry_max(&self) -> Duration {
         C::RETRY_MAX
     }
-    fn reconcile(&mut self, scope: &Scope<'_>, observed: &mut Observed) -> Option<AnyWork> {
-        let work = Controller::reconcile(self, scope, observed)?;
-        Some(Box::pin(work.map(|r| {
-            r.map(|found| Box::new(found) as Box<dyn Any + Send>)
-        })))
-    }
-    fn record(&mut self, found: Box<dyn Any + Send>, observed: &mut Observed) {
-        if let Ok(found) = found.downcast::<C::Found>() {
-            Controller::record(self, *found, observed);
+    fn reconcile(
+        &mut self,
+        scope: &Scope<'_>,
+        observed: &Observed,
+        report: &mut Report,
+    ) -> Next<Box<dyn Any + Send>> {
+        match Controller::reconcile(self, scope, observed, report) {
+            Next::Start(work) => {
+                let work: AnyWork =
+                    Box::pin(work.map(|r| r.map(|found| Box::new(found) as Box<dyn Any + Send>)));
+                Next::Start(work)
+            }
+            Next::Idle => Next::Idle,
+            Next::Wait(action) => Next::Wait(action),
         }
+    }
+    fn record(&mut self, found: Box<dyn Any + Send>, report: &mut Report) -> Option<Action> {
+        let found = found.downcast::<C::Found>().ok()?;
+        Some(Controller::record(self, *found, report))
+    }
+    fn watches(&self, scope: &Scope<'_>, observed: &Observed, key: &mut dyn Hasher) {
+        Controller::watches(self, scope, observed, key)
     }
 }

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 
-use super::{Controller, Scope, Work};
+use super::{Action, Controller, Next, Observed, Report, Scope};
 use crate::crd::guardrail::{self, Guardrail, KINDS, LABEL, MANAGER};
-use crate::status::Observed;
+use crate::status::GUARDRAILS_CONDITION as CONDITION;
 
 /// How soon a pass with failures is tried again.
 const RETRY_FAILED: Duration = Duration::from_secs(30);
@@ -21,6 +21,8 @@ const RETRY_FAILED: Duration = Duration::from_secs(30);
 pub struct Guardrails {
     /// Whether the last pass left every guardrail applied; `None` before the first.
     clean: Option<bool>,
+    /// `--controller-resync-secs`, as the last look read it.
+    resync: Duration,
 }
 
 /// What a pass did.
@@ -34,51 +36,62 @@ impl Controller for Guardrails {
     const NAME: &'static str = "guardrails";
     type Found = Pushed;
 
-    fn reconcile(&mut self, scope: &Scope<'_>, observed: &mut Observed) -> Option<Work<Pushed>> {
+    fn reconcile(&mut self, scope: &Scope<'_>, _: &Observed, report: &mut Report) -> Next<Pushed> {
         let manifests = &scope.instance.spec.guardrails;
         let wanted = match guardrail::check(manifests) {
             Ok(w) => w,
             Err(e) => {
                 // Nothing is applied or deleted from a list that does not check.
-                observed.guardrails = Some(Err(format!("spec.{e}")));
-                return None;
+                report.say(CONDITION, Some(false), "Refused", format!("spec.{e}"));
+                return Next::Wait(Action::await_change());
             }
         };
-        let client = scope.client.filter(|_| scope.connected)?.clone();
-        let due = match self.clean {
-            None => true,
-            Some(false) => scope.due(Self::NAME, RETRY_FAILED),
-            // An empty list was pruned once; only a list in force is re-applied.
-            Some(true) => {
-                !wanted.is_empty() && scope.due(Self::NAME, scope.ctx.settings.controller_resync)
-            }
+        let Some(client) = scope.client.filter(|_| scope.connected).cloned() else {
+            return Next::Idle;
         };
-        if !due {
-            return None;
+        self.resync = scope.ctx.settings.controller_resync;
+        // An empty list was pruned once; only a list in force is re-applied.
+        if self.clean == Some(true) && (wanted.is_empty() || !scope.requeued()) {
+            return Next::Idle;
+        }
+        if self.clean == Some(false) && !scope.requeued() {
+            return Next::Idle;
         }
         let timeout = scope.ctx.settings.instance_call_timeout;
-        Some(Box::pin(async move {
+        Next::Start(Box::pin(async move {
             // Each call has its own timeout; the pass is bounded by their number.
             Ok(push(&client, &wanted, timeout).await)
         }))
     }
 
-    fn record(&mut self, found: Pushed, observed: &mut Observed) {
-        self.clean = Some(found.failed.is_empty());
-        observed.guardrails = match (found.applied, found.failed.is_empty()) {
-            (0, true) if found.pruned == 0 => None,
-            (n, true) => Some(Ok(format!(
-                "{n} guardrail(s) applied{}",
-                match found.pruned {
-                    0 => String::new(),
-                    p => format!(", {p} no longer listed deleted"),
-                }
-            ))),
-            (n, false) => Some(Err(format!(
-                "{n} guardrail(s) applied; refused: {}",
-                found.failed.join("; ")
-            ))),
-        };
+    fn record(&mut self, found: Pushed, report: &mut Report) -> Action {
+        let clean = found.failed.is_empty();
+        self.clean = Some(clean);
+        match (found.applied, clean) {
+            (0, true) if found.pruned == 0 => report.unsay(CONDITION),
+            (n, true) => report.say(
+                CONDITION,
+                Some(true),
+                "Applied",
+                format!(
+                    "{n} guardrail(s) applied{}",
+                    match found.pruned {
+                        0 => String::new(),
+                        p => format!(", {p} no longer listed deleted"),
+                    }
+                ),
+            ),
+            (n, false) => report.say(
+                CONDITION,
+                Some(false),
+                "Refused",
+                format!(
+                    "{n} guardrail(s) applied; refused: {}",
+                    found.failed.join("; ")
+                ),
+            ),
+        }
+        Action::requeue(if clean { self.resync } else { RETRY_FAILED })
     }
 }
 

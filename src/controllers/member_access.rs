@@ -17,9 +17,8 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::json;
 
-use super::{namespace_roles, Controller, Scope, Work};
+use super::{namespace_roles, Action, Controller, ControllerError, Next, Observed, Report, Scope};
 use crate::crd::Instance;
-use crate::status::Observed;
 
 pub const ANNOTATION: &str = "kairship.io/member-access";
 pub const POLICY: &str = "kairship-member-access";
@@ -41,30 +40,38 @@ pub const IMPERSONATION: &str = "kairship:member-impersonation";
 pub struct MemberAccess {
     /// What was last applied: the roles (`true`) or their removal.
     applied: Option<bool>,
+    /// `--controller-resync-secs`, as the last look read it.
+    resync: std::time::Duration,
 }
 
 impl Controller for MemberAccess {
     const NAME: &'static str = "member-access";
     type Found = bool;
 
-    fn reconcile(&mut self, scope: &Scope<'_>, _: &mut Observed) -> Option<Work<bool>> {
-        let client = scope.client.filter(|_| scope.connected)?.clone();
+    fn reconcile(&mut self, scope: &Scope<'_>, _: &Observed, _: &mut Report) -> Next<bool> {
+        let Some(client) = scope.client.filter(|_| scope.connected).cloned() else {
+            return Next::Idle;
+        };
+        // The annotation is read from the Instance the actor started with, as before.
         let wanted = wanted(scope.instance);
-        let resync = scope.ctx.settings.controller_resync;
-        if self.applied == Some(wanted) && !scope.due(Self::NAME, resync) {
-            return None;
+        self.resync = scope.ctx.settings.controller_resync;
+        if self.applied == Some(wanted) && !scope.requeued() {
+            return Next::Idle;
         }
         let timeout = scope.ctx.settings.instance_call_timeout;
-        Some(Box::pin(async move {
-            ensure(&client, wanted, timeout)
-                .await
-                .map_err(|e| format!("applying Kairship's roles on the member clusters: {e}"))?;
+        Next::Start(Box::pin(async move {
+            ensure(&client, wanted, timeout).await.map_err(|e| {
+                ControllerError::Failed(format!(
+                    "applying Kairship's roles on the member clusters: {e}"
+                ))
+            })?;
             Ok(wanted)
         }))
     }
 
-    fn record(&mut self, applied: bool, _: &mut Observed) {
+    fn record(&mut self, applied: bool, _: &mut Report) -> Action {
         self.applied = Some(applied);
+        Action::requeue(self.resync)
     }
 }
 

@@ -2,12 +2,21 @@
 //! caches, probes, stats and status (those are the actor's own). Each controller is one
 //! file here, listed once in [`table`], and switched off with `--controllers=*,-name`.
 //!
-//! A controller is level-triggered: at every tick of its instance it looks at what the
-//! instance and the host show ([`Scope`], the instance's [`Observed`]) and either starts
-//! one piece of work or does nothing. The [`Runner`] keeps at most one piece of work in
-//! flight per controller, aborts it when the actor stops or (for leader-only controllers)
-//! when leadership is lost, remembers when each last succeeded, and applies one error
-//! policy: exponential backoff from one second up to the controller's `RETRY_MAX`.
+//! A controller has kube-runtime's shape, fitted to an actor that must never block: at a
+//! tick, [`Controller::reconcile`] looks at the instance ([`Scope`], what the actor
+//! [`Observed`]) and starts one piece of work or none ([`Next`]); [`Controller::record`]
+//! takes in what the work found and returns the [`Action`] that says when to look again.
+//! The [`Runner`] calls `reconcile` only once that time has come or what the controller
+//! watches changed ([`Controller::watches`]: by default whether the instance is
+//! connected and answering, its phase, endpoint and version, and the Instance's
+//! generation and annotations). It keeps at most one piece of work in flight per
+//! controller, aborts it when the actor stops or (for leader-only controllers) when
+//! leadership is lost, and applies one error policy to [`ControllerError`]s: exponential
+//! backoff from one second up to the controller's `RETRY_MAX`.
+//!
+//! What a controller says of the instance goes in its own [`Report`] (conditions, status
+//! fields), which the status writer merges: a new controller touches its file and the
+//! table.
 
 pub mod certificates;
 pub mod class_drift;
@@ -24,21 +33,102 @@ pub mod rollout_steps;
 mod runner;
 pub mod scheduled_backups;
 pub mod table;
+#[cfg(test)]
+pub(crate) mod testing;
 
 use std::future::Future;
+use std::hash::{Hash, Hasher};
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use crate::context::Context;
 use crate::crd::Instance;
+use crate::host::error::HostError;
 use crate::host::kubeconfig::KubeconfigSource;
-use crate::status::Observed;
+pub use crate::status::{Observed, Report};
 pub use runner::{ControllerView, Done, Runner};
 pub use table::{Selection, SelectionError, TABLE};
 
 /// What a controller's work resolves to: what it found, or why it failed (the error
 /// policy retries it with backoff).
-pub type Work<T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'static>>;
+pub type Work<T> = Pin<Box<dyn Future<Output = Result<T, ControllerError>> + Send + 'static>>;
+
+/// Why a controller's work failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// A call to the host cluster.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// A call to the instance's karmada-apiserver.
+    #[error("{what}: {source}")]
+    Instance {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{what}: no answer within {after:?}")]
+    TimedOut { what: String, after: Duration },
+    /// Anything else, in words.
+    #[error("{0}")]
+    Failed(String),
+    #[error("its work panicked")]
+    Panicked,
+}
+
+impl ControllerError {
+    /// A call to the instance, bounded by `after`, as this error when it fails.
+    pub async fn instance_call<T>(
+        what: &str,
+        after: Duration,
+        call: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, Self> {
+        match tokio::time::timeout(after, call).await {
+            Ok(Ok(t)) => Ok(t),
+            Ok(Err(source)) => Err(Self::Instance {
+                what: what.to_string(),
+                source,
+            }),
+            Err(_) => Err(Self::TimedOut {
+                what: what.to_string(),
+                after,
+            }),
+        }
+    }
+}
+
+/// When a controller looks at its instance again (kube-runtime's `Action`), besides when
+/// what it watches changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Action {
+    after: Option<Duration>,
+}
+
+impl Action {
+    /// Again after `after` (zero: at the next tick).
+    pub fn requeue(after: Duration) -> Self {
+        Self { after: Some(after) }
+    }
+
+    /// Only when what it watches changes.
+    pub fn await_change() -> Self {
+        Self { after: None }
+    }
+
+    /// When this action, taken at `now`, has it look again (`None`: on a change only).
+    pub(crate) fn due_at(&self, now: Instant) -> Option<Instant> {
+        self.after.map(|a| now + a)
+    }
+}
+
+/// What `reconcile` does now.
+pub enum Next<T> {
+    /// Starts this work; `record` takes in what it found.
+    Start(Work<T>),
+    /// Nothing to start: the last [`Action`] stands (before any, it looks at every tick).
+    Idle,
+    /// Nothing to start, and nothing until this.
+    Wait(Action),
+}
 
 /// One per-instance controller.
 pub trait Controller: Send + 'static {
@@ -52,16 +142,35 @@ pub trait Controller: Send + 'static {
     /// What its work reports back.
     type Found: Send + 'static;
 
-    /// Looks at the instance now: work to start, or `None` when nothing is due. Called at
-    /// every tick while none of this controller's work is in flight and no retry waits.
+    /// Looks at the instance now, and says in `report` what it can without work. Called
+    /// when its last action's time came ([`Scope::requeued`]) or what it watches changed,
+    /// while none of its work is in flight and no retry waits.
     fn reconcile(
         &mut self,
         scope: &Scope<'_>,
-        observed: &mut Observed,
-    ) -> Option<Work<Self::Found>>;
+        observed: &Observed,
+        report: &mut Report,
+    ) -> Next<Self::Found>;
 
-    /// Takes in what successful work found.
-    fn record(&mut self, found: Self::Found, observed: &mut Observed);
+    /// Takes in what successful work found; says when to look again.
+    fn record(&mut self, found: Self::Found, report: &mut Report) -> Action;
+
+    /// Adds to what it watches, beyond the instance's connection, phase, endpoint, version
+    /// and the Instance's generation and annotations: a change calls `reconcile`.
+    fn watches(&self, _scope: &Scope<'_>, _observed: &Observed, _key: &mut dyn Hasher) {}
+}
+
+/// What every controller watches: a change of any of it calls `reconcile`.
+pub(crate) fn watched_key(scope: &Scope<'_>, observed: &Observed) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (scope.connected, scope.answering).hash(&mut h);
+    observed.lifecycle.phase().hash(&mut h);
+    (&observed.endpoint, &observed.karmada_version).hash(&mut h);
+    if let Some(latest) = scope.latest() {
+        latest.metadata.generation.hash(&mut h);
+        latest.metadata.annotations.hash(&mut h);
+    }
+    h.finish()
 }
 
 /// What a controller sees of its instance at one tick.
@@ -85,6 +194,7 @@ pub struct Scope<'a> {
     /// What the proxy answered for the instance since its actor started.
     pub traffic: &'a crate::cache::traffic::Traffic,
     pub(crate) runs: &'a [runner::Times],
+    pub(crate) requeued: bool,
 }
 
 impl Scope<'_> {
@@ -101,6 +211,12 @@ impl Scope<'_> {
         self.certificate_inputs.and_then(|i| i.operator.clone())
     }
 
+    /// Whether `reconcile` is called because its last action's time came (else, because
+    /// what it watches changed, or at its first look).
+    pub fn requeued(&self) -> bool {
+        self.requeued
+    }
+
     /// When the controller `name` last finished work without error.
     pub fn succeeded_at(&self, name: &str) -> Option<Instant> {
         self.times(name).and_then(|t| t.ok)
@@ -109,11 +225,6 @@ impl Scope<'_> {
     /// When the controller `name` last finished work, with or without error.
     pub fn finished_at(&self, name: &str) -> Option<Instant> {
         self.times(name).and_then(|t| t.finished)
-    }
-
-    /// Whether the controller `name` has not succeeded within `every`.
-    pub fn due(&self, name: &str, every: Duration) -> bool {
-        self.succeeded_at(name).is_none_or(|t| t.elapsed() >= every)
     }
 
     fn times(&self, name: &str) -> Option<&runner::Times> {

@@ -13,8 +13,9 @@ use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
 use kairship_wire::roles::{Class, Role, EDIT_LABEL, SYSTEM_LABEL};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
-use super::{Controller, Scope, Work};
-use crate::status::Observed;
+use std::hash::{Hash, Hasher};
+
+use super::{Action, Controller, ControllerError, Next, Observed, Report, Scope};
 
 /// The RoleBinding's name in each workload namespace.
 pub const NAME: &str = "kairship:edit";
@@ -25,6 +26,18 @@ pub const LABEL: &str = "kairship.io/role";
 #[derive(Default)]
 pub struct NamespaceRoles {
     bound: Option<BTreeSet<String>>,
+    /// `--controller-resync-secs`, as the last look read it.
+    resync: std::time::Duration,
+}
+
+/// The instance's namespaces as classified now: to bind in, and the others.
+fn classified(scope: &Scope<'_>) -> Option<(BTreeSet<String>, BTreeSet<String>)> {
+    let namespaces = scope.namespaces?;
+    Some(classify(namespaces.state().iter().map(|n| Namespace {
+        name: n.name().to_string(),
+        system: n.label(SYSTEM_LABEL) == Some("true"),
+        edit_off: n.label(EDIT_LABEL) == Some("false"),
+    })))
 }
 
 /// What a pass found: the workload namespaces now bound.
@@ -34,30 +47,39 @@ impl Controller for NamespaceRoles {
     const NAME: &'static str = "namespace-roles";
     type Found = Bound;
 
-    fn reconcile(&mut self, scope: &Scope<'_>, _: &mut Observed) -> Option<Work<Bound>> {
-        let client = scope.client.filter(|_| scope.connected)?.clone();
-        let namespaces = scope.namespaces?;
-        let (workload, system) = classify(namespaces.state().iter().map(|n| Namespace {
-            name: n.name().to_string(),
-            system: n.label(SYSTEM_LABEL) == Some("true"),
-            edit_off: n.label(EDIT_LABEL) == Some("false"),
-        }));
-        let resync = scope.ctx.settings.controller_resync;
-        if self.bound.as_ref() == Some(&workload) && !scope.due(Self::NAME, resync) {
-            return None;
+    fn reconcile(&mut self, scope: &Scope<'_>, _: &Observed, _: &mut Report) -> Next<Bound> {
+        let (Some(client), Some((workload, system))) = (
+            scope.client.filter(|_| scope.connected).cloned(),
+            classified(scope),
+        ) else {
+            return Next::Idle;
+        };
+        self.resync = scope.ctx.settings.controller_resync;
+        if self.bound.as_ref() == Some(&workload) && !scope.requeued() {
+            return Next::Idle;
         }
         let timeout = scope.ctx.settings.instance_call_timeout;
-        Some(Box::pin(async move {
-            tokio::time::timeout(timeout, ensure(&client, &workload, &system))
-                .await
-                .map_err(|_| format!("binding Kairship's edit role: no answer within {timeout:?}"))?
-                .map_err(|e| format!("binding Kairship's edit role: {e}"))?;
+        Next::Start(Box::pin(async move {
+            ControllerError::instance_call(
+                "binding Kairship's edit role",
+                timeout,
+                ensure(&client, &workload, &system),
+            )
+            .await?;
             Ok(Bound(workload))
         }))
     }
 
-    fn record(&mut self, found: Bound, _: &mut Observed) {
+    fn record(&mut self, found: Bound, _: &mut Report) -> Action {
         self.bound = Some(found.0);
+        Action::requeue(self.resync)
+    }
+
+    /// The workload namespaces: a new one is bound at once.
+    fn watches(&self, scope: &Scope<'_>, _: &Observed, key: &mut dyn Hasher) {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        classified(scope).map(|(workload, _)| workload).hash(&mut h);
+        key.write_u64(h.finish());
     }
 }
 

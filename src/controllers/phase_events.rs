@@ -8,10 +8,9 @@
 
 use k8s_openapi::api::core::v1::Event;
 
-use super::{Controller, Scope, Work};
+use super::{Action, Controller, Next, Observed, Report, Scope};
 use crate::context::events::{create, event_on, About};
 use crate::crd::Phase;
-use crate::status::Observed;
 
 #[derive(Default)]
 pub struct PhaseEvents {
@@ -23,27 +22,29 @@ impl Controller for PhaseEvents {
     const NAME: &'static str = "phase-events";
     type Found = Phase;
 
-    fn reconcile(&mut self, scope: &Scope<'_>, observed: &mut Observed) -> Option<Work<Phase>> {
+    fn reconcile(&mut self, scope: &Scope<'_>, observed: &Observed, _: &mut Report) -> Next<Phase> {
+        // The phase is watched: a change calls this at once.
         let phase = observed.lifecycle.phase();
         let Some(before) = self.reported else {
             // Connecting after a start is no news; the first phase after it is the baseline.
             self.reported = (phase != Phase::Pending).then_some(phase);
-            return None;
+            return Next::Wait(Action::await_change());
         };
         if before == phase {
-            return None;
+            return Next::Wait(Action::await_change());
         }
         let why = observed.lifecycle.why().map(str::to_string);
         let event = event(scope, before, phase, why);
         let (ctx, name) = (scope.ctx.clone(), scope.name.to_string());
-        Some(Box::pin(async move {
+        Next::Start(Box::pin(async move {
             create(&ctx, event, &format!("the phase event of instance {name}")).await?;
             Ok(phase)
         }))
     }
 
-    fn record(&mut self, phase: Phase, _: &mut Observed) {
+    fn record(&mut self, phase: Phase, _: &mut Report) -> Action {
         self.reported = Some(phase);
+        Action::await_change()
     }
 }
 

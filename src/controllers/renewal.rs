@@ -3,9 +3,8 @@
 
 use std::time::Instant;
 
-use super::{Controller, Scope, Work};
+use super::{Action, Controller, ControllerError, Next, Observed, Report, Scope};
 use crate::certificates::renewal::{due, renew, Done, RETRY_AFTER};
-use crate::status::Observed;
 
 /// The leader's automatic renewals: once the first of a managed instance's leaves expires
 /// within `--certificate-auto-renew-days` (as the certificates controller last read them),
@@ -18,35 +17,48 @@ impl Controller for Renewal {
     const NAME: &'static str = "renewal";
     type Found = Done;
 
-    fn reconcile(&mut self, scope: &Scope<'_>, observed: &mut Observed) -> Option<Work<Done>> {
+    fn reconcile(&mut self, scope: &Scope<'_>, observed: &Observed, _: &mut Report) -> Next<Done> {
         let settings = &scope.ctx.settings;
-        let (window, (ns, name)) = (settings.certificate_auto_renew?, scope.operator()?);
+        let (Some(window), Some((ns, name))) = (settings.certificate_auto_renew, scope.operator())
+        else {
+            return Next::Idle;
+        };
         let checked = scope.succeeded_at(super::certificates::Certificates::NAME);
+        let certificates = observed
+            .reports
+            .get(super::certificates::Certificates::NAME)
+            .and_then(|r| r.certificates.as_deref())
+            .unwrap_or_default();
         if !allows(scope.finished_at(Self::NAME), checked)
-            || !due(
-                &observed.certificates,
-                scope.name,
-                window,
-                jiff::Timestamp::now(),
-            )
+            || !due(certificates, scope.name, window, jiff::Timestamp::now())
         {
-            return None;
+            // Looked at again when the certificates are read anew (they are watched).
+            return Next::Wait(Action::requeue(RETRY_AFTER));
         }
         let (host, timeout) = (scope.ctx.host.clone(), settings.host_call_timeout);
         tracing::info!("a leaf certificate expires within {window:?}: renewing");
-        Some(Box::pin(async move {
-            renew(&host, &ns, &name, timeout)
-                .await
-                .map_err(|e| format!("renewing the certificates before expiry: {e}"))
+        Next::Start(Box::pin(async move {
+            renew(&host, &ns, &name, timeout).await.map_err(|e| {
+                ControllerError::Failed(format!("renewing the certificates before expiry: {e}"))
+            })
         }))
     }
 
-    fn record(&mut self, done: Done, _: &mut Observed) {
+    fn record(&mut self, done: Done, _: &mut Report) -> Action {
         tracing::info!(
             renewed = done.renewed.len(),
             rolled = ?done.rolled,
             "certificates renewed before expiry; the components roll onto them"
         );
+        Action::requeue(RETRY_AFTER)
+    }
+
+    fn watches(&self, scope: &Scope<'_>, _: &Observed, key: &mut dyn std::hash::Hasher) {
+        // Each fresh read of the certificates is a change.
+        let read = scope.succeeded_at(super::certificates::Certificates::NAME);
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(&read, &mut h);
+        key.write_u64(std::hash::Hasher::finish(&h));
     }
 }
 

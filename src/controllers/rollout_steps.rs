@@ -10,14 +10,13 @@ use std::sync::Arc;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{json, Value};
 
-use super::{Controller, Scope, Work};
+use super::{Action, Controller, ControllerError, Next, Observed, Report, Scope};
 use crate::backups::take::{self, Request};
 use crate::backups::{Phase as BackupPhase, Store};
 use crate::cache::traffic::Counts;
 use crate::crd::{karmada_spec, FleetRollout, Instance, InstanceClassSpec, InstanceRollout};
 use crate::host::rollouts::{entry_patch, TICK};
 use crate::rollout::engine::{self, BackupState, Work as Step};
-use crate::status::Observed;
 
 #[derive(Default)]
 pub struct RolloutSteps {
@@ -67,15 +66,20 @@ impl Controller for RolloutSteps {
     const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(30);
     type Found = ();
 
-    fn reconcile(&mut self, scope: &Scope<'_>, _observed: &mut Observed) -> Option<Work<()>> {
-        let (rollout, entry) = scope.ctx.rollouts.active_for(scope.name)?;
-        if !scope.due(Self::NAME, TICK) {
-            return None;
-        }
+    fn reconcile(&mut self, scope: &Scope<'_>, _: &Observed, _: &mut Report) -> Next<()> {
+        // A rollout is read from the host's watch, not watched here: looked for at each tick.
+        let Some((rollout, entry)) = scope.ctx.rollouts.active_for(scope.name) else {
+            return Next::Wait(Action::requeue(std::time::Duration::ZERO));
+        };
         let soak_failure = self.soak_failure(&rollout, &entry, scope.traffic.counts());
-        let instance = scope.latest()?;
+        let Some(instance) = scope.latest() else {
+            return Next::Idle;
+        };
         let class = match rollout.spec.class_name.as_deref() {
-            Some(c) => Some(scope.ctx.classes.get(c)?.spec.clone()),
+            Some(c) => match scope.ctx.classes.get(c) {
+                Some(c) => Some(c.spec.clone()),
+                None => return Next::Idle,
+            },
             None => None,
         };
         let settings = &scope.ctx.settings;
@@ -95,18 +99,23 @@ impl Controller for RolloutSteps {
                 .unwrap_or_else(|| rollout.spec.karmada_version.clone()),
             class,
         };
-        Some(Box::pin(async move {
+        Next::Start(Box::pin(async move {
             if let Some(why) = soak_failure {
                 let name = instance.metadata.name.clone().unwrap_or_default();
                 tracing::warn!(rollout = %change.rollout, reason = %why, "the instance failed its soak");
                 let failed = engine::soak_failed(&entry, why, jiff::Timestamp::now());
-                return job.write_entry(&change.rollout, &name, &failed).await;
+                let written = job.write_entry(&change.rollout, &name, &failed).await;
+                return written.map_err(ControllerError::Failed);
             }
-            job.step(&change, &entry, instance).await
+            job.step(&change, &entry, instance)
+                .await
+                .map_err(ControllerError::Failed)
         }))
     }
 
-    fn record(&mut self, _found: (), _observed: &mut Observed) {}
+    fn record(&mut self, _found: (), _: &mut Report) -> Action {
+        Action::requeue(TICK)
+    }
 }
 
 /// What the rollout changes.

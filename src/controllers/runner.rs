@@ -2,14 +2,14 @@
 //! policy, and aborting their work when the actor stops or leadership is lost.
 
 use std::any::Any;
+use std::hash::Hasher;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use tracing::Instrument;
 
 use super::erased::Erased;
-use super::Scope;
-use crate::status::Observed;
+use super::{Action, ControllerError, Next, Observed, Scope};
 
 /// When one controller last finished, for the others to read ([`Scope::succeeded_at`]).
 #[derive(Debug)]
@@ -31,6 +31,27 @@ struct Slot {
     last_error: Option<String>,
     /// It ran at the last tick (a leader-only controller on a follower does not).
     active: bool,
+    /// When it looks again, besides on a change.
+    due: Due,
+    /// What it watched when its last action was taken (`None`: no action yet).
+    key: Option<u64>,
+    /// What it watched when its work in flight started.
+    started_key: u64,
+}
+
+/// When a controller looks at its instance again, besides when what it watches changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Due {
+    /// No action yet: at every tick.
+    EveryTick,
+    At(Instant),
+    OnChange,
+}
+
+impl Due {
+    fn of(action: Action, now: Instant) -> Self {
+        action.due_at(now).map_or(Due::OnChange, Due::At)
+    }
 }
 
 impl Slot {
@@ -48,6 +69,8 @@ impl Slot {
         self.retry_at = None;
         self.last_error = None;
         self.controller = (self.make)();
+        self.due = Due::EveryTick;
+        self.key = None;
         times.ok = None;
         times.finished = None;
     }
@@ -57,7 +80,7 @@ impl Slot {
 pub struct Done {
     index: usize,
     epoch: u64,
-    outcome: Result<Box<dyn Any + Send>, String>,
+    outcome: Result<Box<dyn Any + Send>, ControllerError>,
 }
 
 /// One instance's controllers, in the table's order.
@@ -80,6 +103,9 @@ impl Runner {
                 retry_at: None,
                 last_error: None,
                 active: false,
+                due: Due::EveryTick,
+                key: None,
+                started_key: 0,
             });
             times.push(Times {
                 name: entry.name,
@@ -90,38 +116,67 @@ impl Runner {
         Self { slots, times }
     }
 
-    /// Gives every controller that may run (`leader`: this replica leads) and has nothing
-    /// in flight its look at the instance; work they start reports through `report`.
+    /// Gives every controller that may run (`leader`: this replica leads), has nothing in
+    /// flight and is due or sees a change its look at the instance; work they start
+    /// reports through `report`.
     pub fn tick<R>(&mut self, scope: Scope<'_>, leader: bool, observed: &mut Observed, report: R)
     where
         R: Fn(Done) + Clone + Send + 'static,
     {
+        let now = Instant::now();
+        let base = super::watched_key(&scope, observed);
         let Runner { slots, times } = self;
         for (index, slot) in slots.iter_mut().enumerate() {
+            let name = slot.controller.name();
             if slot.controller.leader_only() && !leader {
                 if slot.active {
                     slot.reset(&mut times[index]);
+                    observed.reports.put(name, Default::default());
                     slot.active = false;
                 }
                 continue;
             }
             slot.active = true;
-            if slot.in_flight() || slot.retry_at.is_some_and(|t| Instant::now() < t) {
+            if slot.in_flight() || slot.retry_at.is_some_and(|t| now < t) {
                 continue;
             }
-            let scope = Scope {
+            let mut scope = Scope {
                 runs: times,
+                requeued: false,
                 ..scope
             };
-            let Some(work) = slot.controller.reconcile(&scope, observed) else {
-                continue;
+            let key = {
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                h.write_u64(base);
+                slot.controller.watches(&scope, observed, &mut h);
+                h.finish()
             };
+            scope.requeued = matches!(slot.due, Due::At(t) if now >= t);
+            let changed = slot.key != Some(key);
+            if !(scope.requeued || changed || slot.due == Due::EveryTick) {
+                continue;
+            }
+            let mut said = observed.reports.take(name);
+            let next = slot.controller.reconcile(&scope, observed, &mut said);
+            observed.reports.put(name, said);
+            let work = match next {
+                Next::Start(work) => work,
+                Next::Idle => {
+                    slot.key = Some(key);
+                    continue;
+                }
+                Next::Wait(action) => {
+                    (slot.due, slot.key) = (Due::of(action, now), Some(key));
+                    continue;
+                }
+            };
+            slot.started_key = key;
             let (epoch, report) = (slot.epoch, report.clone());
-            let span = tracing::error_span!("controller", controller = slot.controller.name());
+            let span = tracing::error_span!("controller", controller = name);
             let task = async move {
                 let outcome = match std::panic::AssertUnwindSafe(work).catch_unwind().await {
                     Ok(outcome) => outcome,
-                    Err(_) => Err("its work panicked".to_string()),
+                    Err(_) => Err(ControllerError::Panicked),
                 };
                 report(Done {
                     index,
@@ -148,11 +203,20 @@ impl Runner {
         times.finished = Some(now);
         match done.outcome {
             Ok(found) => {
+                let name = slot.controller.name();
+                let mut said = observed.reports.take(name);
+                let action = slot.controller.record(found, &mut said);
+                observed.reports.put(name, said);
+                let Some(action) = action else {
+                    // A bug, not the instance's doing: said once, then looked at again.
+                    slot.key = None;
+                    return Some(format!("controller {name}: its work found another type"));
+                };
                 slot.failures = 0;
                 slot.retry_at = None;
                 slot.last_error = None;
                 times.ok = Some(now);
-                slot.controller.record(found, observed);
+                (slot.due, slot.key) = (Due::of(action, now), Some(slot.started_key));
                 None
             }
             Err(e) => {
@@ -163,8 +227,10 @@ impl Runner {
                     slot.failures as usize,
                 );
                 slot.retry_at = Some(now + wait);
+                (slot.due, slot.key) = (Due::At(now + wait), Some(slot.started_key));
                 let name = slot.controller.name();
                 tracing::warn!(controller = name, error = %e, retry_in = ?wait, "controller failed");
+                let e = e.to_string();
                 slot.last_error = Some(e.clone());
                 Some(format!("controller {name}: {e}"))
             }

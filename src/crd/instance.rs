@@ -228,7 +228,7 @@ pub struct CacheBudgetSpec {
     pub max_object_bytes: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, Default)]
 pub enum Phase {
     #[default]
     Pending,

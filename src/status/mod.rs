@@ -5,7 +5,10 @@
 pub mod lifecycle;
 
 use crate::crd::{Condition, InstanceStats, InstanceStatus, Phase};
+pub mod report;
+
 use lifecycle::{Lifecycle, Wait};
+pub use report::{Report, Reports, Said};
 
 /// What the instance actor knows at one tick.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -16,34 +19,30 @@ pub struct Observed {
     pub karmada_version: Option<String>,
     pub kubernetes_version: Option<String>,
     pub endpoint: Option<String>,
-    /// What Clusterpedia reports of the instance, while registration is on.
-    pub clusterpedia: Option<ClusterpediaReported>,
-    /// The certificates last read (`certificates::check`), the first to expire first.
-    pub certificates: Vec<crate::crd::CertificateStatus>,
     /// How long before the first expiry the certificates' condition turns True.
     pub certificate_warning: std::time::Duration,
-    /// A managed instance's components at the last check: the first failing one
-    /// (`Some(Some)`), none (`Some(None)`); `None`: not checked (External, or not yet).
-    pub components: Option<Option<String>>,
-    /// What its component pods request in the host, at the same check.
-    pub control_plane: Option<crate::crd::ControlPlaneUsage>,
+    /// While karmada-operator upgrades a managed instance: its first failing component
+    /// (`Some(Some)`), none (`Some(None)`). What the components controller would say, were
+    /// the instance answering: the rollout engine fails an upgrade whose pods cannot run.
+    pub upgrade_components: Option<Option<String>>,
     /// When the proxy last answered a request for it (RFC 3339), since the actor started.
     pub last_request: Option<String>,
-    /// The scheduled backups at the last check; `None` without a schedule.
-    pub backups: Option<crate::backups::schedule::Seen>,
-    /// Where the instance differs from its class (`controllers::class_drift`).
-    pub drift: Vec<crate::crd::ClassDrift>,
-    /// The guardrails at the last pass (`controllers::guardrails`): what was applied, or
-    /// what was refused; `None` with none listed.
-    pub guardrails: Option<Result<String, String>>,
+    /// What each controller says of the instance (`controllers`).
+    pub reports: Reports,
 }
 
-/// What Clusterpedia says of the instance: its `Ready` condition, or nothing yet.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClusterpediaReported {
-    pub ready: Option<bool>,
-    pub reason: String,
-    pub message: String,
+impl Observed {
+    /// The first failing component, as the upgrade or the components controller says.
+    pub fn failing_component(&self) -> Option<String> {
+        match &self.upgrade_components {
+            Some(failing) => failing.clone(),
+            None => self
+                .reports
+                .said(COMPONENTS_CONDITION)
+                .filter(|c| c.status == Some(false))
+                .map(|c| c.message.clone()),
+        }
+    }
 }
 
 /// The condition Kairship adds to the Instance's status while Clusterpedia registration
@@ -58,6 +57,14 @@ pub const GUARDRAILS_CONDITION: &str = "GuardrailsApplied";
 
 /// The condition on a managed instance's components.
 pub const COMPONENTS_CONDITION: &str = "ComponentsHealthy";
+
+/// The ComponentsHealthy condition for a managed instance's first failing component.
+pub fn components_said(failing: Option<&str>) -> (bool, &'static str, &str) {
+    match failing {
+        None => (true, "Running", "every component's containers run"),
+        Some(why) => (false, "ComponentFailing", why),
+    }
+}
 
 /// A condition whose `lastTransitionTime` moves only when its status does.
 fn condition(
@@ -206,9 +213,34 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
         prev.and_then(|p| p.last_sync_time.clone())
     };
     let mut conditions = vec![reachable, synced, ready];
-    let certificates = match o.certificates.is_empty() {
-        true => prev.map(|p| p.certificates.clone()).unwrap_or_default(),
-        false => o.certificates.clone(),
+    let said = |c: &Said| {
+        condition(
+            prev_conds,
+            c.type_,
+            c.status,
+            &c.reason,
+            &c.message,
+            o.generation,
+            now,
+        )
+    };
+    for report in o.reports.iter() {
+        conditions.extend(report.conditions.iter().map(said));
+    }
+    if let Some(failing) = &o.upgrade_components {
+        let (ok, reason, message) = components_said(failing.as_deref());
+        conditions.retain(|c| c.type_ != COMPONENTS_CONDITION);
+        conditions.push(said(&Said {
+            type_: COMPONENTS_CONDITION,
+            status: Some(ok),
+            reason: reason.into(),
+            message: message.into(),
+        }));
+    }
+    let fields = |f: fn(&Report) -> bool| o.reports.iter().find(|r| f(r));
+    let certificates = match fields(|r| r.certificates.as_ref().is_some_and(|c| !c.is_empty())) {
+        Some(r) => r.certificates.clone().unwrap_or_default(),
+        None => prev.map(|p| p.certificates.clone()).unwrap_or_default(),
     };
     let at = now
         .parse::<jiff::Timestamp>()
@@ -226,82 +258,11 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
             now,
         ));
     }
-    if let Some(failing) = &o.components {
-        let (ok, reason, message) = match failing {
-            None => (true, "Running", "every component's containers run"),
-            Some(why) => (false, "ComponentFailing", why.as_str()),
-        };
-        conditions.push(condition(
-            prev_conds,
-            COMPONENTS_CONDITION,
-            Some(ok),
-            reason,
-            message,
-            o.generation,
-            now,
-        ));
-    }
-    if let Some(g) = &o.guardrails {
-        let (ok, reason, message) = match g {
-            Ok(m) => (true, "Applied", m.as_str()),
-            Err(m) => (false, "Refused", m.as_str()),
-        };
-        conditions.push(condition(
-            prev_conds,
-            GUARDRAILS_CONDITION,
-            Some(ok),
-            reason,
-            message,
-            o.generation,
-            now,
-        ));
-    }
-    if let Some(c) = &o.clusterpedia {
-        conditions.push(condition(
-            prev_conds,
-            CLUSTERPEDIA_CONDITION,
-            c.ready,
-            &c.reason,
-            &c.message,
-            o.generation,
-            now,
-        ));
-    }
-    if let Some(seen) = &o.backups {
-        let last = seen
-            .last_completed
-            .as_ref()
-            .map(|(name, at)| format!("the last backup, {name}, completed at {at}"));
-        let (ok, reason, message) = match (&seen.failing, &last) {
-            (Some(why), _) => (Some(false), "BackupFailed", why.clone()),
-            (None, Some(last)) => (Some(true), "Completed", last.clone()),
-            (None, None) => (
-                None,
-                "NoBackupYet",
-                "no backup has completed yet".to_string(),
-            ),
-        };
-        conditions.push(condition(
-            prev_conds,
-            BACKUPS_CONDITION,
-            ok,
-            reason,
-            &message,
-            o.generation,
-            now,
-        ));
-    }
-    let last_backup = match &o.backups {
-        None => None,
-        Some(seen) => seen
-            .last_completed
-            .as_ref()
-            .map(|(name, completed)| crate::crd::LastBackup {
-                name: name.clone(),
-                completed: completed.clone(),
-            })
-            .or_else(|| prev.and_then(|p| p.last_backup.clone())),
-    };
+    let last_backup = fields(|r| r.last_backup.is_some()).and_then(|r| r.last_backup.clone());
+    let drift = fields(|r| r.drift.is_some())
+        .and_then(|r| r.drift.clone())
+        .unwrap_or_default();
+    let control_plane = fields(|r| r.control_plane.is_some()).and_then(|r| r.control_plane.clone());
     InstanceStatus {
         last_backup,
         phase,
@@ -335,11 +296,8 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
             .or_else(|| prev.and_then(|p| p.stats.clone())),
         last_sync_time,
         certificates,
-        drift: o.drift.clone(),
-        control_plane: o
-            .control_plane
-            .clone()
-            .or_else(|| prev.and_then(|p| p.control_plane.clone())),
+        drift,
+        control_plane: control_plane.or_else(|| prev.and_then(|p| p.control_plane.clone())),
         last_request_time: o
             .last_request
             .clone()

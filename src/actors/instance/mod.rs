@@ -335,6 +335,8 @@ impl Actor for InstanceActor {
             }
             InstanceMsg::Connected(c, turn) => {
                 info!(endpoint = %c.endpoint, "connected");
+                // The components controller judges the running control plane from here.
+                state.observed.upgrade_components = None;
                 state.start_turn = turn.map(|t| (t, Instant::now()));
                 let budget = state
                     .ctx
@@ -371,7 +373,7 @@ impl Actor for InstanceActor {
                 // What the components controller would say, were the instance answering:
                 // the rollout engine fails an upgrade whose new pods cannot run.
                 if let connect::ConnectError::Upgrading { failing, .. } = &e {
-                    state.observed.components = Some(failing.clone());
+                    state.observed.upgrade_components = Some(failing.clone());
                 }
                 if wait == Wait::Dialing {
                     warn!(error = %e, retry_in = ?delay, "cannot connect to instance");

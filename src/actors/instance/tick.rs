@@ -41,7 +41,7 @@ pub(super) fn tick(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState) {
             // A failing watch first (reads are wrong), then a failing component.
             let failing = caches
                 .failing_for(state.ctx.settings.degraded_after, state.answering_since)
-                .or_else(|| state.observed.components.clone().flatten());
+                .or_else(|| state.observed.failing_component());
             state.on(Event::Faults(failing));
         }
     }
@@ -76,6 +76,7 @@ fn run_controllers(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState, an
         certificate_inputs: state.certificate_inputs.as_ref(),
         traffic: &state.traffic,
         runs: &[],
+        requeued: false,
     };
     let me = myself.clone();
     let report = move |done| drop(me.send_message(InstanceMsg::Reconciled(done)));
