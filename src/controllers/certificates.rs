@@ -49,3 +49,74 @@ impl Controller for Certificates {
         key.write_u8(u8::from(scope.certificate_inputs.is_some()));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use base64::Engine;
+    use serde_json::json;
+
+    use super::*;
+    use crate::certificates::Inputs;
+    use crate::controllers::testing::{context, fresh, idle, instance, mock, run, Look};
+
+    fn pem(cn: &str) -> String {
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        p.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        let key = rcgen::KeyPair::generate().expect("key");
+        p.self_signed(&key).expect("cert").pem()
+    }
+
+    #[tokio::test]
+    async fn reads_the_operators_secrets_into_its_report_and_comes_back_at_its_cadence() {
+        let apiserver = base64::engine::general_purpose::STANDARD.encode(pem("karmada-apiserver"));
+        let (host, calls) = mock(move |call| {
+            call.path
+                .starts_with("/api/v1/namespaces/karmada-system/secrets/team-m-karmada-cert")
+                .then(|| {
+                    (
+                        200,
+                        json!({"apiVersion": "v1", "kind": "Secret",
+                               "metadata": {"name": "team-m-karmada-cert", "namespace": "karmada-system"},
+                               "data": {"apiserver.crt": apiserver, "apiserver.key": "c2VjcmV0"}}),
+                    )
+                })
+        });
+        let settings = crate::context::Settings {
+            certificate_check_every: Duration::from_secs(600),
+            ..Default::default()
+        };
+        let mut look = Look::new(instance("team-m"), context(host, settings));
+        let (observed, mut report) = fresh();
+        let mut c = Certificates::default();
+        assert!(
+            idle(&c.reconcile(&look.scope(), &observed, &mut report)),
+            "nothing to read before a connect says where"
+        );
+        look.certificate_inputs = Some(Inputs {
+            operator: Some(("karmada-system".into(), "team-m".into())),
+            ..Default::default()
+        });
+        let found = run(c.reconcile(&look.scope(), &observed, &mut report))
+            .await
+            .expect("read");
+        assert_eq!(
+            c.record(found, &mut report),
+            Action::requeue(Duration::from_secs(600))
+        );
+        let read = report.certificates.clone().unwrap_or_default();
+        assert_eq!(read.len(), 1, "the .crt, not the key: {read:?}");
+        assert_eq!(read[0].name, "team-m-karmada-cert/apiserver.crt");
+        assert!(read[0].subject.contains("karmada-apiserver"));
+        assert!(calls.writes().is_empty(), "it only reads");
+        let asked: Vec<String> = calls.all().into_iter().map(|c| c.path).collect();
+        assert!(
+            asked.iter().any(|p| p.contains("team-m-karmada-etcd-cert"))
+                && asked
+                    .iter()
+                    .any(|p| p.contains("team-m-karmada-webhook-cert")),
+            "each of karmada-operator's certificate Secrets: {asked:?}"
+        );
+    }
+}

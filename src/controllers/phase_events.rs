@@ -68,3 +68,68 @@ fn event(scope: &Scope<'_>, before: Phase, phase: Phase, why: Option<String>) ->
         scope.ctx.leadership.identity(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controllers::testing::{context, fresh, idle, instance, mock, run, Look};
+    use crate::status::lifecycle::Lifecycle;
+
+    #[tokio::test]
+    async fn an_event_for_each_change_of_phase_after_the_first_one_seen() {
+        let (host, calls) = mock(|_| None);
+        let look = Look::new(instance("team-a"), context(host, Default::default()));
+        let (mut observed, mut report) = fresh();
+        let mut c = PhaseEvents::default();
+        assert!(
+            idle(&c.reconcile(&look.scope(), &observed, &mut report)),
+            "Pending is no news"
+        );
+        observed.lifecycle = Lifecycle::Serving;
+        assert!(
+            matches!(
+                c.reconcile(&look.scope(), &observed, &mut report),
+                Next::Wait(a) if a == Action::await_change()
+            ),
+            "the first phase is the baseline"
+        );
+        assert!(calls.writes().is_empty());
+
+        observed.lifecycle = Lifecycle::Unreachable {
+            synced: true,
+            why: "connection refused".into(),
+        };
+        let phase = run(c.reconcile(&look.scope(), &observed, &mut report))
+            .await
+            .expect("recorded");
+        assert_eq!(c.record(phase, &mut report), Action::await_change());
+        let writes = calls.writes();
+        assert_eq!(writes.len(), 1, "{writes:?}");
+        assert_eq!(writes[0].path, "/api/v1/namespaces/default/events?");
+        let e = &writes[0].body;
+        assert_eq!(e["involvedObject"]["kind"], "Instance");
+        assert_eq!(e["involvedObject"]["name"], "team-a");
+        assert_eq!(e["involvedObject"]["uid"], "uid-team-a");
+        assert_eq!(e["reason"], "Unreachable");
+        assert_eq!(e["type"], "Warning");
+        assert_eq!(e["message"], "Running to Unreachable: connection refused");
+        assert_eq!(e["reportingInstance"], "test-replica");
+        assert!(
+            idle(&c.reconcile(&look.scope(), &observed, &mut report)),
+            "the same phase again is no news"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_follower_records_nothing() {
+        let (host, calls) = mock(|_| None);
+        let mut ctx = context(host, Default::default());
+        ctx.leadership = crate::host::leader::Leadership::never("follower");
+        let c = create(&ctx, Event::default(), "an event").await;
+        assert!(
+            matches!(c, Err(crate::host::error::HostError::Fenced { .. })),
+            "{c:?}"
+        );
+        assert!(calls.writes().is_empty(), "a fenced write never leaves");
+    }
+}

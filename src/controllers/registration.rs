@@ -144,8 +144,7 @@ mod tests {
         assert_eq!(spec["instanceUid"], "uid-team-a");
         assert_eq!(spec["apiEndpoint"], "https://10.0.0.1:5443");
         assert_eq!(
-            writes[0].body["metadata"]["ownerReferences"][0]["uid"],
-            "uid-team-a",
+            writes[0].body["metadata"]["ownerReferences"][0]["uid"], "uid-team-a",
             "owned by the Instance, for the garbage collector"
         );
         assert_eq!(
@@ -158,10 +157,16 @@ mod tests {
             "a change elsewhere does not write it again"
         );
         look.requeued = true;
-        assert!(!idle(&c.reconcile(&look.scope(), &observed, &mut report)), "the resync does");
+        assert!(
+            !idle(&c.reconcile(&look.scope(), &observed, &mut report)),
+            "the resync does"
+        );
         look.requeued = false;
         observed.endpoint = Some("https://10.0.0.2:5443".into());
-        assert!(!idle(&c.reconcile(&look.scope(), &observed, &mut report)), "a new endpoint does");
+        assert!(
+            !idle(&c.reconcile(&look.scope(), &observed, &mut report)),
+            "a new endpoint does"
+        );
     }
 
     #[tokio::test]
@@ -191,7 +196,10 @@ mod tests {
         let writes = calls.writes();
         assert_eq!(writes.len(), 1);
         assert_eq!(writes[0].method, "PUT");
-        assert_eq!(writes[0].body["metadata"]["resourceVersion"], "7", "the read is the precondition");
+        assert_eq!(
+            writes[0].body["metadata"]["resourceVersion"], "7",
+            "the read is the precondition"
+        );
         assert_eq!(writes[0].body["spec"]["apiEndpoint"], "https://new:5443");
     }
 
@@ -205,8 +213,11 @@ mod tests {
                 )
             })
         });
-        let look = Look::new(instance("team-a"), context(host.clone(), Default::default()))
-            .connected(host);
+        let look = Look::new(
+            instance("team-a"),
+            context(host.clone(), Default::default()),
+        )
+        .connected(host);
         let (observed, mut report) = fresh();
         let mut c = Registration::default();
         match run(c.reconcile(&look.scope(), &observed, &mut report)).await {

@@ -92,8 +92,12 @@ pub struct Runner {
 impl Runner {
     /// The table's controllers but those in `off`.
     pub fn new(off: &std::collections::BTreeSet<String>) -> Self {
+        Self::of(super::TABLE.iter().filter(|e| !off.contains(e.name)))
+    }
+
+    fn of<'a>(entries: impl Iterator<Item = &'a super::table::Entry>) -> Self {
         let (mut slots, mut times) = (Vec::new(), Vec::new());
-        for entry in super::TABLE.iter().filter(|e| !off.contains(e.name)) {
+        for entry in entries {
             slots.push(Slot {
                 make: entry.make,
                 controller: (entry.make)(),
@@ -280,4 +284,135 @@ pub struct ControllerView {
     pub failures: u32,
     pub succeeded_ago: Option<Duration>,
     pub last_error: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use parking_lot::Mutex;
+
+    use super::*;
+    use crate::controllers::testing::{context, instance, mock, Look};
+    use crate::controllers::{Controller, Report, Work};
+
+    /// What the probe controller does at its next look, and how many looks it had.
+    static LOOKS: AtomicUsize = AtomicUsize::new(0);
+    static SCRIPT: Mutex<Script> = Mutex::new(Script {
+        work: None,
+        then: Action { after: None },
+        requeued: Vec::new(),
+    });
+
+    struct Script {
+        /// Work to start (its outcome), or none.
+        work: Option<Result<(), String>>,
+        then: Action,
+        /// `Scope::requeued` at each look.
+        requeued: Vec<bool>,
+    }
+
+    #[derive(Default)]
+    struct Probe;
+
+    impl Controller for Probe {
+        const NAME: &'static str = "probe";
+        type Found = ();
+
+        fn reconcile(&mut self, scope: &Scope<'_>, _: &Observed, _: &mut Report) -> Next<()> {
+            LOOKS.fetch_add(1, Ordering::SeqCst);
+            let mut script = SCRIPT.lock();
+            script.requeued.push(scope.requeued());
+            match script.work.clone() {
+                Some(outcome) => {
+                    let work: Work<()> =
+                        Box::pin(async move { outcome.map_err(ControllerError::Failed) });
+                    Next::Start(work)
+                }
+                None => Next::Idle,
+            }
+        }
+
+        fn record(&mut self, _: (), report: &mut Report) -> Action {
+            report.say("Probed", Some(true), "Done", "");
+            SCRIPT.lock().then
+        }
+    }
+
+    const PROBE: crate::controllers::table::Entry =
+        crate::controllers::table::entry::<Probe>("a test controller");
+
+    /// One tick; the work it started, run to its end and taken in.
+    async fn tick(runner: &mut Runner, look: &Look, observed: &mut Observed) -> Option<String> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        runner.tick(look.scope(), true, observed, move |d| drop(tx.send(d)));
+        match rx.recv().await {
+            Some(done) => runner.finished(done, observed),
+            None => None,
+        }
+    }
+
+    fn script(work: Option<Result<(), String>>, then: Action) {
+        let mut s = SCRIPT.lock();
+        (s.work, s.then) = (work, then);
+    }
+
+    #[tokio::test]
+    async fn looks_again_when_the_action_says_or_what_it_watches_changes() {
+        let (host, _) = mock(|_| None);
+        let look = Look::new(instance("team-a"), context(host, Default::default()));
+        let mut runner = Runner::of([PROBE].iter());
+        let mut observed = Observed::default();
+        let looks = || LOOKS.load(Ordering::SeqCst);
+
+        script(Some(Ok(())), Action::requeue(Duration::from_millis(150)));
+        assert_eq!(tick(&mut runner, &look, &mut observed).await, None);
+        assert_eq!(looks(), 1, "a first look at once");
+        assert_eq!(
+            observed
+                .reports
+                .get("probe")
+                .and_then(|r| r.said("Probed"))
+                .map(|c| c.status),
+            Some(Some(true)),
+            "what it recorded is its report"
+        );
+        tick(&mut runner, &look, &mut observed).await;
+        assert_eq!(looks(), 1, "not before its time, nothing changed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        tick(&mut runner, &look, &mut observed).await;
+        assert_eq!(looks(), 2, "requeued");
+
+        script(Some(Ok(())), Action::await_change());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        tick(&mut runner, &look, &mut observed).await;
+        assert_eq!(looks(), 3, "its last action was the 150 ms requeue");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        tick(&mut runner, &look, &mut observed).await;
+        assert_eq!(looks(), 3, "now it awaits a change");
+        observed.endpoint = Some("https://moved:5443".into());
+        tick(&mut runner, &look, &mut observed).await;
+        assert_eq!(looks(), 4, "a watched field changed");
+
+        // Failures: retried with backoff, a change does not cut the wait short.
+        script(Some(Err("the host said no".into())), Action::await_change());
+        observed.endpoint = Some("https://again:5443".into());
+        let error = tick(&mut runner, &look, &mut observed).await;
+        assert_eq!(error.as_deref(), Some("controller probe: the host said no"));
+        assert_eq!(looks(), 5);
+        observed.endpoint = Some("https://third:5443".into());
+        tick(&mut runner, &look, &mut observed).await;
+        assert_eq!(looks(), 5, "inside its backoff");
+        let view = runner.view();
+        assert_eq!(
+            (view[0].failures, view[0].last_error.as_deref()),
+            (1, Some("the host said no"))
+        );
+        let requeued = SCRIPT.lock().requeued.clone();
+        assert_eq!(
+            requeued,
+            [false, true, true, false, false],
+            "why each look came"
+        );
+    }
 }

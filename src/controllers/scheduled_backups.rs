@@ -84,3 +84,103 @@ impl Controller for ScheduledBackups {
         Action::requeue(self.every)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::controllers::testing::{context, instance, mock, run, status, Look};
+    use crate::controllers::Observed;
+
+    /// The host's Instance with a backup schedule, and whether it refuses Secret writes.
+    fn host(refuse: bool) -> (kube::Client, crate::controllers::testing::Calls) {
+        mock(move |call| {
+            if call
+                .path
+                .starts_with("/apis/kairship.io/v1alpha1/instances?")
+            {
+                let mut i = serde_json::to_value(instance("team-a")).unwrap_or_default();
+                i["spec"]["backupSchedule"] = json!({"intervalMinutes": 60, "keep": 3});
+                i["metadata"]["resourceVersion"] = json!("5");
+                let items = vec![i];
+                return Some((
+                    200,
+                    json!({"kind": "InstanceList", "apiVersion": "kairship.io/v1alpha1",
+                           "metadata": {"resourceVersion": "5"}, "items": items}),
+                ));
+            }
+            (refuse && call.method == "POST" && call.path.contains("/secrets"))
+                .then(|| (403, status(403, "Forbidden", "secrets is forbidden")))
+        })
+    }
+
+    async fn looking(host: kube::Client) -> Look {
+        let settings = crate::context::Settings {
+            backup_check_every: Duration::from_secs(60),
+            ..Default::default()
+        };
+        let look = Look::new(instance("team-a"), context(host.clone(), settings)).connected(host);
+        for _ in 0..100 {
+            if look.scope().latest().is_some() {
+                return look;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("the Instance informer never listed the mocked host");
+    }
+
+    #[tokio::test]
+    async fn a_due_schedule_starts_a_backup_in_the_backup_namespace() {
+        let (host, calls) = host(false);
+        let look = looking(host).await;
+        let (observed, mut report) = (Observed::default(), Report::default());
+        let mut c = ScheduledBackups::default();
+        let seen = run(c.reconcile(&look.scope(), &observed, &mut report))
+            .await
+            .expect("checked");
+        assert_eq!(
+            c.record(seen, &mut report),
+            Action::requeue(Duration::from_secs(60))
+        );
+        let started: Vec<_> = calls
+            .writes()
+            .into_iter()
+            .filter(|w| {
+                w.path
+                    .starts_with("/api/v1/namespaces/kairship-system/secrets")
+            })
+            .collect();
+        assert!(!started.is_empty(), "a backup record: {:?}", calls.writes());
+        assert_eq!(
+            started[0].body["metadata"]["labels"]["kairship.io/backup-of"],
+            "team-a"
+        );
+        let said = report.said(BACKUPS_CONDITION).expect("its condition");
+        assert_eq!((said.status, said.reason.as_str()), (None, "NoBackupYet"));
+        assert!(
+            crate::controllers::testing::idle(&c.reconcile(&look.scope(), &observed, &mut report)),
+            "not again before its cadence"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_backup_that_cannot_start_fails_the_condition_naming_why() {
+        let (host, _) = host(true);
+        let look = looking(host).await;
+        let (observed, mut report) = (Observed::default(), Report::default());
+        let mut c = ScheduledBackups::default();
+        let seen = run(c.reconcile(&look.scope(), &observed, &mut report))
+            .await
+            .expect("checked");
+        c.record(seen, &mut report);
+        let said = report.said(BACKUPS_CONDITION).expect("its condition");
+        assert_eq!(
+            (said.status, said.reason.as_str()),
+            (Some(false), "BackupFailed")
+        );
+        assert!(said.message.contains("forbidden"), "{}", said.message);
+    }
+}

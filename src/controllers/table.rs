@@ -21,7 +21,7 @@ fn make<C: Controller + Default>() -> Box<dyn Erased> {
     Box::new(C::default())
 }
 
-const fn entry<C: Controller + Default>(about: &'static str) -> Entry {
+pub(crate) const fn entry<C: Controller + Default>(about: &'static str) -> Entry {
     Entry {
         name: C::NAME,
         leader_only: C::LEADER_ONLY,

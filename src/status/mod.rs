@@ -459,4 +459,69 @@ mod tests {
         );
         assert!(changed(Some(&again), &down));
     }
+
+    #[test]
+    fn each_controllers_report_is_merged_in_table_order() {
+        let mut o = running();
+        let mut guard = Report::default();
+        guard.say(
+            GUARDRAILS_CONDITION,
+            Some(true),
+            "Applied",
+            "2 guardrail(s) applied",
+        );
+        o.reports.put("guardrails", guard);
+        let mut components = Report::default();
+        components.say(COMPONENTS_CONDITION, Some(true), "Running", "fine");
+        components.control_plane = Some(crate::crd::ControlPlaneUsage {
+            pods: 9,
+            ..Default::default()
+        });
+        o.reports.put("components", components);
+        let first = build(None, &o, "2026-01-01T00:00:00Z");
+        assert_eq!(
+            reasons(&first)[3..],
+            [
+                (GUARDRAILS_CONDITION, "True", "Applied"),
+                (COMPONENTS_CONDITION, "True", "Running")
+            ]
+        );
+        assert_eq!(first.control_plane.as_ref().map(|c| c.pods), Some(9));
+
+        // An upgrade's failing component overrides the controller's last word.
+        o.upgrade_components = Some(Some("karmada-apiserver: ImagePullBackOff".into()));
+        let upgrading = build(Some(&first), &o, "2026-01-01T00:05:00Z");
+        let c = upgrading
+            .conditions
+            .iter()
+            .find(|c| c.type_ == COMPONENTS_CONDITION)
+            .expect("components");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "ComponentFailing")
+        );
+        assert_eq!(c.last_transition_time, "2026-01-01T00:05:00Z");
+        assert_eq!(
+            o.failing_component().as_deref(),
+            Some("karmada-apiserver: ImagePullBackOff")
+        );
+        let g = upgrading
+            .conditions
+            .iter()
+            .find(|c| c.type_ == GUARDRAILS_CONDITION)
+            .expect("guardrails");
+        assert_eq!(
+            g.last_transition_time, "2026-01-01T00:00:00Z",
+            "unchanged since"
+        );
+
+        // A report gone (its controller off, or leadership lost) says nothing any more;
+        // what only the status held stays.
+        o.upgrade_components = None;
+        o.reports = Reports::default();
+        let later = build(Some(&upgrading), &o, "2026-01-01T00:06:00Z");
+        assert_eq!(later.conditions.len(), 3);
+        assert_eq!(later.control_plane.as_ref().map(|c| c.pods), Some(9));
+        assert_eq!(o.failing_component(), None);
+    }
 }
