@@ -43,9 +43,18 @@ pub fn paginate<T>(
     paginate_by(items, size, token, "options.")
 }
 
-/// The page token that continues after `key`.
+/// The page token that continues after `key` (gRPC's `page_token`, the proxy's
+/// `continue`: one scheme).
 pub fn token(key: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key)
+}
+
+/// The key a [`token`] continues after; `None` for one this server did not issue.
+pub fn after(token: &str) -> Option<String> {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
 }
 
 /// As [`paginate`], from a request's own `page_size` and `page_token` fields (`prefix` is
@@ -68,18 +77,12 @@ pub fn paginate_by<T>(
     };
     let after = match Some(page_token).filter(|t| !t.is_empty()) {
         None => None,
-        Some(t) => Some(
-            base64::engine::general_purpose::URL_SAFE_NO_PAD
-                .decode(t)
-                .ok()
-                .and_then(|b| String::from_utf8(b).ok())
-                .ok_or_else(|| {
-                    ApiError::invalid(
-                        format!("{prefix}page_token"),
-                        "not a token this server issued",
-                    )
-                })?,
-        ),
+        Some(t) => Some(after(t).ok_or_else(|| {
+            ApiError::invalid(
+                format!("{prefix}page_token"),
+                "not a token this server issued",
+            )
+        })?),
     };
     items.sort_by(|a, b| a.0.cmp(&b.0));
     let mut rest: Vec<(String, T)> = items

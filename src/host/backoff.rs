@@ -45,3 +45,29 @@ pub fn backoff_step(min: Duration, max: Duration, n: usize) -> Duration {
         .nth(n.saturating_sub(1))
         .unwrap_or(max)
 }
+
+/// The `n`-th wait (from 1) without jitter: from `min`, doubling, at most `max`. For the
+/// pure state machines a deterministic simulation replays (shard placement) and loops
+/// whose waits are shown to SREs (the elector's).
+pub fn doubling(min: Duration, max: Duration, n: u32) -> Duration {
+    min.saturating_mul(1 << n.saturating_sub(1).min(16))
+        .min(max)
+        .max(min.min(max))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_double_from_the_least_to_the_most() {
+        let (min, max) = (Duration::from_millis(250), Duration::from_secs(10));
+        let waits: Vec<u128> = (0..8).map(|n| doubling(min, max, n).as_millis()).collect();
+        assert_eq!(waits, [250, 250, 500, 1000, 2000, 4000, 8000, 10000]);
+        assert_eq!(doubling(min, max, u32::MAX), max);
+        for n in 1..12 {
+            let w = backoff_step(min, max, n);
+            assert!(w >= min && w <= max * 2, "{n}: {w:?}");
+        }
+    }
+}

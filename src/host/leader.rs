@@ -302,8 +302,11 @@ pub fn spawn(client: kube::Client, config: LeaderConfig) -> Elector {
             if *tx.borrow() {
                 tx.send_replace(false);
             }
-            let delay =
-                Duration::from_millis(250 * 2u64.pow(failures.min(6))).min(Duration::from_secs(10));
+            let delay = super::backoff::doubling(
+                Duration::from_millis(250),
+                Duration::from_secs(10),
+                failures.saturating_add(1),
+            );
             tokio::select! {
                 _ = tokio::time::sleep(delay) => {}
                 _ = stop_rx.changed() => break,

@@ -1,5 +1,6 @@
-//! A unary gRPC request's one message, read by the authorization layer to find the
-//! instance it names, then handed on unchanged.
+//! The one gRPC frame codec: a unary request's one message, read by the authorization
+//! layer to find the instance it names, then handed on unchanged; frames split off a
+//! stream (REST's streamed answers) and made.
 
 use axum::body::Body;
 use bytes::Bytes;
@@ -11,6 +12,19 @@ pub const MAX_MESSAGE: usize = 4 * 1024 * 1024;
 
 /// How long the message may take to arrive.
 const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The message length a frame's 5-byte head gives (a flag byte, a big-endian length),
+/// once `buf` holds the head.
+pub fn length(buf: &[u8]) -> Option<usize> {
+    let head: [u8; 4] = buf.get(1..5)?.try_into().ok()?;
+    usize::try_from(u32::from_be_bytes(head)).ok()
+}
+
+/// The first whole frame's message, taken off the front of `buf`; `None` until one is in.
+pub fn split(buf: &mut bytes::BytesMut) -> Option<Bytes> {
+    let len = length(buf)?;
+    (buf.len() >= 5 + len).then(|| buf.split_to(5 + len).freeze().slice(5..))
+}
 
 /// The request's first length-prefixed message (its frame), bounded in size and time: the
 /// whole body the handler gets. Every method is unary, so nothing after the message is the
@@ -28,8 +42,7 @@ pub async fn read(body: Body) -> Result<Bytes, ApiError> {
     };
     let read = async {
         loop {
-            if buf.len() >= 5 {
-                let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+            if let Some(len) = length(&buf) {
                 if len > MAX_MESSAGE {
                     return Err(too_large());
                 }
@@ -75,8 +88,7 @@ pub fn message(frame: &[u8]) -> Result<&[u8], ApiError> {
     if head[0] != 0 {
         return Err(bad("compressed messages are not accepted"));
     }
-    let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
-    if len != rest.len() {
+    if length(head) != Some(rest.len()) {
         return Err(bad("the frame's length is not the body's"));
     }
     Ok(rest)

@@ -28,7 +28,7 @@ pub mod audit;
 pub mod authn;
 pub mod authz;
 pub mod fairness;
-mod grpc_frame;
+pub mod grpc_frame;
 pub mod observe;
 pub mod rules;
 

@@ -6,7 +6,6 @@ use std::collections::HashMap;
 
 use axum::body::Body;
 use axum::response::Response;
-use base64::Engine;
 use http::{header, Method, StatusCode};
 use kairship_wire::routes::ResourcePath;
 use kairship_wire::table::Column;
@@ -142,20 +141,14 @@ fn from_cache(
             }
         }
     }
-    let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
     // The store keeps LIST order (namespace, then name): a page starts after the token.
     let after = match q.get("continue").filter(|c| !c.is_empty()) {
         None => None,
         Some(token) => {
-            let Some(after) = engine
-                .decode(token)
-                .ok()
-                .and_then(|b| String::from_utf8(b).ok())
-                .and_then(|s| {
-                    s.split_once('/')
-                        .map(|(a, b)| (a.to_string(), b.to_string()))
-                })
-            else {
+            let Some(after) = crate::api::paging::after(token).and_then(|s| {
+                s.split_once('/')
+                    .map(|(a, b)| (a.to_string(), b.to_string()))
+            }) else {
                 return Some(status_response(&ApiError::invalid(
                     "continue",
                     "not a continue token this server issued",
@@ -187,7 +180,7 @@ fn from_cache(
         meta["remainingItemCount"] = json!(selected.remaining);
         meta["continue"] = json!(selected.objects.last().map(|o| {
             let ns = o.namespace().unwrap_or_default();
-            engine.encode(format!("{ns}/{}", o.name()))
+            crate::api::paging::token(&format!("{ns}/{}", o.name()))
         }));
     }
     if let Some(columns) = columns {

@@ -99,20 +99,15 @@ fn streamed(body: axum::body::Body, output: prost_reflect::MessageDescriptor) ->
                     return None;
                 }
                 loop {
-                    // A whole gRPC frame: a flag byte, a 4-byte length, the message.
-                    if buf.len() >= 5 {
-                        let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
-                        if buf.len() >= 5 + len {
-                            let frame = buf.split_to(5 + len).freeze().slice(5..);
-                            let out = DynamicMessage::decode(output.clone(), frame)
-                                .map_err(|e| e.to_string())
-                                .and_then(|m| serde_json::to_value(&m).map_err(|e| e.to_string()));
-                            let out = match out {
-                                Ok(v) => serde_json::json!({"result": v}),
-                                Err(e) => failure(tonic::Code::Internal as i32, e),
-                            };
-                            return Some((line(out), (body, buf, false)));
-                        }
+                    if let Some(message) = crate::api::chain::grpc_frame::split(&mut buf) {
+                        let out = DynamicMessage::decode(output.clone(), message)
+                            .map_err(|e| e.to_string())
+                            .and_then(|m| serde_json::to_value(&m).map_err(|e| e.to_string()));
+                        let out = match out {
+                            Ok(v) => serde_json::json!({"result": v}),
+                            Err(e) => failure(tonic::Code::Internal as i32, e),
+                        };
+                        return Some((line(out), (body, buf, false)));
                     }
                     match body.frame().await {
                         Some(Ok(frame)) => match frame.into_data() {

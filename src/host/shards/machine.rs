@@ -180,10 +180,7 @@ const IMMEDIATE_RETRIES: u32 = 2;
 /// The wait before deciding again after `failures` record writes failed in a row:
 /// doubling from `base`, at most 30 s.
 pub fn retry_after(base: Duration, failures: u32) -> Duration {
-    let doubled = base.saturating_mul(1 << failures.saturating_sub(1).min(8));
-    doubled
-        .min(Duration::from_secs(30))
-        .max(base.min(Duration::from_secs(30)))
+    crate::host::backoff::doubling(base, Duration::from_secs(30), failures)
 }
 
 #[cfg(test)]
