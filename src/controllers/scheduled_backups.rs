@@ -132,9 +132,17 @@ mod tests {
         panic!("the Instance informer never listed the mocked host");
     }
 
-    #[tokio::test]
-    async fn a_due_schedule_starts_a_backup_in_the_backup_namespace() {
-        let (host, calls) = host(false);
+    /// One check on a host that does or does not refuse Secret writes: what the controller
+    /// then reports, and the controller and look for more.
+    async fn checked(
+        refuse: bool,
+    ) -> (
+        ScheduledBackups,
+        Look,
+        Report,
+        crate::controllers::testing::Calls,
+    ) {
+        let (host, calls) = host(refuse);
         let look = looking(host).await;
         let (observed, mut report) = (Observed::default(), Report::default());
         let mut c = ScheduledBackups::default();
@@ -145,6 +153,13 @@ mod tests {
             c.record(seen, &mut report),
             Action::requeue(Duration::from_secs(60))
         );
+        (c, look, report, calls)
+    }
+
+    #[tokio::test]
+    async fn a_due_schedule_starts_a_backup_in_the_backup_namespace() {
+        let (mut c, look, mut report, calls) = checked(false).await;
+        let observed = Observed::default();
         let started: Vec<_> = calls
             .writes()
             .into_iter()
@@ -168,14 +183,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_backup_that_cannot_start_fails_the_condition_naming_why() {
-        let (host, _) = host(true);
-        let look = looking(host).await;
-        let (observed, mut report) = (Observed::default(), Report::default());
-        let mut c = ScheduledBackups::default();
-        let seen = run(c.reconcile(&look.scope(), &observed, &mut report))
-            .await
-            .expect("checked");
-        c.record(seen, &mut report);
+        let (_, _, report, _) = checked(true).await;
         let said = report.said(BACKUPS_CONDITION).expect("its condition");
         assert_eq!(
             (said.status, said.reason.as_str()),
