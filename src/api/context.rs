@@ -19,16 +19,11 @@ use crate::host::instance_informer::InstanceInformer;
 /// naming `what`.
 async fn bounded<T>(
     what: &str,
-    whom: &str,
+    whom: &'static str,
     after: Duration,
     fut: impl std::future::Future<Output = Result<T, kube::Error>>,
 ) -> Result<T, ApiError> {
-    match tokio::time::timeout(after, fut).await {
-        Ok(r) => r.map_err(|e| ApiError::from_kube(e, what)),
-        Err(_) => Err(ApiError::DeadlineExceeded(format!(
-            "{what}: {whom} did not answer within {after:?}"
-        ))),
-    }
+    Ok(crate::host::error::bounded_on(whom, what, after, fut).await?)
 }
 
 #[derive(Clone)]
@@ -56,7 +51,7 @@ impl ApiContext {
         fut: impl std::future::Future<Output = Result<T, kube::Error>>,
     ) -> Result<T, ApiError> {
         let after = self.tree.settings().host_call_timeout;
-        bounded(what, "the host cluster", after, fut).await
+        bounded(what, crate::host::error::HOST, after, fut).await
     }
 
     /// Without authentication or authorization (tests, benchmarks' baseline).

@@ -70,11 +70,7 @@ pub async fn renew(
     let karmadas: Api<DynamicObject> =
         Api::namespaced_with(host.clone(), ns, &karmada::karmada_resource());
     let what = format!("Karmada {ns}/{name}");
-    let karmada = bounded(
-        &what,
-        timeout,
-        tokio::time::timeout(timeout, karmadas.get(name)).await,
-    )?;
+    let karmada = bounded(&what, timeout, karmadas.get(name)).await?;
     if !karmada::owned(&karmada, name) {
         return Err(RenewalError::NotOurs {
             ns: ns.to_string(),
@@ -103,11 +99,7 @@ pub async fn renew(
     let secrets: Api<Secret> = Api::namespaced(host.clone(), ns);
     let secret_name = operator_certs::secret_name(name);
     let what = format!("Secret {ns}/{secret_name}");
-    let mut secret = bounded(
-        &what,
-        timeout,
-        tokio::time::timeout(timeout, secrets.get(&secret_name)).await,
-    )?;
+    let mut secret = bounded(&what, timeout, secrets.get(&secret_name)).await?;
     let data: BTreeMap<String, Vec<u8>> = secret
         .data
         .clone()
@@ -130,7 +122,7 @@ pub async fn renew(
     // conflict to retry, never overwritten.
     let post = PostParams::default();
     let replace = secrets.replace(&secret_name, &post, &secret);
-    bounded(&what, timeout, tokio::time::timeout(timeout, replace).await)?;
+    bounded(&what, timeout, replace).await?;
     tracing::info!(instance = %name, secret = %what, renewed = renewed.len(), "certificates renewed");
 
     // Every component block the Karmada object has (the operator's defaults name them
@@ -154,7 +146,7 @@ pub async fn renew(
     let what = format!("instance {name:?}");
     let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
     let patched = instances.patch(name, &params, &patch);
-    bounded(&what, timeout, tokio::time::timeout(timeout, patched).await)?;
+    bounded(&what, timeout, patched).await?;
     Ok(Done {
         secret: secret_name,
         renewed,

@@ -160,12 +160,12 @@ pub async fn ensure(
 
     let ours: Api<Secret> = Api::namespaced(ctx.host.clone(), namespace);
     let secret_name = secret_name(&name);
-    let read = tokio::time::timeout(timeout, ours.get_opt(&secret_name)).await;
     let existing = bounded(
         format!("reading secret {namespace}/{secret_name}"),
         timeout,
-        read,
-    )?;
+        ours.get_opt(&secret_name),
+    )
+    .await?;
     if existing
         .as_ref()
         .is_some_and(|e| !ours_by_label(e.metadata.labels.as_ref()))
@@ -227,9 +227,13 @@ pub async fn ensure(
     }
 
     let pedia: Api<DynamicObject> = Api::all_with(ctx.host.clone(), &resource());
-    let read = tokio::time::timeout(timeout, pedia.get_opt(&name)).await;
     let want = spec(&name);
-    let current = match bounded(format!("reading PediaCluster {name}"), timeout, read)? {
+    let read = bounded(
+        format!("reading PediaCluster {name}"),
+        timeout,
+        pedia.get_opt(&name),
+    );
+    let current = match read.await? {
         Some(existing) if !ours_by_label(existing.metadata.labels.as_ref()) => {
             return Ok(taken("PediaCluster", &name));
         }
@@ -482,8 +486,7 @@ where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
 {
     let timeout = ctx.settings.request_timeout;
-    let read = tokio::time::timeout(timeout, api.get_opt(name)).await;
-    let found = match bounded(format!("reading {what}"), timeout, read) {
+    let found = match bounded(format!("reading {what}"), timeout, api.get_opt(name)).await {
         Ok(found) => found,
         // No such kind in the host (no Clusterpedia CRDs): nothing was registered.
         Err(e) if e.code() == Some(404) => None,

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::{Action, Controller, ControllerError, Next, Observed, Report, Scope};
 use crate::crd::ControlPlaneUsage;
-use crate::host::error::HostError;
+use crate::host::error::bounded;
 use crate::quantity::{self, Milli};
 use crate::status::{components_said, COMPONENTS_CONDITION};
 
@@ -153,33 +153,19 @@ async fn check(
     (ns, name): (String, String),
     timeout: Duration,
 ) -> Result<Checked, ControllerError> {
-    {
-        let api: Api<Pod> = Api::namespaced(host, &ns);
-        let params = ListParams::default().labels(&format!("app.kubernetes.io/instance={name}"));
-        match tokio::time::timeout(timeout, api.list(&params)).await {
-            Ok(Ok(list)) => {
-                let pods: Vec<Value> = list
-                    .items
-                    .into_iter()
-                    .filter_map(|p| serde_json::to_value(p).ok())
-                    .collect();
-                Ok(Checked {
-                    failing: first_failure(&pods),
-                    usage: requests(&pods),
-                })
-            }
-            Ok(Err(source)) => Err(HostError::Api {
-                what: format!("listing the pods of {ns}/{name}"),
-                source,
-            }
-            .into()),
-            Err(_) => Err(HostError::TimedOut {
-                what: format!("listing the pods of {ns}/{name}"),
-                after: timeout,
-            }
-            .into()),
-        }
-    }
+    let api: Api<Pod> = Api::namespaced(host, &ns);
+    let params = ListParams::default().labels(&format!("app.kubernetes.io/instance={name}"));
+    let what = format!("listing the pods of {ns}/{name}");
+    let list = bounded(what, timeout, api.list(&params)).await?;
+    let pods: Vec<Value> = list
+        .items
+        .into_iter()
+        .filter_map(|p| serde_json::to_value(p).ok())
+        .collect();
+    Ok(Checked {
+        failing: first_failure(&pods),
+        usage: requests(&pods),
+    })
 }
 
 #[cfg(test)]

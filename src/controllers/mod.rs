@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use crate::context::Context;
 use crate::crd::Instance;
-use crate::host::error::HostError;
+use crate::host::error::{HostError, INSTANCE};
 use crate::host::kubeconfig::KubeconfigSource;
 pub use crate::status::{Observed, Report};
 pub use runner::{ControllerView, Done, Runner};
@@ -56,18 +56,9 @@ pub type Work<T> = Pin<Box<dyn Future<Output = Result<T, ControllerError>> + Sen
 /// Why a controller's work failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
-    /// A call to the host cluster.
+    /// A call to the host cluster or to the instance.
     #[error(transparent)]
-    Host(#[from] HostError),
-    /// A call to the instance's karmada-apiserver.
-    #[error("{what}: {source}")]
-    Instance {
-        what: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("{what}: no answer within {after:?}")]
-    TimedOut { what: String, after: Duration },
+    Call(#[from] HostError),
     /// Anything else, in words.
     #[error("{0}")]
     Failed(String),
@@ -82,17 +73,8 @@ impl ControllerError {
         after: Duration,
         call: impl Future<Output = Result<T, kube::Error>>,
     ) -> Result<T, Self> {
-        match tokio::time::timeout(after, call).await {
-            Ok(Ok(t)) => Ok(t),
-            Ok(Err(source)) => Err(Self::Instance {
-                what: what.to_string(),
-                source,
-            }),
-            Err(_) => Err(Self::TimedOut {
-                what: what.to_string(),
-                after,
-            }),
-        }
+        let answer = crate::host::error::bounded_on(INSTANCE, what, after, call).await;
+        Ok(answer?)
     }
 }
 

@@ -65,9 +65,8 @@ pub async fn ensure(
     };
     let api: Api<InstanceRegistration> = Api::all(ctx.host.clone());
     let timeout = ctx.settings.request_timeout;
-    let read = tokio::time::timeout(timeout, api.get_opt(&name)).await;
     let params = PostParams::default();
-    match bounded("reading registration", timeout, read)? {
+    match bounded("reading registration", timeout, api.get_opt(&name)).await? {
         Some(existing) if existing.spec == spec => return Ok(()),
         Some(mut existing) => {
             existing.spec = spec;
@@ -221,7 +220,7 @@ mod tests {
         let (observed, mut report) = fresh();
         let mut c = Registration::default();
         match run(c.reconcile(&look.scope(), &observed, &mut report)).await {
-            Err(ControllerError::Host(e)) => assert_eq!(e.code(), Some(403)),
+            Err(ControllerError::Call(e)) => assert_eq!(e.code(), Some(403)),
             other => panic!("expected the host's 403, got {other:?}"),
         }
     }

@@ -111,16 +111,8 @@ impl<'a> Host<'a> {
         let deployments: Api<Deployment> = Api::namespaced(self.ctx.host.clone(), &self.ns);
         let sets: Api<StatefulSet> = Api::namespaced(self.ctx.host.clone(), &self.ns);
         let what = format!("listing the components of {}/{}", self.ns, self.name);
-        let d = bounded(
-            what.clone(),
-            timeout,
-            tokio::time::timeout(timeout, deployments.list(&params)).await,
-        )?;
-        let s = bounded(
-            what,
-            timeout,
-            tokio::time::timeout(timeout, sets.list(&params)).await,
-        )?;
+        let d = bounded(what.clone(), timeout, deployments.list(&params)).await?;
+        let s = bounded(what, timeout, sets.list(&params)).await?;
         let of = |meta: &kube::api::ObjectMeta, stateful: bool, replicas, ready| Component {
             name: meta.name.clone().unwrap_or_default(),
             role: meta

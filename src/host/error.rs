@@ -1,5 +1,7 @@
-//! Errors of the calls actors make to the host cluster, typed so callers decide on the
-//! status code (a conflict is retried, a missing object is fine) instead of on the text.
+//! Errors of the calls Kairship makes to a cluster (the host mostly, an instance's
+//! karmada-apiserver too), typed so callers decide on the status code (a conflict is
+//! retried, a missing object is fine) instead of on the text; and [`bounded`], the one
+//! timeout every such call is made under.
 
 use std::time::Duration;
 
@@ -19,8 +21,12 @@ pub enum HostError {
         #[source]
         source: Fenced,
     },
-    #[error("{what} timed out after {after:?}")]
-    TimedOut { what: String, after: Duration },
+    #[error("{what}: {whom} did not answer within {after:?}")]
+    TimedOut {
+        what: String,
+        whom: &'static str,
+        after: Duration,
+    },
     /// A Secret Kairship needs could not be read (missing, without its key, unanswered).
     #[error("{0}")]
     Secret(String),
@@ -59,16 +65,33 @@ pub fn fenced<T>(
     }
 }
 
-/// A bounded read's outcome as a `HostError`.
-pub fn bounded<T>(
+/// Who a call that timed out was made to.
+pub const HOST: &str = "the host cluster";
+pub const INSTANCE: &str = "the instance";
+
+/// A call to the host bounded by `after`, its failure naming `what`.
+pub async fn bounded<T>(
     what: impl Into<String>,
     after: Duration,
-    result: Result<Result<T, kube::Error>, tokio::time::error::Elapsed>,
+    call: impl std::future::Future<Output = Result<T, kube::Error>>,
 ) -> Result<T, HostError> {
-    let what = what.into();
-    match result {
-        Ok(answer) => answered(what, answer),
-        Err(_) => Err(HostError::TimedOut { what, after }),
+    bounded_on(HOST, what, after, call).await
+}
+
+/// A call to `whom` ([`HOST`], [`INSTANCE`]) bounded by `after`, its failure naming `what`.
+pub async fn bounded_on<T>(
+    whom: &'static str,
+    what: impl Into<String>,
+    after: Duration,
+    call: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, HostError> {
+    match tokio::time::timeout(after, call).await {
+        Ok(answer) => answered(what.into(), answer),
+        Err(_) => Err(HostError::TimedOut {
+            what: what.into(),
+            whom,
+            after,
+        }),
     }
 }
 
@@ -86,9 +109,7 @@ impl From<HostError> for crate::error::ApiError {
         use crate::error::ApiError;
         match e {
             HostError::Api { what, source } => ApiError::from_kube(source, &what),
-            HostError::TimedOut { what, after } => ApiError::DeadlineExceeded(format!(
-                "{what}: the host did not answer within {after:?}"
-            )),
+            e @ HostError::TimedOut { .. } => ApiError::DeadlineExceeded(e.to_string()),
             other => ApiError::Internal(other.to_string()),
         }
     }

@@ -135,8 +135,13 @@ async fn cleanup(ctx: &Context, instance: &Instance, name: &str) -> Result<(), H
     // Fresh read: the resourceVersion guards the finalizer list against concurrent edits.
     let api: Api<Instance> = Api::all(ctx.host.clone());
     let timeout = ctx.settings.request_timeout;
-    let read = tokio::time::timeout(timeout, api.get_opt(name)).await;
-    let Some(fresh) = bounded(format!("reading instance {name}"), timeout, read)? else {
+    let Some(fresh) = bounded(
+        format!("reading instance {name}"),
+        timeout,
+        api.get_opt(name),
+    )
+    .await?
+    else {
         return Ok(());
     };
     let rest: Vec<String> = fresh
@@ -165,8 +170,13 @@ async fn cleanup(ctx: &Context, instance: &Instance, name: &str) -> Result<(), H
 async fn delete_karmada(ctx: &Context, ns: &str, name: &str) -> Result<(), HostError> {
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.host.clone(), ns, &karmada_resource());
     let timeout = ctx.settings.request_timeout;
-    let read = tokio::time::timeout(timeout, api.get_opt(name)).await;
-    let Some(current) = bounded(format!("reading Karmada {ns}/{name}"), timeout, read)? else {
+    let Some(current) = bounded(
+        format!("reading Karmada {ns}/{name}"),
+        timeout,
+        api.get_opt(name),
+    )
+    .await?
+    else {
         return Ok(());
     };
     if !owned(&current, name) {

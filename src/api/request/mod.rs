@@ -34,6 +34,7 @@ use crate::cache::caches::Kind;
 use crate::cache::store::ObjectStore;
 use crate::cache::InstanceReader;
 use crate::error::{check_name, ApiError};
+use crate::host::error::INSTANCE;
 pub use identity::Identity;
 pub use review::{Verb, Visible};
 
@@ -409,12 +410,8 @@ impl OnInstance {
         fut: impl std::future::Future<Output = Result<T, kube::Error>>,
     ) -> Result<T, ApiError> {
         let after = self.reader.call_timeout();
-        match tokio::time::timeout(after, fut).await {
-            Ok(r) => r.map_err(|e| ApiError::from_kube(e, what)),
-            Err(_) => Err(ApiError::DeadlineExceeded(format!(
-                "{what}: the instance did not answer within {after:?}"
-            ))),
-        }
+        let answer = crate::host::error::bounded_on(INSTANCE, what, after, fut).await;
+        Ok(answer?)
     }
 
     /// The proxy's pass-through: `req` sent as the caller; `within` bounds the wait for the

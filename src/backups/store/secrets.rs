@@ -65,11 +65,7 @@ impl Secrets {
         what: impl Into<String>,
         fut: impl std::future::Future<Output = Result<T, kube::Error>>,
     ) -> Result<T, HostError> {
-        bounded(
-            what,
-            self.timeout,
-            tokio::time::timeout(self.timeout, fut).await,
-        )
+        bounded(what, self.timeout, fut).await
     }
 
     /// Writes a new backup's record; a missing namespace is a missing destination.
