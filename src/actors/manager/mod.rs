@@ -4,6 +4,7 @@
 //! past which only that instance is marked Degraded.
 
 pub mod cleanup;
+pub mod decide;
 pub mod messages;
 pub mod placement;
 
@@ -19,7 +20,8 @@ use crate::context::Context;
 use crate::crd::{Instance, FINALIZER};
 use crate::host::instance_informer::InstanceEvent;
 use crate::host::shards::handoff::Step;
-use crate::host::shards::machine::{self, Effect, Event, Placement};
+use crate::host::shards::machine::{self, Event, Placement};
+use decide::{decide, Effect, Pending, Seen};
 pub use messages::ManagerMsg;
 
 pub struct InstanceManager;
@@ -38,16 +40,6 @@ struct Child {
     requested_restarts: u32,
     /// Where it is placed when the fleet is sharded (a record write in flight, failures).
     placement: Placement,
-}
-
-/// Work scheduled for a child, so a duplicate trigger does not schedule it twice.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Pending {
-    Nothing,
-    /// A restart after a failure, delayed by the backoff.
-    Respawn,
-    /// The leader's cleanup of a deleted Instance.
-    Cleanup,
 }
 
 impl Child {
@@ -259,7 +251,7 @@ impl InstanceManager {
                 // A write in flight: decided once it returns.
                 None => return,
                 // The write stops any actor here and waits for it first.
-                Some(Effect::Write(record)) => {
+                Some(machine::Effect::Write(record)) => {
                     let record = *record;
                     child.instance = instance;
                     placement::write(state, myself, &name, record);
@@ -273,74 +265,63 @@ impl InstanceManager {
             Some(s) => s == Step::Run,
             None => state.ctx.leadership.is_leader(),
         };
-        let acting = placement::acting(&state.ctx);
-        let has_finalizer = instance
-            .metadata
-            .finalizers
-            .as_ref()
-            .is_some_and(|f| f.iter().any(|x| x == FINALIZER));
-        if deleting(&instance) {
-            Self::stop_child(state, &name, "instance is being deleted");
-            let child = state
-                .children
-                .entry(name.clone())
-                .or_insert_with(|| new_child(instance.clone()));
-            child.instance = instance;
-            if leader && has_finalizer && child.pending != Pending::Cleanup {
-                child.pending = Pending::Cleanup;
-                cleanup::spawn_cleanup(acting, child.instance.clone(), myself.clone());
-            }
-            return;
-        }
-        if leader && !has_finalizer {
-            cleanup::add_finalizer(&acting, &name);
-        }
-        let (changed, restart) = match state.children.get_mut(&name) {
+        let (spec_changed, restart_requested) = match state.children.get_mut(&name) {
             Some(child) => {
                 let changed = spec_key(&child.instance) != spec_key(&instance);
                 let stamp = restart_stamp(&instance);
                 let restart = stamp.is_some() && stamp != child.restarted_at;
-                child.restarted_at = stamp;
-                child.instance = instance;
+                // A deleted instance's restart stamp is not taken in: it never restarts.
+                if !deleting(&instance) {
+                    child.restarted_at = stamp;
+                }
                 (changed, restart)
             }
-            None => {
-                state.children.insert(name.clone(), new_child(instance));
-                (true, false)
+            None => (true, false),
+        };
+        let child = state
+            .children
+            .entry(name.clone())
+            .or_insert_with(|| new_child(instance.clone()));
+        child.instance = instance;
+        let seen = Seen {
+            deleting: deleting(&child.instance),
+            has_finalizer: child
+                .instance
+                .metadata
+                .finalizers
+                .as_ref()
+                .is_some_and(|f| f.iter().any(|x| x == FINALIZER)),
+            leader,
+            paused: child.instance.spec.paused,
+            asleep: child.instance.asleep(),
+            owned_elsewhere: step.is_some_and(|s| s != Step::Run),
+            spec_changed,
+            restart_requested,
+            running: child.actor.is_some(),
+            pending: child.pending,
+            degraded: child.state == ActorState::Degraded,
+        };
+        let acting = placement::acting(&state.ctx);
+        for effect in decide(&seen) {
+            match effect {
+                Effect::Stop(why) => Self::stop_child(state, &name, why),
+                Effect::Cleanup => {
+                    if let Some(child) = state.children.get_mut(&name) {
+                        child.pending = Pending::Cleanup;
+                        cleanup::spawn_cleanup(
+                            acting.clone(),
+                            child.instance.clone(),
+                            myself.clone(),
+                        );
+                    }
+                }
+                Effect::AddFinalizer => cleanup::add_finalizer(&acting, &name),
+                Effect::Restart => {
+                    info!(instance = %name, "restart requested through the Instance annotation");
+                    self.restart_child(myself, state, &name).await;
+                }
+                Effect::Spawn => self.spawn_child(myself, state, &name).await,
             }
-        };
-        if restart
-            && !state
-                .children
-                .get(&name)
-                .is_some_and(|c| c.instance.spec.paused)
-        {
-            info!(instance = %name, "restart requested through the Instance annotation");
-            self.restart_child(myself, state, &name).await;
-            return;
-        }
-        let Some(child) = state.children.get(&name) else {
-            return;
-        };
-        if child.instance.spec.paused {
-            Self::stop_child(state, &name, "instance is paused");
-            return;
-        }
-        if child.instance.asleep() {
-            Self::stop_child(state, &name, "instance is hibernating");
-            return;
-        }
-        if step.is_some_and(|s| s != Step::Run) {
-            Self::stop_child(state, &name, "owned by another replica");
-            return;
-        }
-        if changed && child.actor.is_some() {
-            Self::stop_child(state, &name, "instance spec changed");
-        }
-        if state.children.get(&name).is_some_and(|c| {
-            c.actor.is_none() && c.pending == Pending::Nothing && c.state != ActorState::Degraded
-        }) {
-            self.spawn_child(myself, state, &name).await;
         }
     }
 }
