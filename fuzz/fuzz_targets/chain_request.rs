@@ -28,7 +28,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(req) = req.body(()) else {
         return;
     };
-    if let Err(e) = kairship::api::chain::authz::inspect(&req, body) {
+    if let Err(e) = kairship::api::chain::resolve::inspect(&req, body) {
         assert_ne!(
             e.code(),
             tonic::Code::Internal,

@@ -88,6 +88,14 @@ impl RequestInfo {
         }
     }
 
+    /// The request's surface, as [`RequestInfo::of`] says it, without copying the rest.
+    pub fn surface_of<B>(req: &http::Request<B>) -> Surface {
+        match req.extensions().get::<RequestInfo>() {
+            Some(i) => i.surface,
+            None => Surface::of(req),
+        }
+    }
+
     fn read<B>(req: &http::Request<B>) -> RequestInfo {
         let path = req.uri().path();
         let query = req.uri().query().unwrap_or_default();

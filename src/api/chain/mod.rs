@@ -9,8 +9,11 @@
 //! audit           `audit`: one audit.k8s.io/v1 Event per write and per refusal
 //! fairness        `fairness`: requests in flight per caller and per server, watches
 //!                 counted apart; 429 with Retry-After otherwise
-//! authorization   `authz`: what the request is (method, path, message), the rule for it
-//!                 (`rules`), the caller's role where the rule says; 403 otherwise
+//! resolve         `resolve`: what the request asks (method, path, message), the rule
+//!                 for it (`rules`): the role it needs, on which instance
+//! authorization   `authz`: the caller's role against it; 403 otherwise
+//! route           `route`: a request on an instance another replica owns (sharded) is
+//!                 answered by that replica
 //! handler
 //! ```
 //!
@@ -30,6 +33,8 @@ pub mod authz;
 pub mod fairness;
 pub mod grpc_frame;
 pub mod observe;
+pub mod resolve;
+pub mod route;
 pub mod rules;
 
 use std::sync::Arc;
@@ -43,7 +48,8 @@ use crate::api::request_info::RequestInfo;
 use crate::error::ApiError;
 
 pub use authn::Authenticated;
-pub use authz::{Authorized, Transcoded};
+pub use authz::Authorized;
+pub use resolve::Transcoded;
 
 pub use crate::api::request_info::{proxied, Surface};
 
@@ -104,7 +110,9 @@ impl Chain {
     pub fn protect(self: &Arc<Self>, router: axum::Router) -> axum::Router {
         // The last layer added is the first a request meets.
         router
+            .layer(from_fn_with_state(self.clone(), route::layer))
             .layer(from_fn_with_state(self.clone(), authz::layer))
+            .layer(from_fn_with_state(self.clone(), resolve::layer))
             .layer(from_fn_with_state(self.clone(), fairness_layer))
             .layer(from_fn_with_state(self.clone(), audit_layer))
             .layer(from_fn_with_state(self.clone(), authn::layer))

@@ -29,7 +29,7 @@ use crate::api::request_info::RequestInfo;
 use crate::error::ApiError;
 
 /// kube-apiserver's own limit on a request body.
-const MAX_BODY: usize = crate::api::chain::authz::MAX_REST_BODY;
+const MAX_BODY: usize = crate::api::chain::resolve::MAX_REST_BODY;
 
 fn tagged(mut r: Response, source: &'static str) -> Response {
     r.headers_mut()

@@ -37,7 +37,7 @@ impl Rest {
             .get::<Transcoded>()
             .cloned()
             .ok_or_else(|| ApiError::Internal("the REST request was not transcoded".into()))?;
-        let frame = crate::api::chain::authz::frame(&t.message.encode_to_vec())?;
+        let frame = crate::api::chain::grpc_frame::frame(&t.message.encode_to_vec())?;
         let mut call = http::Request::post(t.grpc_path.as_str())
             .header(http::header::CONTENT_TYPE, "application/grpc")
             .header("te", "trailers")
