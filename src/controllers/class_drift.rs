@@ -58,3 +58,35 @@ impl Controller for ClassDrift {
         key.write_u64(h.finish());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::controllers::testing::{context, fresh, instance, list, listed, mock, Look};
+
+    #[tokio::test]
+    async fn an_instance_whose_class_is_missing_says_so_in_its_drift() {
+        let (host, _) = mock(|call| {
+            if call
+                .path
+                .starts_with("/apis/kairship.io/v1alpha1/instances?")
+            {
+                let mut i = serde_json::to_value(instance("team-m")).unwrap_or_default();
+                i["spec"] = json!({"mode": "Managed", "className": "small",
+                                   "managed": {"karmadaSpec": {"components": {}}}});
+                return list("InstanceList", vec![i]);
+            }
+            None
+        });
+        let look = Look::new(instance("team-m"), context(host, Default::default()));
+        listed(&look).await;
+        let (observed, mut report) = fresh();
+        let next = ClassDrift.reconcile(&look.scope(), &observed, &mut report);
+        assert!(matches!(next, Next::Wait(a) if a == Action::await_change()));
+        let drift = report.drift.clone().unwrap_or_default();
+        assert_eq!(drift.len(), 1, "{drift:?}");
+        assert_eq!(drift[0].class, "InstanceClass \"small\" not found");
+    }
+}

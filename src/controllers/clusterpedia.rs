@@ -558,3 +558,52 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod host_tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::controllers::testing::{context, fresh, idle, instance, mock, run, status, Look};
+
+    #[tokio::test]
+    async fn a_registration_the_host_refuses_is_reported_and_tried_three_times_as_often() {
+        let (host, calls) = mock(|_| Some((403, status(403, "Forbidden", "secrets is forbidden"))));
+        let settings = crate::context::Settings {
+            clusterpedia: Some("clusterpedia-system".into()),
+            clusterpedia_every: Duration::from_secs(60),
+            ..Default::default()
+        };
+        let mut look = Look::new(instance("team-a"), context(host.clone(), settings));
+        let (observed, mut report) = fresh();
+        let mut c = Clusterpedia::default();
+        assert!(
+            idle(&c.reconcile(&look.scope(), &observed, &mut report)),
+            "not connected"
+        );
+        look = look.connected(host);
+        look.kubeconfig_source = Some(KubeconfigSource {
+            namespace: "kairship-system".into(),
+            name: "team-a".into(),
+            key: "kubeconfig".into(),
+        });
+        let reported = run(c.reconcile(&look.scope(), &observed, &mut report))
+            .await
+            .expect("a report, not an error");
+        assert_eq!(
+            c.record(reported, &mut report),
+            Action::requeue(Duration::from_secs(20))
+        );
+        let said = report.said(CONDITION).expect("condition");
+        assert_eq!(
+            (said.status, said.reason.as_str()),
+            (Some(false), "RegistrationFailed")
+        );
+        assert!(said.message.contains("forbidden"), "{}", said.message);
+        assert!(calls.writes().is_empty(), "{:?}", calls.writes());
+        assert!(
+            idle(&c.reconcile(&look.scope(), &observed, &mut report)),
+            "reported: the next try waits for its time"
+        );
+    }
+}

@@ -238,3 +238,119 @@ mod tests {
         assert_eq!(first_failure(&pods[1..3]), None);
     }
 }
+
+#[cfg(test)]
+mod host_tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::controllers::testing::{context, fresh, instance, mock, run, Look};
+
+    #[tokio::test]
+    async fn a_crash_looping_pod_fails_the_condition_and_what_pods_request_is_reported() {
+        let (host, calls) = mock(|call| {
+            call.path
+                .starts_with("/api/v1/namespaces/karmada-system/pods?")
+                .then(|| {
+                    let pod = |name: &str, waiting: Option<&str>| {
+                        let state = match waiting {
+                            Some(r) => json!({"waiting": {"reason": r}}),
+                            None => json!({"running": {}}),
+                        };
+                        json!({"metadata": {"name": name, "labels": {"app.kubernetes.io/name": name}},
+                               "spec": {"containers": [{"name": name, "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]},
+                               "status": {"phase": "Running", "containerStatuses": [{"name": name, "state": state}]}})
+                    };
+                    let items = vec![
+                        pod("karmada-apiserver", None),
+                        pod("karmada-scheduler", Some("CrashLoopBackOff")),
+                    ];
+                    (200, json!({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}))
+                })
+        });
+        let settings = crate::context::Settings {
+            component_check_every: Duration::from_secs(30),
+            ..Default::default()
+        };
+        let mut look = Look::new(instance("team-m"), context(host.clone(), settings));
+        look.certificate_inputs = Some(crate::certificates::Inputs {
+            operator: Some(("karmada-system".into(), "team-m".into())),
+            ..Default::default()
+        });
+        let (observed, mut report) = fresh();
+        let mut c = Components::default();
+        assert!(
+            matches!(
+                c.reconcile(&look.scope(), &observed, &mut report),
+                Next::Wait(a) if a == Action::await_change()
+            ),
+            "an instance that does not answer is not judged by its pods"
+        );
+        look = look.connected(host);
+        let checked = run(c.reconcile(&look.scope(), &observed, &mut report))
+            .await
+            .expect("listed");
+        assert_eq!(
+            c.record(checked, &mut report),
+            Action::requeue(Duration::from_secs(30))
+        );
+        let asked = calls.all();
+        assert!(
+            asked.iter().any(|c| c.path
+                == "/api/v1/namespaces/karmada-system/pods?&labelSelector=app.kubernetes.io%2Finstance%3Dteam-m"),
+            "the instance's pods, by its label: {asked:?}"
+        );
+        let said = report.said(COMPONENTS_CONDITION).expect("condition");
+        assert_eq!(
+            (said.status, said.reason.as_str()),
+            (Some(false), "ComponentFailing")
+        );
+        assert!(
+            said.message.contains("karmada-scheduler"),
+            "{}",
+            said.message
+        );
+        let usage = report.control_plane.clone().expect("usage");
+        assert_eq!(
+            (
+                usage.pods,
+                usage.cpu_requests.as_str(),
+                usage.memory_requests.as_str()
+            ),
+            (2, "200m", "256Mi")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_host_that_does_not_answer_is_an_error_not_a_verdict() {
+        let (host, _) = mock(|_| {
+            Some((
+                503,
+                crate::controllers::testing::status(503, "ServiceUnavailable", "down"),
+            ))
+        });
+        let mut look = Look::new(
+            instance("team-m"),
+            context(host.clone(), Default::default()),
+        )
+        .connected(host);
+        look.certificate_inputs = Some(crate::certificates::Inputs {
+            operator: Some(("karmada-system".into(), "team-m".into())),
+            ..Default::default()
+        });
+        let (observed, mut report) = fresh();
+        let mut c = Components::default();
+        let e = run(c.reconcile(&look.scope(), &observed, &mut report))
+            .await
+            .expect_err("the host failed");
+        assert!(
+            e.to_string()
+                .contains("listing the pods of karmada-system/team-m"),
+            "{e}"
+        );
+        assert!(
+            report.said(COMPONENTS_CONDITION).is_none(),
+            "the last verdict stands"
+        );
+    }
+}

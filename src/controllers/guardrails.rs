@@ -190,3 +190,140 @@ fn reason(e: &kube::Error) -> String {
         other => other.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::controllers::testing::{context, fresh, instance, mock, run, status, Look};
+
+    fn vap(name: &str) -> serde_json::Value {
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+               "metadata": {"name": name}, "spec": {"validations": [{"expression": "true"}]}})
+    }
+
+    /// An instance holding one labelled policy the list no longer names (`stale`), which
+    /// refuses to apply `refused`.
+    fn instance_api(refused: &'static str) -> (kube::Client, crate::controllers::testing::Calls) {
+        mock(move |call| {
+            let vaps = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies";
+            if call.method == "GET" && call.path.starts_with(&format!("{vaps}?")) {
+                return Some((
+                    200,
+                    json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": {},
+                           "items": [{"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                                      "metadata": {"name": "stale", "labels": {LABEL: "true"}}}]}),
+                ));
+            }
+            (call.method == "PATCH" && call.path.starts_with(&format!("{vaps}/{refused}?"))).then(
+                || {
+                    (
+                        422,
+                        status(422, "Invalid", "spec.validations: Required value"),
+                    )
+                },
+            )
+        })
+    }
+
+    #[tokio::test]
+    async fn the_list_is_applied_by_server_side_apply_and_what_it_no_longer_names_deleted() {
+        let (client, calls) = instance_api("none");
+        let mut i = instance("team-a");
+        i.spec.guardrails = vec![vap("no-latest")];
+        let settings = crate::context::Settings {
+            controller_resync: Duration::from_secs(300),
+            ..Default::default()
+        };
+        let mut look = Look::new(i, context(client.clone(), settings)).connected(client);
+        let (observed, mut report) = fresh();
+        let mut c = Guardrails::default();
+        let pushed = run(c.reconcile(&look.scope(), &observed, &mut report))
+            .await
+            .expect("pushed");
+        assert_eq!(
+            c.record(pushed, &mut report),
+            Action::requeue(Duration::from_secs(300))
+        );
+        let writes = calls.writes();
+        assert_eq!(writes[0].method, "PATCH");
+        assert!(
+            writes[0]
+                .path
+                .contains("/validatingadmissionpolicies/no-latest?")
+                && writes[0].path.contains("fieldManager=")
+                && writes[0].path.contains("force=true"),
+            "{}",
+            writes[0].path
+        );
+        assert_eq!(writes[0].body["metadata"]["labels"][LABEL], "true");
+        assert!(
+            writes
+                .iter()
+                .any(|w| w.method == "DELETE"
+                    && w.path.contains("/validatingadmissionpolicies/stale")),
+            "{writes:?}"
+        );
+        let said = report.said(CONDITION).expect("condition");
+        assert_eq!(said.status, Some(true));
+        assert_eq!(
+            said.message,
+            "1 guardrail(s) applied, 1 no longer listed deleted"
+        );
+        assert!(
+            crate::controllers::testing::idle(&c.reconcile(&look.scope(), &observed, &mut report)),
+            "a clean list waits for its resync"
+        );
+        look.requeued = true;
+        assert!(!crate::controllers::testing::idle(&c.reconcile(
+            &look.scope(),
+            &observed,
+            &mut report
+        )));
+    }
+
+    #[tokio::test]
+    async fn a_refused_guardrail_is_named_and_retried_sooner() {
+        let (client, _) = instance_api("broken");
+        let mut i = instance("team-a");
+        i.spec.guardrails = vec![vap("no-latest"), vap("broken")];
+        let look = Look::new(i, context(client.clone(), Default::default())).connected(client);
+        let (observed, mut report) = fresh();
+        let mut c = Guardrails::default();
+        let pushed = run(c.reconcile(&look.scope(), &observed, &mut report))
+            .await
+            .expect("pushed");
+        assert_eq!(c.record(pushed, &mut report), Action::requeue(RETRY_FAILED));
+        let said = report.said(CONDITION).expect("condition");
+        assert_eq!(
+            (said.status, said.reason.as_str()),
+            (Some(false), "Refused")
+        );
+        assert!(
+            said.message.contains("ValidatingAdmissionPolicy broken"),
+            "{}",
+            said.message
+        );
+    }
+
+    #[tokio::test]
+    async fn a_list_that_does_not_check_is_refused_without_a_call() {
+        let (client, calls) = instance_api("none");
+        let mut i = instance("team-a");
+        i.spec.guardrails = vec![
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "a"}}),
+        ];
+        let look = Look::new(i, context(client.clone(), Default::default())).connected(client);
+        let (observed, mut report) = fresh();
+        let next = Guardrails::default().reconcile(&look.scope(), &observed, &mut report);
+        assert!(crate::controllers::testing::idle(&next));
+        let said = report.said(CONDITION).expect("condition");
+        assert!(
+            said.message.starts_with("spec.guardrails[0]"),
+            "{}",
+            said.message
+        );
+        assert!(calls.all().is_empty());
+    }
+}

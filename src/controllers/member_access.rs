@@ -249,3 +249,79 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod host_tests {
+    use super::*;
+    use crate::controllers::testing::{context, fresh, idle, instance, mock, run, Look};
+
+    #[tokio::test]
+    async fn the_policy_is_applied_once_connected_and_again_at_the_resync() {
+        let (client, calls) = mock(|_| None);
+        let settings = crate::context::Settings {
+            controller_resync: Duration::from_secs(300),
+            ..Default::default()
+        };
+        let mut look = Look::new(instance("team-a"), context(client.clone(), settings));
+        let (observed, mut report) = fresh();
+        let mut c = MemberAccess::default();
+        assert!(idle(&c.reconcile(&look.scope(), &observed, &mut report)));
+        look = look.connected(client);
+        let applied = run(c.reconcile(&look.scope(), &observed, &mut report))
+            .await
+            .expect("applied");
+        assert!(applied, "wanted by default");
+        assert_eq!(
+            c.record(applied, &mut report),
+            Action::requeue(Duration::from_secs(300))
+        );
+        let writes = calls.writes();
+        assert_eq!(writes.len(), 1, "{writes:?}");
+        assert_eq!(writes[0].method, "PATCH");
+        assert!(writes[0].path.starts_with(&format!(
+            "/apis/policy.karmada.io/v1alpha1/clusterpropagationpolicies/{POLICY}?"
+        )));
+        let selectors = writes[0].body["spec"]["resourceSelectors"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for (kind, name) in TEMPLATES {
+            assert!(
+                selectors
+                    .iter()
+                    .any(|s| s["kind"] == kind && s["name"] == name),
+                "{kind} {name} propagated: {selectors:?}"
+            );
+        }
+        assert!(idle(&c.reconcile(&look.scope(), &observed, &mut report)));
+        look.requeued = true;
+        assert!(!idle(&c.reconcile(&look.scope(), &observed, &mut report)));
+    }
+
+    #[tokio::test]
+    async fn switched_off_by_the_annotation_the_policy_and_its_bindings_are_removed() {
+        let (client, calls) = mock(|_| None);
+        let mut i = instance("team-a");
+        i.metadata.annotations = Some([(ANNOTATION.to_string(), "disabled".to_string())].into());
+        let look = Look::new(i, context(client.clone(), Default::default())).connected(client);
+        let (observed, mut report) = fresh();
+        let mut c = MemberAccess::default();
+        let applied = run(c.reconcile(&look.scope(), &observed, &mut report))
+            .await
+            .expect("removed");
+        assert!(!applied);
+        let deleted: Vec<String> = calls
+            .writes()
+            .into_iter()
+            .filter(|w| w.method == "DELETE")
+            .map(|w| w.path)
+            .collect();
+        assert!(
+            deleted.iter().any(|p| p.contains(POLICY))
+                && deleted
+                    .iter()
+                    .any(|p| p.contains("clusterresourcebindings")),
+            "{deleted:?}"
+        );
+    }
+}

@@ -214,3 +214,64 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod host_tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::controllers::testing::{context, fresh, idle, instance, mock, Look};
+
+    #[tokio::test]
+    async fn editors_are_bound_in_workload_namespaces_and_unbound_from_system_ones() {
+        let (client, calls) = mock(|call| {
+            (call.method == "GET" && call.path.starts_with("/apis/rbac.authorization.k8s.io/v1/rolebindings?"))
+                .then(|| {
+                    (
+                        200,
+                        json!({"kind": "RoleBindingList", "apiVersion": "rbac.authorization.k8s.io/v1", "metadata": {},
+                               "items": [
+                                   {"metadata": {"name": NAME, "namespace": "shop", "labels": {LABEL: "edit"}},
+                                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME}},
+                                   {"metadata": {"name": NAME, "namespace": "karmada-system", "labels": {LABEL: "edit"}},
+                                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME}}]}),
+                    )
+                })
+        });
+        let workload: BTreeSet<String> = ["shop", "payments"].map(String::from).into();
+        let system: BTreeSet<String> = ["karmada-system"].map(String::from).into();
+        ensure(&client, &workload, &system).await.expect("bound");
+        let writes = calls.writes();
+        assert_eq!(writes.len(), 2, "{writes:?}");
+        assert_eq!(
+            (writes[0].method.as_str(), writes[0].path.as_str()),
+            (
+                "POST",
+                "/apis/rbac.authorization.k8s.io/v1/namespaces/payments/rolebindings?"
+            )
+        );
+        assert_eq!(writes[0].body["metadata"]["name"], NAME);
+        assert_eq!(writes[0].body["metadata"]["labels"][LABEL], "edit");
+        assert_eq!(writes[1].method, "DELETE");
+        assert!(writes[1].path.starts_with(
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/karmada-system/rolebindings/"
+        ));
+    }
+
+    #[tokio::test]
+    async fn nothing_before_the_namespaces_are_cached() {
+        let (client, calls) = mock(|_| None);
+        let look = Look::new(
+            instance("team-a"),
+            context(client.clone(), Default::default()),
+        )
+        .connected(client);
+        let (observed, mut report) = fresh();
+        assert!(idle(&NamespaceRoles::default().reconcile(
+            &look.scope(),
+            &observed,
+            &mut report
+        )));
+        assert!(calls.writes().is_empty());
+    }
+}

@@ -84,3 +84,64 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod host_tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::controllers::testing::{context, fresh, instance, mock, run, Look};
+    use crate::crd::CertificateStatus;
+
+    #[tokio::test]
+    async fn renews_only_once_a_leaf_expires_within_the_window() {
+        let (host, calls) = mock(|_| None);
+        let settings = crate::context::Settings {
+            certificate_auto_renew: Some(Duration::from_secs(30 * 86_400)),
+            ..Default::default()
+        };
+        let mut look = Look::new(instance("team-m"), context(host, settings));
+        look.certificate_inputs = Some(crate::certificates::Inputs {
+            operator: Some(("karmada-system".into(), "team-m".into())),
+            ..Default::default()
+        });
+        let (mut observed, mut report) = fresh();
+        let mut c = Renewal::default();
+        assert!(
+            matches!(
+                c.reconcile(&look.scope(), &observed, &mut report),
+                Next::Wait(a) if a == Action::requeue(RETRY_AFTER)
+            ),
+            "no certificates read yet: nothing due"
+        );
+        let soon = (jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24)).to_string();
+        let mut read = Report::default();
+        read.certificates = Some(vec![CertificateStatus {
+            name: "team-m-karmada-cert/apiserver.crt".into(),
+            subject: "CN=karmada-apiserver".into(),
+            not_before: None,
+            not_after: soon,
+        }]);
+        observed
+            .reports
+            .put(super::super::certificates::Certificates::NAME, read);
+        let e = run(c.reconcile(&look.scope(), &observed, &mut report))
+            .await
+            .expect_err("the mocked host has no Karmada object");
+        assert!(
+            e.to_string()
+                .starts_with("renewing the certificates before expiry"),
+            "{e}"
+        );
+        let asked = calls.all();
+        assert!(
+            asked.iter().any(|c| c.path
+                == "/apis/operator.karmada.io/v1alpha1/namespaces/karmada-system/karmadas/team-m"),
+            "{asked:?}"
+        );
+        assert!(
+            calls.writes().is_empty(),
+            "nothing written for an object not found"
+        );
+    }
+}

@@ -427,3 +427,30 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod host_tests {
+    use super::*;
+    use crate::controllers::testing::{context, fresh, instance, mock, Look};
+
+    #[tokio::test]
+    async fn without_a_rollout_it_looks_again_at_each_tick_and_calls_nothing() {
+        let (host, calls) = mock(|_| None);
+        let look = Look::new(
+            instance("team-a"),
+            context(host.clone(), Default::default()),
+        )
+        .connected(host);
+        let (observed, mut report) = fresh();
+        let next = RolloutSteps::default().reconcile(&look.scope(), &observed, &mut report);
+        assert!(matches!(
+            next,
+            Next::Wait(a) if a == Action::requeue(std::time::Duration::ZERO)
+        ));
+        assert!(
+            calls.writes().is_empty(),
+            "only the context's watches were listed: {:?}",
+            calls.all()
+        );
+    }
+}

@@ -123,13 +123,8 @@ mod tests {
             ..Default::default()
         };
         let look = Look::new(instance("team-a"), context(host.clone(), settings)).connected(host);
-        for _ in 0..100 {
-            if look.scope().latest().is_some() {
-                return look;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("the Instance informer never listed the mocked host");
+        crate::controllers::testing::listed(&look).await;
+        look
     }
 
     /// One check on a host that does or does not refuse Secret writes: what the controller

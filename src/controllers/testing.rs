@@ -163,6 +163,7 @@ pub struct Look {
     pub connected: bool,
     pub answering: bool,
     pub certificate_inputs: Option<crate::certificates::Inputs>,
+    pub kubeconfig_source: Option<crate::host::kubeconfig::KubeconfigSource>,
     pub traffic: crate::cache::traffic::Traffic,
     pub requeued: bool,
 }
@@ -176,6 +177,7 @@ impl Look {
             connected: false,
             answering: false,
             certificate_inputs: None,
+            kubeconfig_source: None,
             traffic: Default::default(),
             requeued: false,
         }
@@ -196,13 +198,32 @@ impl Look {
             connected: self.connected,
             answering: self.answering,
             namespaces: None,
-            kubeconfig_source: None,
+            kubeconfig_source: self.kubeconfig_source.as_ref(),
             certificate_inputs: self.certificate_inputs.as_ref(),
             traffic: &self.traffic,
             runs: &[],
             requeued: self.requeued,
         }
     }
+}
+
+/// Waits until the context's Instance informer holds `name` (the mock lists it).
+pub async fn listed(look: &Look) {
+    for _ in 0..100 {
+        if look.scope().latest().is_some() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("the Instance informer never listed the mocked host");
+}
+
+/// A host answer listing `items` as `kind`.
+pub fn list(kind: &str, items: Vec<Value>) -> Option<(u16, Value)> {
+    Some((
+        200,
+        json!({"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": "5"}, "items": items}),
+    ))
 }
 
 /// Runs what `reconcile` started, or fails the test naming what it did instead.
