@@ -106,7 +106,7 @@ mod host_tests {
             ..Default::default()
         });
         let (mut observed, mut report) = fresh();
-        let mut c = Renewal::default();
+        let mut c = Renewal;
         assert!(
             matches!(
                 c.reconcile(&look.scope(), &observed, &mut report),
@@ -115,13 +115,15 @@ mod host_tests {
             "no certificates read yet: nothing due"
         );
         let soon = (jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24)).to_string();
-        let mut read = Report::default();
-        read.certificates = Some(vec![CertificateStatus {
-            name: "team-m-karmada-cert/apiserver.crt".into(),
-            subject: "CN=karmada-apiserver".into(),
-            not_before: None,
-            not_after: soon,
-        }]);
+        let read = Report {
+            certificates: Some(vec![CertificateStatus {
+                name: "team-m-karmada-cert/apiserver.crt".into(),
+                subject: "CN=karmada-apiserver".into(),
+                not_before: None,
+                not_after: soon,
+            }]),
+            ..Default::default()
+        };
         observed
             .reports
             .put(super::super::certificates::Certificates::NAME, read);
