@@ -25,6 +25,7 @@ pub mod components;
 mod erased;
 pub mod guardrails;
 pub mod member_access;
+pub mod members_ready;
 pub mod namespace_roles;
 pub mod phase_events;
 pub mod registration;

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use super::erased::Erased;
 use super::{
-    certificates, class_drift, clusterpedia, components, guardrails, member_access,
+    certificates, class_drift, clusterpedia, components, guardrails, member_access, members_ready,
     namespace_roles, phase_events, registration, renewal, rollout_steps, scheduled_backups,
     Controller,
 };
@@ -52,6 +52,9 @@ pub const TABLE: &[Entry] = &[
     entry::<components::Components>("checks a managed instance's component pods"),
     entry::<scheduled_backups::ScheduledBackups>(
         "takes the instance's scheduled backups and prunes old ones",
+    ),
+    entry::<members_ready::MembersReady>(
+        "says in the MembersReady condition how many member clusters are Ready",
     ),
     entry::<class_drift::ClassDrift>(
         "lists, field by field, where a managed instance differs from its InstanceClass",
