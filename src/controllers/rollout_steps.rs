@@ -25,6 +25,8 @@ pub struct RolloutSteps {
     /// The counts at the last look while it was Upgrading: its soak counts from there,
     /// as the step to Soaking is written right after such a look.
     upgrading: Option<Counts>,
+    /// A step was taken: the next waits for its requeue, not for any change.
+    stepped: bool,
 }
 
 impl RolloutSteps {
@@ -71,6 +73,9 @@ impl Controller for RolloutSteps {
         let Some((rollout, entry)) = scope.ctx.rollouts.active_for(scope.name) else {
             return Next::Wait(Action::requeue(std::time::Duration::ZERO));
         };
+        if self.stepped && !scope.requeued() {
+            return Next::Idle;
+        }
         let soak_failure = self.soak_failure(&rollout, &entry, scope.traffic.counts());
         let Some(instance) = scope.latest() else {
             return Next::Idle;
@@ -99,6 +104,7 @@ impl Controller for RolloutSteps {
                 .unwrap_or_else(|| rollout.spec.karmada_version.clone()),
             class,
         };
+        self.stepped = true;
         Next::Start(Box::pin(async move {
             if let Some(why) = soak_failure {
                 let name = instance.metadata.name.clone().unwrap_or_default();
