@@ -564,7 +564,9 @@ mod host_tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::controllers::testing::{context, fresh, idle, instance, mock, run, status, Look};
+    use crate::controllers::testing::{
+        context, fresh, idle, instance, mock, run, says, status, Look,
+    };
 
     #[tokio::test]
     async fn a_registration_the_host_refuses_is_reported_and_tried_three_times_as_often() {
@@ -594,12 +596,13 @@ mod host_tests {
             c.record(reported, &mut report),
             Action::requeue(Duration::from_secs(20))
         );
-        let said = report.said(CONDITION).expect("condition");
-        assert_eq!(
-            (said.status, said.reason.as_str()),
-            (Some(false), "RegistrationFailed")
+        says(
+            &report,
+            CONDITION,
+            Some(false),
+            "RegistrationFailed",
+            "forbidden",
         );
-        assert!(said.message.contains("forbidden"), "{}", said.message);
         assert!(calls.writes().is_empty(), "{:?}", calls.writes());
         assert!(
             idle(&c.reconcile(&look.scope(), &observed, &mut report)),

@@ -244,7 +244,7 @@ mod host_tests {
     use serde_json::json;
 
     use super::*;
-    use crate::controllers::testing::{context, fresh, instance, mock, run, Look};
+    use crate::controllers::testing::{context, fresh, instance, mock, run, says, Look};
 
     #[tokio::test]
     async fn a_crash_looping_pod_fails_the_condition_and_what_pods_request_is_reported() {
@@ -300,15 +300,13 @@ mod host_tests {
                 == "/api/v1/namespaces/karmada-system/pods?&labelSelector=app.kubernetes.io%2Finstance%3Dteam-m"),
             "the instance's pods, by its label: {asked:?}"
         );
-        let said = report.said(COMPONENTS_CONDITION).expect("condition");
-        assert_eq!(
-            (said.status, said.reason.as_str()),
-            (Some(false), "ComponentFailing")
-        );
-        assert!(
-            said.message.contains("karmada-scheduler"),
-            "{}",
-            said.message
+        let failing = "karmada-scheduler";
+        says(
+            &report,
+            COMPONENTS_CONDITION,
+            Some(false),
+            "ComponentFailing",
+            failing,
         );
         let usage = report.control_plane.clone().expect("usage");
         assert_eq!(

@@ -196,7 +196,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::controllers::testing::{context, fresh, instance, mock, run, status, Look};
+    use crate::controllers::testing::{context, fresh, instance, mock, run, says, status, Look};
 
     fn vap(name: &str) -> serde_json::Value {
         json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
@@ -265,12 +265,8 @@ mod tests {
                     && w.path.contains("/validatingadmissionpolicies/stale")),
             "{writes:?}"
         );
-        let said = report.said(CONDITION).expect("condition");
-        assert_eq!(said.status, Some(true));
-        assert_eq!(
-            said.message,
-            "1 guardrail(s) applied, 1 no longer listed deleted"
-        );
+        let applied = "1 guardrail(s) applied, 1 no longer listed deleted";
+        says(&report, CONDITION, Some(true), "Applied", applied);
         assert!(
             crate::controllers::testing::idle(&c.reconcile(&look.scope(), &observed, &mut report)),
             "a clean list waits for its resync"
@@ -295,16 +291,8 @@ mod tests {
             .await
             .expect("pushed");
         assert_eq!(c.record(pushed, &mut report), Action::requeue(RETRY_FAILED));
-        let said = report.said(CONDITION).expect("condition");
-        assert_eq!(
-            (said.status, said.reason.as_str()),
-            (Some(false), "Refused")
-        );
-        assert!(
-            said.message.contains("ValidatingAdmissionPolicy broken"),
-            "{}",
-            said.message
-        );
+        let named = "ValidatingAdmissionPolicy broken";
+        says(&report, CONDITION, Some(false), "Refused", named);
     }
 
     #[tokio::test]

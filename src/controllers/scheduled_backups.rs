@@ -92,7 +92,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::controllers::testing::{context, instance, mock, run, status, Look};
+    use crate::controllers::testing::{context, instance, mock, run, says, status, Look};
     use crate::controllers::Observed;
 
     /// The host's Instance with a backup schedule, and whether it refuses Secret writes.
@@ -168,8 +168,7 @@ mod tests {
             started[0].body["metadata"]["labels"]["kairship.io/backup-of"],
             "team-a"
         );
-        let said = report.said(BACKUPS_CONDITION).expect("its condition");
-        assert_eq!((said.status, said.reason.as_str()), (None, "NoBackupYet"));
+        says(&report, BACKUPS_CONDITION, None, "NoBackupYet", "no backup");
         assert!(
             crate::controllers::testing::idle(&c.reconcile(&look.scope(), &observed, &mut report)),
             "not again before its cadence"
@@ -179,11 +178,12 @@ mod tests {
     #[tokio::test]
     async fn a_backup_that_cannot_start_fails_the_condition_naming_why() {
         let (_, _, report, _) = checked(true).await;
-        let said = report.said(BACKUPS_CONDITION).expect("its condition");
-        assert_eq!(
-            (said.status, said.reason.as_str()),
-            (Some(false), "BackupFailed")
+        says(
+            &report,
+            BACKUPS_CONDITION,
+            Some(false),
+            "BackupFailed",
+            "forbidden",
         );
-        assert!(said.message.contains("forbidden"), "{}", said.message);
     }
 }

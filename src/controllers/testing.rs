@@ -226,6 +226,20 @@ pub fn list(kind: &str, items: Vec<Value>) -> Option<(u16, Value)> {
     ))
 }
 
+/// Fails the test unless `report` says condition `type_` with `status` and `reason`, its
+/// message naming `names`.
+pub fn says(report: &Report, type_: &str, status: Option<bool>, reason: &str, names: &str) {
+    let Some(said) = report.said(type_) else {
+        panic!("the report says nothing of {type_}: {report:?}");
+    };
+    assert_eq!(
+        (said.status, said.reason.as_str()),
+        (status, reason),
+        "{type_}"
+    );
+    assert!(said.message.contains(names), "{type_}: {}", said.message);
+}
+
 /// Runs what `reconcile` started, or fails the test naming what it did instead.
 pub async fn run<T>(next: super::Next<T>) -> Result<T, super::ControllerError> {
     match next {
