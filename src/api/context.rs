@@ -5,7 +5,6 @@
 //! one instance on behalf of another.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use kube::runtime::reflector::ObjectRef;
 
@@ -14,17 +13,6 @@ use crate::auth::{Auth, Caller, Role};
 use crate::crd::Instance;
 use crate::error::{check_name, ApiError};
 use crate::host::instance_informer::InstanceInformer;
-
-/// A call to `whom` made for a request, bounded by `after`: its failure as an `ApiError`
-/// naming `what`.
-async fn bounded<T>(
-    what: &str,
-    whom: &'static str,
-    after: Duration,
-    fut: impl std::future::Future<Output = Result<T, kube::Error>>,
-) -> Result<T, ApiError> {
-    Ok(crate::host::error::bounded_on(whom, what, after, fut).await?)
-}
 
 #[derive(Clone)]
 pub struct ApiContext {
@@ -51,7 +39,7 @@ impl ApiContext {
         fut: impl std::future::Future<Output = Result<T, kube::Error>>,
     ) -> Result<T, ApiError> {
         let after = self.tree.settings().host_call_timeout;
-        bounded(what, crate::host::error::HOST, after, fut).await
+        Ok(crate::host::error::bounded(what, after, fut).await?)
     }
 
     /// Without authentication or authorization (tests, benchmarks' baseline).

@@ -14,6 +14,8 @@ use crate::crd::CertificateStatus;
 pub struct Certificates {
     /// How long until the next read, as the last look worked it out.
     every: Duration,
+    /// A read was started: the next waits for its requeue, not for any watched change.
+    read: bool,
 }
 
 impl Controller for Certificates {
@@ -34,7 +36,10 @@ impl Controller for Certificates {
             }
             false => settings.certificate_check_every,
         };
-        self.every = every;
+        if self.read && !scope.requeued() {
+            return Next::Idle;
+        }
+        (self.every, self.read) = (every, true);
         let host = scope.ctx.host.clone();
         Next::Start(Box::pin(async move { Ok(check(&host, &inputs).await) }))
     }
@@ -42,11 +47,6 @@ impl Controller for Certificates {
     fn record(&mut self, found: Self::Found, report: &mut Report) -> Action {
         report.certificates = Some(found);
         Action::requeue(self.every)
-    }
-
-    fn watches(&self, scope: &Scope<'_>, _: &Observed, key: &mut dyn std::hash::Hasher) {
-        // A reconnect reads them anew (a new CA, a new endpoint).
-        key.write_u8(u8::from(scope.certificate_inputs.is_some()));
     }
 }
 
@@ -117,6 +117,10 @@ mod tests {
                     .iter()
                     .any(|p| p.contains("team-m-karmada-webhook-cert")),
             "each of karmada-operator's certificate Secrets: {asked:?}"
+        );
+        assert!(
+            crate::controllers::testing::idle(&c.reconcile(&look.scope(), &observed, &mut report)),
+            "read again at its cadence, not at every watched change"
         );
     }
 }

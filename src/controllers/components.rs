@@ -113,6 +113,9 @@ pub struct Checked {
 pub struct Components {
     /// `--component-check-secs`, as the last look read it.
     every: Duration,
+    /// The instance answered at the last look: checked again at the cadence only, not at
+    /// every watched change (its own verdict moves the phase).
+    answering: bool,
 }
 
 impl Controller for Components {
@@ -124,8 +127,13 @@ impl Controller for Components {
     fn reconcile(&mut self, scope: &Scope<'_>, _: &Observed, _: &mut Report) -> Next<Checked> {
         // Checked at once when the instance starts or stops answering, then at its cadence.
         let Some(operator) = scope.operator().filter(|_| scope.answering) else {
+            self.answering = false;
             return Next::Wait(Action::await_change());
         };
+        if self.answering && !scope.requeued() {
+            return Next::Idle;
+        }
+        self.answering = true;
         let settings = &scope.ctx.settings;
         self.every = settings.component_check_every;
         let (host, timeout) = (scope.ctx.host.clone(), settings.host_call_timeout);
@@ -316,6 +324,10 @@ mod host_tests {
                 usage.memory_requests.as_str()
             ),
             (2, "200m", "256Mi")
+        );
+        assert!(
+            crate::controllers::testing::idle(&c.reconcile(&look.scope(), &observed, &mut report)),
+            "its own verdict moving the phase does not check again before its cadence"
         );
     }
 

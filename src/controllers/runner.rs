@@ -339,6 +339,10 @@ mod tests {
         }
     }
 
+    /// Long enough that the tick right after a look never comes after it.
+    const REQUEUE: Duration = Duration::from_secs(1);
+    const PAST_REQUEUE: Duration = Duration::from_millis(1100);
+
     const PROBE: crate::controllers::table::Entry =
         crate::controllers::table::entry::<Probe>("a test controller");
 
@@ -365,7 +369,7 @@ mod tests {
         let mut observed = Observed::default();
         let looks = || LOOKS.load(Ordering::SeqCst);
 
-        script(Some(Ok(())), Action::requeue(Duration::from_millis(150)));
+        script(Some(Ok(())), Action::requeue(REQUEUE));
         assert_eq!(tick(&mut runner, &look, &mut observed).await, None);
         assert_eq!(looks(), 1, "a first look at once");
         assert_eq!(
@@ -379,15 +383,15 @@ mod tests {
         );
         tick(&mut runner, &look, &mut observed).await;
         assert_eq!(looks(), 1, "not before its time, nothing changed");
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(PAST_REQUEUE).await;
         tick(&mut runner, &look, &mut observed).await;
         assert_eq!(looks(), 2, "requeued");
 
         script(Some(Ok(())), Action::await_change());
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(PAST_REQUEUE).await;
         tick(&mut runner, &look, &mut observed).await;
-        assert_eq!(looks(), 3, "its last action was the 150 ms requeue");
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(looks(), 3, "its last action was the requeue");
+        tokio::time::sleep(PAST_REQUEUE).await;
         tick(&mut runner, &look, &mut observed).await;
         assert_eq!(looks(), 3, "now it awaits a change");
         observed.endpoint = Some("https://moved:5443".into());
