@@ -49,6 +49,7 @@ async fn serve(ctx: ApiContext) -> Channel {
             limits: Default::default(),
             fairness: Default::default(),
             chaos_reports: None,
+            instance_hosts: None,
         },
     )
     .await
@@ -257,7 +258,7 @@ async fn chain_alone(ctx: &ApiContext, token: &str) {
             .header("authorization", format!("Bearer {token}"))
             .body(axum::body::Body::empty())
             .expect("request");
-        kairship::api::request_info::at_edge(req).expect("a plain path")
+        kairship::api::request_info::at_edge(req, Default::default()).expect("a plain path")
     };
     let call = |app: axum::Router| async move {
         let t = Instant::now();
@@ -284,7 +285,8 @@ async fn chain_alone(ctx: &ApiContext, token: &str) {
             .body(())
             .expect("request");
         let t = Instant::now();
-        let req = kairship::api::request_info::at_edge(req).expect("a plain path");
+        let req =
+            kairship::api::request_info::at_edge(req, Default::default()).expect("a plain path");
         edge.push(t.elapsed());
         std::hint::black_box(req);
     }

@@ -42,6 +42,10 @@ pub enum ApiError {
     /// workloads; a member that cannot be reached with the kubeconfig given).
     #[error("{0}")]
     FailedPrecondition(String),
+    /// The request came on a connection set up for another host (SNI and `Host`
+    /// disagree): HTTP's 421, after which a client opens a connection of its own.
+    #[error("{0}")]
+    Misdirected(String),
 }
 
 /// What an instance refused (or does not have): the message, and the object as a `Status`
@@ -75,7 +79,7 @@ impl ApiError {
             Self::Unauthenticated(_) => Code::Unauthenticated,
             Self::PermissionDenied(_) | Self::Forbidden(_) => Code::PermissionDenied,
             Self::PayloadTooLarge(_) => Code::ResourceExhausted,
-            Self::FailedPrecondition(_) => Code::FailedPrecondition,
+            Self::FailedPrecondition(_) | Self::Misdirected(_) => Code::FailedPrecondition,
         }
     }
 
@@ -84,6 +88,7 @@ impl ApiError {
     pub fn http_status(&self) -> u16 {
         match self {
             Self::PayloadTooLarge(_) => 413,
+            Self::Misdirected(_) => 421,
             _ => http_status_of(self.code()),
         }
     }
@@ -102,7 +107,7 @@ impl ApiError {
             Self::Unauthenticated(_) => "Unauthorized",
             Self::PermissionDenied(_) | Self::Forbidden(_) => "Forbidden",
             Self::PayloadTooLarge(_) => "RequestEntityTooLarge",
-            Self::FailedPrecondition(_) => "BadRequest",
+            Self::FailedPrecondition(_) | Self::Misdirected(_) => "BadRequest",
         }
     }
 

@@ -37,6 +37,8 @@ pub struct ServerConfig {
     pub auth: Arc<crate::auth::Auth>,
     /// Where `kairship chaos run` writes its report, shown by the console.
     pub chaos_reports: Option<std::path::PathBuf>,
+    /// Each instance also at `<instance>.<domain>` (`--instance-domain`).
+    pub instance_hosts: Option<Arc<crate::api::instance_hosts::InstanceHosts>>,
     /// On shutdown, how long `/readyz` fails while everything is still served, so
     /// endpoints drop this replica before its listeners close (kube-apiserver's
     /// `--shutdown-delay-duration`).
@@ -154,6 +156,7 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
             limits: config.limits,
             fairness: config.fairness,
             chaos_reports: config.chaos_reports,
+            instance_hosts: config.instance_hosts,
         },
     )
     .await

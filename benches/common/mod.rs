@@ -191,6 +191,7 @@ impl BenchServer {
             fairness: Default::default(),
             auth: kairship::auth::Auth::disabled(),
             chaos_reports: None,
+            instance_hosts: None,
             shutdown_delay: Duration::ZERO,
             forward: None,
         })

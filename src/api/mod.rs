@@ -15,6 +15,7 @@ pub mod drain;
 pub mod forward;
 pub mod grpc;
 pub mod http;
+pub mod instance_hosts;
 pub mod member;
 pub mod mount;
 pub mod objects;

@@ -86,6 +86,8 @@ pub struct ApiConfig {
     pub limits: super::serve::ServerLimits,
     pub fairness: super::chain::fairness::Limits,
     pub chaos_reports: Option<std::path::PathBuf>,
+    /// Each instance also at `<instance>.<domain>` on the HTTPS port (`--instance-domain`).
+    pub instance_hosts: Option<Arc<super::instance_hosts::InstanceHosts>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -129,6 +131,7 @@ pub async fn start(ctx: ApiContext, config: ApiConfig) -> Result<Serving, StartE
         config.grpc_tls,
         mounted.grpc,
         config.limits,
+        None,
         until_stopped(stopped.clone()),
     ));
     let closing = {
@@ -145,6 +148,7 @@ pub async fn start(ctx: ApiContext, config: ApiConfig) -> Result<Serving, StartE
         Some(config.tls),
         mounted.https,
         config.limits,
+        config.instance_hosts,
         closing,
     ));
     Ok(Serving {

@@ -14,6 +14,7 @@
 
 use std::borrow::Cow;
 
+use crate::api::instance_hosts::InstanceHosts;
 use crate::error::ApiError;
 
 /// Where a request came in.
@@ -155,22 +156,72 @@ pub fn first(query: &str, name: &str) -> Option<String> {
         .map(|(_, v)| v)
 }
 
-/// `req` with its path made canonical and its info attached, or why its path is refused.
-pub fn at_edge<B>(mut req: http::Request<B>) -> Result<http::Request<B>, ApiError> {
-    let canonical = canonical_path(req.uri().path())?;
-    if let Cow::Owned(path) = canonical {
+/// Where a request arrived: the instance hosts served there (if any) and the TLS server
+/// name its connection was opened with.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Edge<'a> {
+    pub hosts: Option<&'a InstanceHosts>,
+    pub sni: Option<&'a str>,
+}
+
+/// A request the edge refuses, and the surface to answer it in.
+#[derive(Debug)]
+pub struct Refused {
+    pub surface: Surface,
+    pub error: ApiError,
+}
+
+/// `req` with its path made canonical (and, sent to an instance's host, turned into the
+/// proxy's path form) and its info attached, or why it is refused.
+pub fn at_edge<B>(mut req: http::Request<B>, edge: Edge<'_>) -> Result<http::Request<B>, Refused> {
+    let mut surface = Surface::of(&req);
+    let refused = |surface, error| Refused { surface, error };
+    let canonical = canonical_path(req.uri().path()).map_err(|e| refused(surface, e))?;
+    let mut path = match canonical {
+        Cow::Owned(p) => Some(p),
+        Cow::Borrowed(_) => None,
+    };
+    if let (Some(hosts), false) = (edge.hosts, surface == Surface::Grpc) {
+        let host = crate::api::instance_hosts::host_of(&req);
+        // Refused only when a name is an instance's: answered as the proxy answers.
+        let instance = hosts
+            .instance_of(edge.sni, host)
+            .map_err(|e| refused(Surface::Proxy, e))?;
+        if let Some(instance) = instance {
+            surface = Surface::Proxy;
+            let now = path.as_deref().unwrap_or(req.uri().path());
+            path = match proxied(now) {
+                // Already in the path form (a kubeconfig with both): the same instance.
+                Some((named, _)) if named == instance => path,
+                Some((named, _)) => {
+                    return Err(refused(
+                        surface,
+                        ApiError::Misdirected(format!(
+                            "this connection is for instance {instance:?}, the path for {named:?}"
+                        )),
+                    ))
+                }
+                None => Some(format!(
+                    "{}/instances/{instance}/proxy{now}",
+                    crate::api::API_PREFIX
+                )),
+            };
+        }
+    }
+    if let Some(path) = path {
         let path_and_query = match req.uri().query() {
             Some(q) => format!("{path}?{q}"),
             None => path,
         };
         let mut parts = req.uri().clone().into_parts();
+        let unreadable = |e: String| ApiError::invalid("path", format!("cannot be read: {e}"));
         parts.path_and_query = Some(
             path_and_query
                 .parse()
-                .map_err(|e| ApiError::invalid("path", format!("cannot be read: {e}")))?,
+                .map_err(|e: http::uri::InvalidUri| refused(surface, unreadable(e.to_string())))?,
         );
         *req.uri_mut() = http::Uri::from_parts(parts)
-            .map_err(|e| ApiError::invalid("path", format!("cannot be read: {e}")))?;
+            .map_err(|e| refused(surface, unreadable(e.to_string())))?;
     }
     let info = RequestInfo::read(&req);
     req.extensions_mut().insert(info);
@@ -246,7 +297,11 @@ mod tests {
     const P: &str = "/apis/kairship.io/v1alpha1/instances/k1/proxy";
 
     fn info(uri: &str) -> Result<RequestInfo, ApiError> {
-        let req = at_edge(http::Request::get(uri).body(()).expect("request"))?;
+        let req = at_edge(
+            http::Request::get(uri).body(()).expect("request"),
+            Edge::default(),
+        )
+        .map_err(|r| r.error)?;
         Ok(RequestInfo::of(&req))
     }
 

@@ -21,6 +21,8 @@ use tower::ServiceExt;
 
 use crate::api::chain::audit::Peer;
 use crate::api::chain::fairness::hold_until_done;
+use crate::api::instance_hosts::InstanceHosts;
+use crate::api::request_info::Edge;
 
 /// How long requests in flight may take to finish once the server closes (kube-apiserver
 /// gives non-watch requests a minute; Kairship's own bound on requests is shorter).
@@ -296,6 +298,7 @@ pub async fn serve(
     tls: Option<Arc<rustls::ServerConfig>>,
     app: axum::Router,
     limits: ServerLimits,
+    hosts: Option<Arc<InstanceHosts>>,
     shutdown: impl Future<Output = ()> + Send,
 ) {
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
@@ -332,14 +335,19 @@ pub async fn serve(
         // client's delayed ACK (40 ms).
         let _ = tcp.set_nodelay(true);
         let (acceptor, app, stop) = (acceptor.clone(), app.clone(), stop_rx.clone());
+        let hosts = hosts.clone();
         connections.spawn(async move {
             let _slot = (slot, per_client);
+            let edge = |sni| EdgeOf { limits, hosts, sni };
             match acceptor {
-                None => connection(tcp, peer, app, limits, stop).await,
+                None => connection(tcp, peer, app, edge(None), stop).await,
                 Some(acceptor) => {
                     let handshake = acceptor.accept(tcp);
                     match tokio::time::timeout(limits.handshake_timeout, handshake).await {
-                        Ok(Ok(s)) => connection(s, peer, app, limits, stop).await,
+                        Ok(Ok(s)) => {
+                            let sni = s.get_ref().1.server_name().map(Arc::<str>::from);
+                            connection(s, peer, app, edge(sni), stop).await
+                        }
                         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "tls handshake failed"),
                         Err(_) => tracing::debug!(%peer, "tls handshake timed out"),
                     }
@@ -368,16 +376,25 @@ pub async fn serve(
     }
 }
 
+/// What the edge knows of a connection: the server's limits, the instance hosts it
+/// serves and the TLS server name the client asked for.
+struct EdgeOf {
+    limits: ServerLimits,
+    hosts: Option<Arc<InstanceHosts>>,
+    sni: Option<Arc<str>>,
+}
+
 /// One connection, HTTP/1.1 or HTTP/2, until it ends, idles out or the server stops.
 async fn connection<I>(
     io: I,
     peer: std::net::SocketAddr,
     app: axum::Router,
-    limits: ServerLimits,
+    edge: EdgeOf,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let EdgeOf { limits, hosts, sni } = edge;
     let activity = Arc::new(Activity::new());
     let io = TokioIo::new(Watched {
         inner: io,
@@ -392,14 +409,21 @@ async fn connection<I>(
             let held = InFlight(activity.clone());
             let mut req = req.map(axum::body::Body::new);
             req.extensions_mut().insert(Peer(peer));
-            // One decoded request from here on, or a refusal of a path that is not plain.
-            let surface = crate::api::chain::Surface::of(&req);
-            let req = crate::api::request_info::at_edge(req);
+            // One decoded request from here on, or a refusal of a path that is not plain
+            // or of a host the connection was not opened for.
+            let edge = Edge {
+                hosts: hosts.as_deref(),
+                sni: sni.as_deref(),
+            };
+            let req = crate::api::request_info::at_edge(req, edge);
             let app = app.clone();
             async move {
                 let resp = match req {
                     Ok(req) => app.oneshot(req).await?,
-                    Err(e) => crate::api::chain::refusal(surface, &e),
+                    Err(r) => {
+                        tracing::debug!(%peer, error = %r.error, "refused at the edge");
+                        crate::api::chain::refusal(r.surface, &r.error)
+                    }
                 };
                 // In flight until the body is sent: a watch keeps its connection busy.
                 Ok::<_, std::convert::Infallible>(hold_until_done(resp, held))

@@ -103,6 +103,10 @@ pub async fn run(args: ChaosArgs) -> Result<(), Error> {
                 clusterpedia: false,
                 limits: Default::default(),
                 replicas: 1,
+                instance_domain: crate::cli::run::instance_domain(
+                    crate::api::instance_hosts::DEMO_DOMAIN,
+                )
+                .map_err(Error::Usage)?,
             };
             let demo = super::demo::start_sim(&demo_args).await?;
             let path = demo_args.state_dir.join("endpoints.json");

@@ -68,6 +68,12 @@ pub struct RunArgs {
     /// Where `kairship chaos run --state-dir` writes its report, for the console to show.
     #[arg(long)]
     pub chaos_report_dir: Option<PathBuf>,
+    /// Also serve each instance at `<instance>.<domain>` on the HTTPS port, by TLS server
+    /// name (SNI) and Host, so clients that build URLs from the host alone (`kubectl get
+    /// --raw`, karmadactl's cluster proxy) work; the serving certificate must cover
+    /// `*.<domain>`. The path form stays.
+    #[arg(long, value_parser = instance_domain)]
+    pub instance_domain: Option<crate::api::instance_hosts::InstanceHosts>,
     /// Namespace of the Karmada objects of managed instances.
     #[arg(long, default_value = "kairship-system")]
     pub managed_namespace: String,
@@ -493,6 +499,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
                 fairness: args.limits.fairness(),
                 auth,
                 chaos_reports: args.chaos_report_dir.clone(),
+                instance_hosts: args.instance_domain.clone().map(std::sync::Arc::new),
                 shutdown_delay: Duration::from_secs(args.shutdown_delay_secs),
                 forward,
             };
@@ -592,6 +599,11 @@ fn managed_defaults(args: &RunArgs) -> Result<crate::crd::karmada_spec::Defaults
         .fragment(None)
         .map_err(|e| Error::Usage(e.to_string()))?;
     Ok(defaults)
+}
+
+/// `--instance-domain`, checked as the flag is read.
+pub fn instance_domain(s: &str) -> Result<crate::api::instance_hosts::InstanceHosts, String> {
+    crate::api::instance_hosts::InstanceHosts::new(s).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

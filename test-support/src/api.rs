@@ -49,6 +49,12 @@ pub async fn serve(
             limits: Default::default(),
             fairness: Default::default(),
             chaos_reports: chaos_dir,
+            instance_hosts: Some(std::sync::Arc::new(
+                kairship::api::instance_hosts::InstanceHosts::new(
+                    kairship::api::instance_hosts::DEMO_DOMAIN,
+                )
+                .expect("the demo's domain"),
+            )),
         },
     )
     .await

@@ -241,3 +241,13 @@ impl Drop for Lines {
         let _ = self.child.wait();
     }
 }
+
+/// A serving certificate for Kairship on loopback that also covers every instance's host
+/// under the demo's domain.
+pub fn instance_host_cert() -> kairship_wire::tls::ServingCert {
+    let hosts = kairship::api::instance_hosts::InstanceHosts::new(
+        kairship::api::instance_hosts::DEMO_DOMAIN,
+    )
+    .expect("the demo's domain");
+    kairship_wire::tls::generate_for("kairship", &[hosts.wildcard()]).expect("cert")
+}

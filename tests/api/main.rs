@@ -15,6 +15,7 @@ mod ha_settings;
 use kairship_test_support::harness;
 mod hibernation;
 mod impersonation;
+mod instance_hosts;
 mod metrics;
 mod placement;
 mod policies;

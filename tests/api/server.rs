@@ -79,7 +79,7 @@ impl Api {
                 .expect("auth configuration loads"),
             None => Auth::disabled(),
         };
-        let cert = kairship_wire::tls::generate("kairship").expect("cert");
+        let cert = crate::common::instance_host_cert();
         let audit = env.sim.dir.path().join("audit.log");
         let served = serve(
             ApiContext::with_auth(tree.handle(), auth),
@@ -141,6 +141,26 @@ impl Api {
     /// A kubeconfig whose server is Kairship's proxy prefix for `instance`.
     pub fn proxy_kubeconfig(&self, instance: &str) -> PathBuf {
         self.proxy_kubeconfig_as(instance, "proxy-test-token")
+    }
+
+    /// A kubeconfig whose server is Kairship itself (no path), reaching `instance` by its
+    /// own host as TLS server name (`kairship demo --instance-domain`'s form).
+    pub fn host_kubeconfig_as(&self, instance: &str, token: &str) -> PathBuf {
+        let hosts = kairship::api::instance_hosts::InstanceHosts::new(
+            kairship::api::instance_hosts::DEMO_DOMAIN,
+        )
+        .expect("domain");
+        let kc = kairship_wire::kubeconfig::build(instance, &self.https, &self.ca_pem, token);
+        let kc = kairship_wire::kubeconfig::with_tls_server_name(kc, &hosts.host_of(instance));
+        let digest: String = token.bytes().take(8).map(|b| format!("{b:02x}")).collect();
+        let path = self
+            .env
+            .sim
+            .dir
+            .path()
+            .join(format!("host-{instance}-{digest}.kubeconfig"));
+        kairship_wire::kubeconfig::write(&path, &kc).expect("write kubeconfig");
+        path
     }
 
     /// A proxy kubeconfig carrying `token`.
@@ -223,7 +243,7 @@ impl Api {
             .expect("tree starts again");
         let old = std::mem::replace(&mut self.tree, tree);
         old.shutdown().await;
-        let cert = kairship_wire::tls::generate("kairship").expect("cert");
+        let cert = crate::common::instance_host_cert();
         let ctx = ApiContext::with_auth(self.tree.handle(), Auth::disabled());
         let served = serve(ctx, &cert, &self.audit, Some(self.chaos_dir()), None).await;
         self.channel = served.channel;

@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
@@ -88,6 +89,11 @@ pub struct DemoArgs {
     /// and any answers for all. The demo prints who owns what and how to kill one.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=9))]
     pub replicas: u64,
+    /// Each instance also at `<instance>.<domain>` (SNI and Host); the kubeconfigs the
+    /// demo writes name it as `tls-server-name`, so `kubectl get --raw` reaches the
+    /// instance. `*.localtest` never resolves: clients connect by address.
+    #[arg(long, default_value = crate::api::instance_hosts::DEMO_DOMAIN, value_parser = crate::cli::run::instance_domain)]
+    pub instance_domain: crate::api::instance_hosts::InstanceHosts,
 }
 
 /// Clusterpedia's namespace in the demo (its default).
@@ -369,7 +375,8 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
     let tokens = write_tokens(dir)?;
     let auth = demo_auth(&host, &tokens, names.first(), &args.oidc).await?;
     let (admin, viewer) = (tokens.admin.clone(), tokens.viewer.clone());
-    let cert = kairship_wire::tls::generate("kairship").map_err(|e| Error::Usage(e.to_string()))?;
+    let cert = kairship_wire::tls::generate_for("kairship", &[args.instance_domain.wildcard()])
+        .map_err(|e| Error::Usage(e.to_string()))?;
     let audit_log = dir.join("audit.log");
     // Sharded: the first replica's port is told to its peers before it is bound.
     let mut http_addr = args.http_addr;
@@ -427,6 +434,7 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
         fairness: args.limits.fairness(),
         auth,
         chaos_reports: Some(dir.join("chaos")),
+        instance_hosts: Some(Arc::new(args.instance_domain.clone())),
         shutdown_delay: Duration::ZERO,
         forward: first.as_ref().map(|f| f.forward.clone()),
     })
@@ -479,6 +487,7 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
             metrics: running.probes_addr.map(|a| format!("http://{a}/metrics")),
             host_kubeconfig: &host_kubeconfig,
             names: &names,
+            instance_hosts: Some(&args.instance_domain),
             admin: &admin,
             viewer: &viewer,
             replicas: others
@@ -515,6 +524,7 @@ fn replica_flags(args: &DemoArgs) -> Vec<String> {
             args.certificate_expiry_warning_days
         ),
         "--probes-instance-series".to_string(),
+        format!("--instance-domain={}", args.instance_domain.domain()),
     ];
     if !args.no_member_loopback {
         flags.push("--member-allowed-cidrs=127.0.0.0/8,::1/128".into());

@@ -262,6 +262,8 @@ pub(super) struct Endpoints<'a> {
     pub metrics: Option<String>,
     pub host_kubeconfig: &'a Path,
     pub names: &'a [String],
+    /// Each instance's own host: its kubeconfig names it as `tls-server-name`.
+    pub instance_hosts: Option<&'a crate::api::instance_hosts::InstanceHosts>,
     pub admin: &'a str,
     pub viewer: &'a str,
     /// The other replicas, when sharded (`--replicas`): name, HTTPS address, pid, log.
@@ -279,8 +281,13 @@ pub(super) fn write_endpoints(dir: &Path, e: &Endpoints<'_>) -> Result<(), Error
             e.https
         );
         let path = dir.join(format!("kubeconfigs/{name}.kubeconfig"));
-        kubeconfig::write(&path, &kubeconfig::build(name, &server, e.ca_pem, e.admin))
-            .map_err(io(format!("writing {}", path.display())))?;
+        // Both forms in one: the path for clients that keep the server's path, the
+        // instance's host as TLS server name for requests that drop it (`get --raw`).
+        let mut kc = kubeconfig::build(name, &server, e.ca_pem, e.admin);
+        if let Some(hosts) = e.instance_hosts {
+            kc = kubeconfig::with_tls_server_name(kc, &hosts.host_of(name));
+        }
+        kubeconfig::write(&path, &kc).map_err(io(format!("writing {}", path.display())))?;
         entries.push(json!({"name": name, "kubeconfig": path.display().to_string()}));
     }
     let endpoints = json!({

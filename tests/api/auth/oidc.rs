@@ -109,6 +109,7 @@ async fn jwks_from_an_https_url() {
         Some(cert.server_config.clone()),
         app,
         Default::default(),
+        None,
         async move {
             let _ = rx.changed().await;
         },
