@@ -33,6 +33,7 @@ mod search;
 mod server;
 mod shards;
 mod tables;
+mod trace;
 mod upgrade;
 mod usage;
 mod webhook_replicas;

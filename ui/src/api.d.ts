@@ -308,6 +308,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/apis/kairship.io/v1alpha1/instances/{instance}/trace": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["WorkloadService_TraceResource"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/apis/kairship.io/v1alpha1/instances/{instance}/workloads": {
         parameters: {
             query?: never;
@@ -1274,6 +1290,37 @@ export interface components {
             /** Format: int32 */
             replicas?: number;
         };
+        "kairship.v1alpha1.Trace": {
+            apiVersion?: string;
+            binding?: components["schemas"]["kairship.v1alpha1.Placement"];
+            events?: components["schemas"]["kairship.v1alpha1.WorkloadEvent"][];
+            keys?: string[];
+            kind?: string;
+            labels?: {
+                [key: string]: string;
+            };
+            name?: string;
+            namespace?: string;
+            overrides?: components["schemas"]["kairship.v1alpha1.PolicyRef"][];
+            policies?: components["schemas"]["kairship.v1alpha1.TracedPolicy"][];
+            uid?: string;
+            unavailable?: string[];
+            works?: components["schemas"]["kairship.v1alpha1.TracedWork"][];
+        };
+        "kairship.v1alpha1.TracedPolicy": {
+            policy?: components["schemas"]["kairship.v1alpha1.PolicyRef"];
+            /** Format: int32 */
+            priority?: number;
+            reason?: string;
+        };
+        "kairship.v1alpha1.TracedWork": {
+            cluster?: string;
+            conditions?: components["schemas"]["kairship.v1alpha1.Condition"][];
+            health?: string;
+            name?: string;
+            namespace?: string;
+            statusJson?: string;
+        };
         "kairship.v1alpha1.UpdatePolicyRequest": {
             instance?: string;
             objectJson?: string;
@@ -2165,6 +2212,43 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["kairship.v1alpha1.RegistrationToken"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    WorkloadService_TraceResource: {
+        parameters: {
+            query?: {
+                group?: string;
+                version?: string;
+                kind?: string;
+                namespace?: string;
+                name?: string;
+            };
+            header?: never;
+            path: {
+                instance: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.Trace"];
                 };
             };
             /** @description An error as google.rpc.Status */

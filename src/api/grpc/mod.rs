@@ -3,6 +3,7 @@
 //! it) on the gRPC port and on the HTTPS port.
 
 mod access;
+mod beside;
 mod cluster;
 mod cluster_join;
 mod cluster_register;
@@ -20,6 +21,7 @@ mod rollout;
 mod search;
 mod search_peers;
 mod supervisor;
+mod trace;
 mod workload;
 mod workload_pods;
 mod workload_promote;

@@ -13,7 +13,8 @@ use futures::StreamExt;
 use kube::api::DynamicObject;
 use tonic::{Request, Response, Status};
 
-use super::workload::{workload_for, Beside};
+use super::beside::Beside;
+use super::workload::workload_for;
 use crate::api::chain::Authorized;
 use crate::api::context::ApiContext;
 use crate::api::request::OnInstance;

@@ -7,6 +7,7 @@ use kube::api::DynamicObject;
 use serde_json::{json, Value};
 use tonic::{Request, Response, Status};
 
+use super::beside::{claim_of, pickers, placement_of, Beside, Claim, Picker};
 use super::on_instance;
 use crate::api::context::ApiContext;
 use crate::api::convert;
@@ -17,57 +18,6 @@ use crate::error::{check_name, ApiError};
 use crate::proto::{self, workload_service_server::WorkloadService};
 
 pub struct Workloads(pub ApiContext);
-
-/// What the caller may see beside a workload, as the instance decides: the policies and
-/// bindings of each namespace (and the cluster-wide policies); with the policies' selectors
-/// decoded once for the request.
-pub(super) struct Beside {
-    allowed: std::collections::BTreeMap<(Kind, String), bool>,
-    policies: std::sync::OnceLock<Vec<Picker>>,
-}
-
-/// A policy, with what Karmada's claim rules read of it (name, priority, selectors).
-struct Picker {
-    kind: Kind,
-    namespace: Option<String>,
-    name: String,
-    policy: Value,
-}
-
-impl Beside {
-    /// Reviews the kinds shown beside workloads in `namespaces` (decisions are cached by
-    /// the instance's access reviews, so a page costs a few reviews at most).
-    pub(super) async fn of(on: &OnInstance, namespaces: impl IntoIterator<Item = String>) -> Self {
-        let mut seen = std::collections::BTreeMap::new();
-        let namespaces: std::collections::BTreeSet<String> = namespaces.into_iter().collect();
-        for kind in Kind::POLICIES.into_iter().chain([Kind::ResourceBinding]) {
-            match kind.namespaced() {
-                true => {
-                    for ns in &namespaces {
-                        let ok = on.may(Verb::List, kind, Some(ns)).await;
-                        seen.insert((kind, ns.clone()), ok);
-                    }
-                }
-                false => {
-                    let ok = on.may(Verb::List, kind, None).await;
-                    seen.insert((kind, String::new()), ok);
-                }
-            }
-        }
-        Self {
-            allowed: seen,
-            policies: std::sync::OnceLock::new(),
-        }
-    }
-
-    fn allows(&self, kind: Kind, namespace: &str) -> bool {
-        let ns = if kind.namespaced() { namespace } else { "" };
-        self.allowed
-            .get(&(kind, ns.to_string()))
-            .copied()
-            .unwrap_or(false)
-    }
-}
 
 /// The policies that act on a workload, as Karmada decided: the (Cluster)PropagationPolicy
 /// whose claim Karmada recorded on it (or, while none is recorded, the one Karmada's rules
@@ -144,57 +94,6 @@ fn policies_for(
     out
 }
 
-/// The policies of the instance, decoded once for a request.
-fn pickers(reads: &Reads<'_>) -> Vec<Picker> {
-    let mut out = Vec::new();
-    for pk in Kind::POLICIES {
-        let Ok(store) = reads.store(pk) else {
-            continue;
-        };
-        for p in store.state() {
-            let Ok(decoded) = p.decode() else {
-                continue;
-            };
-            let d = &decoded.data;
-            out.push(Picker {
-                kind: pk,
-                namespace: pk
-                    .namespaced()
-                    .then(|| p.namespace().unwrap_or_default().to_string()),
-                name: p.name().to_string(),
-                policy: json!({
-                    "metadata": {"name": p.name(), "deletionTimestamp": decoded.metadata.deletion_timestamp},
-                    "spec": {"priority": d.pointer("/spec/priority"), "resourceSelectors": d.pointer("/spec/resourceSelectors")},
-                }),
-            });
-        }
-    }
-    out
-}
-
-/// Which propagation policy Karmada recorded as claiming a template.
-enum Claim {
-    Namespaced(String, String),
-    Cluster(String),
-}
-
-/// The claim Karmada recorded: names in annotations (Karmada >= 1.7; labels before it).
-fn claim_of(o: &DynamicObject) -> Option<Claim> {
-    let get = |key: &str| {
-        [&o.metadata.annotations, &o.metadata.labels]
-            .into_iter()
-            .flatten()
-            .find_map(|m| m.get(key).cloned())
-    };
-    if let Some(name) = get(policy_claim::PP_NAME) {
-        let ns = get(policy_claim::PP_NAMESPACE)
-            .or_else(|| o.metadata.namespace.clone())
-            .unwrap_or_default();
-        return Some(Claim::Namespaced(ns, name));
-    }
-    get(policy_claim::CPP_NAME).map(Claim::Cluster)
-}
-
 /// Karmada names a workload's binding `<name>-<kind in lowercase>`.
 fn placement(
     reads: &Reads<'_>,
@@ -215,54 +114,7 @@ fn placement(
         .get(o.metadata.namespace.as_deref(), &name)?
         .decode()
         .ok()?;
-    let s = |v: &Value, k: &str| {
-        v.get(k)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
-    let arr = |p: &str| {
-        rb.data
-            .pointer(p)
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-    };
-    Some(proto::Placement {
-        binding_name: name,
-        clusters: arr("/spec/clusters")
-            .iter()
-            .map(|c| proto::TargetCluster {
-                name: s(c, "name"),
-                replicas: c
-                    .get("replicas")
-                    .and_then(Value::as_i64)
-                    .and_then(|r| i32::try_from(r).ok())
-                    .unwrap_or_default(),
-            })
-            .collect(),
-        aggregated_status: arr("/status/aggregatedStatus")
-            .iter()
-            .map(|a| {
-                let count = |k: &str| {
-                    a.pointer(&format!("/status/{k}"))
-                        .and_then(Value::as_i64)
-                        .and_then(|r| i32::try_from(r).ok())
-                        .unwrap_or_default()
-                };
-                proto::AggregatedStatus {
-                    cluster_name: s(a, "clusterName"),
-                    applied: a.get("applied").and_then(Value::as_bool).unwrap_or(false),
-                    health: s(a, "health"),
-                    replicas: count("replicas"),
-                    ready_replicas: count("readyReplicas"),
-                }
-            })
-            .collect(),
-        conditions: convert::conditions(&rb.data["status"]["conditions"]),
-        overrides: Vec::new(),
-        evictions: super::failover::in_progress(&rb.data),
-    })
+    Some(placement_of(name, &rb.data))
 }
 
 /// Per-cluster override diffs, read as the caller from the binding's Works in
@@ -494,6 +346,17 @@ impl WorkloadService for Workloads {
         let closing = async move { drain.closing().await };
         let r = super::workload_pods::logs(&on, req.into_inner(), within, closing).await?;
         Ok(Response::new(r))
+    }
+
+    async fn trace_resource(
+        &self,
+        req: Request<proto::TraceResourceRequest>,
+    ) -> Result<Response<proto::Trace>, Status> {
+        let instance = req.get_ref().instance.clone();
+        let on = on_instance(&self.0, &req, &instance).await?;
+        Ok(Response::new(
+            super::trace::trace(&on, req.into_inner()).await?,
+        ))
     }
 
     async fn list_workload_events(

@@ -174,7 +174,7 @@ pub async fn pods(
     Ok(proto::ListWorkloadPodsResponse { clusters })
 }
 
-fn event(cluster: &str, e: &Value) -> proto::WorkloadEvent {
+pub(super) fn event(cluster: &str, e: &Value) -> proto::WorkloadEvent {
     let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
     let time = ["lastTimestamp", "eventTime", "firstTimestamp"]
         .iter()
@@ -204,7 +204,7 @@ fn event(cluster: &str, e: &Value) -> proto::WorkloadEvent {
 /// Whether an event is about the workload: the object itself, its binding, or (on a
 /// member) what its controller made, named after it (ReplicaSets `<name>-<hash>`, pods
 /// `<name>-<hash>-<id>` or `<name>-<ordinal>`).
-fn about(e: &Value, name: &str, binding: &str) -> bool {
+pub(super) fn about(e: &Value, name: &str, binding: &str) -> bool {
     let object = e["involvedObject"]["name"].as_str().unwrap_or_default();
     object == name
         || object == binding

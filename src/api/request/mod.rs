@@ -266,6 +266,14 @@ impl OnInstance {
         review::require(&self.reader, who, &attrs).await
     }
 
+    /// The caches without a review of their own, for what the caller was reviewed for
+    /// already, kind by kind (a trace's policies, through `Beside`).
+    pub fn unreviewed(&self) -> Reads<'_> {
+        Reads {
+            reader: &self.reader,
+        }
+    }
+
     /// Whether the caller may `verb` `kind` (in `namespace`): for what a read adds beside
     /// its subject (a workload's placement from its binding, the policies that select it).
     pub async fn may(&self, verb: Verb, kind: Kind, namespace: Option<&str>) -> bool {

@@ -11,6 +11,7 @@ mod instances;
 mod pods;
 mod rollouts;
 mod search;
+mod trace;
 mod usage;
 mod workloads;
 
@@ -97,6 +98,9 @@ pub enum CtlCommand {
     Logs(pods::LogsArgs),
     /// Events of a workload, its binding, and its ReplicaSets and pods on the members.
     Events(pods::PodsArgs),
+    /// How a resource template got where it is: the policy that claimed it (and why the
+    /// others did not), its binding, the Work and state on each cluster, the events.
+    Trace(trace::TraceArgs),
     /// Adopt a workload running in a member cluster (as `karmadactl promote`): it becomes
     /// the instance's, placed on that cluster, without restarting.
     Promote(workloads::PromoteArgs),
@@ -424,6 +428,7 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
         CtlCommand::Pods(args) => pods::pods(&conn, out, args).await,
         CtlCommand::Logs(args) => pods::logs(&conn, args).await,
         CtlCommand::Events(args) => pods::events(&conn, out, args).await,
+        CtlCommand::Trace(args) => trace::run(&conn, out, args).await,
         CtlCommand::Search(args) => search::run(&conn, out, args).await,
         CtlCommand::Rollouts(cmd) => rollouts::run(&conn, out, cmd).await,
         CtlCommand::Backups(cmd) => backups::run(&conn, out, cmd).await,

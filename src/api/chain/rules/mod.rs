@@ -148,6 +148,14 @@ pub const GRPC: &[(&str, Rule)] = &[
         ),
     ),
     (
+        // Each step is read as the caller besides: the instance decides what is shown.
+        "/kairship.v1alpha1.WorkloadService/TraceResource",
+        in_namespace(
+            named(rule(View, INSTANCE, "get", "trace"), "name"),
+            "namespace",
+        ),
+    ),
+    (
         "/kairship.v1alpha1.WorkloadService/ListWorkloadEvents",
         in_namespace(
             named(rule(View, INSTANCE, "get", "workloads/events"), "name"),
