@@ -9,6 +9,7 @@ export type Instance = S['kairship.v1alpha1.Instance'];
 export type Condition = S['kairship.v1alpha1.Condition'];
 export type Cluster = S['kairship.v1alpha1.Cluster'];
 export type Workload = S['kairship.v1alpha1.Workload'];
+export type Trace = S['kairship.v1alpha1.Trace'];
 export type Policy = S['kairship.v1alpha1.Policy'];
 export type Actor = S['kairship.v1alpha1.ActorSnapshot'];
 export type Caller = S['kairship.v1alpha1.Caller'];
@@ -129,6 +130,8 @@ export const api = {
     call<Policy>(create ? 'POST' : 'PUT', `/instances/${seg(inst)}/policies`, { objectJson }),
   workload: (inst: string, ns: string, kind: string, name: string) =>
     call<Workload>('GET', `/instances/${seg(inst)}/namespaces/${seg(ns)}/workloads/${seg(kind)}/${seg(name)}`),
+  trace: (inst: string, q: { group?: string; version?: string; kind: string; namespace: string; name: string }) =>
+    call<Trace>('GET', `/instances/${seg(inst)}/trace?${new URLSearchParams(Object.entries(q).filter(([, v]) => v) as [string, string][])}`),
   caller: () => call<Caller>('GET', '/caller'),
   search: (params: Record<string, string>) =>
     call<S['kairship.v1alpha1.SearchResponse']>('GET', `/search?${new URLSearchParams(params)}`),

@@ -225,7 +225,7 @@ function workloadRows(inst: string, w: Workload[], shown: Map<string, Overrides 
     return h(
       'tr',
       { 'data-workload': id },
-      h('td', {}, id, h('div', { class: 'muted' }, w.kind ?? '')),
+      h('td', {}, id, h('div', { class: 'muted' }, w.kind ?? '', ' · ', h('a', { class: 'trace-link', href: `#/instances/${encodeURIComponent(inst)}/trace/${encodeURIComponent(w.kind ?? '')}/${encodeURIComponent(w.metadata?.namespace ?? '')}/${encodeURIComponent(w.metadata?.name ?? '')}` }, 'trace'))),
       h('td', {}, `${w.readyReplicas ?? 0}/${w.replicas ?? 0}`),
       h(
         'td',

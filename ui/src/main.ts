@@ -9,6 +9,7 @@ import { api, ApiError, atLeast, callerRoles, setToken, token, type Roles } from
 import { h, mount } from './dom';
 import { overviewTable } from './overview';
 import { instancePage } from './instance';
+import { tracePage } from './trace';
 import { actorsTable } from './actors';
 import { createForm } from './create';
 import { chaosPage } from './chaos';
@@ -112,7 +113,11 @@ async function route() {
   const hash = location.hash.replace(/^#/, '') || '/';
   const inst = /^\/instances\/([^/]+)(?:\/workloads\/([^/]+)\/([^/]+))?$/.exec(hash);
   const search = /^\/search\?q=(.*)$/.exec(hash);
-  if (inst) {
+  const trace = /^\/instances\/([^/]+)\/trace(?:\/([^/]+)\/([^/]+)\/([^/]+))?$/.exec(hash);
+  if (trace) {
+    const [, i, k, n, nm] = trace.map((x) => (x === undefined ? '' : decodeURIComponent(x)));
+    poll(tracePage(page, i, k, n, nm, report));
+  } else if (inst) {
     const name = decodeURIComponent(inst[1]);
     const focus = inst[2] ? `${decodeURIComponent(inst[2])}/${decodeURIComponent(inst[3])}` : undefined;
     poll(instancePage(page, name, atLeast(roles.on(name), 'edit'), atLeast(roles.on(name), 'admin'), report, focus));

@@ -152,6 +152,61 @@ test("the instance page shows the nginx sample's placement and its policies", as
   await expect(page.locator('#policy-editor .violation[data-field="object_json.metadata.name"]')).toContainText('not a valid name');
 });
 
+test("the nginx sample's propagation trace: its policy, binding, Works and each member, as a picture", async ({ page }) => {
+  await signIn(page, endpoints.tokens.admin);
+  await page.goto(`${endpoints.http}/ui/#/instances/${names[0]}`);
+  await page.locator('#workloads tr[data-workload="default/nginx"] a.trace-link').click();
+  const pic = page.locator('#trace-picture');
+  await expect(pic.locator('[data-step="PropagationPolicy"]')).toContainText('default/nginx-propagation');
+  await expect(pic.locator('[data-step="PropagationPolicy"]')).toContainText('claimed it');
+  await expect(pic.locator('[data-step="PropagationPolicy"]')).toContainText('overridden by nginx-op');
+  await expect(pic.locator('[data-step="ResourceBinding"]')).toContainText('nginx-deployment');
+  await expect(pic.locator('[data-step="ResourceBinding"]')).toContainText('Scheduled: True');
+  for (const c of ['member1', 'member2']) {
+    const row = pic.locator(`.trace-row[data-cluster="${c}"]`);
+    await expect(row.locator('[data-step="Work"]')).toContainText(`karmada-es-${c}/`);
+    await expect(row.locator('[data-step="Work"]')).toContainText('Applied: True');
+    await expect(row.locator('[data-step="Member"]')).toContainText('Healthy', { timeout: 30_000 });
+  }
+  await expect(pic.locator('.trace-row[data-cluster="member3"]')).toHaveCount(0);
+  await expect(page.locator('#trace-events tr[data-reason="ApplyPolicySucceed"]').first()).toBeVisible();
+  // The picture reads left to right: template, policy, binding, then Work and member.
+  const shot = await pic.screenshot({ path: join(shots, 'console-trace.png') });
+  expect(shot.length).toBeGreaterThan(1000);
+  const x = async (sel: string) => (await pic.locator(sel).first().boundingBox())?.x ?? -1;
+  const order = [await x('[data-step="Deployment"]'), await x('[data-step="PropagationPolicy"]'), await x('[data-step="ResourceBinding"]'), await x('[data-step="Work"]'), await x('[data-step="Member"]')];
+  expect(order.every((v, i) => v >= 0 && (i === 0 || v > order[i - 1]))).toBe(true);
+
+  // A policy that does not claim it is shown with why.
+  const proxy = `${endpoints.http}/apis/kairship.io/v1alpha1/instances/${names[0]}/proxy`;
+  const headers = { authorization: `Bearer ${endpoints.tokens.admin}`, 'content-type': 'application/json' };
+  const made = await page.request.post(`${proxy}/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies`, {
+    headers,
+    data: { apiVersion: 'policy.karmada.io/v1alpha1', kind: 'PropagationPolicy', metadata: { name: 'web-only', namespace: 'default' }, spec: { resourceSelectors: [{ apiVersion: 'apps/v1', kind: 'Deployment', name: 'web' }], placement: { clusterAffinity: { clusterNames: ['member1'] } } } },
+  });
+  expect(made.status()).toBe(201);
+  await expect(page.locator('#trace-unclaimed li[data-policy="web-only"]')).toContainText('selects the name web', { timeout: 20_000 });
+
+  // A Secret, traced from the form: its keys, never its value, anywhere on the page.
+  const value = 'console-secret-value-never-shown';
+  const secret = await page.request.post(`${proxy}/api/v1/namespaces/default/secrets`, {
+    headers,
+    data: { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'console-db', namespace: 'default' }, stringData: { password: value } },
+  });
+  expect(secret.status()).toBe(201);
+  await page.locator('#trace-kind').fill('secret');
+  await page.locator('#trace-namespace').fill('default');
+  await page.locator('#trace-name').fill('console-db');
+  await page.locator('#trace-form button', { hasText: 'Trace' }).click();
+  await expect(pic.locator('[data-step="Secret"]')).toContainText('keys: password');
+  await expect(pic.locator('[data-step="PropagationPolicy"]')).toContainText('no policy selects it');
+  const html = await page.content();
+  expect(html).not.toContain(value);
+  expect(html).not.toContain(Buffer.from(value).toString('base64'));
+  await page.request.delete(`${proxy}/api/v1/namespaces/default/secrets/console-db`, { headers });
+  await page.request.delete(`${proxy}/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies/web-only`, { headers });
+});
+
 test('the search box finds nginx in every instance and links to it', async ({ page }) => {
   await signIn(page, endpoints.tokens.admin);
   await page.locator('#search').fill('app=nginx');
