@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::server::ApiServer;
-use crate::store::meta::now_rfc3339;
+use crate::store::meta::{new_uid, now_rfc3339};
 use kairship_wire::status::ApiResult;
 
 /// What an operator of the simulator can force on one member cluster.
@@ -104,6 +104,8 @@ impl ClusterSim {
             "spec": {
                 "syncMode": if index % 4 == 3 { "Pull" } else { "Push" },
                 "apiEndpoint": format!("https://{name}.sim.invalid:6443"),
+                // Karmada's cluster ID (the member's kube-system uid): one member each.
+                "id": new_uid(),
                 "secretRef": {"namespace": "karmada-cluster", "name": name},
                 "provider": "kairship-sim", "region": regions[index % regions.len()], "zone": format!("zone-{}", index % 3 + 1),
             }

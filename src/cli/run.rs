@@ -169,8 +169,8 @@ pub struct RunArgs {
     /// The per-instance controllers to run, as Karmada's own flag says it: `*` is every
     /// controller, `name` turns one on, `-name` turns one off (`*,-clusterpedia`). The
     /// controllers: registration, namespace-roles, member-access, guardrails, clusterpedia,
-    /// certificates, renewal, components, scheduled-backups, members-ready, class-drift,
-    /// rollout-steps, phase-events.
+    /// certificates, renewal, components, scheduled-backups, members-ready,
+    /// cluster-profiles, class-drift, rollout-steps, phase-events.
     #[arg(long, value_delimiter = ',', default_value = "*")]
     pub controllers: Vec<String>,
     /// Seconds between a controller's checks that what it keeps in place (an instance's

@@ -20,6 +20,7 @@
 
 pub mod certificates;
 pub mod class_drift;
+pub mod cluster_profiles;
 pub mod clusterpedia;
 pub mod components;
 mod erased;
@@ -75,6 +76,17 @@ impl ControllerError {
         call: impl Future<Output = Result<T, kube::Error>>,
     ) -> Result<T, Self> {
         let answer = crate::host::error::bounded_on(INSTANCE, what, after, call).await;
+        Ok(answer?)
+    }
+
+    /// As [`instance_call`](Self::instance_call), for calls to the host.
+    pub async fn host_call<T>(
+        what: &str,
+        after: Duration,
+        call: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, Self> {
+        let answer =
+            crate::host::error::bounded_on(crate::host::error::HOST, what, after, call).await;
         Ok(answer?)
     }
 }
@@ -170,6 +182,8 @@ pub struct Scope<'a> {
     pub answering: bool,
     /// The instance's namespace cache, once its caches run.
     pub namespaces: Option<&'a crate::cache::store::ObjectStore>,
+    /// Its Cluster cache, once its caches run.
+    pub clusters: Option<&'a crate::cache::store::ObjectStore>,
     /// The Secret its kubeconfig was read from at the last connect.
     pub kubeconfig_source: Option<&'a KubeconfigSource>,
     /// What its certificates are read from, once connected.

@@ -4,9 +4,9 @@ use std::collections::BTreeSet;
 
 use super::erased::Erased;
 use super::{
-    certificates, class_drift, clusterpedia, components, guardrails, member_access, members_ready,
-    namespace_roles, phase_events, registration, renewal, rollout_steps, scheduled_backups,
-    Controller,
+    certificates, class_drift, cluster_profiles, clusterpedia, components, guardrails,
+    member_access, members_ready, namespace_roles, phase_events, registration, renewal,
+    rollout_steps, scheduled_backups, Controller,
 };
 
 /// One controller of the table.
@@ -55,6 +55,9 @@ pub const TABLE: &[Entry] = &[
     ),
     entry::<members_ready::MembersReady>(
         "says in the MembersReady condition how many member clusters are Ready",
+    ),
+    entry::<cluster_profiles::ClusterProfiles>(
+        "publishes the member clusters as ClusterProfiles (the SIG Multicluster inventory) in the host, flagging members shared with other instances",
     ),
     entry::<class_drift::ClassDrift>(
         "lists, field by field, where a managed instance differs from its InstanceClass",

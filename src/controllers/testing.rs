@@ -198,6 +198,7 @@ impl Look {
             connected: self.connected,
             answering: self.answering,
             namespaces: None,
+            clusters: None,
             kubeconfig_source: self.kubeconfig_source.as_ref(),
             certificate_inputs: self.certificate_inputs.as_ref(),
             traffic: &self.traffic,

@@ -6,6 +6,7 @@
 
 mod binding;
 mod class;
+pub mod cluster_profile;
 pub mod guardrail;
 mod instance;
 pub mod karmada_crds;
@@ -28,9 +29,10 @@ pub const FINALIZER: &str = "kairship.io/cleanup";
 /// when the value changes.
 pub const RESTART_ANNOTATION: &str = "kairship.io/restartedAt";
 
-/// Every CRD Kairship installs.
+/// Every CRD Kairship installs (SIG Multicluster's ClusterProfile last: Kairship writes
+/// the cluster inventory, and creates its CRD only where there is none).
 pub fn all(
-) -> [k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition; 5]
+) -> [k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition; 6]
 {
     [
         Instance::crd(),
@@ -38,6 +40,7 @@ pub fn all(
         InstanceRoleBinding::crd(),
         FleetRollout::crd(),
         InstanceClass::crd(),
+        cluster_profile::ClusterProfile::crd(),
     ]
 }
 

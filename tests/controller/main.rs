@@ -5,6 +5,7 @@
 //! lets exactly one replica write. `paused_clock` checks the restart policy's timing on
 //! tokio's paused clock, with the host answered in memory.
 
+mod cluster_profiles;
 mod clusterpedia;
 mod controllers;
 use kairship_test_support::fleet as common;

@@ -72,6 +72,7 @@ fn run_controllers(myself: &ActorRef<InstanceMsg>, state: &mut InstanceState, an
         connected: state.observed.lifecycle.connected(),
         answering,
         namespaces: state.caches.as_ref().and_then(|c| c.store(Kind::Namespace)),
+        clusters: state.caches.as_ref().and_then(|c| c.store(Kind::Cluster)),
         kubeconfig_source: state.kubeconfig_source.as_ref(),
         certificate_inputs: state.certificate_inputs.as_ref(),
         traffic: &state.traffic,

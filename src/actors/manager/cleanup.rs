@@ -129,6 +129,7 @@ async fn cleanup(ctx: &Context, instance: &Instance, name: &str) -> Result<(), H
         delete_karmada(ctx, &ns, name).await?;
     }
     registration::remove(ctx, name).await?;
+    crate::controllers::cluster_profiles::remove(ctx, name).await?;
     if let Some(namespace) = &ctx.settings.clusterpedia {
         clusterpedia::remove(ctx, name, namespace).await?;
     }
