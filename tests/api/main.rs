@@ -12,6 +12,7 @@ use kairship_test_support::fleet as common;
 mod grpc;
 mod guardrails;
 mod ha_settings;
+mod helm;
 use kairship_test_support::harness;
 mod hibernation;
 mod impersonation;

@@ -200,10 +200,16 @@ async fn members_are_published_updated_flagged_when_shared_and_deleted_when_gone
         .delete("karmada-1", &DeleteParams::default())
         .await
         .expect("delete the instance");
-    eventually(Duration::from_secs(30), "karmada-1's profiles deleted", || async {
-        of("karmada-1").await.is_empty().then_some(())
-    })
+    eventually(
+        Duration::from_secs(30),
+        "karmada-1's profiles deleted",
+        || async { of("karmada-1").await.is_empty().then_some(()) },
+    )
     .await;
-    assert_eq!(of("karmada-2").await.len(), 1, "karmada-2's left member stays");
+    assert_eq!(
+        of("karmada-2").await.len(),
+        1,
+        "karmada-2's left member stays"
+    );
     tree.shutdown().await;
 }
