@@ -94,6 +94,7 @@ impl Tree {
             instances: crate::host::instance_informer::InstanceInformer::start(&host),
             rollouts: crate::host::rollouts::FleetRollouts::start(&host),
             classes: crate::host::watched::Watched::start(&host),
+            cluster_profiles: crate::controllers::cluster_profiles::watch(&host),
             shards: shards.as_ref().map(|r| r.shards.clone()),
             host,
             leadership,

@@ -103,6 +103,14 @@ pub fn instance(i: &crd::Instance) -> proto::Instance {
             .as_ref()
             .map(|b| b.completed.clone())
             .unwrap_or_default(),
+        shared_members: s
+            .shared_members
+            .iter()
+            .map(|m| proto::SharedMember {
+                cluster: m.cluster.clone(),
+                instances: m.instances.clone(),
+            })
+            .collect(),
         drift: s
             .drift
             .iter()

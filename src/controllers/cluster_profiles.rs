@@ -254,15 +254,16 @@ fn label<'a>(p: &'a ClusterProfile, key: &str) -> Option<&'a str> {
     p.metadata.labels.as_ref()?.get(key).map(String::as_str)
 }
 
-/// What a pass published: the members and, for each shared one, the other instances.
+/// What a pass found: for each shared member, the other instances it is a member of.
 pub struct Published {
-    members: Vec<Member>,
     shared: BTreeMap<String, BTreeSet<String>>,
 }
 
 #[derive(Default)]
 pub struct ClusterProfiles {
-    published: Option<Vec<Member>>,
+    /// What the last pass published (`looked_at`), and what the pass under way will.
+    published: Option<u64>,
+    publishing: Option<u64>,
     resync: std::time::Duration,
 }
 
@@ -297,9 +298,11 @@ impl Controller for ClusterProfiles {
             return Next::Idle;
         };
         self.resync = scope.ctx.settings.controller_resync;
-        if self.published.as_ref() == Some(&members) && !scope.requeued() {
+        let seen = looked_at(scope, Some(&members));
+        if self.published == Some(seen) && !scope.requeued() {
             return Next::Idle;
         }
+        self.publishing = Some(seen);
         let host = scope.ctx.host.clone();
         let namespace = scope.ctx.settings.managed_namespace.clone();
         let instance = scope.name.to_string();
@@ -315,13 +318,9 @@ impl Controller for ClusterProfiles {
     }
 
     fn record(&mut self, found: Published, report: &mut Report) -> Action {
+        // Said only while true: an instance sharing nothing has nothing to say.
         match found.shared.is_empty() {
-            true => report.say(
-                CONDITION,
-                Some(false),
-                "NotShared",
-                "no member is joined to another instance",
-            ),
+            true => report.unsay(CONDITION),
             false => {
                 let said: Vec<String> = found
                     .shared
@@ -339,16 +338,52 @@ impl Controller for ClusterProfiles {
                 )
             }
         }
-        self.published = Some(found.members);
+        report.shared_members = Some(
+            found
+                .shared
+                .iter()
+                .map(|(cluster, others)| crate::crd::SharedMember {
+                    cluster: cluster.clone(),
+                    instances: others.iter().cloned().collect(),
+                })
+                .collect(),
+        );
+        self.published = self.publishing.take();
         Action::requeue(self.resync)
     }
 
-    /// What it would publish: a member joining, leaving, going NotReady.
+    /// What it would publish (a member joining, leaving, going NotReady), and which other
+    /// instances hold its members (another instance joining one of them).
     fn watches(&self, scope: &Scope<'_>, _: &Observed, key: &mut dyn Hasher) {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        members_now(scope).hash(&mut h);
-        key.write_u64(h.finish());
+        key.write_u64(looked_at(scope, members_now(scope).as_deref()));
     }
+}
+
+/// A digest of what a pass would publish: the members, and the other instances holding
+/// each (from the process's watch of the profiles' metadata: no call to the host).
+fn looked_at(scope: &Scope<'_>, members: Option<&[Member]>) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    members.hash(&mut h);
+    let ids: BTreeSet<&String> = members
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m.id.as_ref())
+        .collect();
+    let mut holders: Vec<(String, String)> = scope
+        .ctx
+        .cluster_profiles
+        .store()
+        .state()
+        .iter()
+        .filter_map(|p| {
+            let labels = p.metadata.labels.as_ref()?;
+            let (id, holder) = (labels.get(MEMBER_LABEL)?, labels.get(INSTANCE_LABEL)?);
+            (ids.contains(id) && holder != scope.name).then(|| (id.clone(), holder.clone()))
+        })
+        .collect();
+    holders.sort();
+    holders.hash(&mut h);
+    h.finish()
 }
 
 /// Applies the profiles of `members`, deletes those of clusters that left, and sets
@@ -466,10 +501,14 @@ async fn publish(
             _ => {}
         }
     }
-    Ok(Published {
-        members,
-        shared: flagged,
-    })
+    Ok(Published { shared: flagged })
+}
+
+/// The process's watch of Kairship's profiles (their metadata: labels say the rest).
+pub fn watch(
+    host: &kube::Client,
+) -> crate::host::watched::Watched<kube::core::PartialObjectMeta<ClusterProfile>> {
+    crate::host::watched::Watched::start_labelled(host, &format!("{MANAGER_LABEL}={MANAGER}"))
 }
 
 /// Deletes a deleted instance's profiles (the manager's cleanup). Another instance's

@@ -135,6 +135,7 @@ pub fn context(host: kube::Client, settings: Settings) -> Context {
         instances: crate::host::instance_informer::InstanceInformer::start(&host),
         rollouts: crate::host::rollouts::FleetRollouts::start(&host),
         classes: crate::host::watched::Watched::start(&host),
+        cluster_profiles: crate::controllers::cluster_profiles::watch(&host),
         shards: None,
         leadership: crate::host::leader::Leadership::always("test-replica"),
         host,

@@ -243,6 +243,14 @@ pub enum Phase {
     Hibernated,
 }
 
+/// A member cluster that is also a member of other instances.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct SharedMember {
+    pub cluster: String,
+    pub instances: Vec<String>,
+}
+
 /// A Kubernetes-style condition (metav1.Condition).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -320,6 +328,10 @@ pub struct InstanceStatus {
     /// empty too: the status is merge-patched, and an absent list would keep the old one.
     #[serde(default)]
     pub drift: Vec<super::ClassDrift>,
+    /// Members also joined to other instances (`cluster-profiles`). Always written, as
+    /// `drift` is.
+    #[serde(default)]
+    pub shared_members: Vec<SharedMember>,
     /// A managed instance's control plane in the host, as its component pods ask for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_plane: Option<ControlPlaneUsage>,

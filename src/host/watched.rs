@@ -1,5 +1,6 @@
 //! A host resource watched once per process into a reflector store, for readers that
-//! only look things up (FleetRollouts, InstanceClasses). A host without the resource's
+//! only look things up (FleetRollouts, InstanceClasses; Kairship's ClusterProfiles'
+//! metadata). A host without the resource's
 //! CRD is retried with backoff, logged once per failing stretch.
 
 use std::fmt::Debug;
@@ -45,24 +46,48 @@ where
             writer,
             watcher(api, watcher::Config::default()).default_backoff(),
         );
-        let kind = K::kind(&());
-        let task = tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            let mut failing = false;
-            while let Some(ev) = stream.next().await {
-                match ev {
-                    Err(e) if !failing => {
-                        failing = true;
-                        warn!(kind = %kind, error = %e, "watching the host failed; retrying with backoff");
-                    }
-                    Err(_) => {}
-                    Ok(_) => failing = false,
-                }
-            }
-        });
         Self {
             store,
-            _task: Arc::new(AbortOnDrop(task)),
+            _task: Arc::new(AbortOnDrop(drive(stream, K::kind(&()).to_string()))),
+        }
+    }
+}
+
+/// Runs a reflector's stream, logging once per failing stretch.
+fn drive<T: Send + 'static>(
+    stream: impl futures::Stream<Item = Result<T, watcher::Error>> + Send + 'static,
+    kind: String,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        let mut failing = false;
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Err(e) if !failing => {
+                    failing = true;
+                    warn!(kind = %kind, error = %e, "watching the host failed; retrying with backoff");
+                }
+                Err(_) => {}
+                Ok(_) => failing = false,
+            }
+        }
+    })
+}
+
+impl<K> Watched<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    /// Only the objects labelled `labels` (a label selector). A `PartialObjectMeta<_>`
+    /// kind is watched as metadata alone, at a fraction of the objects' memory.
+    pub fn start_labelled(host: &kube::Client, labels: &str) -> Self {
+        let api: Api<K> = Api::all(host.clone());
+        let (store, writer) = reflector::store();
+        let config = watcher::Config::default().labels(labels);
+        let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
+        Self {
+            store,
+            _task: Arc::new(AbortOnDrop(drive(stream, K::kind(&()).to_string()))),
         }
     }
 

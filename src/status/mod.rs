@@ -263,6 +263,9 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
         .and_then(|r| r.drift.clone())
         .unwrap_or_default();
     let control_plane = fields(|r| r.control_plane.is_some()).and_then(|r| r.control_plane.clone());
+    let shared_members = fields(|r| r.shared_members.is_some())
+        .and_then(|r| r.shared_members.clone())
+        .unwrap_or_default();
     InstanceStatus {
         last_backup,
         phase,
@@ -297,6 +300,7 @@ pub fn build(prev: Option<&InstanceStatus>, o: &Observed, now: &str) -> Instance
         last_sync_time,
         certificates,
         drift,
+        shared_members,
         control_plane: control_plane.or_else(|| prev.and_then(|p| p.control_plane.clone())),
         last_request_time: o
             .last_request
@@ -333,6 +337,7 @@ pub fn changed(prev: Option<&InstanceStatus>, next: &InstanceStatus) -> bool {
                 certificates,
                 last_backup,
                 drift,
+                shared_members,
                 control_plane,
                 last_request_time,
                 hibernation: _,
@@ -348,6 +353,7 @@ pub fn changed(prev: Option<&InstanceStatus>, next: &InstanceStatus) -> bool {
                 || *certificates != next.certificates
                 || *last_backup != next.last_backup
                 || *drift != next.drift
+                || *shared_members != next.shared_members
                 || *control_plane != next.control_plane
                 // The first request is news; later ones go out with the refresh.
                 || last_request_time.is_none() != next.last_request_time.is_none()

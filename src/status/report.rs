@@ -24,6 +24,7 @@ pub struct Report {
     pub certificates: Option<Vec<CertificateStatus>>,
     pub control_plane: Option<ControlPlaneUsage>,
     pub drift: Option<Vec<ClassDrift>>,
+    pub shared_members: Option<Vec<crate::crd::SharedMember>>,
     pub last_backup: Option<LastBackup>,
 }
 

@@ -47,7 +47,15 @@ fn property(p: &ClusterProfile, name: &str) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_are_published_updated_flagged_when_shared_and_deleted_when_gone() {
-    let (env, tree) = Env::running(2).await;
+    // No resync within the test: what one instance's controller learns of another's
+    // members comes from the process's watch of the profiles.
+    let env = Env::start(2).await;
+    let settings = kairship::context::Settings {
+        controller_resync: Duration::from_secs(600),
+        ..crate::harness::fast_settings()
+    };
+    let tree = env.start_tree_with(settings, None, "solo").await;
+    env.attach_all(2).await;
     let profiles: Api<ClusterProfile> = Api::namespaced(env.host.clone(), NS);
     let of = |instance: &'static str| {
         let profiles = profiles.clone();
@@ -155,12 +163,13 @@ async fn members_are_published_updated_flagged_when_shared_and_deleted_when_gone
             &format!("{instance} says MembersShared"),
             || async {
                 let s = env.status(instance).await?;
-                s.conditions
-                    .iter()
-                    .any(|c| {
-                        c.type_ == CONDITION && c.status == "True" && c.message.contains("member1")
-                    })
-                    .then_some(())
+                let said = s.conditions.iter().any(|c| {
+                    c.type_ == CONDITION && c.status == "True" && c.message.contains("member1")
+                });
+                let listed = s.shared_members.iter().any(|m| {
+                    m.cluster == "member1" && m.instances.len() == 1 && m.instances[0] != instance
+                });
+                (said && listed).then_some(())
             },
         )
         .await;
@@ -191,6 +200,16 @@ async fn members_are_published_updated_flagged_when_shared_and_deleted_when_gone
         || async {
             let p = get("karmada-1-member1").await?;
             (condition(&p, SHARED)?.0 == "False").then_some(())
+        },
+    )
+    .await;
+    eventually(
+        Duration::from_secs(20),
+        "karmada-1 no longer says MembersShared",
+        || async {
+            let s = env.status("karmada-1").await?;
+            (s.shared_members.is_empty() && !s.conditions.iter().any(|c| c.type_ == CONDITION))
+                .then_some(())
         },
     )
     .await;

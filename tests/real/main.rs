@@ -325,6 +325,37 @@ async fn kairship_against_real_karmada() {
     );
     assert!(String::from_utf8_lossy(&watched.stdout).contains("real-cm"));
 
+    // get --raw, which drops the kubeconfig server's path, reaches the instance by the
+    // host the demo's kubeconfig names (tls-server-name), answering as it does directly.
+    let kc: Value = serde_json::from_str(&std::fs::read_to_string(&proxy1).expect("kubeconfig"))
+        .expect("kubeconfig is JSON");
+    assert_eq!(
+        kc["clusters"][0]["cluster"]["tls-server-name"],
+        "karmada-1.kairship.localtest"
+    );
+    let direct1 = demo.direct("karmada-1");
+    let raw = |kubeconfig: &Path, path: &str| demo.json(kubeconfig, &["get", "--raw", path]);
+    assert_eq!(raw(&proxy1, "/version"), raw(&direct1, "/version"));
+    let names = |v: Value| -> Vec<Value> {
+        v["items"]
+            .as_array()
+            .map(|a| a.iter().map(|i| i["metadata"]["name"].clone()).collect())
+            .unwrap_or_default()
+    };
+    let member_nodes = "/apis/cluster.karmada.io/v1alpha1/clusters/member1/proxy/api/v1/nodes";
+    let through = names(raw(&proxy1, member_nodes));
+    assert!(
+        !through.is_empty(),
+        "member1's nodes through Karmada's cluster proxy"
+    );
+    assert_eq!(through, names(raw(&direct1, member_nodes)));
+    let cm_path = "/api/v1/namespaces/default/configmaps/real-cm";
+    assert_eq!(
+        raw(&proxy1, cm_path)["data"],
+        raw(&direct1, cm_path)["data"]
+    );
+    println!("host form: kubectl get --raw /version, member1's nodes through the cluster proxy and a ConfigMap answer through Kairship as directly");
+
     // The nginx sample the demo seeds, as real Karmada leaves it (the same scenario runs
     // against the simulator in tests/sim_conformance), through Kairship's proxy.
     let kubectl = |args: &[&str]| demo.kubectl(&proxy1, args);

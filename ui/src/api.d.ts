@@ -965,6 +965,7 @@ export interface components {
             /** Format: int64 */
             observedGeneration?: string;
             phase?: string;
+            sharedMembers?: components["schemas"]["kairship.v1alpha1.SharedMember"][];
             stats?: components["schemas"]["kairship.v1alpha1.InstanceStats"];
         };
         "kairship.v1alpha1.JoinClusterRequest": {
@@ -1273,6 +1274,10 @@ export interface components {
             instance?: string;
             name?: string;
             taints?: components["schemas"]["kairship.v1alpha1.Taint"][];
+        };
+        "kairship.v1alpha1.SharedMember": {
+            cluster?: string;
+            instances?: string[];
         };
         "kairship.v1alpha1.StartRolloutRequest": {
             name?: string;

@@ -29,9 +29,10 @@ const NEW_POLICY = {
 /** A removal asked from the console: under way, or refused (with whether force may help). */
 type Removal = { message: string; refused: boolean };
 
-function clusterRows(inst: string, clusters: Cluster[], canAdmin: boolean, removals: Map<string, Removal>, refresh: () => void, report: (e: unknown) => void) {
+function clusterRows(inst: string, clusters: Cluster[], shared: Map<string, string[]>, canAdmin: boolean, removals: Map<string, Removal>, refresh: () => void, report: (e: unknown) => void) {
   return clusters.map((c) => {
     const name = c.metadata?.name ?? '';
+    const others = shared.get(name);
     const remove = async (force: boolean) => {
       removals.set(name, { message: force ? `removing ${name}: Karmada moves its workloads first…` : `removing ${name}…`, refused: false });
       refresh();
@@ -58,7 +59,15 @@ function clusterRows(inst: string, clusters: Cluster[], canAdmin: boolean, remov
       'tr',
       { 'data-cluster': name },
       h('td', {}, name, h('div', { class: 'muted' }, [c.provider, c.region, c.zone].filter(Boolean).join(' · '))),
-      h('td', {}, phaseBadge(c.ready ? 'Ready' : 'NotReady'), c.unschedulable && h('span', { class: 'tag' }, 'cordoned'), h('div', { class: 'why' }, explanation(c.conditions))),
+      h(
+        'td',
+        {},
+        phaseBadge(c.ready ? 'Ready' : 'NotReady'),
+        c.unschedulable && h('span', { class: 'tag' }, 'cordoned'),
+        // The same member joined to other instances too: what one does there, the others feel.
+        others && h('span', { class: 'tag shared', 'data-shared-with': others.join(','), title: 'one member cluster (the same Karmada cluster ID) in several instances' }, `shared with ${others.join(', ')}`),
+        h('div', { class: 'why' }, explanation(c.conditions)),
+      ),
       h('td', {}, c.kubernetesVersion ?? '', h('div', { class: 'muted' }, c.syncMode ?? '')),
       h('td', {}, `${c.nodesReady ?? 0}/${c.nodesTotal ?? 0}`),
       h('td', { class: 'bars' }, bar('CPU', c.allocated?.cpu, c.allocatable?.cpu), bar('Memory', c.allocated?.memory, c.allocatable?.memory), bar('Pods', c.allocated?.pods, c.allocatable?.pods)),
@@ -500,7 +509,7 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
         live,
         h('p', {}, phaseBadge(i.status?.phase), ' ', h('span', { class: 'why' }, explanation(i.status?.conditions))),
         h('h3', {}, 'Member clusters'),
-        table('clusters', ['Cluster', 'Ready', 'Version', 'Nodes', 'Allocated / allocatable', 'Taints', ''], clusterRows(inst, clusters, canAdmin, removals, () => void refresh(), report)),
+        table('clusters', ['Cluster', 'Ready', 'Version', 'Nodes', 'Allocated / allocatable', 'Taints', ''], clusterRows(inst, clusters, new Map((i.status?.sharedMembers ?? []).map((m) => [m.cluster ?? '', m.instances ?? []])), canAdmin, removals, () => void refresh(), report)),
         classSection(i),
         componentsSlot,
         certificatesSection(i, canAdmin, () => void refresh(), report),

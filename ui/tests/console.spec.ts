@@ -207,6 +207,28 @@ test("the nginx sample's propagation trace: its policy, binding, Works and each 
   await page.request.delete(`${proxy}/apis/policy.karmada.io/v1alpha1/namespaces/default/propagationpolicies/web-only`, { headers });
 });
 
+test('a member cluster joined to two instances is flagged on both', async ({ page }) => {
+  await signIn(page, endpoints.tokens.admin);
+  const cluster = (n: string) => `${endpoints.http}/apis/kairship.io/v1alpha1/instances/${n}/proxy/apis/cluster.karmada.io/v1alpha1/clusters/member1`;
+  const headers = { authorization: `Bearer ${endpoints.tokens.admin}` };
+  const id = (await (await page.request.get(cluster(names[0]), { headers })).json()).spec.id;
+  const before = (await (await page.request.get(cluster(names[1]), { headers })).json()).spec.id;
+  expect(id).toBeTruthy();
+  // member1 of the second instance is the first's member1 (one Karmada cluster ID).
+  const patch = (value: string) =>
+    page.request.patch(cluster(names[1]), { headers: { ...headers, 'content-type': 'application/merge-patch+json' }, data: { spec: { id: value } } });
+  expect((await patch(id)).status()).toBe(200);
+  await page.goto(`${endpoints.http}/ui/#/instances/${names[0]}`);
+  const flag = page.locator('#clusters tr[data-cluster="member1"] .tag.shared');
+  await expect(flag).toContainText(`shared with ${names[1]}`, { timeout: 30_000 });
+  await expect(page.locator('#clusters tr[data-cluster="member2"] .tag.shared')).toHaveCount(0);
+  await page.goto(`${endpoints.http}/ui/#/instances/${names[1]}`);
+  await expect(page.locator('#clusters tr[data-cluster="member1"] .tag.shared')).toContainText(`shared with ${names[0]}`, { timeout: 30_000 });
+  // Its own ID again: no longer shared.
+  expect((await patch(before)).status()).toBe(200);
+  await expect(page.locator('#clusters tr[data-cluster="member1"] .tag.shared')).toHaveCount(0, { timeout: 30_000 });
+});
+
 test('the search box finds nginx in every instance and links to it', async ({ page }) => {
   await signIn(page, endpoints.tokens.admin);
   await page.locator('#search').fill('app=nginx');
