@@ -164,6 +164,33 @@ async function proxyList<T>(inst: string, path: string): Promise<T[]> {
   return body.items ?? [];
 }
 
+/** A Kubernetes Table (`kubectl get`'s shape) of one kind, read through the proxy as the
+ *  caller: the columns the instance prints, and each row's object metadata. Secrets list
+ *  so without a single value (the Table holds names, types and key counts). */
+export type KubeTable = {
+  columnDefinitions?: { name: string; priority?: number }[];
+  rows?: { cells: unknown[]; object?: { metadata?: { name?: string; namespace?: string } } }[];
+};
+
+export async function proxyTable(inst: string, path: string): Promise<KubeTable> {
+  const res = await fetch(`${PREFIX}/instances/${seg(inst)}/proxy${path}`, {
+    headers: { authorization: `Bearer ${token()}`, accept: 'application/json;as=Table;v=v1;g=meta.k8s.io' },
+  });
+  const body = (await res.json().catch(() => ({}))) as KubeTable & { message?: string };
+  if (!res.ok) throw new ApiError(res.status, body.message ?? `HTTP ${res.status}`, []);
+  return body;
+}
+
+/** One object through the proxy, as the caller. */
+export async function proxyGet(inst: string, path: string): Promise<Record<string, unknown>> {
+  const res = await fetch(`${PREFIX}/instances/${seg(inst)}/proxy${path}`, {
+    headers: { authorization: `Bearer ${token()}`, accept: 'application/json' },
+  });
+  const body = (await res.json().catch(() => ({}))) as Record<string, unknown> & { message?: string };
+  if (!res.ok) throw new ApiError(res.status, (body.message as string) ?? `HTTP ${res.status}`, []);
+  return body;
+}
+
 /** The instance's most recent events, newest first. */
 export async function recentEvents(inst: string, max: number): Promise<KubeEvent[]> {
   const items = await proxyList<KubeEvent>(inst, '/api/v1/events?limit=500');

@@ -508,6 +508,7 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
       mount(
         live,
         h('p', {}, phaseBadge(i.status?.phase), ' ', h('span', { class: 'why' }, explanation(i.status?.conditions))),
+        h('p', { class: 'actions' }, h('a', { id: 'resources-link', href: `#/instances/${encodeURIComponent(inst)}/resources` }, 'All resources'), ' · ', h('a', { id: 'trace-any', href: `#/instances/${encodeURIComponent(inst)}/trace` }, 'Trace a template')),
         h('h3', {}, 'Member clusters'),
         table('clusters', ['Cluster', 'Ready', 'Version', 'Nodes', 'Allocated / allocatable', 'Taints', ''], clusterRows(inst, clusters, new Map((i.status?.sharedMembers ?? []).map((m) => [m.cluster ?? '', m.instances ?? []])), canAdmin, removals, () => void refresh(), report)),
         classSection(i),

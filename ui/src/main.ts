@@ -10,6 +10,7 @@ import { h, mount } from './dom';
 import { overviewTable } from './overview';
 import { instancePage } from './instance';
 import { tracePage } from './trace';
+import { resourcesPage } from './resources';
 import { actorsTable } from './actors';
 import { createForm } from './create';
 import { chaosPage } from './chaos';
@@ -114,7 +115,10 @@ async function route() {
   const inst = /^\/instances\/([^/]+)(?:\/workloads\/([^/]+)\/([^/]+))?$/.exec(hash);
   const search = /^\/search\?q=(.*)$/.exec(hash);
   const trace = /^\/instances\/([^/]+)\/trace(?:\/([^/]+)\/([^/]+)\/([^/]+))?$/.exec(hash);
-  if (trace) {
+  const resources = /^\/instances\/([^/]+)\/resources$/.exec(hash);
+  if (resources) {
+    poll(resourcesPage(page, decodeURIComponent(resources[1]), report));
+  } else if (trace) {
     const [, i, k, n, nm] = trace.map((x) => (x === undefined ? '' : decodeURIComponent(x)));
     poll(tracePage(page, i, k, n, nm, report));
   } else if (inst) {

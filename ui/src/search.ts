@@ -34,19 +34,27 @@ export function searchPage(root: Element, q: string) {
   const results = h('div', { id: 'search-results' });
   mount(root, h('h2', {}, `Search: ${q}`), results);
   const params: Record<string, string> = looksLikeSelector(q) ? { label_selector: q } : { name: q, name_match: 'NAME_MATCH_SUBSTRING' };
-  api
-    .search(params)
-    .then((r) => {
-      const hits = r.hits ?? [];
-      const notes = [
-        r.filtered && h('p', { class: 'muted' }, 'Some objects were left out: an instance does not let you list them.'),
-        (r.unavailableInstances ?? []).length > 0 && h('p', { class: 'muted' }, `Not searched now: ${(r.unavailableInstances ?? []).join(', ')}.`),
-      ];
-      if (hits.length === 0) return mount(results, h('p', { class: 'muted' }, 'Nothing found.'), ...notes);
-      const header = h('tr', {}, ...['Instance', 'Kind', 'Object', 'Ready', 'Placement', 'Labels'].map((c) => h('th', {}, c)));
-      mount(results, h('table', { id: 'hits' }, h('thead', {}, header), h('tbody', {}, ...hitRows(hits))), ...notes);
-    })
-    .catch((e) => mount(results, h('p', { class: 'error', role: 'alert' }, e instanceof ApiError ? `${e.status}: ${e.message}` : String(e))));
+  const here = location.hash;
+  // An instance that could not answer now (busy, over the caller's share) is asked again a
+  // few times, a little later, while the page stays open.
+  const run = (left: number) =>
+    api
+      .search(params)
+      .then((r) => {
+        if (location.hash !== here) return;
+        const hits = r.hits ?? [];
+        const missing = r.unavailableInstances ?? [];
+        const notes = [
+          r.filtered && h('p', { class: 'muted' }, 'Some objects were left out: an instance does not let you list them.'),
+          missing.length > 0 && h('p', { class: 'muted' }, `Not searched now: ${missing.join(', ')}${left > 0 ? ' (asking again)' : ''}.`),
+        ];
+        if (missing.length > 0 && left > 0) window.setTimeout(() => void run(left - 1), 2000);
+        if (hits.length === 0) return mount(results, h('p', { class: 'muted' }, 'Nothing found.'), ...notes);
+        const header = h('tr', {}, ...['Instance', 'Kind', 'Object', 'Ready', 'Placement', 'Labels'].map((c) => h('th', {}, c)));
+        mount(results, h('table', { id: 'hits' }, h('thead', {}, header), h('tbody', {}, ...hitRows(hits))), ...notes);
+      })
+      .catch((e) => mount(results, h('p', { class: 'error', role: 'alert' }, e instanceof ApiError ? `${e.status}: ${e.message}` : String(e))));
+  void run(3);
 }
 
 /** The search box in the header: Enter opens the results page. */

@@ -84,7 +84,10 @@ export function tracePage(root: Element, inst: string, kind: string, ns: string,
   if (!name) return async () => undefined;
   return async () => {
     try {
-      const t = await api.trace(inst, { kind, namespace: ns === '_' ? '' : ns, name });
+      // `Kind.version.group` or `Kind.group`, as kubectl writes a kind.
+      const [k0, ...rest] = kind.split('.');
+      const versioned = rest.length > 1 && /^v\d/.test(rest[0]);
+      const t = await api.trace(inst, { kind: k0, version: versioned ? rest[0] : '', group: (versioned ? rest.slice(1) : rest).join('.'), namespace: ns === '_' ? '' : ns, name });
       mount(slot, tracePicture(t), ...details(t));
     } catch (e) {
       // Said here, where the form is, rather than in the page's banner.

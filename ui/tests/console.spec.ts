@@ -229,6 +229,44 @@ test('a member cluster joined to two instances is flagged on both', async ({ pag
   await expect(page.locator('#clusters tr[data-cluster="member1"] .tag.shared')).toHaveCount(0, { timeout: 30_000 });
 });
 
+test('all resources, kind by kind: YAML, a Secret by its keys only, CRDs and their objects, Works without YAML', async ({ page }) => {
+  await signIn(page, endpoints.tokens.admin);
+  const proxy = `${endpoints.http}/apis/kairship.io/v1alpha1/instances/${names[0]}/proxy`;
+  const headers = { authorization: `Bearer ${endpoints.tokens.admin}`, 'content-type': 'application/json' };
+  const value = 'resource-page-secret-never-shown';
+  expect((await page.request.post(`${proxy}/api/v1/namespaces/default/configmaps`, { headers, data: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'console-cm' }, data: { color: 'blue' } } })).status()).toBe(201);
+  expect((await page.request.post(`${proxy}/api/v1/namespaces/default/secrets`, { headers, data: { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'console-keys' }, stringData: { token: value } } })).status()).toBe(201);
+  await page.goto(`${endpoints.http}/ui/#/instances/${names[0]}`);
+  await page.locator('#resources-link').click();
+  const tab = (name: string) => page.locator(`#resource-tabs button[data-tab="${name}"]`).click();
+  const row = (name: string) => page.locator(`#resource-table tr[data-name="${name}"]`);
+  await tab('ConfigMaps');
+  await row('console-cm').locator('button', { hasText: 'YAML' }).click();
+  await expect(page.locator('#resource-yaml')).toContainText('color: blue');
+  await tab('Secrets');
+  await expect(row('console-keys').locator('button', { hasText: 'YAML' })).toHaveCount(0);
+  await row('console-keys').locator('button', { hasText: 'Keys' }).click();
+  await expect(page.locator('#resource-yaml')).toContainText('- token');
+  expect(await page.content()).not.toContain(value);
+  await tab('CRDs');
+  await row('propagationpolicies.policy.karmada.io').locator('button', { hasText: 'Objects' }).click();
+  await row('nginx-propagation').locator('button', { hasText: 'YAML' }).click();
+  await expect(page.locator('#resource-yaml')).toContainText('kind: PropagationPolicy');
+  await tab('ResourceBindings');
+  await expect(row('nginx-deployment')).toBeVisible();
+  await tab('Works');
+  await expect(page.locator('#resource-table tbody tr').first()).toBeVisible();
+  await expect(page.locator('#resource-table button', { hasText: 'YAML' })).toHaveCount(0);
+  expect(await page.content()).not.toContain(value);
+  // A ConfigMap's trace, from its row.
+  await tab('ConfigMaps');
+  await row('console-cm').locator('a.trace-link').click();
+  await expect(page.locator('#trace-picture [data-step="ConfigMap"]')).toContainText('default/console-cm');
+  await expect(page.locator('#trace-picture [data-step="ConfigMap"]')).toContainText('keys: color');
+  await page.request.delete(`${proxy}/api/v1/namespaces/default/configmaps/console-cm`, { headers });
+  await page.request.delete(`${proxy}/api/v1/namespaces/default/secrets/console-keys`, { headers });
+});
+
 test('the search box finds nginx in every instance and links to it', async ({ page }) => {
   await signIn(page, endpoints.tokens.admin);
   await page.locator('#search').fill('app=nginx');
