@@ -147,24 +147,7 @@ fn condition(
     message: String,
     now: &str,
 ) -> Condition {
-    let status = match ok {
-        Some(true) => "True",
-        Some(false) => "False",
-        None => "Unknown",
-    };
-    let since = before
-        .iter()
-        .find(|c| c.type_ == type_ && c.status == status)
-        .map(|c| c.last_transition_time.clone())
-        .unwrap_or_else(|| now.to_string());
-    Condition {
-        type_: type_.into(),
-        status: status.into(),
-        reason: reason.into(),
-        message,
-        last_transition_time: since,
-        observed_generation: None,
-    }
+    crate::status::condition(before, type_, ok, reason, &message, None, now)
 }
 
 /// The `SharedMember` condition for a member also joined to `others` (instance names).

@@ -67,7 +67,7 @@ pub fn components_said(failing: Option<&str>) -> (bool, &'static str, &str) {
 }
 
 /// A condition whose `lastTransitionTime` moves only when its status does.
-fn condition(
+pub fn condition(
     prev: &[Condition],
     type_: &str,
     ok: Option<bool>,

@@ -166,3 +166,29 @@ pub(super) fn placement_of(name: String, rb: &Value) -> proto::Placement {
         evictions: super::failover::in_progress(rb),
     }
 }
+
+/// The Works in cluster `cluster`'s execution namespace (`karmada-es-<cluster>`), read live
+/// as the caller: Works carry the manifests they propagate, Secrets' data included, so
+/// only those the instance lets read them do.
+pub(super) async fn works_of(
+    on: &OnInstance,
+    cluster: &str,
+) -> Result<kube::api::ObjectList<DynamicObject>, crate::error::ApiError> {
+    let works = kube::discovery::ApiResource {
+        group: "work.karmada.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "work.karmada.io/v1alpha1".into(),
+        kind: "Work".into(),
+        plural: "works".into(),
+    };
+    let what = format!(
+        "instance {:?}: the Works of cluster {cluster}",
+        on.instance()
+    );
+    let namespace = format!("karmada-es-{cluster}");
+    on.live(&what, |client| {
+        let api: kube::Api<DynamicObject> = kube::Api::namespaced_with(client, &namespace, &works);
+        async move { api.list(&Default::default()).await }
+    })
+    .await
+}

@@ -515,30 +515,15 @@ async fn works(
     ns: &str,
     unavailable: &mut Vec<String>,
 ) -> Vec<proto::TracedWork> {
-    let works = resource("work.karmada.io", "v1alpha1", "Work", "works");
     let mut clusters: Vec<String> = binding.clusters.iter().map(|c| c.name.clone()).collect();
     for a in &binding.aggregated_status {
         if !clusters.contains(&a.cluster_name) {
             clusters.push(a.cluster_name.clone());
         }
     }
-    let reads = clusters.iter().map(|cluster| {
-        let namespace = format!("karmada-es-{cluster}");
-        let what = format!(
-            "instance {:?}: the Works of cluster {cluster}",
-            on.instance()
-        );
-        let works = works.clone();
-        async move {
-            let listed = on
-                .live(&what, |client| {
-                    let api: kube::Api<DynamicObject> =
-                        kube::Api::namespaced_with(client, &namespace, &works);
-                    async move { api.list(&Default::default()).await }
-                })
-                .await;
-            (cluster.clone(), namespace, listed)
-        }
+    let reads = clusters.iter().map(|cluster| async move {
+        let listed = super::beside::works_of(on, cluster).await;
+        (cluster.clone(), format!("karmada-es-{cluster}"), listed)
     });
     let mut out = Vec::new();
     for (cluster, namespace, listed) in futures::future::join_all(reads).await {

@@ -124,30 +124,11 @@ async fn overrides(
     o: &DynamicObject,
     placement: &proto::Placement,
 ) -> Result<Vec<proto::ClusterOverrides>, ApiError> {
-    let works = kube::discovery::ApiResource {
-        group: "work.karmada.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "work.karmada.io/v1alpha1".into(),
-        kind: "Work".into(),
-        plural: "works".into(),
-    };
     let template = serde_json::to_value(o).unwrap_or_default();
     let ns = o.metadata.namespace.clone().unwrap_or_default();
     let mut out = Vec::new();
     for target in &placement.clusters {
-        let what = format!(
-            "instance {:?}: the Works of cluster {}",
-            on.instance(),
-            target.name
-        );
-        let namespace = format!("karmada-es-{}", target.name);
-        let listed = on
-            .live(&what, |client| {
-                let api: kube::Api<DynamicObject> =
-                    kube::Api::namespaced_with(client, &namespace, &works);
-                async move { api.list(&Default::default()).await }
-            })
-            .await;
+        let listed = super::beside::works_of(on, &target.name).await;
         let listed = match listed {
             Ok(l) => l,
             // Works carry the manifests they propagate, Secrets' data included: only
