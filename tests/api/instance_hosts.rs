@@ -12,16 +12,8 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::auth::{ADMIN, VIEWER};
+use crate::proxy::ok;
 use crate::server::Api;
-
-fn ok(out: std::process::Output) -> String {
-    assert!(
-        out.status.success(),
-        "kubectl failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn json(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("JSON ({e}): {text}"))

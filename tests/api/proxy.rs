@@ -14,7 +14,7 @@ fn kubectl(api: &Api, instance: &str, args: &[&str]) -> std::process::Output {
     api.kubectl_with(&api.proxy_kubeconfig(instance), args)
 }
 
-fn ok(out: std::process::Output) -> String {
+pub(crate) fn ok(out: std::process::Output) -> String {
     assert!(
         out.status.success(),
         "kubectl failed: {}",

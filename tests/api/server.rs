@@ -152,15 +152,7 @@ impl Api {
         .expect("domain");
         let kc = kairship_wire::kubeconfig::build(instance, &self.https, &self.ca_pem, token);
         let kc = kairship_wire::kubeconfig::with_tls_server_name(kc, &hosts.host_of(instance));
-        let digest: String = token.bytes().take(8).map(|b| format!("{b:02x}")).collect();
-        let path = self
-            .env
-            .sim
-            .dir
-            .path()
-            .join(format!("host-{instance}-{digest}.kubeconfig"));
-        kairship_wire::kubeconfig::write(&path, &kc).expect("write kubeconfig");
-        path
+        self.written("host", instance, token, &kc)
     }
 
     /// A proxy kubeconfig carrying `token`.
@@ -170,14 +162,19 @@ impl Api {
             self.https
         );
         let kc = kairship_wire::kubeconfig::build(instance, &server, &self.ca_pem, token);
+        self.written("proxy", instance, token, &kc)
+    }
+
+    /// `kc` written once per form, instance and token.
+    fn written(&self, form: &str, instance: &str, token: &str, kc: &serde_json::Value) -> PathBuf {
         let digest: String = token.bytes().take(8).map(|b| format!("{b:02x}")).collect();
         let path = self
             .env
             .sim
             .dir
             .path()
-            .join(format!("proxy-{instance}-{digest}.kubeconfig"));
-        kairship_wire::kubeconfig::write(&path, &kc).expect("write kubeconfig");
+            .join(format!("{form}-{instance}-{digest}.kubeconfig"));
+        kairship_wire::kubeconfig::write(&path, kc).expect("write kubeconfig");
         path
     }
 
