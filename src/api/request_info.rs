@@ -156,6 +156,9 @@ pub fn first(query: &str, name: &str) -> Option<String> {
         .map(|(_, v)| v)
 }
 
+/// Kairship's own API group's paths, served as they are on an instance's host too.
+const KAIRSHIP_APIS: &str = "/apis/kairship.io/";
+
 /// Where a request arrived: the instance hosts served there (if any) and the TLS server
 /// name its connection was opened with.
 #[derive(Debug, Clone, Copy, Default)]
@@ -188,23 +191,29 @@ pub fn at_edge<B>(mut req: http::Request<B>, edge: Edge<'_>) -> Result<http::Req
             .instance_of(edge.sni, host)
             .map_err(|e| refused(Surface::Proxy, e))?;
         if let Some(instance) = instance {
-            surface = Surface::Proxy;
             let now = path.as_deref().unwrap_or(req.uri().path());
             path = match proxied(now) {
                 // Already in the path form (a kubeconfig with both): the same instance.
                 Some((named, _)) if named == instance => path,
                 Some((named, _)) => {
                     return Err(refused(
-                        surface,
+                        Surface::Proxy,
                         ApiError::Misdirected(format!(
                             "this connection is for instance {instance:?}, the path for {named:?}"
                         )),
                     ))
                 }
-                None => Some(format!(
-                    "{}/instances/{instance}/proxy{now}",
-                    crate::api::API_PREFIX
-                )),
+                // Kairship's own API answers on every name it serves (no Karmada instance
+                // serves kairship.io): a client of its REST API may reuse an instance's
+                // kubeconfig, server name included.
+                None if now.starts_with(KAIRSHIP_APIS) => path,
+                None => {
+                    surface = Surface::Proxy;
+                    Some(format!(
+                        "{}/instances/{instance}/proxy{now}",
+                        crate::api::API_PREFIX
+                    ))
+                }
             };
         }
     }

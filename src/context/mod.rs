@@ -205,11 +205,9 @@ pub struct Context {
     pub rollouts: crate::host::rollouts::FleetRollouts,
     /// The host's InstanceClasses.
     pub classes: crate::host::watched::Watched<crate::crd::InstanceClass>,
-    /// The metadata of Kairship's ClusterProfiles in the host (`cluster_profiles`): which
-    /// instances hold each member.
-    pub cluster_profiles: crate::host::watched::Watched<
-        kube::core::PartialObjectMeta<crate::crd::cluster_profile::ClusterProfile>,
-    >,
+    /// Which instances hold each member cluster, from the metadata of Kairship's
+    /// ClusterProfiles in the host (`controllers::cluster_profiles`).
+    pub cluster_profiles: crate::host::member_index::MemberIndex,
     /// Turns for instance actors connecting and filling their caches
     /// ([`Settings::starting_at_once`] at once).
     pub starts: Arc<tokio::sync::Semaphore>,

@@ -233,10 +233,6 @@ pub fn status(
     }
 }
 
-fn label<'a>(p: &'a ClusterProfile, key: &str) -> Option<&'a str> {
-    p.metadata.labels.as_ref()?.get(key).map(String::as_str)
-}
-
 /// What a pass found: for each shared member, the other instances it is a member of.
 pub struct Published {
     shared: BTreeMap<String, BTreeSet<String>>,
@@ -286,6 +282,7 @@ impl Controller for ClusterProfiles {
             return Next::Idle;
         }
         self.publishing = Some(seen);
+        let peers = peers_now(scope, &members);
         let host = scope.ctx.host.clone();
         let namespace = scope.ctx.settings.managed_namespace.clone();
         let instance = scope.name.to_string();
@@ -294,7 +291,7 @@ impl Controller for ClusterProfiles {
             ControllerError::host_call(
                 "publishing the member clusters as ClusterProfiles",
                 timeout * 4,
-                publish(host, &namespace, &instance, members),
+                publish(host, &namespace, &instance, members, peers),
             )
             .await
         }))
@@ -342,156 +339,179 @@ impl Controller for ClusterProfiles {
     }
 }
 
-/// A digest of what a pass would publish: the members, and the other instances holding
-/// each (from the process's watch of the profiles' metadata: no call to the host).
+/// A digest of what a pass would publish: the members, and the other instances' profiles
+/// of them (from the process's watch of the profiles' metadata: no call to the host).
 fn looked_at(scope: &Scope<'_>, members: Option<&[Member]>) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     members.hash(&mut h);
-    let ids: BTreeSet<&String> = members
-        .into_iter()
-        .flatten()
-        .filter_map(|m| m.id.as_ref())
-        .collect();
-    let mut holders: Vec<(String, String)> = scope
-        .ctx
-        .cluster_profiles
-        .store()
-        .state()
-        .iter()
-        .filter_map(|p| {
-            let labels = p.metadata.labels.as_ref()?;
-            let (id, holder) = (labels.get(MEMBER_LABEL)?, labels.get(INSTANCE_LABEL)?);
-            (ids.contains(id) && holder != scope.name).then(|| (id.clone(), holder.clone()))
-        })
-        .collect();
-    holders.sort();
-    holders.hash(&mut h);
+    for p in peers_now(scope, members.unwrap_or_default()) {
+        (p.name, p.instance, p.id).hash(&mut h);
+    }
     h.finish()
 }
 
-/// Applies the profiles of `members`, deletes those of clusters that left, and sets
-/// `SharedMember` on every profile of a member this instance shares with another.
+/// Another instance's profile of one of this instance's members (now or until this pass),
+/// as the process's watch of the profiles' metadata shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    name: String,
+    instance: String,
+    id: String,
+}
+
+/// The other instances' profiles of the members this instance has, or had a profile of
+/// (a lookup per member in the process's index: no call to the host).
+fn peers_now(scope: &Scope<'_>, members: &[Member]) -> Vec<Peer> {
+    let index = &scope.ctx.cluster_profiles;
+    let mut ids: BTreeSet<String> = index.ids_of(scope.name);
+    ids.extend(members.iter().filter_map(|m| m.id.clone()));
+    let mut out: Vec<Peer> = index
+        .holding(&ids)
+        .into_iter()
+        .flat_map(|(id, held)| {
+            held.into_iter()
+                .filter(|h| h.instance != scope.name)
+                .map(move |h| Peer {
+                    name: h.name,
+                    instance: h.instance,
+                    id: id.clone(),
+                })
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// Applies the profiles of `members` that differ from what the host holds, deletes those
+/// of clusters that left, and sets `SharedMember` on the other instances' profiles of the
+/// members this instance shares (or stopped sharing). Calls to the host scale with this
+/// instance's members and the profiles that changed, not with the fleet.
 async fn publish(
     host: kube::Client,
     namespace: &str,
     instance: &str,
     members: Vec<Member>,
+    peers: Vec<Peer>,
 ) -> Result<Published, kube::Error> {
     let api: Api<ClusterProfile> = Api::namespaced(host, namespace);
-    let all = api
-        .list(&ListParams::default().labels(&format!("{MANAGER_LABEL}={MANAGER}")))
+    let ours = api
+        .list(&ListParams::default().labels(&format!("{INSTANCE_LABEL}={instance}")))
         .await?
         .items;
     let now = jiff::Timestamp::now().to_string();
     let params = PatchParams::apply("kairship-cluster-profiles").force();
-    // Each member id's instances, as they will be after this pass.
-    let mut holders: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for p in &all {
-        if let (Some(id), Some(i)) = (label(p, MEMBER_LABEL), label(p, INSTANCE_LABEL)) {
-            if i != instance {
-                holders
-                    .entry(id.to_string())
-                    .or_default()
-                    .insert(i.to_string());
-            }
-        }
-    }
     let others = |id: &Option<String>| -> BTreeSet<String> {
-        id.as_ref()
-            .and_then(|i| holders.get(i))
-            .cloned()
-            .unwrap_or_default()
+        peers
+            .iter()
+            .filter(|p| Some(&p.id) == id.as_ref())
+            .map(|p| p.instance.clone())
+            .collect()
     };
     let mut flagged = BTreeMap::new();
     for m in &members {
-        let p = profile(instance, namespace, m);
+        let want = profile(instance, namespace, m);
         let name = profile_name(instance, &m.cluster);
-        api.patch(&name, &params, &Patch::Apply(&p)).await?;
-        let before = all
+        let have = ours
             .iter()
-            .find(|x| x.metadata.name.as_deref() == Some(&name))
+            .find(|x| x.metadata.name.as_deref() == Some(&name));
+        let labelled = |h: &ClusterProfile| {
+            let l = h.metadata.labels.clone().unwrap_or_default();
+            want.metadata
+                .labels
+                .iter()
+                .flatten()
+                .all(|(k, v)| l.get(k) == Some(v))
+                && l.get(MEMBER_LABEL) == m.id.as_ref()
+        };
+        if !have.is_some_and(|h| h.spec == want.spec && labelled(h)) {
+            api.patch(&name, &params, &Patch::Apply(&want)).await?;
+        }
+        let before = have
             .and_then(|x| x.status.as_ref())
             .map(|s| s.conditions.clone())
             .unwrap_or_default();
         let others = others(&m.id);
         let st = status(m, &others, &before, &now);
-        let body = json!({"apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ClusterProfile", "status": st});
-        api.patch_status(&name, &params, &Patch::Apply(&body))
-            .await?;
+        if have.and_then(|h| h.status.as_ref()) != Some(&st) {
+            let body = json!({"apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ClusterProfile", "status": st});
+            api.patch_status(&name, &params, &Patch::Apply(&body))
+                .await?;
+        }
         if !others.is_empty() {
             flagged.insert(m.cluster.clone(), others);
         }
     }
-    let ours: BTreeSet<String> = members
+    // A cluster that left: its profile goes.
+    let kept: BTreeSet<String> = members
         .iter()
         .map(|m| profile_name(instance, &m.cluster))
         .collect();
-    let our_ids: BTreeSet<&String> = members.iter().filter_map(|m| m.id.as_ref()).collect();
-    for p in &all {
+    for p in &ours {
         let name = p.metadata.name.clone().unwrap_or_default();
-        match label(p, INSTANCE_LABEL) {
-            // A cluster that left: its profile goes.
-            Some(i) if i == instance && !ours.contains(&name) => {
-                match api.delete(&name, &DeleteParams::default()).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(s)) if s.code == 404 => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            // Another instance's profile of a member: its flag as it now stands.
-            Some(i) if i != instance => {
-                let Some(id) = label(p, MEMBER_LABEL) else {
-                    continue;
-                };
-                let mut with: BTreeSet<String> = all
-                    .iter()
-                    .filter(|q| label(q, MEMBER_LABEL) == Some(id))
-                    .filter_map(|q| label(q, INSTANCE_LABEL))
-                    .filter(|x| *x != i && *x != instance)
-                    .map(String::from)
-                    .collect();
-                if our_ids.contains(&id.to_string()) {
-                    with.insert(instance.to_string());
-                }
-                let conditions = p
-                    .status
-                    .as_ref()
-                    .map(|s| s.conditions.clone())
-                    .unwrap_or_default();
-                let flag = shared(&conditions, &with, &now);
-                if conditions.iter().any(|c| {
-                    c.type_ == SHARED && c.status == flag.status && c.message == flag.message
-                }) {
-                    continue;
-                }
-                let mut next: Vec<Condition> = conditions
-                    .into_iter()
-                    .filter(|c| c.type_ != SHARED)
-                    .collect();
-                next.push(flag);
-                // Merge: the other instance's own fields stay as its controller wrote them.
-                let body = json!({"metadata": {"resourceVersion": p.metadata.resource_version}, "status": {"conditions": next}});
-                match api
-                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
-                    .await
-                {
-                    // Written meanwhile by its own controller: its next pass decides.
-                    Ok(_) => {}
-                    Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            _ => {}
+        if kept.contains(&name) {
+            continue;
+        }
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    // Another instance's profile of a member: its flag as it now stands.
+    let our_ids: BTreeSet<&String> = members.iter().filter_map(|m| m.id.as_ref()).collect();
+    for peer in &peers {
+        let mut with: BTreeSet<String> = peers
+            .iter()
+            .filter(|q| q.id == peer.id && q.instance != peer.instance)
+            .map(|q| q.instance.clone())
+            .collect();
+        if our_ids.contains(&peer.id) {
+            with.insert(instance.to_string());
+        }
+        let Some(p) = api.get_opt(&peer.name).await? else {
+            continue;
+        };
+        let conditions = p
+            .status
+            .as_ref()
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default();
+        let flag = shared(&conditions, &with, &now);
+        if conditions
+            .iter()
+            .any(|c| c.type_ == SHARED && c.status == flag.status && c.message == flag.message)
+        {
+            continue;
+        }
+        let mut next: Vec<Condition> = conditions
+            .into_iter()
+            .filter(|c| c.type_ != SHARED)
+            .collect();
+        next.push(flag);
+        // Merge: the other instance's own fields stay as its controller wrote them.
+        let body = json!({"metadata": {"resourceVersion": p.metadata.resource_version}, "status": {"conditions": next}});
+        match api
+            .patch_status(&peer.name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+        {
+            // Written meanwhile by its own controller: its next pass decides.
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(Published { shared: flagged })
 }
 
-/// The process's watch of Kairship's profiles (their metadata: labels say the rest).
-pub fn watch(
-    host: &kube::Client,
-) -> crate::host::watched::Watched<kube::core::PartialObjectMeta<ClusterProfile>> {
-    crate::host::watched::Watched::start_labelled(host, &format!("{MANAGER_LABEL}={MANAGER}"))
+/// The process's index of Kairship's profiles by member (their metadata: labels say the
+/// rest).
+pub fn watch(host: &kube::Client) -> crate::host::member_index::MemberIndex {
+    crate::host::member_index::MemberIndex::start(
+        host,
+        &format!("{MANAGER_LABEL}={MANAGER}"),
+        MEMBER_LABEL,
+        INSTANCE_LABEL,
+    )
 }
 
 /// Deletes a deleted instance's profiles (the manager's cleanup). Another instance's

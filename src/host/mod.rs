@@ -10,6 +10,7 @@ pub mod instance_informer;
 pub mod karmada;
 pub mod kubeconfig;
 pub mod leader;
+pub mod member_index;
 pub mod rollouts;
 pub mod scope;
 pub mod shards;

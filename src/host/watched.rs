@@ -1,6 +1,5 @@
 //! A host resource watched once per process into a reflector store, for readers that
-//! only look things up (FleetRollouts, InstanceClasses; Kairship's ClusterProfiles'
-//! metadata). A host without the resource's
+//! only look things up (FleetRollouts, InstanceClasses). A host without the resource's
 //! CRD is retried with backoff, logged once per failing stretch.
 
 use std::fmt::Debug;
@@ -78,19 +77,6 @@ impl<K> Watched<K>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
-    /// Only the objects labelled `labels` (a label selector). A `PartialObjectMeta<_>`
-    /// kind is watched as metadata alone, at a fraction of the objects' memory.
-    pub fn start_labelled(host: &kube::Client, labels: &str) -> Self {
-        let api: Api<K> = Api::all(host.clone());
-        let (store, writer) = reflector::store();
-        let config = watcher::Config::default().labels(labels);
-        let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
-        Self {
-            store,
-            _task: Arc::new(AbortOnDrop(drive(stream, K::kind(&()).to_string()))),
-        }
-    }
-
     pub fn store(&self) -> &Store<K> {
         &self.store
     }

@@ -200,6 +200,17 @@ async fn a_request_for_another_host_than_its_connection_is_refused() {
     // ... and naming the same one is the demo's kubeconfig: answered.
     let same = "/apis/kairship.io/v1alpha1/instances/karmada-1/proxy/version";
     assert_eq!(raw_get(&api, one, one, same).await.0, 200);
+    // Kairship's own REST API answers on an instance's host too (a REST client reusing an
+    // instance's kubeconfig), for any instance.
+    let (code, body) = raw_get(
+        &api,
+        one,
+        one,
+        "/apis/kairship.io/v1alpha1/instances/karmada-2",
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(json(&body)["metadata"]["name"], "karmada-2");
     // Under the domain but not an instance's host.
     let deep = "a.b.kairship.localtest";
     assert_eq!(raw_get(&api, "localhost", deep, "/version").await.0, 404);
