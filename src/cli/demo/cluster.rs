@@ -283,6 +283,7 @@ pub fn chart_values(image: &str, degraded_after_secs: u64) -> Result<Vec<String>
         format!("image.repository={repository}"),
         format!("image.tag={tag}"),
         format!("service.clusterIP={SERVICE_IP}"),
+        format!("instanceDomain={}", instance_hosts().domain()),
         "auth.tokenFile.secretName=kairship-auth".to_string(),
         "auth.webhookSecret.secretName=kairship-auth".to_string(),
         format!("instanceDegradedAfterSeconds={degraded_after_secs}"),
@@ -351,6 +352,7 @@ async fn install_and_serve(
         format!("{RELEASE}.{NAMESPACE}"),
         service.clone(),
         format!("{service}.cluster.local"),
+        instance_hosts().wildcard(),
     ];
     let cert = kairship_wire::tls::generate_for("kairship", &names).map_err(usage)?;
     apply_secret(
@@ -477,9 +479,7 @@ async fn install_and_serve(
             metrics: Some(format!("http://{SERVICE_IP}:8080/metrics")),
             host_kubeconfig: &host_kubeconfig,
             names: &instance_names,
-            // The path form only: through the Service, the host form answered kubectl's
-            // discovery with an empty 403 (not understood yet; see the README).
-            instance_hosts: None,
+            instance_hosts: Some(&instance_hosts()),
             admin: &tokens.admin,
             viewer: &tokens.viewer,
             replicas: Vec::new(),
@@ -508,4 +508,10 @@ async fn install_and_serve(
     println!("Press Ctrl-C to stop (everything the node made is removed).");
     std::future::pending::<()>().await;
     Ok(())
+}
+
+/// The instances' own hosts (the demo's domain; the certificate covers them).
+fn instance_hosts() -> crate::api::instance_hosts::InstanceHosts {
+    crate::api::instance_hosts::InstanceHosts::new(crate::api::instance_hosts::DEMO_DOMAIN)
+        .unwrap_or_else(|e| unreachable!("the demo's domain is valid: {e}"))
 }
