@@ -70,7 +70,13 @@ pub fn stats(s: &crd::InstanceStats, last_sync: Option<&str>) -> proto::Instance
     }
 }
 
-pub fn instance(i: &crd::Instance) -> proto::Instance {
+/// The name standing for an instance the caller may not view, where a shared member names
+/// it: that one exists is said, not which.
+pub const HIDDEN_INSTANCE: &str = "(an instance you may not view)";
+
+/// `i` as `visible` lets its caller see it: the other instances of a shared member are
+/// named only where the caller may view them.
+pub fn instance(i: &crd::Instance, visible: &dyn Fn(&str) -> bool) -> proto::Instance {
     let spec = &i.spec;
     let karmada = spec.managed.as_ref().and_then(|m| m.karmada_spec.as_ref());
     let status = i.status.as_ref().map(|s| proto::InstanceStatus {
@@ -108,7 +114,14 @@ pub fn instance(i: &crd::Instance) -> proto::Instance {
             .iter()
             .map(|m| proto::SharedMember {
                 cluster: m.cluster.clone(),
-                instances: m.instances.clone(),
+                instances: m
+                    .instances
+                    .iter()
+                    .map(|o| match visible(o) {
+                        true => o.clone(),
+                        false => HIDDEN_INSTANCE.to_string(),
+                    })
+                    .collect(),
             })
             .collect(),
         drift: s
@@ -450,4 +463,25 @@ pub fn taints(v: &Value) -> Vec<proto::Taint> {
             time_added: str_at(t, "/timeAdded"),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_members_name_only_the_instances_the_caller_may_view() {
+        let mut i = crate::controllers::testing::instance("team-a");
+        i.status = Some(crd::InstanceStatus {
+            shared_members: vec![crd::SharedMember {
+                cluster: "member1".into(),
+                instances: vec!["team-b".into(), "secret-team".into()],
+            }],
+            ..Default::default()
+        });
+        let shown = instance(&i, &|name: &str| name != "secret-team");
+        let members = shown.status.map(|s| s.shared_members).unwrap_or_default();
+        assert_eq!(members.len(), 1);
+        assert_eq!(members[0].instances, ["team-b", HIDDEN_INSTANCE]);
+    }
 }

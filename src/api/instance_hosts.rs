@@ -136,10 +136,6 @@ pub fn host_of<B>(req: &http::Request<B>) -> Option<&str> {
     })
 }
 
-/// The TLS server name a connection was opened with, as the edge hands it to requests.
-#[derive(Debug, Clone)]
-pub struct ServerName(pub std::sync::Arc<str>);
-
 #[cfg(test)]
 mod tests {
     use super::*;

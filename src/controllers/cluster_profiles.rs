@@ -238,25 +238,41 @@ pub struct Published {
     shared: BTreeMap<String, BTreeSet<String>>,
 }
 
+/// A Cluster's name and the version of it last seen.
+type Version = (String, u64);
+
 #[derive(Default)]
 pub struct ClusterProfiles {
     /// What the last pass published (`looked_at`), and what the pass under way will.
     published: Option<u64>,
     publishing: Option<u64>,
     resync: std::time::Duration,
+    /// The members as last decoded, with the Clusters' names and versions they came from:
+    /// `watches` runs at every tick, and a Cluster is decoded again only when it changed.
+    decoded: parking_lot::Mutex<(Vec<Version>, Vec<Member>)>,
 }
 
 /// The members the Cluster cache holds now, in name order.
-fn members_now(scope: &Scope<'_>) -> Option<Vec<Member>> {
-    let clusters = scope.clusters?;
-    let mut out: Vec<Member> = clusters
-        .state()
-        .iter()
-        .filter_map(|c| serde_json::from_slice::<Value>(c.json()).ok())
-        .map(|c| member(scope.name, &c))
-        .collect();
-    out.sort_by(|a, b| a.cluster.cmp(&b.cluster));
-    Some(out)
+impl ClusterProfiles {
+    /// The members the Cluster cache holds now, in name order.
+    fn members_now(&self, scope: &Scope<'_>) -> Option<Vec<Member>> {
+        let clusters = scope.clusters?.state();
+        let versions: Vec<Version> = clusters
+            .iter()
+            .map(|c| (c.name().to_string(), c.resource_version()))
+            .collect();
+        let mut memo = self.decoded.lock();
+        if memo.0 != versions {
+            let mut out: Vec<Member> = clusters
+                .iter()
+                .filter_map(|c| serde_json::from_slice::<Value>(c.json()).ok())
+                .map(|c| member(scope.name, &c))
+                .collect();
+            out.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+            *memo = (versions, out);
+        }
+        Some(memo.1.clone())
+    }
 }
 
 impl Controller for ClusterProfiles {
@@ -273,7 +289,7 @@ impl Controller for ClusterProfiles {
         if !observed.lifecycle.synced() {
             return Next::Idle;
         }
-        let Some(members) = members_now(scope) else {
+        let Some(members) = self.members_now(scope) else {
             return Next::Idle;
         };
         self.resync = scope.ctx.settings.controller_resync;
@@ -305,9 +321,15 @@ impl Controller for ClusterProfiles {
                 let said: Vec<String> = found
                     .shared
                     .iter()
+                    // Counted, not named: the condition is read by the instance's viewers,
+                    // who may not view the others (status.sharedMembers names them, per
+                    // caller, through the API).
                     .map(|(cluster, others)| {
-                        let o: Vec<&str> = others.iter().map(String::as_str).collect();
-                        format!("{cluster} (also in {})", o.join(", "))
+                        let n = others.len();
+                        format!(
+                            "{cluster} (also in {n} other instance{})",
+                            if n == 1 { "" } else { "s" }
+                        )
                     })
                     .collect();
                 report.say(
@@ -335,7 +357,7 @@ impl Controller for ClusterProfiles {
     /// What it would publish (a member joining, leaving, going NotReady), and which other
     /// instances hold its members (another instance joining one of them).
     fn watches(&self, scope: &Scope<'_>, _: &Observed, key: &mut dyn Hasher) {
-        key.write_u64(looked_at(scope, members_now(scope).as_deref()));
+        key.write_u64(looked_at(scope, self.members_now(scope).as_deref()));
     }
 }
 

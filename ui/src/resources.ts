@@ -8,6 +8,9 @@ import { stringify } from 'yaml';
 import { api, proxyGet, proxyTable, type KubeTable } from './client';
 import { h, mount } from './dom';
 
+/** Objects listed per kind. */
+const LISTED = 500;
+
 /** A kind the page lists: its tab, where it is listed, what `trace` calls it. */
 type Kind = { tab: string; path: string; kind: string; group: string; version: string; yaml: boolean; trace: boolean; namespaced: boolean };
 
@@ -83,7 +86,8 @@ export function resourcesPage(root: Element, inst: string, report: (e: unknown) 
     mount(tabs, [...KINDS, ...(KINDS.includes(k) ? [] : [k])].map((x) => h('button', { class: `small${x === k ? ' primary' : ''}`, 'data-tab': x.tab, onclick: () => void show(x) }, x.tab)));
     mount(detail);
     try {
-      const t = await proxyTable(inst, k.path);
+      // The first page: an instance can hold many thousands of one kind.
+      const t = await proxyTable(inst, `${k.path}?limit=${LISTED}`);
       mount(slot, tableView(inst, k, t, (ns, name) => void open(k, ns, name), (crd) => void custom(crd)));
     } catch (e) {
       mount(slot, h('p', { class: 'error', id: 'resources-error' }, (e as Error).message));

@@ -265,7 +265,8 @@ impl InstanceService for Instances {
                 self.api().create(&PostParams::default(), &obj),
             )
             .await?;
-        Ok(Response::new(convert::instance(&created)))
+        let visible = self.0.auth.viewer(authorized.caller());
+        Ok(Response::new(convert::instance(&created, &visible)))
     }
 
     async fn get_instance(
@@ -277,7 +278,8 @@ impl InstanceService for Instances {
         check_name("name", &name)?;
         authorized.instance(&name)?;
         let inst = self.0.instance(&name)?;
-        Ok(Response::new(convert::instance(&inst)))
+        let visible = self.0.auth.viewer(authorized.caller());
+        Ok(Response::new(convert::instance(&inst, &visible)))
     }
 
     async fn list_instances(
@@ -297,7 +299,7 @@ impl InstanceService for Instances {
             .map(|i| {
                 (
                     i.metadata.name.clone().unwrap_or_default(),
-                    convert::instance(&i),
+                    convert::instance(&i, &visible),
                 )
             })
             .collect();
@@ -357,7 +359,8 @@ impl InstanceService for Instances {
             .0
             .host_call(&what, api.patch(&name, &params, &patch))
             .await?;
-        Ok(Response::new(convert::instance(&updated)))
+        let visible = self.0.auth.viewer(authorized.caller());
+        Ok(Response::new(convert::instance(&updated, &visible)))
     }
 
     async fn delete_instance(
@@ -409,8 +412,9 @@ impl InstanceService for Instances {
         req: Request<proto::HibernateInstanceRequest>,
     ) -> Result<Response<proto::Instance>, Status> {
         on_instance_named(&req, &req.get_ref().name)?;
+        let visible = self.0.auth.viewer(Authorized::of(&req)?.caller());
         let name = req.into_inner().name;
-        let r = super::instance_hibernation::command(&self.0, &name, true).await?;
+        let r = super::instance_hibernation::command(&self.0, &name, true, &visible).await?;
         Ok(Response::new(r))
     }
 
@@ -419,8 +423,9 @@ impl InstanceService for Instances {
         req: Request<proto::WakeInstanceRequest>,
     ) -> Result<Response<proto::Instance>, Status> {
         on_instance_named(&req, &req.get_ref().name)?;
+        let visible = self.0.auth.viewer(Authorized::of(&req)?.caller());
         let name = req.into_inner().name;
-        let r = super::instance_hibernation::command(&self.0, &name, false).await?;
+        let r = super::instance_hibernation::command(&self.0, &name, false, &visible).await?;
         Ok(Response::new(r))
     }
 

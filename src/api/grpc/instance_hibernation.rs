@@ -15,6 +15,7 @@ pub async fn command(
     ctx: &ApiContext,
     name: &str,
     hibernate: bool,
+    visible: &(dyn Fn(&str) -> bool + Sync),
 ) -> Result<proto::Instance, ApiError> {
     let instance = ctx.instance(name)?;
     if instance.spec.mode != InstanceMode::Managed {
@@ -39,5 +40,5 @@ pub async fn command(
         )
         .await?;
     tracing::info!(instance = %name, command = verb, "hibernation command recorded");
-    Ok(convert::instance(&written))
+    Ok(convert::instance(&written, visible))
 }

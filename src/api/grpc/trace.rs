@@ -237,8 +237,16 @@ pub async fn trace(
     let mut t = shape(&r.resource, &template);
     let claimed = claim_of(&template);
     let shown = as_template(&r.resource, &template);
-    t.policies = traced_policies(on, &beside, ns, &shown, claimed.as_ref(), &mut unavailable);
-    t.overrides = overrides(on, &beside, ns, &shown);
+    let all = pickers(&on.unreviewed());
+    t.policies = traced_policies(
+        &all,
+        &beside,
+        ns,
+        &shown,
+        claimed.as_ref(),
+        &mut unavailable,
+    );
+    t.overrides = overrides(&all, &beside, ns, &shown);
 
     let binding = format!("{}-{}", req.name, r.resource.kind.to_lowercase());
     t.binding = match ns {
@@ -334,14 +342,13 @@ fn is(p: &Picker, claim: &Claim) -> bool {
 /// Every propagation policy that could claim the template, the claimer first, each other
 /// with why it does not.
 fn traced_policies(
-    on: &OnInstance,
+    all: &[Picker],
     beside: &Beside,
     ns: &str,
     template: &Value,
     claim: Option<&Claim>,
     unavailable: &mut Vec<String>,
 ) -> Vec<proto::TracedPolicy> {
-    let all = pickers(&on.unreviewed());
     let candidates: Vec<&Picker> = all
         .iter()
         .filter(|p| match p.kind {
@@ -455,13 +462,7 @@ fn mismatch(policy: &Value, template: &Value) -> String {
 }
 
 /// The override policies whose selectors match the template.
-fn overrides(
-    on: &OnInstance,
-    beside: &Beside,
-    ns: &str,
-    template: &Value,
-) -> Vec<proto::PolicyRef> {
-    let all = pickers(&on.unreviewed());
+fn overrides(all: &[Picker], beside: &Beside, ns: &str, template: &Value) -> Vec<proto::PolicyRef> {
     all.iter()
         .filter(|p| match p.kind {
             Kind::OverridePolicy => p.namespace.as_deref() == Some(ns) && !ns.is_empty(),
