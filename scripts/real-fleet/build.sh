@@ -133,7 +133,8 @@ if [ ! -x "$BIN/etcd" ]; then
 else
   step "etcd: cached"
 fi
-for c in aggregated-apiserver controller-manager scheduler webhook metrics-adapter; do
+# karmada-agent runs in a Pull mode member (the cluster tier's node), at this release only.
+for c in aggregated-apiserver controller-manager scheduler webhook metrics-adapter agent; do
   build "karmada-$c" github.com/karmada-io/karmada "$KARMADA_VERSION" "github.com/karmada-io/karmada/cmd/$c" \
     "-X github.com/karmada-io/karmada/pkg/version.gitVersion=$KARMADA_VERSION"
 done
@@ -251,5 +252,6 @@ for c in aggregated-apiserver controller-manager scheduler webhook metrics-adapt
   image "karmada-$c-$KARMADA_VERSION" "karmada-$c:$KARMADA_VERSION" "$BIN/karmada-$c" "/bin/karmada-$c"
   image "karmada-$c-$KARMADA_PREVIOUS" "karmada-$c:$KARMADA_PREVIOUS" "$BIN/$KARMADA_PREVIOUS/karmada-$c" "/bin/karmada-$c"
 done
+image "karmada-agent-$KARMADA_VERSION" "karmada-agent:$KARMADA_VERSION" "$BIN/karmada-agent" /bin/karmada-agent
 step "all binaries ready in $(elapsed "$t_all")"
 echo "$BIN"
