@@ -81,6 +81,9 @@ impl ApiServer {
             format!("--tls-cert-file={}", p(&serving.cert_file)),
             format!("--tls-private-key-file={}", p(&serving.key_file)),
             format!("--token-auth-file={}", p(&tokens)),
+            // Client certificates from its own CA: what kube-controller-manager signs for
+            // CSRs (karmada-agent's identity in Pull mode).
+            format!("--client-ca-file={}", p(&serving.ca_file)),
             // Bootstrap tokens (Secrets in kube-system), as karmadactl init enables them:
             // Pull-mode members register with one.
             "--enable-bootstrap-token-auth".into(),

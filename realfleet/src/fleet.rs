@@ -218,6 +218,15 @@ impl RealFleet {
             )
             .await?;
             components.push(karmada::webhook(bin, &api, &client).await?);
+            let advertised = match for_pods {
+                true => format!(
+                    "https://{}:{}",
+                    node::net::HOST_IP,
+                    api.url.rsplit(':').next().unwrap_or_default()
+                ),
+                false => api.url.clone(),
+            };
+            crate::pull_mode::bootstrap(&client, &advertised, &api.ca_pem).await?;
             components.extend(karmada::controllers(bin, &api)?);
             for m in ms.iter_mut() {
                 let mc = m.wait_ready(READY).await?;

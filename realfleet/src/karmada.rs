@@ -332,8 +332,13 @@ pub fn kube_controller_manager(bin: &Path, api: &ApiServer) -> Result<Proc, Erro
             format!("--authentication-kubeconfig={kc}"),
             format!("--authorization-kubeconfig={kc}"),
             "--leader-elect=false".into(),
-            "--controllers=clusterrole-aggregation,namespace,garbagecollector,serviceaccount-token"
+            "--controllers=clusterrole-aggregation,namespace,garbagecollector,serviceaccount-token,bootstrapsigner,tokencleaner,csrsigning,csrcleaner"
                 .into(),
+            // Pull mode, as Karmada's installers run it: bootstrapsigner signs cluster-info
+            // for each bootstrap token, csrsigning issues the client certificates
+            // karmada-agent asks for (karmada-controller-manager approves them).
+            format!("--cluster-signing-cert-file={}", api.dir.join("ca.crt").display()),
+            format!("--cluster-signing-key-file={}", api.dir.join("ca.key").display()),
             format!(
                 "--service-account-private-key-file={}",
                 api.dir.join("sa.key").display()

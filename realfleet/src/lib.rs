@@ -10,6 +10,7 @@
 //! [`process`] runs and stops children; [`pki`] makes certificates; [`apiserver`] starts a
 //! kube-apiserver; [`karmada`] adds Karmada's components and joins members; [`members`]
 //! creates Nodes and fills Deployment status; [`faults`] acts on real processes;
+//! [`pull_mode`] readies an instance for `karmadactl register`;
 //! [`node`] adds a kubelet-backed node to the host (`kairship demo --fleet cluster`);
 //! [`dex`] runs Dex as a real OIDC provider.
 
@@ -23,6 +24,7 @@ pub mod node;
 pub mod operator;
 pub mod pki;
 pub mod process;
+pub mod pull_mode;
 
 pub use fleet::{FleetConfig, RealFleet};
 

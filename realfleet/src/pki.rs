@@ -56,6 +56,9 @@ pub fn serving_for(dir: &Path, name: &str, extra: &[&str]) -> Result<Serving, Er
     leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     let key = KeyPair::generate().map_err(pki)?;
     let cert = leaf.signed_by(&key, &ca).map_err(pki)?;
+    // The CA's key signs client certificates too: kube-controller-manager's csrsigning
+    // issues karmada-agent's from it (Pull mode), as karmadactl init's CA does.
+    write(dir, "ca.key", &ca.key().serialize_pem())?;
     Ok(Serving {
         ca_file: write(dir, "ca.crt", &ca.pem())?,
         cert_file: write(dir, "serving.crt", &cert.pem())?,
