@@ -82,6 +82,19 @@ impl Member {
         })
     }
 
+    /// The member's identity as Karmada records it in a Cluster's `spec.id`: its
+    /// `kube-system` namespace's uid (empty when the member has none).
+    pub async fn cluster_id(&self) -> Result<String, ApiError> {
+        let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+            kube::Api::all(self.client.clone());
+        Ok(self
+            .call("get namespace kube-system", namespaces.get("kube-system"))
+            .await?
+            .metadata
+            .uid
+            .unwrap_or_default())
+    }
+
     /// Maps a failed call to the member (`what` says what was being done) to an error in
     /// the caller's terms.
     pub fn error(&self, what: &str, e: kube::Error) -> ApiError {

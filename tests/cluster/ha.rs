@@ -1,7 +1,8 @@
 //! `kairship demo --fleet cluster` end to end: Kairship installed by its chart as three
 //! pods on a kubelet-backed node, then, in order: the pods as a user checks them (Ready
 //! through their own probes, one Lease holder, UID 65532 on a read-only root, JSON logs,
-//! metrics); every surface through the Service; the leader's loss (pod force-deleted,
+//! metrics); every surface through the Service; a Pull mode member registered by a
+//! karmada-agent on the node (`pull_mode.rs`); the leader's loss (pod force-deleted,
 //! then its container killed) with a client reading all along; a rolling upgrade to a new
 //! image tag with clients reading, writing and watching; a managed instance through the
 //! real karmada-operator (`managed.rs`); `helm uninstall`; and the machine
@@ -546,6 +547,7 @@ async fn kairship_runs_as_pods_on_a_real_node() {
     crate::surfaces::pods_are_ready_nonroot_and_one_leads(&demo).await;
     crate::surfaces::every_surface_answers_through_the_service(&demo).await;
     crate::sessions::exec_logs_and_port_forward(&demo).await;
+    crate::pull_mode::register_run_and_remove(&demo).await;
     leader_loss(&demo).await;
     rolling_upgrade(&demo).await;
     crate::managed::lifecycle(&demo).await;

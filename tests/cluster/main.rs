@@ -18,6 +18,7 @@ mod managed_components;
 mod managed_hibernation;
 mod managed_rollouts;
 mod promote;
+mod pull_mode;
 mod readers;
 mod sessions;
 mod sharded;

@@ -27,7 +27,13 @@ fn member_path() -> String {
 }
 
 /// A kubeconfig file named `file` for `server` with `token`, trusting `ca_pem`.
-fn kubeconfig(dir: &Path, file: &str, server: &str, ca_pem: &str, token: &str) -> PathBuf {
+pub(crate) fn kubeconfig(
+    dir: &Path,
+    file: &str,
+    server: &str,
+    ca_pem: &str,
+    token: &str,
+) -> PathBuf {
     let path = dir.join(file);
     let kc = kairship_wire::kubeconfig::build(file, server, ca_pem, token);
     std::fs::write(&path, kc.to_string()).expect("write kubeconfig");
@@ -36,7 +42,7 @@ fn kubeconfig(dir: &Path, file: &str, server: &str, ca_pem: &str, token: &str) -
 
 /// The host's admin kubeconfig as the node's pods (Kairship) and the fleet's Karmada reach
 /// it: the machine's end of the node link, which its certificate names.
-fn host_join_kubeconfig(demo: &ClusterDemo) -> PathBuf {
+pub(crate) fn host_join_kubeconfig(demo: &ClusterDemo) -> PathBuf {
     let kc: Value = serde_json::from_str(
         &std::fs::read_to_string(demo.dir.path().join("real/host/admin.kubeconfig"))
             .expect("host kubeconfig"),

@@ -244,6 +244,35 @@ pub async fn workload_then_remove(demo: &Demo, member: &ApiServer) {
         refused.message()
     );
 
+    // Another cluster's kubeconfig is refused before anything is removed: its
+    // kube-system uid is not the Cluster's id.
+    let other = demo
+        .dir
+        .path()
+        .join("real/karmada-1-member1/admin.kubeconfig");
+    let wrong = clusters
+        .remove_cluster(demo.request(RemoveClusterRequest {
+            instance: "karmada-1".into(),
+            name: CLUSTER.into(),
+            force: true,
+            kubeconfig: std::fs::read_to_string(&other).expect("member1's kubeconfig"),
+            ..Default::default()
+        }))
+        .await
+        .expect_err("another member's kubeconfig refused");
+    assert_eq!(wrong.code(), tonic::Code::InvalidArgument, "{wrong:?}");
+    assert!(
+        wrong.message().contains("is not member")
+            && wrong.message().contains("nothing was removed"),
+        "{}",
+        wrong.message()
+    );
+    let still = member_kubectl(demo, member, &["get", "deploy", "moving", "-n", "default"]);
+    assert!(
+        still.status.success(),
+        "the refused removal touched the member"
+    );
+
     // Forced, through kairship ctl, with the member's kubeconfig to clean it.
     let kubeconfig = member.kubeconfig.display().to_string();
     let removed = ctl_json(

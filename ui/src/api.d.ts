@@ -1133,7 +1133,9 @@ export interface components {
             waitSeconds?: number;
         };
         "kairship.v1alpha1.RemoveClusterResponse": {
+            instanceCleaned?: string[];
             memberCleaned?: string[];
+            memberLeft?: string[];
             notMoved?: string[];
             workloads?: string[];
         };

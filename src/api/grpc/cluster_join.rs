@@ -85,14 +85,7 @@ pub async fn join(
         )));
     }
     let member = Member::connect("kubeconfig", (&req.kubeconfig, &req.context), networks).await?;
-    // The member's identity, as karmadactl takes it: kube-system's uid.
-    let ns_api: Api<Namespace> = Api::all(member.client.clone());
-    let id = member
-        .call("get namespace kube-system", ns_api.get("kube-system"))
-        .await?
-        .metadata
-        .uid
-        .unwrap_or_default();
+    let id = member.cluster_id().await?;
     if let Some(other) = existing
         .iter()
         .find(|c| !id.is_empty() && c.data.pointer("/spec/id").and_then(Value::as_str) == Some(&id))

@@ -2,6 +2,8 @@
 //! token written to the instance's `kube-system` as the caller, and the `karmadactl
 //! register` command a member's administrator runs there, which deploys karmada-agent;
 //! the agent then registers the Cluster (`syncMode: Pull`), which Kairship lists as any.
+//! Removal (`cluster_remove`) undoes it as `karmadactl unregister` does: the agent's
+//! RBAC in the instance, and, given the member's kubeconfig, the agent on the member.
 
 use std::time::Duration;
 
@@ -9,6 +11,8 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
+use super::cluster_join::CLUSTER_NAMESPACE;
+use crate::api::member::Member;
 use crate::api::request::OnInstance;
 use crate::error::ApiError;
 use crate::proto;
@@ -137,9 +141,207 @@ pub async fn create_token(
     })
 }
 
+/// Where `karmadactl register` deploys karmada-agent on the member (its default).
+const AGENT_NAMESPACE: &str = "karmada-system";
+const AGENT: &str = "karmada-agent";
+
+/// What `karmadactl register` writes in the instance for cluster `name`'s agent
+/// (Karmada's `register.GenerateRBACResources`): (kind, namespace, name).
+fn agent_rbac(name: &str) -> [(&'static str, Option<String>, String); 6] {
+    let role = |suffix: &str| format!("system:karmada:{name}:agent{suffix}");
+    let secrets = Some(CLUSTER_NAMESPACE.to_string());
+    let works = Some(format!("karmada-es-{name}"));
+    [
+        ("ClusterRoleBinding", None, role("")),
+        ("ClusterRole", None, role("")),
+        ("RoleBinding", secrets.clone(), role("-secret")),
+        ("Role", secrets, role("-secret")),
+        ("RoleBinding", works.clone(), role("-work")),
+        ("Role", works, role("-work")),
+    ]
+}
+
+fn described(kind: &str, namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{kind} {ns}/{name}"),
+        None => format!("{kind} {name}"),
+    }
+}
+
+/// Removes cluster `name`'s agent RBAC from the instance, as the caller; what was there.
+/// Without it the agent could register the Cluster again.
+pub async fn remove_agent_rbac(on: &OnInstance, name: &str) -> Result<Vec<String>, ApiError> {
+    let mut removed = Vec::new();
+    for (kind, namespace, object) in agent_rbac(name) {
+        let what = described(kind, namespace.as_deref(), &object);
+        let res = kube::discovery::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+            "rbac.authorization.k8s.io",
+            "v1",
+            kind,
+        ));
+        let call = format!("delete {what}");
+        let deleted = on
+            .live(&call, |client| async move {
+                let api: Api<kube::api::DynamicObject> = match &namespace {
+                    Some(ns) => Api::namespaced_with(client, ns, &res),
+                    None => Api::all_with(client, &res),
+                };
+                api.delete(&object, &Default::default()).await
+            })
+            .await;
+        match deleted {
+            Ok(_) => removed.push(what),
+            Err(ApiError::NotFound(_)) | Err(ApiError::Missing(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(removed)
+}
+
+/// What `karmadactl register` puts on the member for its agent: (kind, namespace, name).
+fn agent_objects() -> [(&'static str, Option<&'static str>, &'static str); 5] {
+    [
+        ("Deployment", Some(AGENT_NAMESPACE), AGENT),
+        ("ClusterRoleBinding", None, AGENT),
+        ("ClusterRole", None, AGENT),
+        ("ServiceAccount", Some(AGENT_NAMESPACE), "karmada-agent-sa"),
+        ("Secret", Some(AGENT_NAMESPACE), "karmada-kubeconfig"),
+    ]
+}
+
+/// What a Pull member keeps when its kubeconfig was not given, for its administrator.
+pub fn agent_left() -> Vec<String> {
+    agent_objects()
+        .iter()
+        .map(|(kind, ns, n)| described(kind, *ns, n))
+        .collect()
+}
+
+/// The cluster the member's karmada-agent registers (`--cluster-name`), if it runs one.
+pub async fn agent_cluster(member: &Member) -> Result<Option<String>, ApiError> {
+    let api: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(member.client.clone(), AGENT_NAMESPACE);
+    let call = format!("get deployment {AGENT_NAMESPACE}/{AGENT}");
+    let Some(agent) = member.call_unless_missing(&call, api.get(AGENT)).await? else {
+        return Ok(None);
+    };
+    let args = agent
+        .spec
+        .and_then(|s| s.template.spec)
+        .map(|p| p.containers)
+        .unwrap_or_default()
+        .into_iter()
+        .flat_map(|c| {
+            c.command
+                .unwrap_or_default()
+                .into_iter()
+                .chain(c.args.unwrap_or_default())
+        })
+        .find_map(|a| a.strip_prefix("--cluster-name=").map(String::from));
+    Ok(Some(args.unwrap_or_default()))
+}
+
+/// Removes karmada-agent and what `karmadactl register` created for it on the member
+/// (not its namespace, which `karmadactl unregister` keeps too); what was there.
+pub async fn remove_agent(member: &Member) -> Result<Vec<String>, ApiError> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let c = &member.client;
+    let mut removed = Vec::new();
+    for (kind, ns, name) in agent_objects() {
+        let what = described(kind, ns, name);
+        let namespace = ns.unwrap_or_default();
+        let deleted = match kind {
+            "Deployment" => {
+                delete_on(
+                    member,
+                    &Api::<Deployment>::namespaced(c.clone(), namespace),
+                    name,
+                    &what,
+                )
+                .await?
+            }
+            "ClusterRoleBinding" => {
+                delete_on(
+                    member,
+                    &Api::<ClusterRoleBinding>::all(c.clone()),
+                    name,
+                    &what,
+                )
+                .await?
+            }
+            "ClusterRole" => {
+                delete_on(member, &Api::<ClusterRole>::all(c.clone()), name, &what).await?
+            }
+            "ServiceAccount" => {
+                delete_on(
+                    member,
+                    &Api::<ServiceAccount>::namespaced(c.clone(), namespace),
+                    name,
+                    &what,
+                )
+                .await?
+            }
+            _ => {
+                delete_on(
+                    member,
+                    &Api::<Secret>::namespaced(c.clone(), namespace),
+                    name,
+                    &what,
+                )
+                .await?
+            }
+        };
+        if deleted {
+            removed.push(what);
+        }
+    }
+    Ok(removed)
+}
+
+/// Deletes `name` on the member; whether it was there.
+pub(super) async fn delete_on<K>(
+    member: &Member,
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+) -> Result<bool, ApiError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let call = format!("delete {what}");
+    Ok(member
+        .call_unless_missing(
+            &call,
+            api.delete(name, &kube::api::DeleteParams::background()),
+        )
+        .await?
+        .is_some())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agent_rbac_is_what_karmadactl_register_writes() {
+        let names: Vec<String> = agent_rbac("edge")
+            .iter()
+            .map(|(k, ns, n)| described(k, ns.as_deref(), n))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "ClusterRoleBinding system:karmada:edge:agent",
+                "ClusterRole system:karmada:edge:agent",
+                "RoleBinding karmada-cluster/system:karmada:edge:agent-secret",
+                "Role karmada-cluster/system:karmada:edge:agent-secret",
+                "RoleBinding karmada-es-edge/system:karmada:edge:agent-work",
+                "Role karmada-es-edge/system:karmada:edge:agent-work",
+            ]
+        );
+    }
 
     #[test]
     fn tokens_are_made_of_lowercase_letters_and_digits() {

@@ -2,7 +2,9 @@
 //! propagated to the cluster, naming them; forced, the cluster is tainted NoExecute so
 //! Karmada moves them (bounded), the Cluster is deleted once Karmada has emptied its
 //! execution namespace, and, given the member's kubeconfig, what the join created there
-//! is removed.
+//! is removed. A Pull mode member goes as `karmadactl unregister` takes it: its agent
+//! removes what the Works put on it, then its RBAC in the instance goes, and, given the
+//! member's kubeconfig, the agent itself (`cluster_register`).
 
 use std::time::{Duration, Instant};
 
@@ -15,6 +17,7 @@ use super::cluster_join::{
     check_cluster_name, cluster_role, service_account, CLUSTER_NAMESPACE, IMPERSONATOR,
     SYSTEM_LABEL,
 };
+use super::cluster_register::{self, delete_on};
 use crate::api::member::Member;
 use crate::api::objects;
 use crate::api::request::OnInstance;
@@ -117,10 +120,17 @@ pub async fn remove(
         }
     };
     let live = objects::get_live(on, Kind::Cluster, None, name).await?;
-    if live.data.pointer("/spec/syncMode").and_then(Value::as_str) == Some("Pull") {
-        return Err(ApiError::FailedPrecondition(format!(
-            "cluster {name:?} is a Pull mode member: unregister it with its karmada-agent (karmadactl unregister)"
-        )));
+    let pull = live.data.pointer("/spec/syncMode").and_then(Value::as_str) == Some("Pull");
+    // Checked before anything is removed: the kubeconfig reaches this very member, and a
+    // Pull member's agent there is this cluster's (a member may serve several).
+    let mut agent_elsewhere = None;
+    if let Some(m) = &member {
+        same_member(m, name, &live).await?;
+        if pull {
+            agent_elsewhere = cluster_register::agent_cluster(m)
+                .await?
+                .filter(|registers| registers != name);
+        }
     }
     let workloads = propagated_to(on, name).await?;
     if !workloads.is_empty() && !req.force {
@@ -149,16 +159,54 @@ pub async fn remove(
         }
     }
     objects::delete(on, Kind::Cluster, None, name).await?;
-    wait_gone(on, name).await?;
-    let member_cleaned = match &member {
-        Some(m) => clean_member(m, name).await?,
-        None => Vec::new(),
+    wait_gone(on, name, pull).await?;
+    let instance_cleaned = match pull {
+        true => cluster_register::remove_agent_rbac(on, name).await?,
+        false => Vec::new(),
     };
+    let mut member_cleaned = Vec::new();
+    let mut member_left = Vec::new();
+    match &member {
+        Some(m) => {
+            if pull && agent_elsewhere.is_none() {
+                member_cleaned.extend(cluster_register::remove_agent(m).await?);
+            }
+            member_cleaned.extend(clean_member(m, name).await?);
+        }
+        None if pull => member_left = cluster_register::agent_left(),
+        None => {}
+    }
+    if let Some(other) = agent_elsewhere {
+        tracing::info!(instance = on.instance(), cluster = name, agent_registers = %other, "the member's karmada-agent is another cluster's: left running");
+    }
     Ok(proto::RemoveClusterResponse {
         workloads,
         not_moved,
         member_cleaned,
+        instance_cleaned,
+        member_left,
     })
+}
+
+/// Refuses a kubeconfig that reaches another cluster than the one `live` records (its
+/// kube-system uid is the Cluster's `spec.id`), so nothing is removed from the wrong one.
+async fn same_member(member: &Member, name: &str, live: &DynamicObject) -> Result<(), ApiError> {
+    let recorded = live
+        .data
+        .pointer("/spec/id")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let id = member.cluster_id().await?;
+    if !recorded.is_empty() && !id.is_empty() && id != recorded {
+        return Err(ApiError::invalid(
+            "kubeconfig",
+            format!(
+                "the cluster at {} is not member {name:?} (its kube-system uid {id} is not the Cluster's id {recorded}); nothing was removed",
+                member.url
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// NoExecute, so Karmada's taint manager evicts what does not tolerate it and its
@@ -183,8 +231,13 @@ async fn taint_removing(on: &OnInstance, name: &str, live: &DynamicObject) -> Re
 }
 
 /// Until the Cluster is gone: Karmada's cluster controller removes its execution
-/// namespace (and so what the Works put on the member) before letting it go.
-async fn wait_gone(on: &OnInstance, name: &str) -> Result<(), ApiError> {
+/// namespace (and so what the Works put on the member) before letting it go; for a Pull
+/// member its karmada-agent removes what the Works put there.
+async fn wait_gone(on: &OnInstance, name: &str, pull: bool) -> Result<(), ApiError> {
+    let who = match pull {
+        true => "its karmada-agent has not removed the Works of its execution namespace (is the agent running?)",
+        false => "Karmada's cluster controller has not finished removing its execution namespace",
+    };
     let deadline = Instant::now() + DELETE_WAIT;
     loop {
         match objects::get_live(on, Kind::Cluster, None, name).await {
@@ -192,7 +245,7 @@ async fn wait_gone(on: &OnInstance, name: &str) -> Result<(), ApiError> {
             Err(e) => return Err(e),
             Ok(_) if Instant::now() > deadline => {
                 return Err(ApiError::DeadlineExceeded(format!(
-                    "cluster {name:?} is still being deleted after {DELETE_WAIT:?}: Karmada's cluster controller has not finished removing its execution namespace karmada-es-{name}; the member was not cleaned"
+                    "cluster {name:?} is still being deleted after {DELETE_WAIT:?}: {who} (karmada-es-{name}); the member was not cleaned"
                 )))
             }
             Ok(_) => tokio::time::sleep(Duration::from_secs(1)).await,
@@ -212,26 +265,19 @@ async fn clean_member(member: &Member, name: &str) -> Result<Vec<String>, ApiErr
     let cr: Api<ClusterRole> = Api::all(c.clone());
     let sa: Api<ServiceAccount> = Api::namespaced(c.clone(), CLUSTER_NAMESPACE);
     let secrets: Api<Secret> = Api::namespaced(c.clone(), CLUSTER_NAMESPACE);
-    delete_noting(
-        member,
-        &crb,
-        &role,
-        format!("ClusterRoleBinding {role}"),
-        &mut cleaned,
-    )
-    .await?;
-    delete_noting(
-        member,
-        &cr,
-        &role,
-        format!("ClusterRole {role}"),
-        &mut cleaned,
-    )
-    .await?;
-    let sa_what = format!("ServiceAccount {CLUSTER_NAMESPACE}/{account}");
-    delete_noting(member, &sa, &account, sa_what, &mut cleaned).await?;
-    let secret_what = format!("Secret {CLUSTER_NAMESPACE}/{account}");
-    delete_noting(member, &secrets, &account, secret_what, &mut cleaned).await?;
+    let mut noting = |deleted: bool, what: String| {
+        if deleted {
+            cleaned.push(what);
+        }
+    };
+    let what = format!("ClusterRoleBinding {role}");
+    noting(delete_on(member, &crb, &role, &what).await?, what);
+    let what = format!("ClusterRole {role}");
+    noting(delete_on(member, &cr, &role, &what).await?, what);
+    let what = format!("ServiceAccount {CLUSTER_NAMESPACE}/{account}");
+    noting(delete_on(member, &sa, &account, &what).await?, what);
+    let what = format!("Secret {CLUSTER_NAMESPACE}/{account}");
+    noting(delete_on(member, &secrets, &account, &what).await?, what);
     // The namespace (with the impersonator) only when Karmada's own and nothing else of
     // Karmada's is left in it (another instance may have joined the member too).
     let ns_api: Api<Namespace> = Api::all(c.clone());
@@ -270,27 +316,4 @@ async fn clean_member(member: &Member, name: &str) -> Result<Vec<String>, ApiErr
         }
     }
     Ok(cleaned)
-}
-
-/// Deletes `name` through `api` on the member, noting `what` in `cleaned` unless it was
-/// gone already.
-async fn delete_noting<K>(
-    member: &Member,
-    api: &Api<K>,
-    name: &str,
-    what: String,
-    cleaned: &mut Vec<String>,
-) -> Result<(), ApiError>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let call = format!("delete {what}");
-    if member
-        .call_unless_missing(&call, api.delete(name, &DeleteParams::default()))
-        .await?
-        .is_some()
-    {
-        cleaned.push(what);
-    }
-    Ok(())
 }

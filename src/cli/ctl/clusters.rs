@@ -168,6 +168,7 @@ pub(crate) async fn remove(conn: &Conn, out: Output, a: &RemoveArgs) -> Result<(
                 "WORKLOADS".into(),
                 "NOT MOVED".into(),
                 "MEMBER CLEANED".into(),
+                "INSTANCE CLEANED".into(),
             ],
             vec![
                 a.cluster.clone(),
@@ -175,9 +176,18 @@ pub(crate) async fn remove(conn: &Conn, out: Output, a: &RemoveArgs) -> Result<(
                 list("/workloads"),
                 list("/notMoved"),
                 list("/memberCleaned"),
+                list("/instanceCleaned"),
             ],
         ]
-    })
+    })?;
+    if !r.member_left.is_empty() {
+        eprintln!(
+            "cluster {:?} was a Pull mode member: its karmada-agent may no longer reach the instance; what `--cluster-kubeconfig` would have removed is still on the member: {}",
+            a.cluster,
+            r.member_left.join(", ")
+        );
+    }
+    Ok(())
 }
 
 #[derive(Debug, clap::Args)]

@@ -264,13 +264,26 @@ pub(crate) fn print(
 }
 
 /// Rows as aligned columns; a row of one cell is a line of text below or between them
-/// (a section of `workloads get`), printed as it is and not counted in the widths.
+/// (a section of `workloads get`), printed as it is. Each run of rows between such lines
+/// is a table of its own, aligned on its own widths.
 fn print_table(rows: Vec<Vec<String>>) {
+    let mut block: Vec<Vec<String>> = Vec::new();
+    for r in rows {
+        if r.len() > 1 {
+            block.push(r);
+            continue;
+        }
+        print_aligned(std::mem::take(&mut block));
+        println!("{}", r.first().map(String::as_str).unwrap_or_default());
+    }
+    print_aligned(block);
+}
+
+fn print_aligned(rows: Vec<Vec<String>>) {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..cols)
         .map(|c| {
             rows.iter()
-                .filter(|r| r.len() > 1)
                 .filter_map(|r| r.get(c))
                 .map(String::len)
                 .max()
@@ -278,10 +291,6 @@ fn print_table(rows: Vec<Vec<String>>) {
         })
         .collect();
     for r in rows {
-        if r.len() <= 1 {
-            println!("{}", r.first().map(String::as_str).unwrap_or_default());
-            continue;
-        }
         let line: Vec<String> = r
             .iter()
             .enumerate()
