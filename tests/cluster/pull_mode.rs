@@ -81,6 +81,18 @@ fn exists(kubeconfig: &Path, args: &[&str]) -> bool {
     }
 }
 
+/// The agent's last lines, for a failure's message.
+fn agent_log(demo: &ClusterDemo) -> String {
+    let args = [
+        "-n",
+        "karmada-system",
+        "logs",
+        "deploy/karmada-agent",
+        "--tail=60",
+    ];
+    try_kubectl(&demo.host, &args, None).unwrap_or_else(|e| e)
+}
+
 pub async fn register_run_and_remove(demo: &ClusterDemo) {
     let started = Instant::now();
     let e = &demo.endpoints;
@@ -121,13 +133,7 @@ pub async fn register_run_and_remove(demo: &ClusterDemo) {
         ready,
         "cluster {CLUSTER:?} not Ready in Kairship within {READY_WITHIN:?}: {:?}\nagent: {}",
         listed(demo),
-        demo.kubectl(&[
-            "-n",
-            "karmada-system",
-            "logs",
-            "deploy/karmada-agent",
-            "--tail=30"
-        ])
+        agent_log(demo)
     );
     let ready_after = started.elapsed();
 
@@ -178,7 +184,8 @@ pub async fn register_run_and_remove(demo: &ClusterDemo) {
 
     // Removal through Kairship, with the member's kubeconfig as Kairship's pods reach it.
     let member = host_join_kubeconfig(demo);
-    let removed = ctl_ok(
+    let member = member.display().to_string();
+    let out = ctl(
         demo,
         &[
             "remove",
@@ -188,9 +195,24 @@ pub async fn register_run_and_remove(demo: &ClusterDemo) {
             "--wait",
             "30",
             "--cluster-kubeconfig",
-            &member.display().to_string(),
+            &member,
+            "-o",
+            "json",
         ],
     );
+    if !out.status.success() {
+        let works = try_kubectl(
+            &karmada,
+            &["get", "works", "-n", "karmada-es-pull", "-o", "yaml"],
+            None,
+        );
+        panic!(
+            "kairship ctl remove: {}\nWorks left: {works:?}\nagent: {}",
+            String::from_utf8_lossy(&out.stderr),
+            agent_log(demo)
+        );
+    }
+    let removed: Value = serde_json::from_slice(&out.stdout).expect("ctl -o json");
     assert!(
         strings(&removed, "workloads").contains(&format!("{NS}/Deployment/hello")),
         "{removed}"

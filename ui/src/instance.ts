@@ -37,8 +37,10 @@ function clusterRows(inst: string, clusters: Cluster[], shared: Map<string, stri
       removals.set(name, { message: force ? `removing ${name}: Karmada moves its workloads first…` : `removing ${name}…`, refused: false });
       refresh();
       try {
-        await api.removeCluster(inst, name, force);
+        const r = await api.removeCluster(inst, name, force);
         removals.delete(name);
+        // A Pull member removed without its kubeconfig keeps its agent: say what is left.
+        if (r.memberLeft?.length) report(new Error(`${name} was a Pull mode member: its karmada-agent may no longer reach the instance; still on the member: ${r.memberLeft.join(', ')}`));
       } catch (e) {
         // Refused while workloads run there: the server names them; force may move them.
         const refused = e instanceof ApiError && e.status === 400 && e.message.includes('propagated workload');

@@ -167,6 +167,17 @@ pub(super) fn placement_of(name: String, rb: &Value) -> proto::Placement {
     }
 }
 
+/// Karmada's Work.
+pub(super) fn work_resource() -> kube::discovery::ApiResource {
+    kube::discovery::ApiResource {
+        group: "work.karmada.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "work.karmada.io/v1alpha1".into(),
+        kind: "Work".into(),
+        plural: "works".into(),
+    }
+}
+
 /// The Works in cluster `cluster`'s execution namespace (`karmada-es-<cluster>`), read live
 /// as the caller: Works carry the manifests they propagate, Secrets' data included, so
 /// only those the instance lets read them do.
@@ -174,13 +185,7 @@ pub(super) async fn works_of(
     on: &OnInstance,
     cluster: &str,
 ) -> Result<kube::api::ObjectList<DynamicObject>, crate::error::ApiError> {
-    let works = kube::discovery::ApiResource {
-        group: "work.karmada.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "work.karmada.io/v1alpha1".into(),
-        kind: "Work".into(),
-        plural: "works".into(),
-    };
+    let works = work_resource();
     let what = format!(
         "instance {:?}: the Works of cluster {cluster}",
         on.instance()

@@ -198,6 +198,56 @@ pub async fn remove_agent_rbac(on: &OnInstance, name: &str) -> Result<Vec<String
     Ok(removed)
 }
 
+/// How long removal gives a Pull member's agent to take away what its Works put on the
+/// member (`karmadactl unregister`'s default wait).
+const WORKS_WAIT: Duration = Duration::from_secs(60);
+
+/// Deletes cluster `name`'s Works while its execution namespace still exists, and waits
+/// for its agent to remove what they put on the member and release them, as `karmadactl
+/// unregister` does before deleting the Cluster: once Karmada deletes that namespace, its
+/// Roles go first, the agent's right to update Works there with them, and the Works stay
+/// stuck. Works Karmada makes again meanwhile are deleted again; the names of those left
+/// after the wait are returned.
+pub async fn drain_works(on: &OnInstance, name: &str) -> Result<Vec<String>, ApiError> {
+    let deadline = std::time::Instant::now() + WORKS_WAIT;
+    let namespace = format!("karmada-es-{name}");
+    loop {
+        let works = super::beside::works_of(on, name).await?.items;
+        if works.is_empty() {
+            return Ok(Vec::new());
+        }
+        if std::time::Instant::now() > deadline {
+            return Ok(works
+                .iter()
+                .filter_map(|w| w.metadata.name.clone())
+                .collect());
+        }
+        for work in works
+            .iter()
+            .filter(|w| w.metadata.deletion_timestamp.is_none())
+        {
+            let Some(work) = work.metadata.name.clone() else {
+                continue;
+            };
+            let ns = namespace.clone();
+            let call = format!("delete Work {ns}/{work}");
+            let deleted = on
+                .live(&call, |client| async move {
+                    let res = super::beside::work_resource();
+                    let api: Api<kube::api::DynamicObject> =
+                        Api::namespaced_with(client, &ns, &res);
+                    api.delete(&work, &Default::default()).await
+                })
+                .await;
+            match deleted {
+                Ok(_) | Err(ApiError::NotFound(_)) | Err(ApiError::Missing(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
 /// What `karmadactl register` puts on the member for its agent: (kind, namespace, name).
 fn agent_objects() -> [(&'static str, Option<&'static str>, &'static str); 5] {
     [

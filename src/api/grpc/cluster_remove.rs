@@ -2,9 +2,10 @@
 //! propagated to the cluster, naming them; forced, the cluster is tainted NoExecute so
 //! Karmada moves them (bounded), the Cluster is deleted once Karmada has emptied its
 //! execution namespace, and, given the member's kubeconfig, what the join created there
-//! is removed. A Pull mode member goes as `karmadactl unregister` takes it: its agent
-//! removes what the Works put on it, then its RBAC in the instance goes, and, given the
-//! member's kubeconfig, the agent itself (`cluster_register`).
+//! is removed. A Pull mode member goes as `karmadactl unregister` takes it: its Works are
+//! deleted first and its agent removes what they put on it, then the Cluster and the
+//! agent's RBAC in the instance go, and, given the member's kubeconfig, the agent itself
+//! (`cluster_register`).
 
 use std::time::{Duration, Instant};
 
@@ -156,6 +157,12 @@ pub async fn remove(
                 "waiting for Karmada to move workloads off the cluster"
             );
             tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+    if pull {
+        let stuck = cluster_register::drain_works(on, name).await?;
+        if !stuck.is_empty() {
+            tracing::warn!(instance = on.instance(), cluster = name, works = ?stuck, "the agent did not release every Work in time; deleting the cluster anyway");
         }
     }
     objects::delete(on, Kind::Cluster, None, name).await?;
