@@ -7,6 +7,7 @@ mod backups;
 mod budget;
 mod cache_watch;
 mod classes;
+mod cluster_removal;
 mod docs;
 use kairship_test_support::fleet as common;
 mod grpc;

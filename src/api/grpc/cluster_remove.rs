@@ -142,8 +142,12 @@ pub async fn remove(
         )));
     }
     let mut not_moved = Vec::new();
-    if !workloads.is_empty() {
+    // A Pull member is tainted even when idle: Kairship's own roles are propagated there
+    // too, and Karmada would make their Works again as fast as they are drained.
+    if !workloads.is_empty() || pull {
         taint_removing(on, name, &live).await?;
+    }
+    if !workloads.is_empty() {
         let deadline = Instant::now() + wait;
         loop {
             not_moved = propagated_to(on, name).await?;
