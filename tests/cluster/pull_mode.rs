@@ -141,8 +141,12 @@ pub async fn register_run_and_remove(demo: &ClusterDemo) {
         apply(&karmada, &obj).await;
     }
     let running = holds(Duration::from_secs(120), PROCESS_POLL, || {
-        let d = demo.json(&["-n", NS, "get", "deployments", "hello"]);
-        d["status"]["readyReplicas"] == 1
+        // Not there at first: the agent creates it.
+        let args = ["-n", NS, "get", "deployments", "hello", "-o", "json"];
+        try_kubectl(&demo.host, &args, None)
+            .ok()
+            .and_then(|out| serde_json::from_str::<Value>(&out).ok())
+            .is_some_and(|d| d["status"]["readyReplicas"] == 1)
     })
     .await;
     assert!(

@@ -165,10 +165,11 @@ async fn two_processes_elect_one_leader_and_sigkill_hands_over() {
         "{next} took over {:?} after the leader was killed",
         killed_at.elapsed()
     );
-    // The new leader writes status.
+    // The new leader writes status: at once when it differs, else at the next refresh of
+    // lastSyncTime (`status_refresh`, 30 s in `kairship run`), so the wait covers one.
     let seen = env.status("karmada-1").await.and_then(|s| s.last_sync_time);
     eventually(
-        Duration::from_secs(15),
+        Duration::from_secs(45),
         "status written by the new leader",
         || async {
             env.status("karmada-1")
