@@ -140,7 +140,8 @@ pub(crate) async fn remove(conn: &Conn, out: Output, a: &RemoveArgs) -> Result<(
             kubeconfig,
             context: a.cluster_context.clone().unwrap_or_default(),
         },
-        Duration::from_secs(wait + 150),
+        // The move (`--wait`), a Pull member's Works (60 s), the Cluster's deletion (90 s).
+        Duration::from_secs(wait + 210),
     );
     if a.force {
         eprintln!(
