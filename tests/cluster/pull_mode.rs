@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 use crate::ha::ClusterDemo;
 use crate::managed::{apply, ctl, ctl_ok, try_kubectl};
-use crate::sessions::{host_join_kubeconfig, kubeconfig, INSTANCE};
+use crate::sessions::{busybox_on, host_join_kubeconfig, kubeconfig, INSTANCE};
 
 const CLUSTER: &str = "pull";
 const NS: &str = "pull-demo";
@@ -29,26 +29,6 @@ fn agent_image() -> String {
         "kairship.local/karmada/karmada-agent:{}",
         kairship_realfleet::operator::KARMADA_VERSION
     )
-}
-
-fn workload() -> Vec<Value> {
-    vec![
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
-        json!({"apiVersion": "apps/v1", "kind": "Deployment",
-               "metadata": {"name": "hello", "namespace": NS},
-               "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "hello"}},
-                        "template": {"metadata": {"labels": {"app": "hello"}},
-                                     "spec": {"containers": [{"name": "hello",
-                                        "image": kairship_realfleet::node::BUSYBOX_IMAGE,
-                                        "imagePullPolicy": "Never",
-                                        "command": ["sleep", "3600"]}]}}}}),
-        json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
-               "metadata": {"name": "hello", "namespace": NS},
-               "spec": {"resourceSelectors": [
-                            {"apiVersion": "v1", "kind": "Namespace", "name": NS},
-                            {"apiVersion": "apps/v1", "kind": "Deployment", "name": "hello"}],
-                        "placement": {"clusterAffinity": {"clusterNames": [CLUSTER]}}}}),
-    ]
 }
 
 /// The `pull` Cluster as Kairship lists it, if it does.
@@ -137,7 +117,7 @@ pub async fn register_run_and_remove(demo: &ClusterDemo) {
     );
     let ready_after = started.elapsed();
 
-    for obj in workload() {
+    for obj in busybox_on(CLUSTER, NS, "hello", json!({"command": ["sleep", "3600"]})) {
         apply(&karmada, &obj).await;
     }
     let running = holds(Duration::from_secs(120), PROCESS_POLL, || {

@@ -86,23 +86,41 @@ fn instance_kubeconfig(demo: &ClusterDemo, suffix: &str) -> PathBuf {
 fn workload() -> Vec<Value> {
     // httpd serves /etc, so port-forward's answer for /hostname is the pod's name.
     let script = "echo shell ready in $(hostname); exec httpd -f -p 8080 -h /etc";
+    busybox_on(
+        CLUSTER,
+        NS,
+        "shell",
+        json!({"command": ["/bin/sh", "-c", script], "ports": [{"containerPort": 8080}]}),
+    )
+}
+
+/// Namespace `namespace` with one busybox Deployment `name` (label `app: <name>`, the
+/// node's imported image) and the PropagationPolicy placing both on `cluster`;
+/// `container` adds its fields (command, ports) to the container.
+pub(crate) fn busybox_on(
+    cluster: &str,
+    namespace: &str,
+    name: &str,
+    container: Value,
+) -> Vec<Value> {
+    let mut c = json!({"name": name, "image": kairship_realfleet::node::BUSYBOX_IMAGE,
+                       "imagePullPolicy": "Never"});
+    if let (Some(c), Some(extra)) = (c.as_object_mut(), container.as_object()) {
+        c.extend(extra.clone());
+    }
     vec![
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
         json!({"apiVersion": "apps/v1", "kind": "Deployment",
-               "metadata": {"name": "shell", "namespace": NS, "labels": {"app": "shell"}},
-               "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "shell"}},
-                        "template": {"metadata": {"labels": {"app": "shell"}},
-                                     "spec": {"containers": [{"name": "shell",
-                                        "image": kairship_realfleet::node::BUSYBOX_IMAGE,
-                                        "imagePullPolicy": "Never",
-                                        "command": ["/bin/sh", "-c", script],
-                                        "ports": [{"containerPort": 8080}]}]}}}}),
+               "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
+               "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                        "template": {"metadata": {"labels": {"app": name}},
+                                     "spec": {"containers": [c]}}}}),
         json!({"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
-               "metadata": {"name": "shell", "namespace": NS},
+               "metadata": {"name": name, "namespace": namespace},
                "spec": {"resourceSelectors": [
-                            {"apiVersion": "v1", "kind": "Namespace", "name": NS},
-                            {"apiVersion": "apps/v1", "kind": "Deployment", "name": "shell"}],
-                        "placement": {"clusterAffinity": {"clusterNames": [CLUSTER]}}}}),
+                            {"apiVersion": "v1", "kind": "Namespace", "name": namespace},
+                            {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}],
+                        "placement": {"clusterAffinity": {"clusterNames": [cluster]}}}}),
     ]
 }
 

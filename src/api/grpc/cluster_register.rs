@@ -248,14 +248,26 @@ pub async fn drain_works(on: &OnInstance, name: &str) -> Result<Vec<String>, Api
     }
 }
 
-/// What `karmadactl register` puts on the member for its agent: (kind, namespace, name).
-fn agent_objects() -> [(&'static str, Option<&'static str>, &'static str); 5] {
+/// What `karmadactl register` puts on the member for its agent, all at `v1`:
+/// (group, kind, namespace, name).
+fn agent_objects() -> [(
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+    &'static str,
+); 5] {
+    const RBAC: &str = "rbac.authorization.k8s.io";
     [
-        ("Deployment", Some(AGENT_NAMESPACE), AGENT),
-        ("ClusterRoleBinding", None, AGENT),
-        ("ClusterRole", None, AGENT),
-        ("ServiceAccount", Some(AGENT_NAMESPACE), "karmada-agent-sa"),
-        ("Secret", Some(AGENT_NAMESPACE), "karmada-kubeconfig"),
+        ("apps", "Deployment", Some(AGENT_NAMESPACE), AGENT),
+        (RBAC, "ClusterRoleBinding", None, AGENT),
+        (RBAC, "ClusterRole", None, AGENT),
+        (
+            "",
+            "ServiceAccount",
+            Some(AGENT_NAMESPACE),
+            "karmada-agent-sa",
+        ),
+        ("", "Secret", Some(AGENT_NAMESPACE), "karmada-kubeconfig"),
     ]
 }
 
@@ -263,7 +275,7 @@ fn agent_objects() -> [(&'static str, Option<&'static str>, &'static str); 5] {
 pub fn agent_left() -> Vec<String> {
     agent_objects()
         .iter()
-        .map(|(kind, ns, n)| described(kind, *ns, n))
+        .map(|(_, kind, ns, n)| described(kind, *ns, n))
         .collect()
 }
 
@@ -294,56 +306,18 @@ pub async fn agent_cluster(member: &Member) -> Result<Option<String>, ApiError> 
 /// Removes karmada-agent and what `karmadactl register` created for it on the member
 /// (not its namespace, which `karmadactl unregister` keeps too); what was there.
 pub async fn remove_agent(member: &Member) -> Result<Vec<String>, ApiError> {
-    use k8s_openapi::api::apps::v1::Deployment;
-    use k8s_openapi::api::core::v1::ServiceAccount;
-    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-    let c = &member.client;
     let mut removed = Vec::new();
-    for (kind, ns, name) in agent_objects() {
+    for (group, kind, ns, name) in agent_objects() {
         let what = described(kind, ns, name);
-        let namespace = ns.unwrap_or_default();
-        let deleted = match kind {
-            "Deployment" => {
-                delete_on(
-                    member,
-                    &Api::<Deployment>::namespaced(c.clone(), namespace),
-                    name,
-                    &what,
-                )
-                .await?
-            }
-            "ClusterRoleBinding" => {
-                delete_on(
-                    member,
-                    &Api::<ClusterRoleBinding>::all(c.clone()),
-                    name,
-                    &what,
-                )
-                .await?
-            }
-            "ClusterRole" => {
-                delete_on(member, &Api::<ClusterRole>::all(c.clone()), name, &what).await?
-            }
-            "ServiceAccount" => {
-                delete_on(
-                    member,
-                    &Api::<ServiceAccount>::namespaced(c.clone(), namespace),
-                    name,
-                    &what,
-                )
-                .await?
-            }
-            _ => {
-                delete_on(
-                    member,
-                    &Api::<Secret>::namespaced(c.clone(), namespace),
-                    name,
-                    &what,
-                )
-                .await?
-            }
+        let res = kube::discovery::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+            group, "v1", kind,
+        ));
+        let client = member.client.clone();
+        let api: Api<kube::api::DynamicObject> = match ns {
+            Some(ns) => Api::namespaced_with(client, ns, &res),
+            None => Api::all_with(client, &res),
         };
-        if deleted {
+        if delete_on(member, &api, name, &what).await? {
             removed.push(what);
         }
     }
