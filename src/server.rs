@@ -39,6 +39,9 @@ pub struct ServerConfig {
     pub chaos_reports: Option<std::path::PathBuf>,
     /// Each instance also at `<instance>.<domain>` (`--instance-domain`).
     pub instance_hosts: Option<Arc<crate::api::instance_hosts::InstanceHosts>>,
+    /// What handed-out kubeconfigs name (`--external-url`, `--kubeconfig-ca-file`); the
+    /// instance hosts they use are `instance_hosts`.
+    pub kubeconfigs: crate::api::kubeconfigs::Issuer,
     /// On shutdown, how long `/readyz` fails while everything is still served, so
     /// endpoints drop this replica before its listeners close (kube-apiserver's
     /// `--shutdown-delay-duration`).
@@ -139,7 +142,9 @@ pub async fn start(config: ServerConfig) -> Result<Running, ServerError> {
     )
     .await?;
     let (drain, draining) = Drain::new();
-    let mut ctx = ApiContext::with_auth(tree.handle(), config.auth).with_drain(draining);
+    let mut ctx = ApiContext::with_auth(tree.handle(), config.auth)
+        .with_drain(draining)
+        .with_kubeconfigs(config.kubeconfigs);
     if let Some(f) = config.forward {
         ctx = ctx.with_forwarder(
             crate::api::forward::Forwarder::new(f).map_err(|e| ServerError::Api(e.to_string()))?,

@@ -192,6 +192,7 @@ impl BenchServer {
             auth: kairship::auth::Auth::disabled(),
             chaos_reports: None,
             instance_hosts: None,
+            kubeconfigs: Default::default(),
             shutdown_delay: Duration::ZERO,
             forward: None,
         })

@@ -28,6 +28,8 @@ pub struct ApiContext {
     pub forwarder: Option<Arc<crate::api::forward::Forwarder>>,
     /// The wakes of hibernated instances this replica asked for.
     pub(crate) wakes: Arc<Wakes>,
+    /// What the kubeconfigs this process hands out name (`api::kubeconfigs`).
+    pub kubeconfigs: Arc<crate::api::kubeconfigs::Issuer>,
 }
 
 impl ApiContext {
@@ -57,7 +59,14 @@ impl ApiContext {
             drain: crate::api::drain::Drain::never(),
             forwarder: None,
             wakes: Default::default(),
+            kubeconfigs: Default::default(),
         }
+    }
+
+    /// The kubeconfigs this context hands out name what `issuer` says.
+    pub fn with_kubeconfigs(mut self, issuer: crate::api::kubeconfigs::Issuer) -> Self {
+        self.kubeconfigs = Arc::new(issuer);
+        self
     }
 
     /// Requests for instances other replicas own are passed to them with `forwarder`.

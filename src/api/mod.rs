@@ -16,6 +16,7 @@ pub mod forward;
 pub mod grpc;
 pub mod http;
 pub mod instance_hosts;
+pub mod kubeconfigs;
 pub mod member;
 pub mod mount;
 pub mod objects;

@@ -26,6 +26,7 @@ pub async fn mount(
     ctx: ApiContext,
     chain: Arc<Chain>,
     chaos_reports: Option<std::path::PathBuf>,
+    https_port: u16,
 ) -> Result<Mounted, grpc::RoutesError> {
     let grpc::Routes {
         api,
@@ -55,10 +56,14 @@ pub async fn mount(
         .layer(from_fn_with_state(
             ctx.drain.clone(),
             crate::api::drain::close_keepalives,
-        ));
+        ))
+        .layer(from_fn(super::kubeconfigs::on_https));
+    let grpc = grpc_app.layer(from_fn(move |req: Request, next: Next| {
+        super::kubeconfigs::on_grpc(https_port, req, next)
+    }));
     Ok(Mounted {
         https,
-        grpc: grpc_app,
+        grpc,
         health: reporter,
     })
 }
@@ -109,8 +114,15 @@ pub struct Serving {
 /// Serves the API of `ctx` as `config` says. HTTPS closes when the context's drain says
 /// so (`api::drain`) or on [`Serving::stop`]; the gRPC port on `stop`.
 pub async fn start(ctx: ApiContext, config: ApiConfig) -> Result<Serving, StartError> {
+    // Kubeconfigs use the instance hosts this server serves, whatever the context had.
+    let issuer = super::kubeconfigs::Issuer {
+        hosts: config.instance_hosts.clone(),
+        ..(*ctx.kubeconfigs).clone()
+    };
+    let ctx = ctx.with_kubeconfigs(issuer);
     let chain = Chain::new(ctx.clone(), config.audit, config.fairness)?;
-    let mounted = mount(ctx.clone(), chain, config.chaos_reports).await?;
+    let https_port = config.https.local_addr().map(|a| a.port()).unwrap_or(443);
+    let mounted = mount(ctx.clone(), chain, config.chaos_reports, https_port).await?;
     // gRPC health says NOT_SERVING from the moment the process starts shutting down, as
     // /readyz does.
     let draining = {

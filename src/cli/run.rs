@@ -74,6 +74,15 @@ pub struct RunArgs {
     /// `*.<domain>`. The path form stays.
     #[arg(long, value_parser = instance_domain)]
     pub instance_domain: Option<crate::api::instance_hosts::InstanceHosts>,
+    /// Where clients reach the HTTPS port (https://host[:port]), for the kubeconfigs
+    /// Kairship hands out; by default the address each request was sent to.
+    #[arg(long, value_parser = external_url)]
+    pub external_url: Option<crate::api::kubeconfigs::ServerUrl>,
+    /// PEM of the CA the kubeconfigs Kairship hands out trust its HTTPS certificate with;
+    /// by default --peer-ca-file, else the CA certificates after the serving one in
+    /// --tls-cert-file, else none (clients use their system's roots).
+    #[arg(long)]
+    pub kubeconfig_ca_file: Option<PathBuf>,
     /// Namespace of the Karmada objects of managed instances.
     #[arg(long, default_value = "kairship-system")]
     pub managed_namespace: String,
@@ -368,6 +377,10 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             .sharding
             .forward(sharded, serving_chain.as_deref(), leader.lease_duration)?,
     };
+    let kubeconfigs = match args.role {
+        Role::ControllerManager => Default::default(),
+        _ => kubeconfig_issuer(&args, serving_chain.as_deref())?,
+    };
     if args.leader_elect && leader.renew_deadline >= leader.lease_duration {
         return Err(Error::Usage("--leader-elect-renew-deadline-secs must be shorter than --leader-elect-lease-duration-secs".into()));
     }
@@ -500,6 +513,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
                 auth,
                 chaos_reports: args.chaos_report_dir.clone(),
                 instance_hosts: args.instance_domain.clone().map(std::sync::Arc::new),
+                kubeconfigs,
                 shutdown_delay: Duration::from_secs(args.shutdown_delay_secs),
                 forward,
             };
@@ -599,6 +613,41 @@ fn managed_defaults(args: &RunArgs) -> Result<crate::crd::karmada_spec::Defaults
         .fragment(None)
         .map_err(|e| Error::Usage(e.to_string()))?;
     Ok(defaults)
+}
+
+/// `--external-url`, checked as the flag is read.
+pub fn external_url(s: &str) -> Result<crate::api::kubeconfigs::ServerUrl, String> {
+    crate::api::kubeconfigs::ServerUrl::parse(s).map_err(|e| e.to_string())
+}
+
+/// What the kubeconfigs Kairship hands out name, from the flags and the serving chain.
+fn kubeconfig_issuer(
+    args: &RunArgs,
+    serving_chain: Option<&[u8]>,
+) -> Result<crate::api::kubeconfigs::Issuer, Error> {
+    let read = |flag: &str, p: &std::path::Path| {
+        std::fs::read_to_string(p).map_err(|e| Error::Usage(format!("{flag} {}: {e}", p.display())))
+    };
+    let ca_pem = match (&args.kubeconfig_ca_file, &args.sharding.peer_ca_file) {
+        (Some(p), _) => Some(("--kubeconfig-ca-file", read("--kubeconfig-ca-file", p)?)),
+        (None, Some(p)) => Some(("--peer-ca-file", read("--peer-ca-file", p)?)),
+        (None, None) => serving_chain
+            .and_then(crate::cli::shard_args::chain_ca)
+            .map(|pem| ("--tls-cert-file", pem)),
+    };
+    let ca_pem = match ca_pem {
+        Some((flag, pem)) if !pem.contains("-----BEGIN CERTIFICATE-----") => {
+            return Err(Error::Usage(format!(
+                "{flag}: no PEM certificate in the file"
+            )))
+        }
+        other => other.map(|(_, pem)| pem),
+    };
+    Ok(crate::api::kubeconfigs::Issuer {
+        external: args.external_url.clone(),
+        ca_pem,
+        hosts: None,
+    })
 }
 
 /// `--instance-domain`, checked as the flag is read.

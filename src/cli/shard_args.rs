@@ -138,7 +138,7 @@ impl ShardArgs {
 
 /// The CA certificates (basic constraints CA) that follow the first certificate of a PEM
 /// chain, as PEM: where a serving chain carries its CA, peers are verified with it.
-fn chain_ca(pem: &[u8]) -> Option<String> {
+pub(crate) fn chain_ca(pem: &[u8]) -> Option<String> {
     let mut out = String::new();
     for (i, block) in x509_parser::pem::Pem::iter_from_buffer(pem).enumerate() {
         let block = block.ok()?;

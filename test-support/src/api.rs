@@ -25,6 +25,10 @@ pub async fn serve(
     https_listener: Option<tokio::net::TcpListener>,
 ) -> Served {
     ctx.ready().await;
+    let ctx = ctx.with_kubeconfigs(kairship::api::kubeconfigs::Issuer {
+        ca_pem: Some(cert.ca_pem.clone()),
+        ..Default::default()
+    });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

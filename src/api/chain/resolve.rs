@@ -45,6 +45,8 @@ pub struct Target {
     pub(super) verb: String,
     pub(super) writes: bool,
     pub(super) object: Option<ObjectRef>,
+    /// Answered by this replica whoever owns the instance (`Rule::anywhere`).
+    pub(super) anywhere: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -74,6 +76,11 @@ pub async fn layer(State(chain): State<Arc<Chain>>, req: Request, next: Next) ->
 }
 
 impl Target {
+    /// The instance whose owner answers, when the fleet is sharded.
+    pub fn routed_to(&self) -> Option<&str> {
+        self.instance().filter(|_| !self.anywhere)
+    }
+
     /// The instance whose role decides, when it names one.
     pub fn instance(&self) -> Option<&str> {
         match &self.on {
@@ -123,6 +130,7 @@ fn proxy_target(req: &Request) -> Result<Target, ApiError> {
             api_group: r.api_group.clone(),
             subresource: r.subresource.clone(),
         }),
+        anywhere: false,
     })
 }
 
@@ -245,6 +253,7 @@ fn target(rule: &Rule, message: Option<&DynamicMessage>) -> Target {
             api_group: rule.api_group.to_string(),
             subresource,
         }),
+        anywhere: rule.anywhere,
     }
 }
 

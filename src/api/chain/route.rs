@@ -18,7 +18,7 @@ pub async fn layer(State(chain): State<Arc<Chain>>, req: Request, next: Next) ->
     let on = req
         .extensions()
         .get::<Target>()
-        .and_then(|t| Some((t.instance()?.to_string(), t.writes)));
+        .and_then(|t| Some((t.routed_to()?.to_string(), t.writes)));
     let record = req
         .extensions()
         .get::<Authorized>()

@@ -489,6 +489,15 @@ impl InstanceService for Instances {
         Ok(Response::new(r))
     }
 
+    async fn get_kubeconfig(
+        &self,
+        req: Request<proto::GetKubeconfigRequest>,
+    ) -> Result<Response<proto::Kubeconfig>, Status> {
+        Ok(Response::new(super::instance_kubeconfig::get(
+            &self.0, req,
+        )?))
+    }
+
     async fn get_instance_stats(
         &self,
         req: Request<proto::GetInstanceStatsRequest>,

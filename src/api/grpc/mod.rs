@@ -13,6 +13,7 @@ mod instance;
 mod instance_backups;
 mod instance_components;
 mod instance_hibernation;
+mod instance_kubeconfig;
 mod instance_renewal;
 mod log_stream;
 mod member_proxy;

@@ -46,6 +46,14 @@ impl Rest {
         if let Some(record) = ext.get::<Record>() {
             call.extensions_mut().insert(record.clone());
         }
+        // What GetKubeconfig reads of the request as the caller sent it.
+        if let Some(reached) = ext.get::<crate::api::kubeconfigs::Reached>() {
+            call.extensions_mut().insert(reached.clone());
+        }
+        if let Some(token) = req.headers().get(http::header::AUTHORIZATION) {
+            call.headers_mut()
+                .insert(http::header::AUTHORIZATION, token.clone());
+        }
         call.extensions_mut().insert(authorized);
         let answer = match self.grpc.clone().oneshot(call).await {
             Ok(a) => a,
@@ -143,8 +151,15 @@ fn streamed(body: axum::body::Body, output: prost_reflect::MessageDescriptor) ->
 }
 
 pub async fn handle(State(rest): State<Arc<Rest>>, req: Request) -> Response {
-    match rest.call(req).await {
+    let mut answer = match rest.call(req).await {
         Ok(r) => r,
         Err(f) => rest_failure(&f),
-    }
+    };
+    // Every answer is the caller's own (filtered by their roles; a kubeconfig carries
+    // their token): no shared cache may keep one.
+    answer.headers_mut().insert(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-store"),
+    );
+    answer
 }

@@ -8,6 +8,7 @@ mod clusters;
 mod components;
 mod hibernation;
 mod instances;
+mod kubeconfig;
 mod pods;
 mod rollouts;
 mod search;
@@ -111,6 +112,9 @@ pub enum CtlCommand {
     Rollouts(rollouts::RolloutsCmd),
     /// Who Kairship takes you for, and your role on each instance.
     Whoami,
+    /// A kubeconfig for one instance through Kairship (kubectl, karmadactl, helm), with
+    /// your token.
+    Kubeconfig(kubeconfig::KubeconfigArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -354,6 +358,7 @@ pub async fn run(args: CtlArgs) -> Result<(), Error> {
     let out = args.output;
     match &args.command {
         CtlCommand::Instances(cmd) => instances::run(&conn, out, cmd).await,
+        CtlCommand::Kubeconfig(a) => kubeconfig::run(&conn, out, a).await,
         CtlCommand::Stats { name } => {
             let mut c = InstanceServiceClient::new(conn.channel.clone());
             let r = c

@@ -435,6 +435,11 @@ async fn bring_up(args: &DemoArgs, fleet: &FleetView, total: usize) -> Result<Up
         auth,
         chaos_reports: Some(dir.join("chaos")),
         instance_hosts: Some(Arc::new(args.instance_domain.clone())),
+        // Reached at its loopback address: the kubeconfigs it hands out name that.
+        kubeconfigs: crate::api::kubeconfigs::Issuer {
+            ca_pem: Some(cert.ca_pem.clone()),
+            ..Default::default()
+        },
         shutdown_delay: Duration::ZERO,
         forward: first.as_ref().map(|f| f.forward.clone()),
     })

@@ -35,6 +35,9 @@ pub struct Rule {
     /// Fields of the request message naming the object, when it names one.
     pub namespace_field: Option<&'static str>,
     pub name_field: Option<&'static str>,
+    /// Answered by whichever replica the caller reached, never passed to the instance's
+    /// owner: the answer is about how the caller reached Kairship, not the instance.
+    pub anywhere: bool,
 }
 
 impl Rule {
@@ -61,6 +64,7 @@ const fn rule(need: Role, scope: Scope, verb: &'static str, resource: &'static s
         api_group: KARMADA,
         namespace_field: None,
         name_field: None,
+        anywhere: false,
     }
 }
 
@@ -71,6 +75,11 @@ const fn named(mut r: Rule, field: &'static str) -> Rule {
 
 const fn in_namespace(mut r: Rule, field: &'static str) -> Rule {
     r.namespace_field = Some(field);
+    r
+}
+
+const fn anywhere(mut r: Rule) -> Rule {
+    r.anywhere = true;
     r
 }
 
@@ -132,6 +141,14 @@ pub const GRPC: &[(&str, Rule)] = &[
             rule(View, Scope::Instance("name"), "get", "instances/stats"),
             "name",
         )),
+    ),
+    (
+        // Anyone who may read the instance through the proxy may have a kubeconfig for it.
+        "/kairship.v1alpha1.InstanceService/GetKubeconfig",
+        kairship(anywhere(named(
+            rule(View, Scope::Instance("name"), "get", "instances/kubeconfig"),
+            "name",
+        ))),
     ),
     (
         "/kairship.v1alpha1.WorkloadService/ListWorkloadPods",
