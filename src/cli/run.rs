@@ -381,6 +381,17 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         Role::ControllerManager => Default::default(),
         _ => kubeconfig_issuer(&args, serving_chain.as_deref())?,
     };
+    // Instance hosts a client cannot verify would make every host-form kubeconfig fail.
+    if let (Some(hosts), Some(chain)) = (&args.instance_domain, serving_chain.as_deref()) {
+        let wildcard = hosts.wildcard();
+        let names = crate::cli::shard_args::dns_names(chain);
+        if !names.iter().any(|n| n.eq_ignore_ascii_case(&wildcard)) {
+            return Err(Error::Usage(format!(
+                "--instance-domain {}: the serving certificate (--tls-cert-file) must name {wildcard}; it names {names:?}",
+                hosts.domain()
+            )));
+        }
+    }
     if args.leader_elect && leader.renew_deadline >= leader.lease_duration {
         return Err(Error::Usage("--leader-elect-renew-deadline-secs must be shorter than --leader-elect-lease-duration-secs".into()));
     }

@@ -157,13 +157,28 @@ pub(crate) fn chain_ca(pem: &[u8]) -> Option<String> {
 
 /// The first DNS subject alternative name of the first certificate in `pem`.
 fn first_dns_name(pem: &[u8]) -> Option<String> {
-    let (_, block) = x509_parser::pem::parse_x509_pem(pem).ok()?;
-    let cert = block.parse_x509().ok()?;
-    let san = cert.subject_alternative_name().ok()??;
-    san.value.general_names.iter().find_map(|n| match n {
-        x509_parser::extensions::GeneralName::DNSName(d) => Some(d.to_string()),
-        _ => None,
-    })
+    dns_names(pem).into_iter().next()
+}
+
+/// The DNS subject alternative names of the first certificate in `pem`.
+pub(crate) fn dns_names(pem: &[u8]) -> Vec<String> {
+    let Ok((_, block)) = x509_parser::pem::parse_x509_pem(pem) else {
+        return Vec::new();
+    };
+    let Ok(cert) = block.parse_x509() else {
+        return Vec::new();
+    };
+    let Ok(Some(san)) = cert.subject_alternative_name() else {
+        return Vec::new();
+    };
+    san.value
+        .general_names
+        .iter()
+        .filter_map(|n| match n {
+            x509_parser::extensions::GeneralName::DNSName(d) => Some(d.to_string()),
+            _ => None,
+        })
+        .collect()
 }
 
 #[cfg(test)]

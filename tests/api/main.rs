@@ -18,6 +18,7 @@ use kairship_test_support::harness;
 mod hibernation;
 mod impersonation;
 mod instance_hosts;
+mod kubeconfig_download;
 mod metrics;
 mod placement;
 mod policies;

@@ -338,6 +338,35 @@ async fn any_replica_answers_for_every_instance_as_the_caller() {
     let (code, _) = get(&viewer, &proxied("karmada-1", "/api/v1/namespaces")).await;
     assert_eq!(code, 200, "vera views karmada-1 through either replica");
 
+    // A kubeconfig is answered by the replica asked, not the owner: it names the address
+    // the caller reached, and kubectl reaches the instance through it.
+    let admin = edge.https(&env, &cert.ca_pem, ADMIN).await;
+    let path = format!(
+        "/apis/kairship.io/v1alpha1/instances/{}/kubeconfig?includeToken=true&form=path",
+        other.0
+    );
+    let (code, body) = get(&admin, &path).await;
+    assert_eq!(code, 200, "{body}");
+    let answer: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let server = answer["server"].as_str().unwrap_or_default();
+    assert!(
+        server.starts_with(&format!("{}/apis/", edge.served.https)),
+        "the asked replica's address, not the owner's: {server}"
+    );
+    let file = env.sim.dir.path().join("edge.kubeconfig");
+    std::fs::write(&file, answer["kubeconfig"].as_str().unwrap_or_default()).expect("write");
+    let out = std::process::Command::new(crate::common::kubectl_bin())
+        .arg("--kubeconfig")
+        .arg(&file)
+        .args(["get", "namespaces", "-o", "name"])
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("namespace/default"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     // A watch streams through the replica that does not own the instance.
     let watched = &other.0;
     let https = edge.https(&env, &cert.ca_pem, ADMIN).await;
