@@ -468,6 +468,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/apis/kairship.io/v1alpha1/instances/{name}/kubeconfig": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["InstanceService_GetKubeconfig"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/apis/kairship.io/v1alpha1/instances/{name}/restores": {
         parameters: {
             query?: never;
@@ -976,6 +992,14 @@ export interface components {
             provider?: string;
             region?: string;
             zones?: string[];
+        };
+        "kairship.v1alpha1.Kubeconfig": {
+            form?: string;
+            hasCa?: boolean;
+            hasToken?: boolean;
+            kubeconfig?: string;
+            server?: string;
+            tlsServerName?: string;
         };
         "kairship.v1alpha1.Leader": {
             holderIdentity?: string;
@@ -2726,6 +2750,41 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["kairship.v1alpha1.ListControllersResponse"];
+                };
+            };
+            /** @description An error as google.rpc.Status */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["google.rpc.Status"];
+                };
+            };
+        };
+    };
+    InstanceService_GetKubeconfig: {
+        parameters: {
+            query?: {
+                include_token?: boolean;
+                form?: string;
+                server?: string;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["kairship.v1alpha1.Kubeconfig"];
                 };
             };
             /** @description An error as google.rpc.Status */

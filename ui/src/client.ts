@@ -106,6 +106,9 @@ export const api = {
       spec: { ...i.spec, backupSchedule: { intervalMinutes, keep } },
     });
   },
+  // With the signed-in user's own token in it, for kubectl, karmadactl and helm.
+  kubeconfig: (inst: string) =>
+    call<S['kairship.v1alpha1.Kubeconfig']>('GET', `/instances/${seg(inst)}/kubeconfig?includeToken=true`),
   renewCertificates: (inst: string) =>
     call<S['kairship.v1alpha1.RenewCertificatesResponse']>('POST', `/instances/${seg(inst)}/certificates:renew`, {}),
   restartComponent: (inst: string, component: string) =>

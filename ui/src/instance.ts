@@ -341,6 +341,22 @@ function policyRows(policies: Policy[], canEdit: boolean, open: (p: Policy, edit
   });
 }
 
+/** Saves the instance's kubeconfig (the caller's token in it) as <instance>.kubeconfig. */
+async function downloadKubeconfig(inst: string, report: (e: unknown) => void) {
+  try {
+    const k = await api.kubeconfig(inst);
+    const url = URL.createObjectURL(new Blob([k.kubeconfig ?? ''], { type: 'application/yaml' }));
+    const a = h('a', { href: url, download: `${inst}.kubeconfig` });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    // After the browser has taken the file.
+    setTimeout(() => URL.revokeObjectURL(url), 1000);
+  } catch (e) {
+    report(e);
+  }
+}
+
 type Certificate = NonNullable<NonNullable<Instance['status']>['certificates']>[number];
 
 /** The instance's certificates, with "Renew" for an admin of a managed instance. */
@@ -510,7 +526,7 @@ export function instancePage(root: Element, inst: string, canEdit: boolean, canA
       mount(
         live,
         h('p', {}, phaseBadge(i.status?.phase), ' ', h('span', { class: 'why' }, explanation(i.status?.conditions))),
-        h('p', { class: 'actions' }, h('a', { id: 'resources-link', href: `#/instances/${encodeURIComponent(inst)}/resources` }, 'All resources'), ' · ', h('a', { id: 'trace-any', href: `#/instances/${encodeURIComponent(inst)}/trace` }, 'Trace a template')),
+        h('p', { class: 'actions' }, h('a', { id: 'resources-link', href: `#/instances/${encodeURIComponent(inst)}/resources` }, 'All resources'), ' · ', h('a', { id: 'trace-any', href: `#/instances/${encodeURIComponent(inst)}/trace` }, 'Trace a template'), ' · ', h('button', { class: 'small link', id: 'download-kubeconfig', title: 'A kubeconfig for kubectl, karmadactl and helm through Kairship, with your token', onclick: () => void downloadKubeconfig(inst, report) }, 'Download kubeconfig')),
         h('h3', {}, 'Member clusters'),
         table('clusters', ['Cluster', 'Ready', 'Version', 'Nodes', 'Allocated / allocatable', 'Taints', ''], clusterRows(inst, clusters, new Map((i.status?.sharedMembers ?? []).map((m) => [m.cluster ?? '', m.instances ?? []])), canAdmin, removals, () => void refresh(), report)),
         classSection(i),

@@ -3,6 +3,7 @@
 // actor restarts, and what the viewer token does not see.
 
 import { test, expect, type Page } from '@playwright/test';
+import { spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -550,6 +551,26 @@ test('the viewer sees only its instance and no admin actions', async ({ page }) 
   await expect(page.locator('#join button')).toHaveCount(0);
   await expect(page.locator('#backup-schedule-text')).toBeVisible();
   await expect(page.locator('#create-backup')).toHaveCount(0);
+  // Its kubeconfig, downloaded: the instance's host as TLS server name, the viewer's own
+  // token; kubectl reads through it (get --raw too) and is refused a write, as the role says.
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('#download-kubeconfig')]);
+  expect(download.suggestedFilename()).toBe(`${viewerInstance}.kubeconfig`);
+  const kubeconfig = join(stateDir, `downloaded-${viewerInstance}.kubeconfig`);
+  await download.saveAs(kubeconfig);
+  const text = readFileSync(kubeconfig, 'utf8');
+  expect(text).toContain(`tls-server-name: ${viewerInstance}.kairship.localtest`);
+  expect(text).toContain(`token: ${endpoints.tokens.viewer}`);
+  const kubectl = (...args: string[]) =>
+    spawnSync(process.env.KUBECTL ?? 'kubectl', ['--kubeconfig', kubeconfig, ...args], { encoding: 'utf8' });
+  const clusters = kubectl('get', 'clusters', '-o', 'name');
+  expect(clusters.status, clusters.stderr).toBe(0);
+  expect(clusters.stdout).toContain('cluster.cluster.karmada.io/member1');
+  const version = kubectl('get', '--raw', '/version');
+  expect(version.status, version.stderr).toBe(0);
+  expect(JSON.parse(version.stdout).gitVersion).toMatch(/^v1\./);
+  const write = kubectl('create', 'configmap', 'from-the-console', '-n', 'default');
+  expect(write.status).not.toBe(0);
+  expect(write.stderr).toContain('needs role "edit"');
   // Kairship's view role reaches the members too: the viewer reads nginx's Pod on member2.
   const nginx = page.locator('#workloads tr[data-workload="default/nginx"]');
   await nginx.locator('.placement[data-cluster="member2"] button', { hasText: 'Pods' }).click();
