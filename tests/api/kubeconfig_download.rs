@@ -10,7 +10,7 @@ use kairship::proto::instance_service_client::InstanceServiceClient;
 use kairship::proto::GetKubeconfigRequest;
 use serde_json::Value;
 
-use crate::auth::{ADMIN, VIEWER};
+use crate::auth::{with, ADMIN, VIEWER};
 use crate::proxy::ok;
 use crate::server::Api;
 
@@ -47,14 +47,23 @@ fn written(dir: &Path, name: &str, yaml: &str) -> PathBuf {
     p
 }
 
-/// A gRPC request carrying `token`.
-fn with<T>(token: &str, msg: T) -> tonic::Request<T> {
-    let mut r = tonic::Request::new(msg);
-    r.metadata_mut().insert(
-        "authorization",
-        format!("Bearer {token}").parse().expect("metadata"),
-    );
-    r
+/// `GetKubeconfig` over gRPC as `token`, with the caller's token in.
+async fn over_grpc(
+    api: &Api,
+    token: &str,
+    name: &str,
+    form: &str,
+) -> Result<kairship::proto::Kubeconfig, tonic::Status> {
+    let req = GetKubeconfigRequest {
+        name: name.into(),
+        include_token: true,
+        form: form.into(),
+        server: String::new(),
+    };
+    InstanceServiceClient::new(api.channel.clone())
+        .get_kubeconfig(with(token, req))
+        .await
+        .map(tonic::Response::into_inner)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -132,20 +141,9 @@ async fn a_handed_out_kubeconfig_works_with_kubectl_as_its_caller() {
 
     // The path form, over gRPC from the gRPC port: Kairship's HTTPS address, no server
     // name; kubectl's everyday requests work (get --raw loses the path, as ever).
-    let mut grpc = InstanceServiceClient::new(api.channel.clone());
-    let path_form = grpc
-        .get_kubeconfig(with(
-            ADMIN,
-            GetKubeconfigRequest {
-                name: "karmada-1".into(),
-                include_token: true,
-                form: "path".into(),
-                server: String::new(),
-            },
-        ))
+    let path_form = over_grpc(&api, ADMIN, "karmada-1", "path")
         .await
-        .expect("path form")
-        .into_inner();
+        .expect("path form");
     assert_eq!(path_form.tls_server_name, "");
     assert_eq!(
         path_form.server,
@@ -157,33 +155,16 @@ async fn a_handed_out_kubeconfig_works_with_kubectl_as_its_caller() {
 
     // A viewer of karmada-1: a kubeconfig that reads there and is refused writes, as its
     // role says; none for karmada-2, and that refusal is audited.
-    let mine = grpc
-        .get_kubeconfig(with(
-            VIEWER,
-            GetKubeconfigRequest {
-                name: "karmada-1".into(),
-                include_token: true,
-                ..Default::default()
-            },
-        ))
+    let mine = over_grpc(&api, VIEWER, "karmada-1", "")
         .await
-        .expect("a viewer's kubeconfig")
-        .into_inner();
+        .expect("a viewer's kubeconfig");
     let victor = written(dir.path(), "victor.kubeconfig", &mine.kubeconfig);
     assert!(ok(api.kubectl_with(&victor, &["get", "clusters"])).contains("member1"));
     let write = api.kubectl_with(&victor, &["create", "configmap", "nope", "-n", "default"]);
     assert!(!write.status.success());
     let why = String::from_utf8_lossy(&write.stderr);
     assert!(why.contains("needs role \"edit\""), "{why}");
-    let refused = grpc
-        .get_kubeconfig(with(
-            VIEWER,
-            GetKubeconfigRequest {
-                name: "karmada-2".into(),
-                include_token: true,
-                ..Default::default()
-            },
-        ))
+    let refused = over_grpc(&api, VIEWER, "karmada-2", "")
         .await
         .expect_err("no role on karmada-2");
     assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");

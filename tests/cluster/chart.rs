@@ -103,6 +103,8 @@ fn values_render_what_they_promise() {
         "--shards",
         "--peer-ca-file=/etc/kairship/tls/ca.crt",
         "--peer-server-name=kairship.kairship-system.svc",
+        // The kubeconfigs it hands out trust the TLS Secret's CA.
+        "--kubeconfig-ca-file=/etc/kairship/tls/ca.crt",
     ] {
         assert!(
             args.iter().any(|a| a == want),
@@ -118,6 +120,23 @@ fn values_render_what_they_promise() {
         unsharded.iter().any(|a| a == "--shards=false")
             && !unsharded.iter().any(|a| a.starts_with("--peer-ca-file")),
         "sharding off says so: {unsharded:?}"
+    );
+    assert!(
+        !args.iter().any(|a| a.starts_with("--external-url")),
+        "kubeconfigs name the address each request reached by default: {args:?}"
+    );
+    let outside = container_args(&template(&[
+        "externalURL=https://kairship.example.com",
+        "tls.caKey=",
+    ]));
+    assert!(
+        outside
+            .iter()
+            .any(|a| a == "--external-url=https://kairship.example.com")
+            && !outside
+                .iter()
+                .any(|a| a.starts_with("--kubeconfig-ca-file")),
+        "an external URL, and no CA for a publicly trusted certificate: {outside:?}"
     );
     let kinds: Vec<String> = docs(&defaults)
         .iter()

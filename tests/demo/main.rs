@@ -201,6 +201,33 @@ async fn demo_serves_kubectl_and_grpc_then_stops_cleanly() {
                 .is_some_and(|r| r.starts_with("karmada-1") && r.contains(" ago")),
         "{usage}"
     );
+    // A kubeconfig from ctl, in the demo's form (the path, the instance's host as TLS
+    // server name), readable by its owner only; kubectl's get --raw reaches the instance.
+    let file = dir.path().join("from-ctl.kubeconfig");
+    let path = file.to_str().expect("a UTF-8 path");
+    let (ok, _, err) = ctl(&["kubeconfig", "karmada-2", "--file", path]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("TLS server name karmada-2.kairship.localtest"),
+        "{err}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&file)
+        .expect("written")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let out = Command::new(&kubectl)
+        .args(["--kubeconfig", path, "get", "--raw"])
+        .arg("/apis/cluster.karmada.io/v1alpha1/clusters")
+        .output()
+        .expect("kubectl");
+    let clusters = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && clusters.contains("\"member1\""),
+        "{clusters}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (ok, json, err) = ctl(&["stats", "karmada-1", "-o", "json"]);
     assert!(ok, "{err}");
     let stats: Value = serde_json::from_str(&json).expect("stats json");

@@ -130,7 +130,7 @@ async fn bind(host: &kube::Client, name: &str, spec: InstanceRoleBindingSpec) {
 }
 
 /// A request carrying `token` as gRPC metadata.
-fn with<T>(token: &str, msg: T) -> tonic::Request<T> {
+pub(crate) fn with<T>(token: &str, msg: T) -> tonic::Request<T> {
     let mut r = tonic::Request::new(msg);
     r.metadata_mut().insert(
         "authorization",
