@@ -16,7 +16,7 @@ use std::sync::Arc;
 use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::Response;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::api::instance_hosts::{host_of, InstanceHosts};
 use crate::error::ApiError;
@@ -31,23 +31,11 @@ pub struct Reached {
     pub https_port: Option<u16>,
 }
 
-/// Marks requests of the HTTPS port.
-pub async fn on_https(mut req: Request, next: Next) -> Response {
+/// Marks each request with where it reached Kairship: `https_port` is `None` on the
+/// HTTPS port, the HTTPS port's number on the gRPC port.
+pub async fn mark(https_port: Option<u16>, mut req: Request, next: Next) -> Response {
     let host = host_of(&req).map(str::to_string);
-    req.extensions_mut().insert(Reached {
-        host,
-        https_port: None,
-    });
-    next.run(req).await
-}
-
-/// Marks requests of the gRPC port, whose kubeconfigs name the HTTPS port `https_port`.
-pub async fn on_grpc(https_port: u16, mut req: Request, next: Next) -> Response {
-    let host = host_of(&req).map(str::to_string);
-    req.extensions_mut().insert(Reached {
-        host,
-        https_port: Some(https_port),
-    });
+    req.extensions_mut().insert(Reached { host, https_port });
     next.run(req).await
 }
 
@@ -212,13 +200,15 @@ impl Issuer {
             (Form::Host, Some(hosts)) => (base.url_for(&hosts.host_of(ask.instance)), None),
             _ => (path_server, None),
         };
-        let config = document(
-            ask.instance,
+        let mut config = kairship_wire::kubeconfig::build_with(
+            &format!("kairship-{}", ask.instance),
             &server,
-            tls_server_name.as_deref(),
             self.ca_pem.as_deref(),
             ask.token,
         );
+        if let Some(n) = &tls_server_name {
+            config = kairship_wire::kubeconfig::with_tls_server_name(config, n);
+        }
         Ok(Issued {
             config,
             server,
@@ -238,42 +228,10 @@ fn from_request(reached: Option<&Reached>) -> Option<ServerUrl> {
     })
 }
 
-/// The kubeconfig itself.
-fn document(
-    name: &str,
-    server: &str,
-    tls_server_name: Option<&str>,
-    ca_pem: Option<&str>,
-    token: Option<&str>,
-) -> Value {
-    use base64::Engine;
-    let mut cluster = json!({"server": server});
-    if let Some(n) = tls_server_name {
-        cluster["tls-server-name"] = n.into();
-    }
-    if let Some(ca) = ca_pem {
-        cluster["certificate-authority-data"] =
-            base64::engine::general_purpose::STANDARD.encode(ca).into();
-    }
-    let user = match token {
-        Some(t) => json!({"token": t}),
-        None => json!({}),
-    };
-    let context = format!("kairship-{name}");
-    json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": context, "cluster": cluster}],
-        "users": [{"name": context, "user": user}],
-        "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
-        "current-context": context,
-        "preferences": {},
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn issuer(domain: bool) -> Issuer {
         Issuer {

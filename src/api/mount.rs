@@ -57,9 +57,11 @@ pub async fn mount(
             ctx.drain.clone(),
             crate::api::drain::close_keepalives,
         ))
-        .layer(from_fn(super::kubeconfigs::on_https));
+        .layer(from_fn(|req: Request, next: Next| {
+            super::kubeconfigs::mark(None, req, next)
+        }));
     let grpc = grpc_app.layer(from_fn(move |req: Request, next: Next| {
-        super::kubeconfigs::on_grpc(https_port, req, next)
+        super::kubeconfigs::mark(Some(https_port), req, next)
     }));
     Ok(Mounted {
         https,

@@ -102,6 +102,15 @@ fn digest(token: &str) -> TokenDigest {
 /// Kairship grants them, from its bindings, never a token or an IdP.
 pub const ROLE_GROUP_PREFIX: &str = "kairship:";
 
+/// The token of an `authorization` header's value (`Bearer <token>`), if it holds one.
+pub fn bearer(authorization: &str) -> Option<&str> {
+    authorization
+        .strip_prefix("Bearer ")
+        .or_else(|| authorization.strip_prefix("bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+}
+
 pub struct Auth {
     tokens: HashMap<TokenDigest, UserInfo>,
     oidc: Option<Arc<oidc::Oidc>>,
@@ -209,14 +218,7 @@ impl Auth {
                 unrestricted: true,
             });
         }
-        let token = authorization
-            .and_then(|h| {
-                h.strip_prefix("Bearer ")
-                    .or_else(|| h.strip_prefix("bearer "))
-            })
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .ok_or_else(unauthenticated)?;
+        let token = authorization.and_then(bearer).ok_or_else(unauthenticated)?;
         if let Some(user) = self.tokens.get(&digest(token)) {
             return self.caller(user.clone());
         }

@@ -1,8 +1,9 @@
 //! `GetKubeconfig` (REST and gRPC): the kubeconfig Kairship hands out is one kubectl uses
 //! as it is. In the host form (the test server serves `*.kairship.localtest`, reached by
 //! address) `get --raw` reaches the instance as it does directly; the caller's own token
-//! goes in only when asked for, and that hand-out is audited without the token; a caller
-//! with no role on an instance gets no kubeconfig for it; REST answers are never cached.
+//! goes in only when asked for (without it kubectl has to ask for credentials), and that
+//! hand-out is audited without the token; a caller with no role on an instance gets no
+//! kubeconfig for it; REST answers are never cached.
 
 use std::path::{Path, PathBuf};
 
@@ -170,7 +171,8 @@ async fn a_handed_out_kubeconfig_works_with_kubectl_as_its_caller() {
     assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
     assert!(api.audited("victor", "grpc", "get", "instances", "karmada-2", true));
 
-    // Without the token: no credentials at all, so the instance's proxy refuses it.
+    // Without the token: no credentials at all, so kubectl asks for them (its prompt,
+    // answered by nothing) instead of sending the request.
     let (code, _, body) =
         rest_get(&api, ADMIN, &format!("{P}/instances/karmada-1/kubeconfig")).await;
     assert_eq!(code, 200, "{body}");
@@ -183,6 +185,12 @@ async fn a_handed_out_kubeconfig_works_with_kubectl_as_its_caller() {
         &["get", "clusters"],
     );
     assert!(!anonymous.status.success());
+    let asked = String::from_utf8_lossy(&anonymous.stdout);
+    assert!(
+        asked.contains("Please enter Username"),
+        "kubectl asks for the credentials the kubeconfig lacks: {asked}{}",
+        String::from_utf8_lossy(&anonymous.stderr)
+    );
 
     // The server asked for, by name: the instance's own host on its port, no path.
     let (code, _, body) = rest_get(

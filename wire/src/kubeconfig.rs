@@ -7,12 +7,26 @@ use serde_json::{json, Value};
 
 /// A kubeconfig with one cluster, one user with a bearer token, and one context.
 pub fn build(name: &str, server: &str, ca_pem: &str, token: &str) -> Value {
-    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    build_with(name, server, Some(ca_pem), Some(token))
+}
+
+/// As [`build`], the CA (else the system's roots) and the token (else no credentials)
+/// each optional.
+pub fn build_with(name: &str, server: &str, ca_pem: Option<&str>, token: Option<&str>) -> Value {
+    let mut cluster = json!({"server": server});
+    if let Some(ca) = ca_pem {
+        cluster["certificate-authority-data"] =
+            base64::engine::general_purpose::STANDARD.encode(ca).into();
+    }
+    let user = match token {
+        Some(t) => json!({"token": t}),
+        None => json!({}),
+    };
     json!({
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority-data": ca}}],
-        "users": [{"name": name, "user": {"token": token}}],
+        "clusters": [{"name": name, "cluster": cluster}],
+        "users": [{"name": name, "user": user}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],
         "current-context": name,
         "preferences": {},

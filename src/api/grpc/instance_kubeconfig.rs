@@ -21,12 +21,8 @@ pub fn get(
         .metadata()
         .get("authorization")
         .and_then(|v| v.to_str().ok())
-        .and_then(|h| {
-            h.strip_prefix("Bearer ")
-                .or_else(|| h.strip_prefix("bearer "))
-        })
-        .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty());
+        .and_then(crate::auth::bearer)
+        .map(str::to_string);
     let record = req.extensions().get::<Record>().cloned();
     let r = req.into_inner();
     if r.include_token {
